@@ -1,0 +1,38 @@
+# Every target bootstraps .venv by itself (idempotent): a fresh clone needs only `make demo` or `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv test lint unit integration spark demo bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check protocol broker fetcher cli spark_jobs tests
+	$(BIN)/ruff format --check protocol broker fetcher
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+integration: $(STAMP)
+	$(BIN)/pytest -q tests/integration
+
+demo: $(STAMP)
+	$(BIN)/isrsim demo
+
+bench: $(STAMP)
+	$(BIN)/isrsim bench
+
+clean:
+	rm -rf $(VENV) isrsim-data .pytest_cache .mypy_cache .ruff_cache
