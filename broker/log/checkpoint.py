@@ -1,0 +1,167 @@
+"""Kafka's text checkpoint files, replaced atomically.
+
+Every checkpoint has the same shape (Kafka's ``CheckpointFile``)::
+
+    0                 <- format version
+    2                 <- number of entries that follow
+    <entry line>
+    <entry line>
+
+``OffsetCheckpointFile`` entries are ``<topic> <partition> <offset>`` (used for
+``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint`` and
+``log-start-offset-checkpoint``); ``LeaderEpochCheckpointFile`` entries are ``<epoch> <start_offset>``
+(``leader-epoch-checkpoint`` inside a partition directory).
+
+A write goes to ``<file>.tmp``, which is flushed and fsynced, renamed over the file, and then the
+directory is fsynced so the rename itself survives a crash. A reader therefore sees either the old or
+the new content, never a mix. A missing or empty file reads as no entries (as Kafka's reader does);
+anything else that does not parse raises :class:`CheckpointError` naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+CURRENT_VERSION = 0
+
+T = TypeVar("T")
+
+
+class CheckpointError(Exception):
+    """A checkpoint file exists but its content is not a valid checkpoint."""
+
+    def __init__(self, path: Path, line_number: int | None, message: str) -> None:
+        where = f"{path}:{line_number}" if line_number is not None else str(path)
+        super().__init__(f"malformed checkpoint file {where}: {message}")
+        self.path = path
+        self.line_number = line_number
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEntry:
+    """The first offset written under a leader epoch."""
+
+    epoch: int
+    start_offset: int
+
+    def __repr__(self) -> str:
+        return f"EpochEntry(epoch={self.epoch}, start_offset={self.start_offset})"
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a rename or create inside ``directory`` durable (no-op where directories can't be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``: write ``<path>.tmp``, fsync, rename, fsync the directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_directory(path.parent)
+
+
+def _format(lines: Iterable[str], count: int) -> str:
+    body = "".join(line + "\n" for line in lines)
+    return f"{CURRENT_VERSION}\n{count}\n{body}"
+
+
+def _parse_int(path: Path, line_number: int, text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise CheckpointError(path, line_number, f"expected {what}, got {text!r}") from None
+
+
+def _read_entries(path: Path, parse_entry: Callable[[int, list[str]], T]) -> list[T]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except UnicodeDecodeError as e:
+        raise CheckpointError(path, None, f"not UTF-8 text ({e})") from None
+    lines = text.splitlines()
+    if not lines:
+        return []
+    version = _parse_int(path, 1, lines[0].strip(), "a version number")
+    if version != CURRENT_VERSION:
+        raise CheckpointError(path, 1, f"unrecognised version {version}, expected {CURRENT_VERSION}")
+    if len(lines) < 2:
+        return []
+    expected = _parse_int(path, 2, lines[1].strip(), "an entry count")
+    if expected < 0:
+        raise CheckpointError(path, 2, f"negative entry count {expected}")
+    entries: list[T] = []
+    for index, line in enumerate(lines[2:], start=3):
+        entries.append(parse_entry(index, line.split()))
+    if len(entries) != expected:
+        raise CheckpointError(path, None, f"expected {expected} entries but found {len(entries)}")
+    return entries
+
+
+class OffsetCheckpointFile:
+    """A map of (topic, partition) -> offset, e.g. ``replication-offset-checkpoint``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        lines = []
+        for (topic, partition), offset in offsets.items():
+            if not topic or any(c.isspace() for c in topic):
+                raise ValueError(f"topic name {topic!r} cannot be written to {self.path}")
+            lines.append(f"{topic} {partition} {offset}")
+        write_atomically(self.path, _format(lines, len(lines)))
+
+    def read(self) -> dict[tuple[str, int], int]:
+        def parse(line_number: int, parts: list[str]) -> tuple[tuple[str, int], int]:
+            if len(parts) != 3:
+                raise CheckpointError(
+                    self.path,
+                    line_number,
+                    f"expected '<topic> <partition> <offset>', got {' '.join(parts)!r}",
+                )
+            partition = _parse_int(self.path, line_number, parts[1], "a partition number")
+            offset = _parse_int(self.path, line_number, parts[2], "an offset")
+            return (parts[0], partition), offset
+
+        return dict(_read_entries(self.path, parse))
+
+
+class LeaderEpochCheckpointFile:
+    """The ``leader-epoch-checkpoint`` of one partition: ``<epoch> <start_offset>`` lines."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def write(self, entries: Sequence[EpochEntry]) -> None:
+        lines = [f"{e.epoch} {e.start_offset}" for e in entries]
+        write_atomically(self.path, _format(lines, len(lines)))
+
+    def read(self) -> list[EpochEntry]:
+        def parse(line_number: int, parts: list[str]) -> EpochEntry:
+            if len(parts) != 2:
+                raise CheckpointError(
+                    self.path, line_number, f"expected '<epoch> <start_offset>', got {' '.join(parts)!r}"
+                )
+            epoch = _parse_int(self.path, line_number, parts[0], "an epoch")
+            start = _parse_int(self.path, line_number, parts[1], "a start offset")
+            return EpochEntry(epoch, start)
+
+        return _read_entries(self.path, parse)
