@@ -1,0 +1,385 @@
+"""Record batches (SPEC §3): Kafka's v2 batch header, byte for byte, with msgpack records.
+
+Layout (big-endian, 61-byte header, then the records)::
+
+    offset  size  field
+         0     8  base_offset             i64
+         8     4  batch_length            i32   bytes after this field (batch size = batch_length + 12)
+        12     4  partition_leader_epoch  i32
+        16     1  magic                   i8    always 2
+        17     4  crc                     u32   CRC-32C of bytes [21, end of batch)
+        21     2  attributes              i16
+        23     4  last_offset_delta       i32
+        27     8  base_timestamp          i64
+        35     8  max_timestamp           i64
+        43     8  producer_id             i64
+        51     2  producer_epoch          i16
+        53     4  base_sequence           i32
+        57     4  records_count           i32
+        61     -  records: one msgpack array of [offset_delta, timestamp_delta, key, value, headers]
+
+Because the CRC starts at ``attributes`` a leader may rewrite ``base_offset`` and
+``partition_leader_epoch`` in place without recomputing it (:func:`assign_offsets_and_epoch`).
+
+The data path works on headers only: :func:`validate_batch` checks the header, the size and the CRC without
+decoding the msgpack records; :func:`decode_records` is for tools and tests that need the records.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+from crc32c import crc32c
+
+from protocol.errors import CorruptRecordError
+
+Buffer = bytes | bytearray | memoryview
+
+MAGIC = 2
+BATCH_HEADER_SIZE = 61
+# base_offset (8) + batch_length (4): the bytes not counted by batch_length.
+LOG_OVERHEAD = 12
+# Smallest legal batch_length: a header with no record bytes at all.
+MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+
+BASE_OFFSET_OFFSET = 0
+BATCH_LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+assert _HEADER.size == BATCH_HEADER_SIZE
+_PREFIX = struct.Struct(">qi")  # base_offset, batch_length
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record of a batch. Its offset is ``base_offset + offset_delta``, its timestamp
+    ``base_timestamp + timestamp_delta``."""
+
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The 61-byte header of one batch, decoded."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies (header included)."""
+        return self.batch_length + LOG_OVERHEAD
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _assemble(
+    payload: bytes,
+    *,
+    records_count: int,
+    last_offset_delta: int,
+    max_timestamp_delta: int,
+    base_offset: int,
+    partition_leader_epoch: int,
+    base_timestamp: int | None,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    attributes: int,
+) -> bytes:
+    if base_timestamp is None:
+        base_timestamp = _now_ms()
+    buf = bytearray(BATCH_HEADER_SIZE + len(payload))
+    _HEADER.pack_into(
+        buf,
+        0,
+        base_offset,
+        len(buf) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        base_timestamp + max_timestamp_delta,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records_count,
+    )
+    buf[BATCH_HEADER_SIZE:] = payload
+    _U32.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
+def build_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    base_timestamp: int | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    attributes: int = 0,
+) -> bytes:
+    """Encode ``records`` as one batch. ``base_timestamp`` defaults to now (ms since the epoch).
+
+    ``last_offset_delta`` is the largest ``offset_delta`` and ``max_timestamp`` is ``base_timestamp`` plus
+    the largest ``timestamp_delta``. Brokers accept only dense deltas (``0..n-1``): see
+    :func:`validate_batch`.
+    """
+    if not records:
+        raise ValueError("a record batch holds at least one record")
+    payload = msgpack.packb(
+        [[r.offset_delta, r.timestamp_delta, r.key, r.value, r.headers] for r in records],
+        use_bin_type=True,
+    )
+    return _assemble(
+        payload,
+        records_count=len(records),
+        last_offset_delta=max(r.offset_delta for r in records),
+        max_timestamp_delta=max(r.timestamp_delta for r in records),
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        base_timestamp=base_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        attributes=attributes,
+    )
+
+
+def build_simple_batch(
+    values: Sequence[bytes | None],
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    base_timestamp: int | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    attributes: int = 0,
+) -> bytes:
+    """A batch of key-less records with offset deltas ``0..n-1``, all stamped ``base_timestamp``."""
+    if not values:
+        raise ValueError("a record batch holds at least one record")
+    empty: dict[str, bytes] = {}
+    payload = msgpack.packb([[i, 0, None, v, empty] for i, v in enumerate(values)], use_bin_type=True)
+    return _assemble(
+        payload,
+        records_count=len(values),
+        last_offset_delta=len(values) - 1,
+        max_timestamp_delta=0,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        base_timestamp=base_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        attributes=attributes,
+    )
+
+
+def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Decode the header at ``pos``. Checks that 61 bytes are there, the magic and the minimum batch_length;
+    it does not check that the whole batch is in ``buf`` nor its CRC (see :func:`validate_batch`)."""
+    available = len(buf) - pos
+    if available < BATCH_HEADER_SIZE:
+        raise CorruptRecordError(
+            f"batch at position {pos}: {available} bytes left, a batch header needs {BATCH_HEADER_SIZE}"
+        )
+    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    if header.magic != MAGIC:
+        raise CorruptRecordError(f"batch at position {pos}: magic {header.magic}, expected {MAGIC}")
+    if header.batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(
+            f"batch at position {pos}: batch_length {header.batch_length} is below the minimum "
+            f"{MIN_BATCH_LENGTH}"
+        )
+    return header
+
+
+def batch_crc(buf: Buffer, pos: int = 0) -> int:
+    """The CRC-32C computed over the batch at ``pos`` (bytes from ``attributes`` to the end of the batch, as
+    given by its batch_length). Compare with the stored ``read_header(buf, pos).crc``."""
+    if len(buf) - pos < LOG_OVERHEAD:
+        raise CorruptRecordError(f"batch at position {pos}: truncated before batch_length")
+    _, batch_length = _PREFIX.unpack_from(buf, pos)
+    end = pos + LOG_OVERHEAD + batch_length
+    if batch_length < MIN_BATCH_LENGTH or end > len(buf):
+        raise CorruptRecordError(
+            f"batch at position {pos}: batch_length {batch_length} does not fit the "
+            f"{len(buf) - pos} bytes left"
+        )
+    return int(crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]))
+
+
+def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Check the batch at ``pos`` without decoding its records: header (see :func:`read_header`), the whole
+    batch within ``buf``, the CRC, and dense offset deltas (``last_offset_delta + 1 == records_count >= 1``).
+    Raises :class:`CorruptRecordError` naming the position and the problem."""
+    header = read_header(buf, pos)
+    end = pos + header.batch_length + LOG_OVERHEAD
+    if end > len(buf):
+        raise CorruptRecordError(
+            f"batch at position {pos}: batch_length {header.batch_length} claims {header.size} bytes, "
+            f"only {len(buf) - pos} left"
+        )
+    computed = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end])
+    if computed != header.crc:
+        raise CorruptRecordError(
+            f"batch at position {pos}: CRC mismatch (stored 0x{header.crc:08x}, computed 0x{computed:08x})"
+        )
+    if header.records_count < 1:
+        raise CorruptRecordError(f"batch at position {pos}: records_count {header.records_count} < 1")
+    if header.last_offset_delta < 0 or header.last_offset_delta + 1 != header.records_count:
+        raise CorruptRecordError(
+            f"batch at position {pos}: last_offset_delta {header.last_offset_delta} does not match "
+            f"records_count {header.records_count}"
+        )
+    return header
+
+
+def iter_batches(buf: Buffer, *, validate: bool = True) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` for each batch of ``buf``. Strict: a partial batch at the end, or (with
+    ``validate``) any corrupt batch, raises :class:`CorruptRecordError`. Without ``validate`` only the header
+    checks of :func:`read_header` and the size are done."""
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        if validate:
+            header = validate_batch(buf, pos)
+        else:
+            header = read_header(buf, pos)
+            if pos + header.size > end:
+                raise CorruptRecordError(
+                    f"batch at position {pos}: batch_length {header.batch_length} claims {header.size} "
+                    f"bytes, only {end - pos} left"
+                )
+        yield pos, header
+        pos += header.size
+
+
+def scan_valid_prefix(buf: Buffer) -> tuple[int, list[BatchHeader]]:
+    """Tolerant scan for torn-tail recovery: the byte length of the longest prefix of ``buf`` made of whole,
+    valid batches, and their headers. Everything from that length on should be cut off."""
+    pos = 0
+    headers: list[BatchHeader] = []
+    end = len(buf)
+    while pos < end:
+        try:
+            header = validate_batch(buf, pos)
+        except CorruptRecordError:
+            break
+        headers.append(header)
+        pos += header.size
+    return pos, headers
+
+
+def assign_offsets_and_epoch(buf: bytearray, base_offset: int, leader_epoch: int) -> int:
+    """Leader side of an append: give the batches of ``buf`` consecutive offsets starting at ``base_offset``
+    and stamp ``leader_epoch`` into each, in place. The CRC does not cover these fields, so it stays valid.
+    ``buf`` must already be validated (see :func:`iter_batches`). Returns the offset after the last record."""
+    pos = 0
+    end = len(buf)
+    next_offset = base_offset
+    while pos < end:
+        if end - pos < BATCH_HEADER_SIZE:
+            raise CorruptRecordError(f"batch at position {pos}: truncated header")
+        _, batch_length = _PREFIX.unpack_from(buf, pos)
+        (last_offset_delta,) = _I32.unpack_from(buf, pos + 23)
+        _PREFIX.pack_into(buf, pos, next_offset, batch_length)
+        _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+        next_offset += last_offset_delta + 1
+        pos += batch_length + LOG_OVERHEAD
+    return next_offset
+
+
+def _corrupt(pos: int, why: str) -> CorruptRecordError:
+    return CorruptRecordError(f"batch at position {pos}: {why}")
+
+
+def _to_record(pos: int, item: Any) -> Record:
+    if type(item) is not list or len(item) != 5:
+        raise _corrupt(pos, "a record is not a 5-element array")
+    offset_delta, timestamp_delta, key, value, headers = item
+    if type(offset_delta) is not int or type(timestamp_delta) is not int:
+        raise _corrupt(pos, "record offset_delta/timestamp_delta is not an int")
+    if not (key is None or type(key) is bytes) or not (value is None or type(value) is bytes):
+        raise _corrupt(pos, "record key/value is neither bin nor nil")
+    if type(headers) is not dict or not all(type(k) is str and type(v) is bytes for k, v in headers.items()):
+        raise _corrupt(pos, "record headers are not a map of str to bin")
+    return Record(offset_delta, timestamp_delta, key, value, headers)
+
+
+def decode_records(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
+    """Validate the batch at ``pos`` (CRC included) and decode its records."""
+    header = validate_batch(buf, pos)
+    data = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size]
+    try:
+        items = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except Exception as exc:
+        raise _corrupt(pos, f"records are not one msgpack value ({exc})") from exc
+    if type(items) is not list:
+        raise _corrupt(pos, "records are not a msgpack array")
+    if len(items) != header.records_count:
+        raise _corrupt(pos, f"records_count {header.records_count} but {len(items)} records")
+    return header, [_to_record(pos, item) for item in items]
+
+
+__all__ = [
+    "BATCH_HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "MAGIC",
+    "BatchHeader",
+    "Record",
+    "assign_offsets_and_epoch",
+    "batch_crc",
+    "build_batch",
+    "build_simple_batch",
+    "decode_records",
+    "iter_batches",
+    "read_header",
+    "scan_valid_prefix",
+    "validate_batch",
+]
