@@ -1,0 +1,459 @@
+"""Incremental fetch sessions on the broker (KIP-227): Kafka's ``CachedPartition``, ``FetchSession``, the
+``FetchContext`` kinds and ``FetchManager``. The session store itself is ``broker.fetch_session_cache``.
+
+A FETCH request carries ``(session_id, session_epoch)``:
+
+* ``(0, -1)``: sessionless. The request lists every partition; the response lists every partition; nothing is
+  cached. A non-zero id with epoch -1 additionally closes that session.
+* ``(any, 0)``: full. Any session named by a non-zero id is closed, and the response creates a new session
+  (its id is in the response, or 0 when the cache refused it).
+* ``(id, n >= 1)``: incremental. ``n`` must be the session's next epoch (INVALID_FETCH_SESSION_EPOCH
+  otherwise; FETCH_SESSION_ID_NOT_FOUND for an unknown id). The request lists only partitions that were
+  added or whose fetch parameters changed and names removed ones in ``to_forget``; the response lists only
+  partitions with records, a changed high watermark or log start offset, or an error. A session emptied by
+  ``to_forget`` is closed and the request is served sessionless.
+
+Everything here is synchronous and sans-I/O: the clock is injected and ``now`` is passed explicitly.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from fetcher.fetch_request import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchMetadata,
+    FetchRequestPartitionData,
+    TopicPartition,
+    next_epoch,
+)
+from protocol.errors import Errors
+
+if TYPE_CHECKING:
+    # Only a type here; the cache module imports this one at run time.
+    from broker.fetch_session_cache import FetchSessionCache
+
+__all__ = [
+    "CachedPartition",
+    "FetchContext",
+    "FetchManager",
+    "FetchRequestPartitionData",
+    "FetchResponseData",
+    "FetchSession",
+    "FullFetchContext",
+    "IncrementalFetchContext",
+    "PartitionResponseData",
+    "SessionErrorContext",
+    "SessionlessFetchContext",
+    "TopicPartition",
+]
+
+log = logging.getLogger(__name__)
+
+# Kafka's FetchResponse.INVALID_HIGH_WATERMARK etc.: what a partition with an error reports.
+INVALID_HIGH_WATERMARK = -1
+INVALID_LAST_STABLE_OFFSET = -1
+INVALID_LOG_START_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResponseData:
+    """One partition of a FETCH response. Only ``len(records)`` matters to the session logic."""
+
+    error_code: int = Errors.NONE
+    high_watermark: int = INVALID_HIGH_WATERMARK
+    last_stable_offset: int = INVALID_LAST_STABLE_OFFSET
+    log_start_offset: int = INVALID_LOG_START_OFFSET
+    records: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponseData:
+    """The session-level part of a FETCH response: top-level error, session id and the partitions to send,
+    in the order to send them."""
+
+    error_code: int
+    session_id: int
+    responses: dict[TopicPartition, PartitionResponseData]
+    throttle_time_ms: int = 0
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """A partition cached in a fetch session: the last request parameters the fetcher sent for it and the last
+    high watermark / log start offset the broker told it, so that unchanged partitions can be left out of both
+    the next request and the next response.
+
+    ``fetcher_log_start_offset`` is the fetching replica's log start offset (from the request);
+    ``local_log_start_offset`` is this broker's (from the last response).
+    """
+
+    topic: str
+    partition: int
+    max_bytes: int = -1
+    fetch_offset: int = -1
+    high_watermark: int = -1
+    leader_epoch: int = -1
+    fetcher_log_start_offset: int = -1
+    local_log_start_offset: int = -1
+
+    @classmethod
+    def from_request(
+        cls,
+        tp: TopicPartition,
+        req: FetchRequestPartitionData,
+        resp: PartitionResponseData | None = None,
+    ) -> CachedPartition:
+        return cls(
+            topic=tp[0],
+            partition=tp[1],
+            max_bytes=req.max_bytes,
+            fetch_offset=req.fetch_offset,
+            high_watermark=-1 if resp is None else resp.high_watermark,
+            leader_epoch=req.current_leader_epoch,
+            fetcher_log_start_offset=req.log_start_offset,
+            local_log_start_offset=-1 if resp is None else resp.log_start_offset,
+        )
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    @property
+    def req_data(self) -> FetchRequestPartitionData:
+        return FetchRequestPartitionData(
+            fetch_offset=self.fetch_offset,
+            log_start_offset=self.fetcher_log_start_offset,
+            max_bytes=self.max_bytes,
+            current_leader_epoch=self.leader_epoch,
+        )
+
+    def update_request_params(self, req: FetchRequestPartitionData) -> None:
+        self.max_bytes = req.max_bytes
+        self.fetch_offset = req.fetch_offset
+        self.fetcher_log_start_offset = req.log_start_offset
+        self.leader_epoch = req.current_leader_epoch
+
+    def maybe_update_response_data(self, resp: PartitionResponseData, update_response_data: bool) -> bool:
+        """Whether this partition must be in an incremental response (Kafka's ``maybeUpdateResponseData``):
+        it has records, its high watermark or log start offset changed, or it has an error. With
+        ``update_response_data`` the cached high watermark / log start offset take the response's values; an
+        error resets the cached high watermark to -1 so the partition is re-sent once the error clears."""
+        must_respond = False
+        if len(resp.records) > 0:
+            must_respond = True
+        if self.high_watermark != resp.high_watermark:
+            must_respond = True
+            if update_response_data:
+                self.high_watermark = resp.high_watermark
+        if self.local_log_start_offset != resp.log_start_offset:
+            must_respond = True
+            if update_response_data:
+                self.local_log_start_offset = resp.log_start_offset
+        if resp.error_code != Errors.NONE:
+            if update_response_data:
+                self.high_watermark = -1
+            must_respond = True
+        return must_respond
+
+
+@dataclass(slots=True, eq=False)
+class FetchSession:
+    """One incremental fetch session.
+
+    ``epoch`` is the epoch the *next* request must carry. ``partition_map`` keeps insertion order (the order
+    partitions are read in for an incremental request); partitions that returned records are moved to its end.
+    ``cached_size`` is the size the cache last accounted for (-1 while not in a cache); only the cache's
+    ``touch`` updates it and ``last_used_ms``.
+    """
+
+    id: int
+    privileged: bool
+    partition_map: dict[TopicPartition, CachedPartition]
+    creation_ms: int
+    last_used_ms: int
+    epoch: int
+    cached_size: int = field(default=-1)
+
+    @property
+    def size(self) -> int:
+        return len(self.partition_map)
+
+    def is_empty(self) -> bool:
+        return not self.partition_map
+
+    @property
+    def last_used_key(self) -> tuple[int, int]:
+        return (self.last_used_ms, self.id)
+
+    @property
+    def evictable_key(self) -> tuple[bool, int, int]:
+        return (self.privileged, self.cached_size, self.id)
+
+    @property
+    def metadata(self) -> FetchMetadata:
+        return FetchMetadata(self.id, self.epoch)
+
+    def get_fetch_offset(self, tp: TopicPartition) -> int | None:
+        cached = self.partition_map.get(tp)
+        return None if cached is None else cached.fetch_offset
+
+    def update(
+        self,
+        fetch_data: Mapping[TopicPartition, FetchRequestPartitionData],
+        to_forget: Iterable[TopicPartition],
+    ) -> tuple[list[TopicPartition], list[TopicPartition], list[TopicPartition]]:
+        """Apply an incremental request: new partitions are appended, known ones take the new parameters (and
+        keep their place), forgotten ones are dropped. Returns (added, updated, removed)."""
+        added: list[TopicPartition] = []
+        updated: list[TopicPartition] = []
+        removed: list[TopicPartition] = []
+        for tp, req in fetch_data.items():
+            cached = self.partition_map.get(tp)
+            if cached is None:
+                self.partition_map[tp] = CachedPartition.from_request(tp, req)
+                added.append(tp)
+            else:
+                cached.update_request_params(req)
+                updated.append(tp)
+        for tp in to_forget:
+            if self.partition_map.pop(tp, None) is not None:
+                removed.append(tp)
+        return added, updated, removed
+
+    def __str__(self) -> str:
+        return (
+            f"FetchSession(id={self.id}, privileged={self.privileged}, partitions={self.size}, "
+            f"creation_ms={self.creation_ms}, last_used_ms={self.last_used_ms}, epoch={self.epoch})"
+        )
+
+
+PartitionFn = Callable[[TopicPartition, FetchRequestPartitionData], None]
+
+
+class FetchContext(ABC):
+    """What one FETCH request reads and how its response is shaped."""
+
+    @abstractmethod
+    def get_fetch_offset(self, tp: TopicPartition) -> int | None:
+        """The fetch offset of ``tp`` in this request (or its session), None if it is not part of it."""
+
+    @abstractmethod
+    def foreach_partition(self, fn: PartitionFn) -> None:
+        """Call ``fn`` for every partition to read, in the order to read them."""
+
+    def partitions(self) -> list[tuple[TopicPartition, FetchRequestPartitionData]]:
+        out: list[tuple[TopicPartition, FetchRequestPartitionData]] = []
+        self.foreach_partition(lambda tp, data: out.append((tp, data)))
+        return out
+
+    @abstractmethod
+    def update_and_generate_response_data(
+        self, updates: Mapping[TopicPartition, PartitionResponseData]
+    ) -> FetchResponseData:
+        """Update the session (if any) with what was read and build the response."""
+
+    def get_throttled_response(self, throttle_time_ms: int) -> FetchResponseData:
+        """An empty response for a throttled request; the session is left as it was."""
+        return FetchResponseData(Errors.NONE, INVALID_SESSION_ID, {}, throttle_time_ms)
+
+
+class SessionErrorContext(FetchContext):
+    """A request whose session metadata was wrong: nothing is read; the response is the error alone."""
+
+    def __init__(self, error: Errors, req_metadata: FetchMetadata) -> None:
+        self.error = error
+        self.req_metadata = req_metadata
+
+    def get_fetch_offset(self, tp: TopicPartition) -> int | None:
+        return None
+
+    def foreach_partition(self, fn: PartitionFn) -> None:
+        return None
+
+    def update_and_generate_response_data(
+        self, updates: Mapping[TopicPartition, PartitionResponseData]
+    ) -> FetchResponseData:
+        # Because of the session error we do not know which partitions the request meant.
+        return FetchResponseData(self.error, INVALID_SESSION_ID, {})
+
+
+class SessionlessFetchContext(FetchContext):
+    """A request that uses no session: read what it lists, return all of it, cache nothing."""
+
+    def __init__(self, fetch_data: Mapping[TopicPartition, FetchRequestPartitionData]) -> None:
+        self.fetch_data = fetch_data
+
+    def get_fetch_offset(self, tp: TopicPartition) -> int | None:
+        data = self.fetch_data.get(tp)
+        return None if data is None else data.fetch_offset
+
+    def foreach_partition(self, fn: PartitionFn) -> None:
+        for tp, data in self.fetch_data.items():
+            fn(tp, data)
+
+    def update_and_generate_response_data(
+        self, updates: Mapping[TopicPartition, PartitionResponseData]
+    ) -> FetchResponseData:
+        return FetchResponseData(Errors.NONE, INVALID_SESSION_ID, dict(updates))
+
+
+class FullFetchContext(FetchContext):
+    """A full request (epoch 0): read what it lists, return all of it, and try to cache a new session made of
+    the partitions in the response."""
+
+    def __init__(
+        self,
+        clock: Callable[[], int],
+        cache: FetchSessionCache,
+        req_metadata: FetchMetadata,
+        fetch_data: Mapping[TopicPartition, FetchRequestPartitionData],
+        is_from_follower: bool,
+    ) -> None:
+        self._clock = clock
+        self._cache = cache
+        self.req_metadata = req_metadata
+        self.fetch_data = fetch_data
+        self.is_from_follower = is_from_follower
+
+    def get_fetch_offset(self, tp: TopicPartition) -> int | None:
+        data = self.fetch_data.get(tp)
+        return None if data is None else data.fetch_offset
+
+    def foreach_partition(self, fn: PartitionFn) -> None:
+        for tp, data in self.fetch_data.items():
+            fn(tp, data)
+
+    def update_and_generate_response_data(
+        self, updates: Mapping[TopicPartition, PartitionResponseData]
+    ) -> FetchResponseData:
+        def create_partitions() -> dict[TopicPartition, CachedPartition]:
+            req = self.fetch_data
+            return {tp: CachedPartition.from_request(tp, req[tp], resp) for tp, resp in updates.items()}
+
+        session_id = self._cache.maybe_create_session(
+            self._clock(), self.is_from_follower, len(updates), create_partitions
+        )
+        return FetchResponseData(Errors.NONE, session_id, dict(updates))
+
+
+class IncrementalFetchContext(FetchContext):
+    """An incremental request on an existing session: read every partition of the session (in the session's
+    order) and return only the ones that changed."""
+
+    def __init__(self, req_metadata: FetchMetadata, session: FetchSession) -> None:
+        self.req_metadata = req_metadata
+        self.session = session
+
+    def get_fetch_offset(self, tp: TopicPartition) -> int | None:
+        return self.session.get_fetch_offset(tp)
+
+    def foreach_partition(self, fn: PartitionFn) -> None:
+        for tp, cached in list(self.session.partition_map.items()):
+            fn(tp, cached.req_data)
+
+    def _epoch_moved_on(self) -> bool:
+        # Another request on the same session was accepted between creating this context and answering it
+        # (e.g. a duplicate request).
+        return self.session.epoch != next_epoch(self.req_metadata.epoch)
+
+    def update_and_generate_response_data(
+        self, updates: Mapping[TopicPartition, PartitionResponseData]
+    ) -> FetchResponseData:
+        session = self.session
+        if self._epoch_moved_on():
+            log.info(
+                "Incremental fetch session %d expected epoch %d, but got %d. Possible duplicate request.",
+                session.id,
+                next_epoch(self.req_metadata.epoch),
+                session.epoch,
+            )
+            return FetchResponseData(Errors.INVALID_FETCH_SESSION_EPOCH, session.id, {})
+        selected: dict[TopicPartition, PartitionResponseData] = {}
+        for tp, resp in updates.items():
+            cached = session.partition_map.get(tp)
+            if cached is None:
+                raise KeyError(f"partition {tp} is not in fetch session {session.id}")
+            if cached.maybe_update_response_data(resp, True):
+                selected[tp] = resp
+                if len(resp.records) > 0:
+                    # Partitions that returned data go to the back of the session, so that the next
+                    # response (limited by max_bytes) starts with the others.
+                    del session.partition_map[tp]
+                    session.partition_map[tp] = cached
+        return FetchResponseData(Errors.NONE, session.id, selected)
+
+    def get_throttled_response(self, throttle_time_ms: int) -> FetchResponseData:
+        error = Errors.INVALID_FETCH_SESSION_EPOCH if self._epoch_moved_on() else Errors.NONE
+        return FetchResponseData(error, self.session.id, {}, throttle_time_ms)
+
+
+class FetchManager:
+    """Turns a FETCH request's session metadata into a ``FetchContext`` (Kafka's ``FetchManager``)."""
+
+    def __init__(self, cache: FetchSessionCache, clock: Callable[[], int]) -> None:
+        self.cache = cache
+        self._clock = clock
+
+    def new_context(
+        self,
+        session_id: int,
+        session_epoch: int,
+        fetch_data: Mapping[TopicPartition, FetchRequestPartitionData],
+        to_forget: Sequence[TopicPartition],
+        is_follower: bool,
+    ) -> FetchContext:
+        req_metadata = FetchMetadata(session_id, session_epoch)
+        if req_metadata.is_full:
+            removed = ""
+            # Any session named in a full request is closed.
+            if session_id != INVALID_SESSION_ID and self.cache.remove(session_id) is not None:
+                removed = f" Removed fetch session {session_id}."
+            context: FetchContext
+            if session_epoch == FINAL_EPOCH:
+                # FINAL_EPOCH: do not try to create a new session.
+                context = SessionlessFetchContext(fetch_data)
+            else:
+                context = FullFetchContext(self._clock, self.cache, req_metadata, fetch_data, is_follower)
+            log.debug("Created a new full fetch context with %d partition(s).%s", len(fetch_data), removed)
+            return context
+
+        session = self.cache.get(session_id)
+        if session is None:
+            log.debug("Session error for %d: no such session id found.", session_id)
+            return SessionErrorContext(Errors.FETCH_SESSION_ID_NOT_FOUND, req_metadata)
+        if session.epoch != session_epoch:
+            log.debug(
+                "Session error for %d: expected epoch %d, but got %d instead.",
+                session_id,
+                session.epoch,
+                session_epoch,
+            )
+            return SessionErrorContext(Errors.INVALID_FETCH_SESSION_EPOCH, req_metadata)
+        added, updated, removed_tps = session.update(fetch_data, to_forget)
+        if session.is_empty():
+            log.debug(
+                "Closing fetch session %d (epoch %d): no partitions left after removing %d; "
+                "serving the request sessionless.",
+                session.id,
+                session.epoch,
+                len(removed_tps),
+            )
+            self.cache.remove_session(session)
+            return SessionlessFetchContext(fetch_data)
+        self.cache.touch(session, self._clock())
+        session.epoch = next_epoch(session.epoch)
+        log.debug(
+            "New incremental fetch context for session %d, epoch %d: added %d, updated %d, removed %d",
+            session.id,
+            session.epoch,
+            len(added),
+            len(updated),
+            len(removed_tps),
+        )
+        return IncrementalFetchContext(req_metadata, session)
