@@ -1,0 +1,452 @@
+"""Bodies of the controller's APIs: controller -> broker (LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA,
+SPEC §2) and the project's designs for the rest, after Kafka's KRaft-era schemas where Kafka has them.
+
+All are version 0. Error codes are Kafka's (``protocol.errors.Errors``).
+
+CONTROLLED_SHUTDOWN (7), broker -> controller
+    ``{broker_id, broker_epoch}`` -> ``{error_code, remaining_partitions[{topic_name, partition_index}]}``.
+    The controller moves leadership away; ``remaining_partitions`` lists what is still led by the broker
+    (empty once it may stop). STALE_BROKER_EPOCH (77) for an old epoch.
+CREATE_TOPICS (19), client -> controller
+    ``{topics[{name, num_partitions, replication_factor, configs: {str: str}}], timeout_ms}`` ->
+    ``{topics[{name, error_code, error_message}]}``. TOPIC_ALREADY_EXISTS (36), INVALID_PARTITIONS (37),
+    INVALID_REPLICATION_FACTOR (38), INVALID_CONFIG (40), NOT_CONTROLLER (41).
+DELETE_TOPICS (20), client -> controller
+    ``{topic_names[], timeout_ms}`` -> ``{responses[{name, error_code, error_message}]}``.
+DELETE_RECORDS (21), client -> partition leader (Kafka's)
+    ``{topics[{name, partitions[{partition_index, offset}]}], timeout_ms}`` ->
+    ``{throttle_time_ms, topics[{name, partitions[{partition_index, low_watermark, error_code}]}]}``;
+    ``offset`` -1 means the high watermark.
+ALTER_PARTITION (56), partition leader -> controller
+    ``{broker_id, broker_epoch, topics[{topic_name, partitions[{partition_index, leader_epoch, new_isr[],
+    partition_epoch}]}]}`` -> ``{error_code, topics[{topic_name, partitions[{partition_index, error_code,
+    leader_id, leader_epoch, isr[], partition_epoch}]}]}``. The response carries the partition state the
+    controller committed (or holds, on error: FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION (95) for a stale
+    partition_epoch, NOT_CONTROLLER, STALE_BROKER_EPOCH).
+DESCRIBE_CLUSTER (60), anyone -> controller
+    ``{}`` -> ``{error_code, error_message, cluster_id, controller_id, brokers[{broker_id, host, port,
+    fenced}]}``.
+BROKER_REGISTRATION (62), broker -> controller
+    ``{broker_id, cluster_id, incarnation_id, listeners[{name, host, port}]}`` -> ``{error_code,
+    broker_epoch}``. INCONSISTENT_CLUSTER_ID (104), DUPLICATE_BROKER_REGISTRATION (101) when another live
+    incarnation holds the id.
+BROKER_HEARTBEAT (63), broker -> controller
+    ``{broker_id, broker_epoch, current_metadata_offset, want_fence, want_shut_down}`` -> ``{error_code,
+    is_caught_up, is_fenced, should_shut_down}``. BROKER_ID_NOT_REGISTERED (102), STALE_BROKER_EPOCH (77).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from protocol.schema import Int16, Int32, Int64
+
+NON_NEGATIVE = {"min": 0}
+
+# ------------------------------------------------------------------------------------ LEADER_AND_ISR (4)
+
+
+@dataclass(slots=True, kw_only=True)
+class LeaderAndIsrRequestPartitionState:
+    partition_index: Int32 = field(metadata=NON_NEGATIVE)
+    controller_epoch: Int32
+    leader: Int32
+    leader_epoch: Int32
+    isr: list[Int32]
+    partition_epoch: Int32 = 0
+    replicas: list[Int32]
+    is_new: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class LeaderAndIsrRequestTopicState:
+    topic_name: str
+    partition_states: list[LeaderAndIsrRequestPartitionState]
+
+
+@dataclass(slots=True, kw_only=True)
+class LeaderAndIsrRequestLiveLeader:
+    broker_id: Int32
+    host_name: str
+    port: Int32
+
+
+@dataclass(slots=True, kw_only=True)
+class LeaderAndIsrRequest:
+    controller_id: Int32
+    controller_epoch: Int32
+    broker_epoch: Int64 = -1
+    topic_states: list[LeaderAndIsrRequestTopicState]
+    live_leaders: list[LeaderAndIsrRequestLiveLeader] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class LeaderAndIsrResponsePartitionError:
+    topic_name: str
+    partition_index: Int32
+    error_code: Int16 = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class LeaderAndIsrResponse:
+    error_code: Int16 = 0
+    partition_errors: list[LeaderAndIsrResponsePartitionError] = field(default_factory=list)
+
+
+# -------------------------------------------------------------------------------------- STOP_REPLICA (5)
+
+
+@dataclass(slots=True, kw_only=True)
+class StopReplicaRequestPartitionState:
+    partition_index: Int32 = field(metadata=NON_NEGATIVE)
+    leader_epoch: Int32 = -1
+    delete_partition: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class StopReplicaRequestTopicState:
+    topic_name: str
+    partition_states: list[StopReplicaRequestPartitionState]
+
+
+@dataclass(slots=True, kw_only=True)
+class StopReplicaRequest:
+    controller_id: Int32
+    controller_epoch: Int32
+    broker_epoch: Int64 = -1
+    topic_states: list[StopReplicaRequestTopicState]
+
+
+@dataclass(slots=True, kw_only=True)
+class StopReplicaResponsePartitionError:
+    topic_name: str
+    partition_index: Int32
+    error_code: Int16 = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class StopReplicaResponse:
+    error_code: Int16 = 0
+    partition_errors: list[StopReplicaResponsePartitionError] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------- UPDATE_METADATA (6)
+
+
+@dataclass(slots=True, kw_only=True)
+class UpdateMetadataRequestPartitionState:
+    partition_index: Int32 = field(metadata=NON_NEGATIVE)
+    controller_epoch: Int32
+    leader: Int32
+    leader_epoch: Int32
+    isr: list[Int32]
+    replicas: list[Int32]
+    offline_replicas: list[Int32] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class UpdateMetadataRequestTopicState:
+    topic_name: str
+    partition_states: list[UpdateMetadataRequestPartitionState]
+
+
+@dataclass(slots=True, kw_only=True)
+class UpdateMetadataRequestBroker:
+    id: Int32
+    host: str
+    port: Int32
+
+
+@dataclass(slots=True, kw_only=True)
+class UpdateMetadataRequest:
+    controller_id: Int32
+    controller_epoch: Int32
+    broker_epoch: Int64 = -1
+    topic_states: list[UpdateMetadataRequestTopicState]
+    live_brokers: list[UpdateMetadataRequestBroker]
+
+
+@dataclass(slots=True, kw_only=True)
+class UpdateMetadataResponse:
+    error_code: Int16 = 0
+
+
+# ------------------------------------------------------------------------------ CONTROLLED_SHUTDOWN (7)
+
+
+@dataclass(slots=True, kw_only=True)
+class ControlledShutdownRequest:
+    broker_id: Int32 = field(metadata=NON_NEGATIVE)
+    broker_epoch: Int64 = -1
+
+
+@dataclass(slots=True, kw_only=True)
+class ControlledShutdownResponsePartition:
+    topic_name: str
+    partition_index: Int32
+
+
+@dataclass(slots=True, kw_only=True)
+class ControlledShutdownResponse:
+    error_code: Int16 = 0
+    remaining_partitions: list[ControlledShutdownResponsePartition] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------- CREATE_TOPICS (19)
+
+
+@dataclass(slots=True, kw_only=True)
+class CreateTopicsRequestTopic:
+    """num_partitions / replication_factor -1 mean the controller's defaults, as in Kafka."""
+
+    name: str
+    num_partitions: Int32
+    replication_factor: Int16
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class CreateTopicsRequest:
+    topics: list[CreateTopicsRequestTopic]
+    timeout_ms: Int32 = field(default=60000, metadata=NON_NEGATIVE)
+
+
+@dataclass(slots=True, kw_only=True)
+class CreateTopicsResponseTopic:
+    name: str
+    error_code: Int16 = 0
+    error_message: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class CreateTopicsResponse:
+    topics: list[CreateTopicsResponseTopic] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------- DELETE_TOPICS (20)
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteTopicsRequest:
+    topic_names: list[str]
+    timeout_ms: Int32 = field(default=60000, metadata=NON_NEGATIVE)
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteTopicsResponseTopic:
+    name: str
+    error_code: Int16 = 0
+    error_message: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteTopicsResponse:
+    responses: list[DeleteTopicsResponseTopic] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------- DELETE_RECORDS (21)
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteRecordsRequestPartition:
+    partition_index: Int32 = field(metadata=NON_NEGATIVE)
+    offset: Int64
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteRecordsRequestTopic:
+    name: str
+    partitions: list[DeleteRecordsRequestPartition]
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteRecordsRequest:
+    topics: list[DeleteRecordsRequestTopic]
+    timeout_ms: Int32 = field(default=30000, metadata=NON_NEGATIVE)
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteRecordsResponsePartition:
+    partition_index: Int32
+    low_watermark: Int64 = -1
+    error_code: Int16 = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteRecordsResponseTopic:
+    name: str
+    partitions: list[DeleteRecordsResponsePartition] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteRecordsResponse:
+    throttle_time_ms: Int32 = 0
+    topics: list[DeleteRecordsResponseTopic] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------- ALTER_PARTITION (56)
+
+
+@dataclass(slots=True, kw_only=True)
+class AlterPartitionRequestPartition:
+    partition_index: Int32 = field(metadata=NON_NEGATIVE)
+    leader_epoch: Int32
+    new_isr: list[Int32] = field(metadata=NON_NEGATIVE)
+    partition_epoch: Int32
+
+
+@dataclass(slots=True, kw_only=True)
+class AlterPartitionRequestTopic:
+    topic_name: str
+    partitions: list[AlterPartitionRequestPartition]
+
+
+@dataclass(slots=True, kw_only=True)
+class AlterPartitionRequest:
+    broker_id: Int32 = field(metadata=NON_NEGATIVE)
+    broker_epoch: Int64
+    topics: list[AlterPartitionRequestTopic]
+
+
+@dataclass(slots=True, kw_only=True)
+class AlterPartitionResponsePartition:
+    partition_index: Int32
+    error_code: Int16 = 0
+    leader_id: Int32 = -1
+    leader_epoch: Int32 = -1
+    isr: list[Int32] = field(default_factory=list)
+    partition_epoch: Int32 = -1
+
+
+@dataclass(slots=True, kw_only=True)
+class AlterPartitionResponseTopic:
+    topic_name: str
+    partitions: list[AlterPartitionResponsePartition] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class AlterPartitionResponse:
+    error_code: Int16 = 0
+    topics: list[AlterPartitionResponseTopic] = field(default_factory=list)
+
+
+# -------------------------------------------------------------------------------- DESCRIBE_CLUSTER (60)
+
+
+@dataclass(slots=True, kw_only=True)
+class DescribeClusterRequest:
+    pass
+
+
+@dataclass(slots=True, kw_only=True)
+class DescribeClusterResponseBroker:
+    broker_id: Int32
+    host: str
+    port: Int32
+    fenced: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class DescribeClusterResponse:
+    error_code: Int16 = 0
+    error_message: str | None = None
+    cluster_id: str = ""
+    controller_id: Int32 = -1
+    brokers: list[DescribeClusterResponseBroker] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- BROKER_REGISTRATION (62)
+
+
+@dataclass(slots=True, kw_only=True)
+class BrokerRegistrationRequestListener:
+    name: str
+    host: str
+    port: Int32 = field(metadata={"min": 0, "max": 65535})
+
+
+@dataclass(slots=True, kw_only=True)
+class BrokerRegistrationRequest:
+    """incarnation_id: a random id (uuid4 text) chosen at each broker start, so the controller can tell a
+    restarted broker from a duplicate."""
+
+    broker_id: Int32 = field(metadata=NON_NEGATIVE)
+    cluster_id: str
+    incarnation_id: str
+    listeners: list[BrokerRegistrationRequestListener]
+
+
+@dataclass(slots=True, kw_only=True)
+class BrokerRegistrationResponse:
+    error_code: Int16 = 0
+    broker_epoch: Int64 = -1
+
+
+# -------------------------------------------------------------------------------- BROKER_HEARTBEAT (63)
+
+
+@dataclass(slots=True, kw_only=True)
+class BrokerHeartbeatRequest:
+    broker_id: Int32 = field(metadata=NON_NEGATIVE)
+    broker_epoch: Int64
+    current_metadata_offset: Int64 = -1
+    want_fence: bool = False
+    want_shut_down: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class BrokerHeartbeatResponse:
+    error_code: Int16 = 0
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+__all__ = [
+    "AlterPartitionRequest",
+    "AlterPartitionRequestPartition",
+    "AlterPartitionRequestTopic",
+    "AlterPartitionResponse",
+    "AlterPartitionResponsePartition",
+    "AlterPartitionResponseTopic",
+    "BrokerHeartbeatRequest",
+    "BrokerHeartbeatResponse",
+    "BrokerRegistrationRequest",
+    "BrokerRegistrationRequestListener",
+    "BrokerRegistrationResponse",
+    "ControlledShutdownRequest",
+    "ControlledShutdownResponse",
+    "ControlledShutdownResponsePartition",
+    "CreateTopicsRequest",
+    "CreateTopicsRequestTopic",
+    "CreateTopicsResponse",
+    "CreateTopicsResponseTopic",
+    "DeleteRecordsRequest",
+    "DeleteRecordsRequestPartition",
+    "DeleteRecordsRequestTopic",
+    "DeleteRecordsResponse",
+    "DeleteRecordsResponsePartition",
+    "DeleteRecordsResponseTopic",
+    "DeleteTopicsRequest",
+    "DeleteTopicsResponse",
+    "DeleteTopicsResponseTopic",
+    "DescribeClusterRequest",
+    "DescribeClusterResponse",
+    "DescribeClusterResponseBroker",
+    "LeaderAndIsrRequest",
+    "LeaderAndIsrRequestLiveLeader",
+    "LeaderAndIsrRequestPartitionState",
+    "LeaderAndIsrRequestTopicState",
+    "LeaderAndIsrResponse",
+    "LeaderAndIsrResponsePartitionError",
+    "StopReplicaRequest",
+    "StopReplicaRequestPartitionState",
+    "StopReplicaRequestTopicState",
+    "StopReplicaResponse",
+    "StopReplicaResponsePartitionError",
+    "UpdateMetadataRequest",
+    "UpdateMetadataRequestBroker",
+    "UpdateMetadataRequestPartitionState",
+    "UpdateMetadataRequestTopicState",
+    "UpdateMetadataResponse",
+]
