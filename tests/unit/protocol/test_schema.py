@@ -57,7 +57,7 @@ def strategy_for(tp: Any, meta: typing.Mapping[str, Any]) -> st.SearchStrategy[A
         return st.lists(strategy_for(typing.get_args(tp)[0], meta), max_size=3)
     if origin is dict:
         return st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3)
-    assert dataclasses.is_dataclass(tp), tp
+    assert isinstance(tp, type) and dataclasses.is_dataclass(tp), tp
     return message_strategy(tp)
 
 
@@ -152,7 +152,7 @@ def test_bool_is_not_int_and_int_is_not_bool() -> None:
     body = fetch_body()
     body["topics"][0]["partitions"][0]["partition"] = False
     assert error_of(FetchRequest, body) == "topics[0].partitions[0].partition: expected int, got bool"
-    lai = {"controller_id": 0, "controller_epoch": 1, "topic_states": [
+    lai: dict[str, Any] = {"controller_id": 0, "controller_epoch": 1, "topic_states": [
         {"topic_name": "t", "partition_states": [{
             "partition_index": 0, "controller_epoch": 1, "leader": 1, "leader_epoch": 0,
             "isr": [1], "replicas": [1], "is_new": 1,

@@ -1,0 +1,292 @@
+"""An async client connection (trio) with correlation ids and pipelining.
+
+::
+
+    async with open_connection("127.0.0.1", 9092, client_id="replica-fetcher-1") as conn:
+        body = await conn.request(ApiKeys.METADATA, MetadataRequest())
+        resp = await conn.request_typed(ApiKeys.FETCH, fetch_request, FetchResponse)
+
+Any number of tasks may call :meth:`KafkaConnection.request` at once: frames go out one at a time under a
+send lock, a reader task matches responses to requests by correlation id. :meth:`request_many` writes
+several requests with one ``send_all``. When the connection is lost, every pending and later request
+raises :class:`ConnectionClosed`. A request that times out raises ``trio.TooSlowError`` and leaves the
+connection usable; its late response is dropped. (If the timeout hits while the request's frame is half
+written the stream cannot be reused: the connection is closed, and later requests raise ConnectionClosed.)
+
+The reader task lives in a nursery owned by the ``open_connection`` context: nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import trio
+
+from protocol.framing import FrameDecoder, decode_response, encode_request
+from protocol.schema import from_body, to_body
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+RECEIVE_BYTES = 256 * 1024
+# Responses (FETCH) may be larger than the broker's request limit.
+DEFAULT_MAX_RESPONSE_BYTES = 2**31 - 1
+_INT32_MAX = 2**31 - 1
+
+
+class ConnectionClosed(Exception):
+    """The connection is gone (closed by either side, broken, or sent an invalid frame)."""
+
+
+class _Pending:
+    __slots__ = ("body", "error", "event")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.body: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+
+class KafkaConnection:
+    """One client connection. Create it with :func:`open_connection` (or :func:`connect_stream`)."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        *,
+        client_id: str = "isrsim",
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
+        self.client_id = client_id
+        self._stream = stream
+        self._decoder = FrameDecoder(max_response_bytes)
+        self._send_lock = trio.Lock()
+        self._ids = itertools.count()
+        self._pending: dict[int, _Pending] = {}
+        self._closed: ConnectionClosed | None = None
+        self._reader_scope = trio.CancelScope()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent whose responses have not arrived (timed-out ones excluded)."""
+        return len(self._pending)
+
+    # -------------------------------------------------------------------------------------- public
+
+    async def request(
+        self,
+        api_key: int,
+        body: Any,
+        *,
+        api_version: int = 0,
+        timeout: float | None = 30.0,
+    ) -> dict[str, Any]:
+        """Send one request (``body``: a dict or a message dataclass) and return the response body."""
+        with trio.fail_after(math.inf if timeout is None else timeout):
+            cid, pending = self._register()
+            try:
+                frame = encode_request(api_key, api_version, cid, self.client_id, to_body(body))
+                await self._send(frame)
+                return await self._wait(pending)
+            finally:
+                self._forget(cid, pending)
+
+    async def request_typed(
+        self,
+        api_key: int,
+        request_obj: Any,
+        response_cls: type[T],
+        *,
+        api_version: int = 0,
+        timeout: float | None = 30.0,
+    ) -> T:
+        """:meth:`request`, with the response body checked and built as ``response_cls``
+        (``InvalidRequestError`` if it does not match)."""
+        body = await self.request(api_key, request_obj, api_version=api_version, timeout=timeout)
+        return from_body(response_cls, body)
+
+    async def send_no_response(self, api_key: int, body: Any, api_version: int = 0) -> None:
+        """Send a request the broker does not answer (PRODUCE with acks=0)."""
+        self._check_open()
+        cid = self._next_id()
+        await self._send(encode_request(api_key, api_version, cid, self.client_id, to_body(body)))
+
+    async def request_many(
+        self,
+        items: Sequence[tuple[int, Any]],
+        *,
+        api_version: int = 0,
+        timeout: float | None = 30.0,
+    ) -> list[dict[str, Any]]:
+        """Send ``(api_key, body)`` requests with a single ``send_all`` and return their response bodies
+        in the same order."""
+        with trio.fail_after(math.inf if timeout is None else timeout):
+            registered: list[tuple[int, _Pending]] = []
+            try:
+                frames = []
+                for api_key, body in items:
+                    cid, pending = self._register()
+                    registered.append((cid, pending))
+                    frames.append(encode_request(api_key, api_version, cid, self.client_id, to_body(body)))
+                await self._send(b"".join(frames))
+                return [await self._wait(pending) for _, pending in registered]
+            finally:
+                for cid, pending in registered:
+                    self._forget(cid, pending)
+
+    async def aclose(self) -> None:
+        """Close the connection; pending requests raise ConnectionClosed."""
+        self._fail(ConnectionClosed("connection closed by the client"))
+        await trio.aclose_forcefully(self._stream)
+
+    # ------------------------------------------------------------------------------------ internals
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise ConnectionClosed(str(self._closed)) from self._closed
+
+    def _next_id(self) -> int:
+        # Correlation ids are int32; wrap around long before any id could still be in flight.
+        return next(self._ids) & _INT32_MAX
+
+    def _register(self) -> tuple[int, _Pending]:
+        self._check_open()
+        cid = self._next_id()
+        pending = _Pending()
+        self._pending[cid] = pending
+        return cid, pending
+
+    def _forget(self, cid: int, pending: _Pending) -> None:
+        """After a request ends for any reason; a response still due is dropped when it arrives."""
+        if self._pending.get(cid) is pending:
+            del self._pending[cid]
+
+    async def _send(self, data: bytes) -> None:
+        async with self._send_lock:
+            self._check_open()
+            try:
+                await self._stream.send_all(data)
+            except BaseException as exc:
+                # Partially written frames leave the stream unusable (trio's rule for send_all).
+                self._fail(ConnectionClosed(f"send failed: {exc!r}"))
+                if isinstance(exc, trio.BrokenResourceError | trio.ClosedResourceError | OSError):
+                    raise ConnectionClosed(f"send failed: {exc!r}") from exc
+                raise
+
+    async def _wait(self, pending: _Pending) -> dict[str, Any]:
+        await pending.event.wait()
+        if pending.error is not None:
+            raise ConnectionClosed(str(pending.error)) from pending.error
+        assert pending.body is not None
+        return pending.body
+
+    def _fail(self, error: ConnectionClosed) -> None:
+        if self._closed is not None:
+            return
+        self._closed = error
+        for pending in self._pending.values():
+            pending.error = error
+            pending.event.set()
+        self._pending.clear()
+        self._reader_scope.cancel()
+
+    def _deliver(self, frame: bytes) -> None:
+        cid, body = decode_response(frame)
+        pending = self._pending.pop(cid, None)
+        if pending is None:
+            # The request timed out or was cancelled (or the server answered a no-response request).
+            log.debug("Dropping a response to correlation id %d: nobody is waiting for it", cid)
+            return
+        pending.body = body
+        pending.event.set()
+
+    async def _reader(self) -> None:
+        with self._reader_scope:
+            await self._read_loop()
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                data = await self._stream.receive_some(RECEIVE_BYTES)
+                if not data:
+                    raise ConnectionClosed("connection closed by the peer")
+                self._decoder.feed(data)
+                while (frame := self._decoder.next_frame()) is not None:
+                    self._deliver(frame)
+        except ConnectionClosed as exc:
+            self._fail(exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._fail(ConnectionClosed(f"connection lost: {exc!r}"))
+        except Exception as exc:  # an invalid frame: the stream cannot be trusted any more
+            log.warning("Closing connection after an invalid response: %r", exc)
+            self._fail(ConnectionClosed(f"invalid response: {exc!r}"))
+
+
+@asynccontextmanager
+async def connect_stream(
+    stream: trio.abc.Stream,
+    *,
+    client_id: str = "isrsim",
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+) -> AsyncIterator[KafkaConnection]:
+    """A :class:`KafkaConnection` over an already open stream (any ``trio.abc.Stream``); the stream is
+    closed on exit."""
+    conn = KafkaConnection(stream, client_id=client_id, max_response_bytes=max_response_bytes)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn._reader)
+            try:
+                yield conn
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The reader task never raises, so a group holds what the caller's block raised: give the caller
+        # back its own exception rather than a group wrapping it.
+        if len(group.exceptions) != 1 or isinstance(group.exceptions[0], BaseExceptionGroup):
+            raise
+        exc = group.exceptions[0]
+        context = exc.__context__
+        try:
+            raise exc
+        finally:
+            exc.__context__ = context
+            del exc, group
+    finally:
+        conn._fail(ConnectionClosed("connection closed by the client"))
+        await trio.aclose_forcefully(stream)
+
+
+@asynccontextmanager
+async def open_connection(
+    host: str,
+    port: int,
+    *,
+    client_id: str = "isrsim",
+    connect_timeout: float = 5.0,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+) -> AsyncIterator[KafkaConnection]:
+    """Connect to ``host:port``; raises ``OSError`` if the connection is refused and ``trio.TooSlowError``
+    after ``connect_timeout`` seconds."""
+    with trio.fail_after(connect_timeout):
+        stream = await trio.open_tcp_stream(host, port)
+    async with connect_stream(stream, client_id=client_id, max_response_bytes=max_response_bytes) as conn:
+        yield conn
+
+
+__all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "ConnectionClosed",
+    "KafkaConnection",
+    "connect_stream",
+    "open_connection",
+]
