@@ -290,6 +290,16 @@ def _decoder_for(cls: type) -> Converter:
         return decoder
     # Placeholder so that a (theoretical) self-referencing message resolves lazily.
     _decoders[cls] = lambda x: _decoders[cls](x)
+    try:
+        decoder = _build_decoder(cls)
+    except BaseException:
+        del _decoders[cls]
+        raise
+    _decoders[cls] = decoder
+    return decoder
+
+
+def _build_decoder(cls: type) -> Converter:
     hints = typing.get_type_hints(cls, include_extras=True)
     ns: dict[str, Any] = {"_Invalid": _Invalid, "_tn": _tn, "_cls": cls}
     lines = [
@@ -335,9 +345,7 @@ def _decoder_for(cls: type) -> Converter:
         ]
         kwargs.append(f"{f.name}=f{key}")
     lines.append(f"    return _cls({', '.join(kwargs)})")
-    decoder = typing.cast(Converter, _compile("_decode", "\n".join(lines) + "\n", ns))
-    _decoders[cls] = decoder
-    return decoder
+    return typing.cast(Converter, _compile("_decode", "\n".join(lines) + "\n", ns))
 
 
 def from_body(cls: type[T], body: Any) -> T:
@@ -398,6 +406,16 @@ def _encoder_for(cls: type) -> Converter:
     if encoder is not None:
         return encoder
     _encoders[cls] = lambda o: _encoders[cls](o)
+    try:
+        encoder = _build_encoder(cls)
+    except BaseException:
+        del _encoders[cls]
+        raise
+    _encoders[cls] = encoder
+    return encoder
+
+
+def _build_encoder(cls: type) -> Converter:
     hints = typing.get_type_hints(cls, include_extras=True)
     ns: dict[str, Any] = {"_generic": _generic_encode}
     items = []
@@ -405,9 +423,7 @@ def _encoder_for(cls: type) -> Converter:
         expr = _encode_expr(hints[f.name], f"o.{f.name}", ns, str(n))
         items.append(f"{f.name!r}: {expr}")
     source = "def _encode(o):\n    return {" + ", ".join(items) + "}\n"
-    encoder = typing.cast(Converter, _compile("_encode", source, ns))
-    _encoders[cls] = encoder
-    return encoder
+    return typing.cast(Converter, _compile("_encode", source, ns))
 
 
 def to_body(obj: Any) -> dict[str, Any]:
