@@ -1,0 +1,275 @@
+"""Broker configuration: Kafka's keys and defaults, read from a ``server.properties``-style file.
+
+Precedence (lowest to highest): defaults, the file, environment variables ``ISRSIM_<KEY>`` (dots to
+underscores, upper case: ``ISRSIM_BROKER_ID=2``), ``--override key=value``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "ISRSIM_"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the key and the problem."""
+
+
+def _parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+def _parse_int(raw: str) -> int:
+    return int(raw.strip())
+
+
+def _parse_str(raw: str) -> str:
+    return raw.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+    minimum: int | None = None
+
+
+def _k(
+    name: str, parse: Callable[[str], Any], default: Any, doc: str, minimum: int | None = None
+) -> ConfigKey:
+    return ConfigKey(name, parse, default, doc, minimum)
+
+
+# Kafka's keys with Kafka's defaults, plus the few that are isrsim's own (marked).
+BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    _k("broker.id", _parse_int, None, "This broker's id.", 0),
+    _k("cluster.id", _parse_str, "isrsim", "Cluster id written to meta.properties."),
+    _k(
+        "listeners",
+        _parse_str,
+        "PLAINTEXT://127.0.0.1:9092",
+        "Where the broker listens (host:port accepted).",
+    ),
+    _k("advertised.listeners", _parse_str, "", "Address given to others; defaults to listeners."),
+    _k("log.dirs", _parse_str, "./isrsim-logs", "The data directory."),
+    _k("journal.dir", _parse_str, "", "isrsim: where events.jsonl goes; defaults to log.dirs."),
+    _k("controller.quorum.voters", _parse_str, "", "Controller address id@host:port; empty = unmanaged."),
+    _k("num.io.threads", _parse_int, 8, "Request handler tasks.", 1),
+    _k("queued.max.requests", _parse_int, 500, "Requests queued for the handlers before reads pause.", 1),
+    _k("num.replica.fetchers", _parse_int, 1, "Fetcher tasks per source broker.", 1),
+    _k("replica.fetch.wait.max.ms", _parse_int, 500, "Follower fetch long-poll time.", 0),
+    _k("replica.fetch.min.bytes", _parse_int, 1, "Follower fetch min bytes.", 0),
+    _k("replica.fetch.max.bytes", _parse_int, 1048576, "Follower fetch bytes per partition.", 1),
+    _k("replica.fetch.response.max.bytes", _parse_int, 10485760, "Follower fetch bytes per response.", 1),
+    _k("replica.fetch.backoff.ms", _parse_int, 1000, "Back-off after a fetch error.", 0),
+    _k("replica.lag.time.max.ms", _parse_int, 30000, "A follower behind this long leaves the ISR.", 1),
+    _k("replica.high.watermark.checkpoint.interval.ms", _parse_int, 5000, "HW checkpoint period.", 1),
+    _k("replica.socket.timeout.ms", _parse_int, 30000, "Follower request timeout.", 1),
+    _k("min.insync.replicas", _parse_int, 1, "Minimum ISR size for acks=-1 produce.", 1),
+    _k("unclean.leader.election.enable", _parse_bool, False, "Elect out-of-ISR replicas as a last resort."),
+    _k("max.incremental.fetch.session.cache.slots", _parse_int, 1000, "Fetch session cache size.", 0),
+    _k(
+        "min.incremental.fetch.session.eviction.ms",
+        _parse_int,
+        120000,
+        "Idle time before a session is stale.",
+        0,
+    ),
+    _k("broker.heartbeat.interval.ms", _parse_int, 2000, "Heartbeat period to the controller.", 1),
+    _k("broker.session.timeout.ms", _parse_int, 9000, "Controller fences a broker silent this long.", 1),
+    _k("log.segment.bytes", _parse_int, 1073741824, "Segment size before a roll.", 1024),
+    _k("log.index.interval.bytes", _parse_int, 4096, "Bytes between sparse index entries.", 1),
+    _k("message.max.bytes", _parse_int, 1048588, "Largest record batch accepted.", 100),
+    _k("socket.request.max.bytes", _parse_int, 104857600, "Largest request frame accepted.", 1),
+    _k("request.timeout.ms", _parse_int, 30000, "Client-side timeout for broker-to-broker requests.", 1),
+    _k("journal.offsets.interval.ms", _parse_int, 100, "isrsim: min period of `offsets` journal events.", 1),
+    _k(
+        "initial.leader.partitions",
+        _parse_str,
+        "",
+        "isrsim: topic-partitions (t-0,t-1) this broker leads alone from start-up, with no LEADER_AND_ISR.",
+    ),
+)
+KEYS_BY_NAME: dict[str, ConfigKey] = {k.name: k for k in BROKER_CONFIG_KEYS}
+
+
+def parse_properties(text: str, *, source: str = "<text>") -> dict[str, str]:
+    """Java ``.properties`` subset: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments."""
+    out: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep <= 0:
+            raise ConfigError(f"{source}:{lineno}: expected key=value, got {raw!r}")
+        out[line[:sep].strip()] = line[sep + 1 :].strip()
+    return out
+
+
+def env_overrides(environ: Mapping[str, str], keys: Iterable[str]) -> dict[str, str]:
+    """``ISRSIM_LOG_DIRS=/data`` -> ``{"log.dirs": "/data"}`` for the known keys."""
+    out: dict[str, str] = {}
+    for key in keys:
+        env_name = ENV_PREFIX + key.replace(".", "_").upper()
+        if env_name in environ:
+            out[key] = environ[env_name]
+    return out
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--override {item!r}: expected key=value")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def resolve(
+    keys: Mapping[str, ConfigKey], raw: Mapping[str, str], *, required: Iterable[str] = ()
+) -> tuple[dict[str, Any], list[str]]:
+    """Typed values for every key, and the unknown keys seen (Kafka warns about those, and so do we)."""
+    values: dict[str, Any] = {name: key.default for name, key in keys.items()}
+    unknown = sorted(set(raw) - set(keys))
+    for name, text in raw.items():
+        key = keys.get(name)
+        if key is None:
+            continue
+        try:
+            value = key.parse(text)
+        except ValueError as exc:
+            raise ConfigError(f"{name}={text!r}: {exc}") from None
+        if key.minimum is not None and isinstance(value, int) and value < key.minimum:
+            raise ConfigError(f"{name}={value}: must be at least {key.minimum}")
+        values[name] = value
+    for name in required:
+        if values.get(name) is None:
+            raise ConfigError(f"{name} is required (set it in the file, with --override or ISRSIM_ env)")
+    return values, unknown
+
+
+def load_raw(
+    config_file: Path | None, overrides: Iterable[str], environ: Mapping[str, str], keys: Iterable[str]
+) -> dict[str, str]:
+    raw: dict[str, str] = {}
+    if config_file is not None:
+        try:
+            text = config_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {config_file}: {exc.strerror}") from None
+        raw.update(parse_properties(text, source=str(config_file)))
+    raw.update(env_overrides(environ, keys))
+    raw.update(parse_overrides(overrides))
+    return raw
+
+
+def parse_listener(value: str) -> tuple[str, int]:
+    """``PLAINTEXT://127.0.0.1:9092`` or ``127.0.0.1:9092`` -> (host, port). Port 0 asks the OS."""
+    first = value.split(",")[0].strip()
+    if "://" in first:
+        first = first.split("://", 1)[1]
+    host, sep, port = first.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"listeners={value!r}: expected PLAINTEXT://host:port or host:port")
+    return (host or "0.0.0.0"), int(port)
+
+
+def parse_voters(value: str) -> tuple[int, str, int] | None:
+    """``1000@127.0.0.1:9093`` (Kafka's controller.quorum.voters form; one voter) or ``host:port``."""
+    if not value.strip():
+        return None
+    first = value.split(",")[0].strip()
+    node_id = -1
+    if "@" in first:
+        id_text, first = first.split("@", 1)
+        if not id_text.strip().lstrip("-").isdigit():
+            raise ConfigError(f"controller.quorum.voters={value!r}: expected id@host:port")
+        node_id = int(id_text)
+    host, port = parse_listener(first)
+    return node_id, host, port
+
+
+def parse_topic_partitions(value: str) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        topic, sep, part = item.rpartition("-")
+        if not sep or not topic or not part.isdigit():
+            raise ConfigError(f"initial.leader.partitions: {item!r} is not <topic>-<partition>")
+        out.append((topic, int(part)))
+    return out
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The typed view of a broker's configuration; ``values`` keeps every key by its Kafka name."""
+
+    values: dict[str, Any]
+    unknown_keys: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(
+        cls,
+        config_file: Path | None = None,
+        overrides: Iterable[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> BrokerConfig:
+        env = os.environ if environ is None else environ
+        raw = load_raw(config_file, overrides, env, KEYS_BY_NAME)
+        values, unknown = resolve(KEYS_BY_NAME, raw, required=("broker.id",))
+        config = cls(values, unknown)
+        # Parse the composite values now so a bad one fails at start-up, naming the key.
+        _ = (config.listener, config.controller, config.initial_leader_partitions)
+        return config
+
+    @classmethod
+    def from_dict(cls, settings: Mapping[str, Any]) -> BrokerConfig:
+        return cls.load(None, [f"{k}={v}" for k, v in settings.items()], environ={})
+
+    def get(self, key: str) -> Any:
+        return self.values[key]
+
+    def get_int(self, key: str) -> int:
+        value = self.values[key]
+        assert isinstance(value, int)
+        return value
+
+    @property
+    def broker_id(self) -> int:
+        return self.get_int("broker.id")
+
+    @property
+    def listener(self) -> tuple[str, int]:
+        return parse_listener(str(self.values["listeners"]))
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(str(self.values["log.dirs"]).split(",")[0])
+
+    @property
+    def journal_dir(self) -> Path:
+        value = str(self.values["journal.dir"])
+        return Path(value) if value else self.log_dir
+
+    @property
+    def controller(self) -> tuple[int, str, int] | None:
+        return parse_voters(str(self.values["controller.quorum.voters"]))
+
+    @property
+    def initial_leader_partitions(self) -> list[tuple[str, int]]:
+        return parse_topic_partitions(str(self.values["initial.leader.partitions"]))

@@ -1,0 +1,119 @@
+"""``DelayedProduce`` (acks=-1 waits for the HW) and ``DelayedFetch`` (long-poll for ``min_bytes``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker.delayed import DelayedOperation
+from protocol.errors import Errors
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class ProducePartitionStatus:
+    required_offset: int  # last offset appended + 1
+    base_offset: int
+    log_start_offset: int
+    error: Errors = Errors.NONE
+    error_message: str = ""
+    acks_pending: bool = True
+
+
+class DelayedProduce(DelayedOperation):
+    """Completes when, for every partition, the HW reached the batch or an error is known; expires with
+    REQUEST_TIMED_OUT (Kafka's ``DelayedProduce``)."""
+
+    def __init__(
+        self,
+        delay_ms: int,
+        statuses: dict[TopicPartition, ProducePartitionStatus],
+        check: Callable[[TopicPartition, int], tuple[bool, Errors]],
+        respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+    ) -> None:
+        super().__init__(delay_ms)
+        self.statuses = statuses
+        self._check = check
+        self._respond = respond
+
+    def try_complete(self) -> bool:
+        for tp, status in self.statuses.items():
+            if not status.acks_pending:
+                continue
+            done, error = self._check(tp, status.required_offset)
+            if error != Errors.NONE:
+                status.acks_pending = False
+                status.error = error
+                status.error_message = f"{tp[0]}-{tp[1]}: {error.name} while waiting for the high watermark"
+            elif done:
+                status.acks_pending = False
+        if all(not s.acks_pending for s in self.statuses.values()):
+            return self.force_complete()
+        return False
+
+    def on_expiration(self) -> None:
+        pass
+
+    def on_complete(self) -> None:
+        for tp, status in self.statuses.items():
+            if status.acks_pending:
+                status.acks_pending = False
+                status.error = Errors.REQUEST_TIMED_OUT
+                status.error_message = (
+                    f"{tp[0]}-{tp[1]}: the high watermark did not reach offset {status.required_offset - 1} "
+                    f"within timeout_ms={self.delay_ms}"
+                )
+        self._respond(self.statuses)
+
+
+@dataclass(slots=True)
+class FetchPartitionStatus:
+    fetch_offset: int
+    current_leader_epoch: int
+    max_bytes: int
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True)
+class FetchParams:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    partitions: dict[TopicPartition, FetchPartitionStatus] = field(default_factory=dict)
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class DelayedFetch(DelayedOperation):
+    """Completes when enough new data is there, when a partition's state changed (leadership, epoch,
+    truncation below the fetch offset), or at ``max_wait_ms`` (Kafka's ``DelayedFetch``). ``available``
+    returns the bytes now readable for one partition, or None when the partition must be answered now."""
+
+    def __init__(
+        self,
+        params: FetchParams,
+        available: Callable[[TopicPartition, FetchPartitionStatus, bool], int | None],
+        respond: Callable[[FetchParams], None],
+    ) -> None:
+        super().__init__(params.max_wait_ms)
+        self.params = params
+        self._available = available
+        self._respond = respond
+
+    def try_complete(self) -> bool:
+        accumulated = 0
+        for tp, status in self.params.partitions.items():
+            n = self._available(tp, status, self.params.is_from_follower)
+            if n is None:
+                return self.force_complete()
+            accumulated += min(n, status.max_bytes)
+            if accumulated >= self.params.min_bytes:
+                return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self._respond(self.params)

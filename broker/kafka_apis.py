@@ -1,0 +1,428 @@
+"""``KafkaApis.handle``: validates a request body against its schema, dispatches it by API key, and turns
+exceptions into Kafka error codes. The only place that does either."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
+from broker.fetch_session import FetchManager, PartitionResponseData
+from broker.metadata_cache import BrokerEndpoint, PartitionMetadata
+from broker.network import Request, error_body
+from broker.partition import LeaderAndIsrState
+from broker.replica_manager import FetchPartitionResult, ReplicaManager
+from fetcher.fetch_request import FetchRequestPartitionData
+from protocol import messages as m
+from protocol.api_keys import (
+    CONSUMER_REPLICA_ID,
+    DEBUGGING_REPLICA_ID,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ApiKeys,
+)
+from protocol.errors import Errors, InvalidRequestError, KafkaError
+from protocol.schema import from_body, to_body
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+# The APIs a broker serves (the controller's own APIs are answered by the controller process).
+BROKER_APIS: tuple[ApiKeys, ...] = (
+    ApiKeys.PRODUCE,
+    ApiKeys.FETCH,
+    ApiKeys.LIST_OFFSETS,
+    ApiKeys.METADATA,
+    ApiKeys.LEADER_AND_ISR,
+    ApiKeys.STOP_REPLICA,
+    ApiKeys.UPDATE_METADATA,
+    ApiKeys.API_VERSIONS,
+    ApiKeys.OFFSET_FOR_LEADER_EPOCH,
+    ApiKeys.DESCRIBE_REPLICA_STATE,
+)
+
+
+class KafkaApis:
+    def __init__(self, replica_manager: ReplicaManager, fetch_manager: FetchManager) -> None:
+        self.replica_manager = replica_manager
+        self.fetch_manager = fetch_manager
+        self.broker_id = replica_manager.broker_id
+        self.supported: dict[int, tuple[int, int]] = {int(k): m.SUPPORTED_VERSIONS[k] for k in BROKER_APIS}
+        self._handlers: dict[int, Callable[[Request, Any], None]] = {
+            ApiKeys.PRODUCE: self.handle_produce,
+            ApiKeys.FETCH: self.handle_fetch,
+            ApiKeys.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKeys.METADATA: self.handle_metadata,
+            ApiKeys.LEADER_AND_ISR: self.handle_leader_and_isr,
+            ApiKeys.STOP_REPLICA: self.handle_stop_replica,
+            ApiKeys.UPDATE_METADATA: self.handle_update_metadata,
+            ApiKeys.API_VERSIONS: self.handle_api_versions,
+            ApiKeys.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
+            ApiKeys.DESCRIBE_REPLICA_STATE: self.handle_describe_replica_state,
+        }
+
+    async def handle(self, request: Request) -> None:
+        handler = self._handlers.get(request.api_key)
+        if handler is None:
+            request.complete(
+                error_body(Errors.UNSUPPORTED_VERSION, f"api_key {request.api_key} is not served by a broker")
+            )
+            return
+        try:
+            body: Any = from_body(m.REQUEST_TYPES[ApiKeys(request.api_key)], request.body)
+        except InvalidRequestError as exc:
+            log.info(
+                "broker %d: invalid %s request: %s",
+                self.broker_id,
+                ApiKeys(request.api_key).name,
+                exc.message,
+            )
+            request.complete(error_body(Errors.INVALID_REQUEST, exc.message))
+            return
+        try:
+            handler(request, body)
+        except KafkaError as exc:
+            request.complete(error_body(exc.error, exc.message))
+
+    # ------------------------------------------------------------------ PRODUCE
+
+    def handle_produce(self, request: Request, req: m.ProduceRequest) -> None:
+        order = [(t.name, [p.index for p in t.partition_data]) for t in req.topic_data]
+        if req.acks not in (-1, 0, 1):
+            statuses = {
+                (name, idx): ProducePartitionStatus(
+                    -1, -1, -1, Errors.INVALID_REQUIRED_ACKS, f"acks={req.acks}: must be -1, 0 or 1", False
+                )
+                for name, idxs in order
+                for idx in idxs
+            }
+            request.complete(to_body(_produce_response(order, statuses)))
+            return
+        entries = {(t.name, p.index): p.records for t in req.topic_data for p in t.partition_data}
+        acks = req.acks
+
+        def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+            request.complete(None if acks == 0 else to_body(_produce_response(order, statuses)))
+
+        self.replica_manager.append_records(req.timeout_ms, acks, entries, respond)
+
+    # ------------------------------------------------------------------ FETCH
+
+    def handle_fetch(self, request: Request, req: m.FetchRequest) -> None:
+        fetch_data: dict[TopicPartition, FetchRequestPartitionData] = {}
+        for t in req.topics:
+            for p in t.partitions:
+                fetch_data[(t.topic, p.partition)] = FetchRequestPartitionData(
+                    p.fetch_offset, p.log_start_offset, p.partition_max_bytes, p.current_leader_epoch
+                )
+        to_forget = [(f.topic, p) for f in req.forgotten_topics_data for p in f.partitions]
+        context = self.fetch_manager.new_context(
+            req.session_id, req.session_epoch, fetch_data, to_forget, req.replica_id >= 0
+        )
+        params = FetchParams(req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes)
+        for tp, data in context.partitions():
+            params.partitions[tp] = FetchPartitionStatus(
+                data.fetch_offset, data.current_leader_epoch, data.max_bytes, data.log_start_offset
+            )
+
+        def respond(results: dict[TopicPartition, FetchPartitionResult]) -> None:
+            updates = {
+                tp: PartitionResponseData(
+                    int(r.error), r.high_watermark, r.high_watermark, r.log_start_offset, r.records
+                )
+                for tp, r in results.items()
+            }
+            data = context.update_and_generate_response_data(updates)
+            topics: dict[str, m.FetchResponseTopic] = {}
+            for (topic, partition), pr in data.responses.items():
+                entry = topics.get(topic)
+                if entry is None:
+                    entry = topics[topic] = m.FetchResponseTopic(topic=topic)
+                entry.partitions.append(
+                    m.FetchResponsePartition(
+                        partition_index=partition,
+                        error_code=pr.error_code,
+                        high_watermark=pr.high_watermark,
+                        last_stable_offset=pr.last_stable_offset,
+                        log_start_offset=pr.log_start_offset,
+                        records=pr.records,
+                    )
+                )
+            request.complete(
+                to_body(
+                    m.FetchResponse(
+                        throttle_time_ms=data.throttle_time_ms,
+                        error_code=data.error_code,
+                        session_id=data.session_id,
+                        responses=list(topics.values()),
+                    )
+                )
+            )
+
+        if not params.partitions:
+            respond({})
+            return
+        self.replica_manager.fetch_messages(params, respond)
+
+    # ------------------------------------------------------------------ LIST_OFFSETS
+
+    def handle_list_offsets(self, request: Request, req: m.ListOffsetsRequest) -> None:
+        rm = self.replica_manager
+        topics: list[m.ListOffsetsResponseTopic] = []
+        for t in req.topics:
+            out = m.ListOffsetsResponseTopic(name=t.name)
+            for p in t.partitions:
+                resp = m.ListOffsetsResponsePartition(partition_index=p.partition_index)
+                try:
+                    partition = rm.get_partition_or_error((t.name, p.partition_index))
+                    partition.check_local_log(
+                        p.current_leader_epoch, require_leader=req.replica_id != DEBUGGING_REPLICA_ID
+                    )
+                    cache = partition.log.leader_epoch_cache
+                    if p.timestamp == EARLIEST_TIMESTAMP:
+                        resp.offset = partition.log_start_offset
+                        epoch = cache.epoch_for_offset(resp.offset)
+                        resp.leader_epoch = -1 if epoch is None else epoch
+                    elif p.timestamp == LATEST_TIMESTAMP:
+                        consumer = req.replica_id == CONSUMER_REPLICA_ID
+                        resp.offset = partition.high_watermark if consumer else partition.log_end_offset
+                        latest = cache.latest_epoch()
+                        resp.leader_epoch = (
+                            partition.leader_epoch
+                            if partition.is_leader
+                            else (-1 if latest is None else latest)
+                        )
+                    else:
+                        raise KafkaError(
+                            Errors.UNSUPPORTED_VERSION,
+                            f"timestamp {p.timestamp}: only -1 (latest) and -2 (earliest) are supported",
+                        )
+                except KafkaError as exc:
+                    resp.error_code = int(exc.error)
+                out.partitions.append(resp)
+            topics.append(out)
+        request.complete(to_body(m.ListOffsetsResponse(topics=topics)))
+
+    # ------------------------------------------------------------------ METADATA
+
+    def handle_metadata(self, request: Request, req: m.MetadataRequest) -> None:
+        cache = self.replica_manager.metadata_cache
+        known = cache.topics()
+        names = sorted(known) if req.topics is None else [t.name for t in req.topics]
+        topics: list[m.MetadataResponseTopic] = []
+        for name in names:
+            parts = known.get(name)
+            if parts is None:
+                topics.append(
+                    m.MetadataResponseTopic(name=name, error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION))
+                )
+                continue
+            topics.append(
+                m.MetadataResponseTopic(
+                    name=name,
+                    partitions=[
+                        _metadata_partition(idx, meta, set(cache.brokers))
+                        for idx, meta in sorted(parts.items())
+                    ],
+                )
+            )
+        brokers = [
+            m.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port)
+            for b in cache.brokers.values()
+        ]
+        request.complete(
+            to_body(m.MetadataResponse(brokers=brokers, controller_id=cache.controller_id, topics=topics))
+        )
+
+    # ------------------------------------------------------------------ controller requests
+
+    def handle_leader_and_isr(self, request: Request, req: m.LeaderAndIsrRequest) -> None:
+        states = [
+            (
+                (t.topic_name, p.partition_index),
+                LeaderAndIsrState(
+                    leader=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    isr=list(p.isr),
+                    replicas=list(p.replicas),
+                    partition_epoch=p.partition_epoch,
+                    controller_epoch=p.controller_epoch,
+                    is_new=p.is_new,
+                ),
+            )
+            for t in req.topic_states
+            for p in t.partition_states
+        ]
+        leaders = [BrokerEndpoint(b.broker_id, b.host_name, b.port) for b in req.live_leaders]
+        error, errors = self.replica_manager.become_leader_or_follower(
+            req.controller_id, req.controller_epoch, states, leaders
+        )
+        request.complete(
+            to_body(
+                m.LeaderAndIsrResponse(
+                    error_code=int(error),
+                    partition_errors=[
+                        m.LeaderAndIsrResponsePartitionError(
+                            topic_name=tp[0], partition_index=tp[1], error_code=int(e)
+                        )
+                        for tp, e in errors.items()
+                    ],
+                )
+            )
+        )
+
+    def handle_stop_replica(self, request: Request, req: m.StopReplicaRequest) -> None:
+        states = [
+            ((t.topic_name, p.partition_index), p.leader_epoch, p.delete_partition)
+            for t in req.topic_states
+            for p in t.partition_states
+        ]
+        error, errors = self.replica_manager.stop_replicas(req.controller_id, req.controller_epoch, states)
+        request.complete(
+            to_body(
+                m.StopReplicaResponse(
+                    error_code=int(error),
+                    partition_errors=[
+                        m.StopReplicaResponsePartitionError(
+                            topic_name=tp[0], partition_index=tp[1], error_code=int(e)
+                        )
+                        for tp, e in errors.items()
+                    ],
+                )
+            )
+        )
+
+    def handle_update_metadata(self, request: Request, req: m.UpdateMetadataRequest) -> None:
+        brokers = [BrokerEndpoint(b.id, b.host, b.port) for b in req.live_brokers]
+        partitions = [
+            (
+                (t.topic_name, p.partition_index),
+                PartitionMetadata(
+                    p.leader, p.leader_epoch, list(p.isr), list(p.replicas), list(p.offline_replicas)
+                ),
+            )
+            for t in req.topic_states
+            for p in t.partition_states
+        ]
+        error = self.replica_manager.update_metadata(req.controller_epoch, brokers, partitions)
+        if error == Errors.NONE:
+            self.replica_manager.metadata_cache.controller_id = req.controller_id
+        request.complete(to_body(m.UpdateMetadataResponse(error_code=int(error))))
+
+    # ------------------------------------------------------------------ the rest
+
+    def handle_api_versions(self, request: Request, req: m.ApiVersionsRequest) -> None:
+        keys = [
+            m.ApiVersionsResponseApiKey(api_key=int(k), min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(self.supported.items())
+        ]
+        request.complete(to_body(m.ApiVersionsResponse(api_keys=keys)))
+
+    def handle_offset_for_leader_epoch(self, request: Request, req: m.OffsetForLeaderEpochRequest) -> None:
+        fetch_only_from_leader = req.replica_id != DEBUGGING_REPLICA_ID
+        topics: list[m.OffsetForLeaderEpochResponseTopic] = []
+        for t in req.topics:
+            out = m.OffsetForLeaderEpochResponseTopic(topic=t.topic)
+            for p in t.partitions:
+                error, epoch, offset = self.replica_manager.last_offset_for_leader_epoch(
+                    (t.topic, p.partition), p.current_leader_epoch, p.leader_epoch, fetch_only_from_leader
+                )
+                out.partitions.append(
+                    m.OffsetForLeaderEpochResponsePartition(
+                        error_code=int(error), partition=p.partition, leader_epoch=epoch, end_offset=offset
+                    )
+                )
+            topics.append(out)
+        request.complete(to_body(m.OffsetForLeaderEpochResponse(topics=topics)))
+
+    def handle_describe_replica_state(self, request: Request, req: m.DescribeReplicaStateRequest) -> None:
+        rm = self.replica_manager
+        wanted = None if req.topics is None else {t.name for t in req.topics}
+        out: list[m.DescribeReplicaStateResponsePartition] = []
+        for tp, partition in sorted(rm.partitions.items()):
+            if wanted is not None and tp[0] not in wanted:
+                continue
+            role = (
+                "leader"
+                if partition.is_leader
+                else ("follower" if partition.leader_id is not None else "none")
+            )
+            entry = m.DescribeReplicaStateResponsePartition(
+                topic=tp[0],
+                partition=tp[1],
+                role=role,
+                leader_id=-1 if partition.leader_id is None else partition.leader_id,
+                leader_epoch=partition.leader_epoch,
+                log_start_offset=partition.log_start_offset,
+                log_end_offset=partition.log_end_offset,
+                high_watermark=partition.high_watermark,
+                isr=list(partition.isr),
+            )
+            if partition.is_leader:
+                entry.followers = [
+                    m.DescribeReplicaStateResponseFollower(
+                        broker_id=r.broker_id,
+                        log_end_offset=r.log_end_offset,
+                        last_caught_up_ms=r.last_caught_up_time_ms,
+                    )
+                    for r in partition.remote_replicas.values()
+                ]
+            else:
+                view = rm.fetcher_manager.fetch_state(tp)
+                if view is not None:
+                    entry.fetch_state = m.DescribeReplicaStateResponseFetchState(
+                        state=view.state,
+                        fetch_offset=view.fetch_offset,
+                        lag=-1 if view.lag is None else view.lag,
+                    )
+            out.append(entry)
+        cache = self.fetch_manager.cache
+        sessions = m.DescribeReplicaStateResponseFetchSessions(
+            count=cache.size, partitions_cached=cache.total_partitions, evictions=cache.num_evictions
+        )
+        request.complete(
+            to_body(
+                m.DescribeReplicaStateResponse(
+                    broker_id=self.broker_id, partitions=out, fetch_sessions=sessions
+                )
+            )
+        )
+
+
+def _produce_response(
+    order: list[tuple[str, list[int]]], statuses: dict[TopicPartition, ProducePartitionStatus]
+) -> m.ProduceResponse:
+    topics: list[m.ProduceResponseTopic] = []
+    for name, idxs in order:
+        parts: list[m.ProduceResponsePartition] = []
+        for idx in idxs:
+            s = statuses[(name, idx)]
+            ok = s.error == Errors.NONE
+            parts.append(
+                m.ProduceResponsePartition(
+                    index=idx,
+                    error_code=int(s.error),
+                    base_offset=s.base_offset if ok else -1,
+                    log_append_time_ms=-1,
+                    log_start_offset=s.log_start_offset if ok else -1,
+                    error_message=None if ok else s.error_message,
+                )
+            )
+        topics.append(m.ProduceResponseTopic(name=name, partition_responses=parts))
+    return m.ProduceResponse(responses=topics)
+
+
+def _metadata_partition(index: int, meta: PartitionMetadata, live: set[int]) -> m.MetadataResponsePartition:
+    offline = sorted(set(meta.offline_replicas) | {r for r in meta.replicas if r not in live})
+    error = Errors.NONE if meta.leader >= 0 and meta.leader in live else Errors.LEADER_NOT_AVAILABLE
+    return m.MetadataResponsePartition(
+        error_code=int(error),
+        partition_index=index,
+        leader_id=meta.leader,
+        leader_epoch=meta.leader_epoch,
+        replica_nodes=list(meta.replicas),
+        isr_nodes=list(meta.isr),
+        offline_replicas=offline,
+    )

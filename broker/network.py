@@ -1,0 +1,254 @@
+"""Socket server, request channel and request handler pool (Kafka's SocketServer, RequestChannel and
+KafkaRequestHandlerPool), on trio.
+
+Each connection has a reader task and a writer task. The reader decodes frames and headers (the one place
+that decodes) and queues requests on the ``RequestChannel``, which holds at most ``queued.max.requests``:
+when it is full, readers stop reading, so TCP pushes back on clients. ``num.io.threads`` handler tasks take
+requests off the channel and call ``KafkaApis.handle``. A request's response may be produced at once or
+later (delayed operations); the writer sends responses strictly in request order, all the ready ones with a
+single ``send_all``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from protocol.api_keys import ApiKeys
+from protocol.errors import Errors
+from protocol.framing import (
+    FrameDecoder,
+    FrameTooLarge,
+    InvalidFrame,
+    RequestHeader,
+    decode_request,
+    encode_response,
+)
+
+log = logging.getLogger(__name__)
+
+RECEIVE_BYTES = 256 * 1024
+MAX_IN_FLIGHT_PER_CONNECTION = 1000
+
+
+@dataclass(eq=False, slots=True)
+class Request:
+    """One request, from the socket to the handler and back. ``complete`` sends the response (once)."""
+
+    header: RequestHeader
+    body: dict[str, Any]
+    connection: Connection
+    received_at: float
+    size: int
+    response_frame: bytes | None = None
+    done: bool = False
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
+
+    def complete(self, body: dict[str, Any] | None) -> None:
+        """Queues ``body`` as the response; ``None`` means no response is sent (PRODUCE with acks=0)."""
+        if self.done:
+            return
+        self.done = True
+        if body is not None:
+            self.response_frame = encode_response(self.header.correlation_id, body)
+        self.connection.response_ready()
+
+
+@dataclass(eq=False)
+class Connection:
+    id: int
+    peer: str
+    stream: trio.SocketStream
+    pending: deque[Request] = field(default_factory=deque)
+    _ready: trio.Event = field(default_factory=trio.Event)
+    _drained: trio.Event = field(default_factory=trio.Event)
+    closed: bool = False
+
+    def response_ready(self) -> None:
+        self._ready.set()
+
+    async def wait_ready(self) -> None:
+        await self._ready.wait()
+        self._ready = trio.Event()
+
+    def responses_sent(self) -> None:
+        self._drained.set()
+
+    async def wait_below(self, limit: int) -> None:
+        while len(self.pending) >= limit:
+            self._drained = trio.Event()
+            await self._drained.wait()
+
+
+class RequestChannel:
+    """A bounded queue of requests between connections and handlers (``queued.max.requests``)."""
+
+    def __init__(self, queued_max_requests: int) -> None:
+        self._send, self._receive = trio.open_memory_channel[Request](queued_max_requests)
+
+    async def send_request(self, request: Request) -> None:
+        await self._send.send(request)
+
+    async def receive_request(self) -> Request:
+        return await self._receive.receive()
+
+    def close(self) -> None:
+        self._send.close()
+
+
+Handler = Callable[[Request], Awaitable[None]]
+
+
+def error_body(error: Errors, message: str) -> dict[str, Any]:
+    return {"error_code": int(error), "error_message": message}
+
+
+class SocketServer:
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        channel: RequestChannel,
+        max_request_bytes: int,
+        supported: Mapping[int, tuple[int, int]],
+        name: str,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.channel = channel
+        self.max_request_bytes = max_request_bytes
+        self.supported = dict(supported)
+        self.name = name
+        self.bound_port: int | None = None
+        self._ids = itertools.count(1)
+        self.connections: dict[int, Connection] = {}
+        self.closed_for_bad_input = 0
+
+    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(self.port, host=self.host)
+        sock = listeners[0].socket
+        self.bound_port = int(sock.getsockname()[1])
+        log.info("%s listening on %s:%d", self.name, self.host, self.bound_port)
+        task_status.started(self.bound_port)
+        await trio.serve_listeners(self._handle_connection, listeners)
+
+    async def _handle_connection(self, stream: trio.SocketStream) -> None:
+        try:
+            peer = "{}:{}".format(*stream.socket.getpeername()[:2])
+        except OSError:
+            peer = "?"
+        conn = Connection(next(self._ids), peer, stream)
+        self.connections[conn.id] = conn
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._write_loop, conn)
+                await self._read_loop(conn)
+                nursery.cancel_scope.cancel()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            conn.closed = True
+            self.connections.pop(conn.id, None)
+            with trio.move_on_after(1) as scope:
+                scope.shield = True
+                await stream.aclose()
+
+    async def _read_loop(self, conn: Connection) -> None:
+        decoder = FrameDecoder(self.max_request_bytes)
+        while True:
+            try:
+                data = await conn.stream.receive_some(RECEIVE_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                return
+            if not data:
+                return
+            try:
+                decoder.feed(data)
+                while (payload := decoder.next_frame()) is not None:
+                    await self._dispatch(conn, payload)
+            except FrameTooLarge as exc:
+                self.closed_for_bad_input += 1
+                log.warning(
+                    "%s closing connection %s: %s (socket.request.max.bytes)", self.name, conn.peer, exc
+                )
+                return
+            except InvalidFrame as exc:
+                self.closed_for_bad_input += 1
+                log.warning("%s closing connection %s: invalid request frame: %s", self.name, conn.peer, exc)
+                return
+
+    async def _dispatch(self, conn: Connection, payload: bytes) -> None:
+        header, body = decode_request(payload)
+        await conn.wait_below(MAX_IN_FLIGHT_PER_CONNECTION)
+        request = Request(header, body, conn, trio.current_time(), len(payload))
+        conn.pending.append(request)
+        versions = self.supported.get(header.api_key)
+        if versions is None:
+            request.complete(error_body(Errors.UNSUPPORTED_VERSION, f"unknown api_key {header.api_key}"))
+            return
+        low, high = versions
+        if not low <= header.api_version <= high:
+            request.complete(
+                error_body(
+                    Errors.UNSUPPORTED_VERSION,
+                    f"{ApiKeys(header.api_key).name} version {header.api_version} is not supported "
+                    f"(supported: {low}..{high})",
+                )
+            )
+            return
+        await self.channel.send_request(request)
+
+    async def _write_loop(self, conn: Connection) -> None:
+        pending = conn.pending
+        while True:
+            while not (pending and pending[0].done):
+                await conn.wait_ready()
+            frames: list[bytes] = []
+            while pending and pending[0].done:
+                frame = pending.popleft().response_frame
+                if frame is not None:
+                    frames.append(frame)
+            if frames:
+                await conn.stream.send_all(frames[0] if len(frames) == 1 else b"".join(frames))
+            conn.responses_sent()
+
+
+class RequestHandlerPool:
+    """``num.io.threads`` tasks that take requests off the channel and hand them to ``handler``."""
+
+    def __init__(self, channel: RequestChannel, handler: Handler, num_threads: int, name: str) -> None:
+        self.channel = channel
+        self.handler = handler
+        self.num_threads = num_threads
+        self.name = name
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            for i in range(self.num_threads):
+                nursery.start_soon(self._handler_loop, i)
+
+    async def _handler_loop(self, index: int) -> None:
+        while True:
+            try:
+                request = await self.channel.receive_request()
+            except trio.EndOfChannel:
+                return
+            if request.connection.closed:
+                continue
+            try:
+                await self.handler(request)
+            except Exception:  # a broker never crashes on what a client sends
+                log.exception("%s handler %d: unexpected error on %s", self.name, index, request.header)
+                request.complete(
+                    error_body(Errors.UNKNOWN_SERVER_ERROR, "unexpected server error; see broker log")
+                )

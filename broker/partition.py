@@ -1,0 +1,425 @@
+"""One topic-partition hosted by this broker (Kafka's ``Partition`` and ``Replica``).
+
+The leader tracks every follower's fetch state, the ISR and the high watermark; a follower tracks the
+leader's id and epoch and takes its HW from fetch responses. Synchronous, with an injected clock; the
+replica manager owns the locking-free single-threaded access (everything runs on one trio thread).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from broker.log.log import Log, LogAppendInfo
+from protocol.api_keys import NO_PARTITION_LEADER_EPOCH, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from protocol.errors import Errors, KafkaError, OffsetOutOfRangeError
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_OFFSET = -1
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """The leader's view of one follower (Kafka's ``Replica`` / ``ReplicaState``)."""
+
+    broker_id: int
+    log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    last_fetch_time_ms: int = 0
+    last_caught_up_time_ms: int = 0
+
+    def update_fetch_state(
+        self,
+        follower_fetch_offset: int,
+        follower_start_offset: int,
+        fetch_time_ms: int,
+        leader_end_offset: int,
+    ) -> None:
+        """A follower fetched at ``follower_fetch_offset``: it has everything below it.
+
+        It is caught up at ``fetch_time_ms`` if it reached the leader's LEO, or at the time of its previous
+        fetch if it reached the LEO the leader had then (Kafka's ``Replica.updateFetchState``).
+        """
+        if follower_fetch_offset >= leader_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
+        elif follower_fetch_offset >= self.last_fetch_leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.log_start_offset = follower_start_offset
+        self.log_end_offset = follower_fetch_offset
+        self.last_fetch_leader_log_end_offset = leader_end_offset
+        self.last_fetch_time_ms = fetch_time_ms
+
+    def reset(self, now_ms: int, leader_end_offset: int, is_new_leader: bool, in_sync: bool) -> None:
+        """Kafka's ``resetReplicaState`` when this broker becomes leader or starts a new leader epoch."""
+        if is_new_leader:
+            self.last_caught_up_time_ms = now_ms if in_sync else 0
+            self.log_start_offset = UNKNOWN_OFFSET
+            self.log_end_offset = UNKNOWN_OFFSET
+            self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
+            self.last_fetch_time_ms = 0
+        else:
+            self.last_caught_up_time_ms = now_ms if in_sync else self.last_caught_up_time_ms
+            self.last_fetch_leader_log_end_offset = leader_end_offset
+            self.last_fetch_time_ms = now_ms
+
+    def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
+        return leader_end_offset == self.log_end_offset or now_ms - self.last_caught_up_time_ms <= max_lag_ms
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrState:
+    """The part of a LEADER_AND_ISR partition state a partition acts on."""
+
+    leader: int
+    leader_epoch: int
+    isr: Sequence[int]
+    replicas: Sequence[int]
+    partition_epoch: int = 0
+    controller_epoch: int = 0
+    is_new: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LogReadResult:
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    error: Errors = Errors.NONE
+    error_message: str = ""
+
+
+@dataclass(slots=True)
+class IsrChange:
+    old_isr: list[int]
+    new_isr: list[int]
+    reason: str
+    lagging: dict[int, int] = field(default_factory=dict)
+
+
+class Partition:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        local_broker_id: int,
+        log_: Log,
+        *,
+        clock_ms: Callable[[], int],
+        replica_lag_time_max_ms: int,
+        min_insync_replicas: int,
+        high_watermark: int = 0,
+    ) -> None:
+        self.tp = tp
+        self.local_broker_id = local_broker_id
+        self.log = log_
+        self.clock_ms = clock_ms
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.min_insync_replicas = min_insync_replicas
+        self.leader_id: int | None = None
+        self.leader_epoch = NO_PARTITION_LEADER_EPOCH
+        self.leader_epoch_start_offset: int | None = None
+        self.partition_epoch = 0
+        self.controller_epoch = 0
+        self.assigned_replicas: list[int] = []
+        self.isr: list[int] = []
+        self.remote_replicas: dict[int, ReplicaState] = {}
+        self._high_watermark = min(max(high_watermark, log_.log_start_offset), log_.log_end_offset)
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def topic(self) -> str:
+        return self.tp[0]
+
+    @property
+    def partition(self) -> int:
+        return self.tp[1]
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        return self.is_leader and len(self.isr) < self.min_insync_replicas
+
+    def describe(self) -> str:
+        return f"{self.tp[0]}-{self.tp[1]} (leader {self.leader_id}, epoch {self.leader_epoch})"
+
+    # ------------------------------------------------------------------ leadership
+
+    def make_leader(self, state: LeaderAndIsrState) -> bool:
+        """Kafka's ``Partition.makeLeader``. Returns True if this broker was not the leader before."""
+        now = self.clock_ms()
+        is_new_leader = not self.is_leader
+        is_new_leader_epoch = state.leader_epoch > self.leader_epoch
+        self._update_assignment_and_isr(state.replicas, state.isr)
+        if is_new_leader_epoch:
+            start = self.log.log_end_offset
+            # Cache the new epoch at the LEO now, before any record is written in it, so a follower that has
+            # entries from a later epoch than any in this log still finds the right truncation point.
+            self.log.leader_epoch_cache.assign(state.leader_epoch, start)
+            for replica in self.remote_replicas.values():
+                replica.reset(now, start, is_new_leader, replica.broker_id in state.isr)
+            self.leader_epoch = state.leader_epoch
+            self.leader_epoch_start_offset = start
+        self.partition_epoch = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
+        self.leader_id = self.local_broker_id
+        self.maybe_increment_leader_hw()
+        return is_new_leader
+
+    def make_follower(self, state: LeaderAndIsrState) -> bool:
+        """Kafka's ``Partition.makeFollower``. Returns True if the leader or its epoch changed."""
+        is_new_leader_epoch = state.leader_epoch > self.leader_epoch
+        self._update_assignment_and_isr(state.replicas, state.isr)
+        self.leader_epoch = state.leader_epoch
+        self.leader_epoch_start_offset = None
+        self.partition_epoch = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
+        if self.leader_id == state.leader and not is_new_leader_epoch:
+            return False
+        self.leader_id = state.leader
+        return True
+
+    def _update_assignment_and_isr(self, replicas: Sequence[int], isr: Sequence[int]) -> None:
+        self.assigned_replicas = list(replicas)
+        self.isr = list(isr)
+        remotes = [r for r in replicas if r != self.local_broker_id]
+        self.remote_replicas = {r: self.remote_replicas.get(r) or ReplicaState(r) for r in remotes}
+
+    # ------------------------------------------------------------------ epoch validation
+
+    def check_current_leader_epoch(self, current_leader_epoch: int) -> Errors:
+        """FENCED_LEADER_EPOCH if the caller is behind, UNKNOWN_LEADER_EPOCH if ahead (-1: no check)."""
+        if current_leader_epoch == NO_PARTITION_LEADER_EPOCH:
+            return Errors.NONE
+        if self.leader_epoch > current_leader_epoch:
+            return Errors.FENCED_LEADER_EPOCH
+        if self.leader_epoch < current_leader_epoch:
+            return Errors.UNKNOWN_LEADER_EPOCH
+        return Errors.NONE
+
+    def check_local_log(self, current_leader_epoch: int, require_leader: bool) -> None:
+        """Kafka's ``getLocalLog``: epoch first, then leadership."""
+        error = self.check_current_leader_epoch(current_leader_epoch)
+        if error != Errors.NONE:
+            raise KafkaError(
+                error,
+                f"{self.tp[0]}-{self.tp[1]}: request leader epoch {current_leader_epoch}, "
+                f"broker {self.local_broker_id} has leader epoch {self.leader_epoch}",
+            )
+        if require_leader and not self.is_leader:
+            raise KafkaError(
+                Errors.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.local_broker_id} is not the leader of {self.tp[0]}-{self.tp[1]} "
+                f"(leader is {self.leader_id})",
+            )
+
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int, fetch_only_from_leader: bool
+    ) -> tuple[Errors, int, int]:
+        """Kafka's ``lastOffsetForLeaderEpoch``: (error, epoch, end offset) for OFFSET_FOR_LEADER_EPOCH."""
+        try:
+            self.check_local_log(current_leader_epoch, fetch_only_from_leader)
+        except KafkaError as exc:
+            return exc.error, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        epoch, offset = self.log.leader_epoch_cache.end_offset_for(leader_epoch, self.log.log_end_offset)
+        if offset == UNDEFINED_EPOCH_OFFSET:
+            return Errors.NONE, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        return Errors.NONE, epoch, offset
+
+    # ------------------------------------------------------------------ leader: produce
+
+    def append_records_to_leader(self, records: bytes, required_acks: int) -> LogAppendInfo:
+        if not self.is_leader:
+            raise KafkaError(
+                Errors.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.local_broker_id} is not the leader of {self.tp[0]}-{self.tp[1]}",
+            )
+        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise KafkaError(
+                Errors.NOT_ENOUGH_REPLICAS,
+                f"{self.tp[0]}-{self.tp[1]}: ISR {sorted(self.isr)} is smaller than min.insync.replicas="
+                f"{self.min_insync_replicas}",
+            )
+        info = self.log.append_as_leader(records, self.leader_epoch)
+        self.maybe_increment_leader_hw()
+        return info
+
+    def check_enough_replicas_reached(self, required_offset: int) -> tuple[bool, Errors]:
+        """For a delayed acks=-1 produce: has the HW passed ``required_offset`` (Kafka's rules)?"""
+        if not self.is_leader:
+            return False, Errors.NOT_LEADER_OR_FOLLOWER
+        if self._high_watermark >= required_offset:
+            if len(self.isr) >= self.min_insync_replicas:
+                return True, Errors.NONE
+            return True, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return False, Errors.NONE
+
+    # ------------------------------------------------------------------ leader: HW and ISR
+
+    def _is_isr_eligible(self, broker_id: int) -> bool:
+        return broker_id in self.assigned_replicas
+
+    def maybe_increment_leader_hw(self) -> bool:
+        """HW = the smallest LEO over the ISR (and over caught-up replicas about to join it); it never goes
+        down, and it does not move while the ISR is below ``min.insync.replicas`` (KIP-966)."""
+        if not self.is_leader or self.is_under_min_isr:
+            return False
+        now = self.clock_ms()
+        leader_end = self.log.log_end_offset
+        new_hw = leader_end
+        for replica in self.remote_replicas.values():
+            if replica.log_end_offset < new_hw and (
+                replica.broker_id in self.isr
+                or (
+                    replica.is_caught_up(leader_end, now, self.replica_lag_time_max_ms)
+                    and self._is_isr_eligible(replica.broker_id)
+                )
+            ):
+                new_hw = replica.log_end_offset
+        if new_hw > self._high_watermark:
+            self._high_watermark = new_hw
+            return True
+        return False
+
+    def update_follower_fetch_state(
+        self,
+        follower_id: int,
+        fetch_offset: int,
+        follower_start_offset: int,
+        fetch_time_ms: int,
+        leader_end: int,
+    ) -> tuple[bool, IsrChange | None]:
+        """Records a follower fetch; returns (HW moved, ISR expansion if the follower joined)."""
+        replica = self.remote_replicas.get(follower_id)
+        if replica is None:
+            return False, None
+        replica.update_fetch_state(fetch_offset, follower_start_offset, fetch_time_ms, leader_end)
+        change = self.maybe_expand_isr(follower_id)
+        hw_moved = self.maybe_increment_leader_hw()
+        return hw_moved, change
+
+    def is_follower_in_sync_for_expansion(self, follower_id: int) -> bool:
+        replica = self.remote_replicas.get(follower_id)
+        if replica is None or self.leader_epoch_start_offset is None:
+            return False
+        return (
+            replica.log_end_offset >= self._high_watermark
+            and replica.log_end_offset >= self.leader_epoch_start_offset
+        )
+
+    def maybe_expand_isr(self, follower_id: int) -> IsrChange | None:
+        """A follower outside the ISR joins once it has reached the HW and the start of this leader's
+        epoch (Kafka's ``maybeExpandIsr``)."""
+        if not self.is_leader or follower_id in self.isr or not self._is_isr_eligible(follower_id):
+            return None
+        if not self.is_follower_in_sync_for_expansion(follower_id):
+            return None
+        old = list(self.isr)
+        self.isr = [*old, follower_id]
+        return IsrChange(old, list(self.isr), "follower_caught_up")
+
+    def out_of_sync_replicas(self, now_ms: int) -> dict[int, int]:
+        """Followers in the ISR that have not caught up for ``replica.lag.time.max.ms``: id -> lag ms."""
+        leader_end = self.log.log_end_offset
+        out: dict[int, int] = {}
+        for broker_id in self.isr:
+            if broker_id == self.local_broker_id:
+                continue
+            replica = self.remote_replicas.get(broker_id)
+            if replica is None:
+                continue
+            if not replica.is_caught_up(leader_end, now_ms, self.replica_lag_time_max_ms):
+                out[broker_id] = now_ms - replica.last_caught_up_time_ms
+        return out
+
+    def maybe_shrink_isr(self) -> IsrChange | None:
+        """Kafka's ``maybeShrinkIsr``: drop followers that fell behind, then maybe move the HW."""
+        if not self.is_leader:
+            return None
+        lagging = self.out_of_sync_replicas(self.clock_ms())
+        if not lagging:
+            return None
+        old = list(self.isr)
+        self.isr = [b for b in old if b not in lagging]
+        self.maybe_increment_leader_hw()
+        return IsrChange(old, list(self.isr), "follower_lagging", lagging)
+
+    def set_isr(self, isr: Sequence[int], partition_epoch: int) -> None:
+        """The controller confirmed an ISR change (ALTER_PARTITION) or sent a new one."""
+        self.isr = list(isr)
+        self.partition_epoch = partition_epoch
+        self.maybe_increment_leader_hw()
+
+    # ------------------------------------------------------------------ reads
+
+    def read_records(
+        self,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        max_bytes: int,
+        *,
+        from_follower: bool,
+        fetch_only_from_leader: bool = True,
+        min_one_message: bool = True,
+    ) -> LogReadResult:
+        self.check_local_log(current_leader_epoch, fetch_only_from_leader)
+        leo = self.log.log_end_offset
+        lso = self.log.log_start_offset
+        if fetch_offset < lso or fetch_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"{self.tp[0]}-{self.tp[1]}: fetch offset {fetch_offset} is outside the log "
+                f"[{lso}, {leo}] on broker {self.local_broker_id}"
+            )
+        max_offset = None if from_follower else self._high_watermark
+        if max_offset is not None and fetch_offset >= max_offset:
+            data = b""
+        else:
+            data = self.log.read(
+                fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
+            )
+        return LogReadResult(data, self._high_watermark, lso, leo)
+
+    # ------------------------------------------------------------------ follower side
+
+    def append_records_to_follower(self, records: bytes) -> LogAppendInfo:
+        return self.log.append_as_follower(records)
+
+    def update_follower_high_watermark(self, leader_hw: int) -> int:
+        """A follower takes the leader's HW, clamped to its own [log start, LEO]."""
+        self._high_watermark = max(self.log.log_start_offset, min(leader_hw, self.log.log_end_offset))
+        return self._high_watermark
+
+    def truncate_to(self, offset: int) -> bool:
+        truncated = self.log.truncate_to(offset)
+        if self._high_watermark > self.log.log_end_offset:
+            self._high_watermark = self.log.log_end_offset
+        return truncated
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self._high_watermark = offset
+
+    def maybe_increment_log_start_offset(self, new_start: int) -> bool:
+        changed = self.log.maybe_increment_log_start_offset(new_start)
+        if self._high_watermark < self.log.log_start_offset:
+            self._high_watermark = self.log.log_start_offset
+        return changed

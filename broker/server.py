@@ -1,0 +1,192 @@
+"""``KafkaServer``: one broker process. Builds the log manager, replica manager, fetch sessions,
+KafkaApis, socket server and handler pool, runs them in one nursery, and stops them cleanly."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from broker.config import BrokerConfig
+from broker.delayed import DelayedOperationPurgatory
+from broker.fetch_session import FetchManager
+from broker.fetch_session_cache import FetchSessionCache
+from broker.journal import Journal
+from broker.kafka_apis import KafkaApis
+from broker.log.log import LogConfig
+from broker.log_manager import LogManager
+from broker.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.network import RequestChannel, RequestHandlerPool, SocketServer
+from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT_MS = 60_000
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self._stop = trio.Event()
+        self.bound_port: int | None = None
+        self.started = trio.Event()
+        c = config
+        self.journal = Journal(c.journal_dir / "events.jsonl", self.broker_id, clock_ms=wall_clock_ms)
+        self.log_manager = LogManager(
+            c.log_dir,
+            self.broker_id,
+            str(c.get("cluster.id")),
+            LogConfig(
+                segment_bytes=c.get_int("log.segment.bytes"),
+                index_interval_bytes=c.get_int("log.index.interval.bytes"),
+                max_message_bytes=c.get_int("message.max.bytes"),
+            ),
+            clock=time.time,
+        )
+        host, port = c.listener
+        self.host = host
+        self.metadata_cache = MetadataCache(BrokerEndpoint(self.broker_id, self._advertised_host(host), port))
+        self.produce_purgatory = DelayedOperationPurgatory("Produce")
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
+        self.replica_manager = ReplicaManager(
+            ReplicaManagerSettings(
+                broker_id=self.broker_id,
+                replica_lag_time_max_ms=c.get_int("replica.lag.time.max.ms"),
+                min_insync_replicas=c.get_int("min.insync.replicas"),
+                max_message_bytes=c.get_int("message.max.bytes"),
+            ),
+            self.log_manager,
+            self.metadata_cache,
+            self.journal,
+            clock_ms=wall_clock_ms,
+            produce_purgatory=self.produce_purgatory,
+            fetch_purgatory=self.fetch_purgatory,
+        )
+        self.fetch_manager = FetchManager(
+            FetchSessionCache(
+                c.get_int("max.incremental.fetch.session.cache.slots"),
+                c.get_int("min.incremental.fetch.session.eviction.ms"),
+                random.Random(),
+            ),
+            wall_clock_ms,
+        )
+        self.apis = KafkaApis(self.replica_manager, self.fetch_manager)
+        self.channel = RequestChannel(c.get_int("queued.max.requests"))
+        self.socket_server = SocketServer(
+            host=host,
+            port=port,
+            channel=self.channel,
+            max_request_bytes=c.get_int("socket.request.max.bytes"),
+            supported=self.apis.supported,
+            name=f"broker {self.broker_id}",
+        )
+        self.handler_pool = RequestHandlerPool(
+            self.channel, self.apis.handle, c.get_int("num.io.threads"), f"broker {self.broker_id}"
+        )
+
+    def _advertised_host(self, host: str) -> str:
+        advertised = str(self.config.get("advertised.listeners"))
+        if advertised:
+            from broker.config import parse_listener
+
+            return parse_listener(advertised)[0]
+        return "127.0.0.1" if host in ("0.0.0.0", "") else host
+
+    def stop(self) -> None:
+        """Asks the server to stop cleanly (SIGTERM)."""
+        self._stop.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        self.log_manager.check_meta_properties()
+        self.log_manager.load_logs()
+        for unknown in self.config.unknown_keys:
+            log.warning("broker %d: unknown configuration key %r ignored", self.broker_id, unknown)
+        async with trio.open_nursery() as nursery:
+            self.bound_port = await nursery.start(self.socket_server.serve)
+            local = self.metadata_cache.local
+            self.metadata_cache.local = BrokerEndpoint(local.broker_id, local.host, self.bound_port)
+            self.metadata_cache.brokers[self.broker_id] = self.metadata_cache.local
+            self.replica_manager.host_initial_leaders(self.config.initial_leader_partitions)
+            nursery.start_soon(self.handler_pool.run)
+            nursery.start_soon(self.produce_purgatory.run)
+            nursery.start_soon(self.fetch_purgatory.run)
+            self._start_periodic(nursery)
+            self.journal.emit(
+                "broker_started",
+                host=self.metadata_cache.local.host,
+                port=self.bound_port,
+                pid=os.getpid(),
+                log_dir=str(self.config.log_dir),
+            )
+            log.info("broker %d started on port %d", self.broker_id, self.bound_port)
+            self.started.set()
+            task_status.started(self.bound_port)
+            await self._stop.wait()
+            log.info("broker %d stopping", self.broker_id)
+            nursery.cancel_scope.cancel()
+        self.replica_manager.shutdown()
+        self.journal.emit("broker_stopped", clean=True)
+        self.journal.close()
+        log.info("broker %d stopped cleanly", self.broker_id)
+
+    def _start_periodic(self, nursery: trio.Nursery) -> None:
+        c = self.config
+        rm = self.replica_manager
+        tasks: list[tuple[str, float, Callable[[], object]]] = [
+            ("isr-expiration", c.get_int("replica.lag.time.max.ms") / 2000.0, rm.maybe_shrink_isr),
+            (
+                "highwatermark-checkpoint",
+                c.get_int("replica.high.watermark.checkpoint.interval.ms") / 1000.0,
+                rm.checkpoint_high_watermarks,
+            ),
+            ("offsets-journal", c.get_int("journal.offsets.interval.ms") / 1000.0, rm.offsets_journal.flush),
+            (
+                "recovery-point-checkpoint",
+                RECOVERY_POINT_CHECKPOINT_MS / 1000.0,
+                lambda: self.log_manager.checkpoint_recovery_points(flush=True),
+            ),
+            (
+                "log-start-checkpoint",
+                RECOVERY_POINT_CHECKPOINT_MS / 1000.0,
+                self.log_manager.checkpoint_log_start_offsets,
+            ),
+        ]
+        for name, period, fn in tasks:
+            nursery.start_soon(self._every, name, period, fn)
+
+    async def _every(self, name: str, period_s: float, fn: Callable[[], object]) -> None:
+        while True:
+            await trio.sleep(period_s)
+            try:
+                result = fn()
+                if isinstance(result, Awaitable):
+                    await result
+            except Exception:
+                log.exception("broker %d: periodic task %s failed", self.broker_id, name)
+
+
+async def run_broker(config: BrokerConfig) -> None:
+    """Runs a broker until SIGTERM or SIGINT, then stops it cleanly."""
+    import signal
+
+    server = KafkaServer(config)
+    async with trio.open_nursery() as nursery:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+
+            async def watch() -> None:
+                async for _ in signals:
+                    server.stop()
+                    return
+
+            nursery.start_soon(watch)
+            await server.run()
+            nursery.cancel_scope.cancel()

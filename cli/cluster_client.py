@@ -1,0 +1,168 @@
+"""A client's view of a cluster: bootstrap servers, a METADATA-fed map of partition leaders, and one
+pooled connection per broker (each held open by a task of the client's nursery)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from protocol.api_keys import ApiKeys
+from protocol.client import ConnectionClosed, KafkaConnection, open_connection
+from protocol.errors import Errors
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+Address = tuple[str, int]
+
+
+class ClientError(Exception):
+    """Something the user must fix (no cluster there, unknown topic); the message says what to do."""
+
+
+def parse_address(value: str) -> Address:
+    value = value.strip()
+    if "://" in value:
+        value = value.split("://", 1)[1]
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ClientError(f"{value!r} is not host:port")
+    return host or "127.0.0.1", int(port)
+
+
+def bootstrap_from(bootstrap_server: str | None, data_dir: Path | None) -> list[Address]:
+    """``--bootstrap-server`` wins; else the brokers in ``<data-dir>/cluster.json``."""
+    if bootstrap_server:
+        return [parse_address(s) for s in bootstrap_server.split(",") if s.strip()]
+    root = data_dir or Path("isrsim-data")
+    path = root / "cluster.json"
+    try:
+        cluster = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ClientError(
+            f"no cluster at {root} ({path} does not exist): start one with `isrsim cluster up "
+            f"--data-dir {root}` or pass --bootstrap-server host:port"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ClientError(f"cannot read {path}: {exc}") from None
+    brokers = cluster.get("brokers", [])
+    if not brokers:
+        raise ClientError(f"{path} lists no brokers")
+    return [(str(b["host"]), int(b["port"])) for b in brokers]
+
+
+@dataclass(slots=True)
+class PartitionInfo:
+    leader: int
+    leader_epoch: int
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+
+
+class ClusterClient:
+    def __init__(self, nursery: trio.Nursery, bootstrap: list[Address], *, client_id: str = "isrsim") -> None:
+        self._nursery = nursery
+        self.bootstrap = bootstrap
+        self.client_id = client_id
+        self.brokers: dict[int, Address] = {}
+        self.partitions: dict[TopicPartition, PartitionInfo] = {}
+        self.controller_id = -1
+        self._conns: dict[Address, tuple[KafkaConnection, trio.CancelScope]] = {}
+        self._opening: dict[Address, trio.Event] = {}
+
+    # ------------------------------------------------------------------ connections
+
+    async def connection(self, address: Address) -> KafkaConnection:
+        while True:
+            held = self._conns.get(address)
+            if held is not None and not held[0].closed:
+                return held[0]
+            waiting = self._opening.get(address)
+            if waiting is None:
+                break
+            await waiting.wait()
+        event = self._opening[address] = trio.Event()
+        try:
+            conn: KafkaConnection = await self._nursery.start(self._hold, address)
+        finally:
+            del self._opening[address]
+            event.set()
+        return conn
+
+    async def _hold(self, address: Address, *, task_status: trio.TaskStatus[KafkaConnection]) -> None:
+        with trio.CancelScope() as scope:
+            async with open_connection(address[0], address[1], client_id=self.client_id) as conn:
+                self._conns[address] = (conn, scope)
+                task_status.started(conn)
+                while not conn.closed:
+                    await trio.sleep(0.5)
+        self._conns.pop(address, None)
+
+    def drop(self, address: Address) -> None:
+        held = self._conns.pop(address, None)
+        if held is not None:
+            held[1].cancel()
+
+    async def broker_connection(self, broker_id: int) -> KafkaConnection:
+        address = self.brokers.get(broker_id)
+        if address is None:
+            raise ConnectionClosed(f"broker {broker_id} is not in the metadata")
+        return await self.connection(address)
+
+    async def request_any(self, api_key: int, body: Any, *, timeout: float = 10.0) -> dict[str, Any]:
+        """Sends to the first bootstrap or known broker that answers."""
+        errors: list[str] = []
+        candidates = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))
+        for address in candidates:
+            try:
+                conn = await self.connection(address)
+                return await conn.request(api_key, body, timeout=timeout)
+            except (OSError, ConnectionClosed, trio.TooSlowError) as exc:
+                self.drop(address)
+                errors.append(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}")
+        raise ClientError(
+            "no broker answered (" + "; ".join(errors) + "); is the cluster up? (`isrsim cluster status`)"
+        )
+
+    # ------------------------------------------------------------------ metadata
+
+    async def refresh_metadata(self, topics: list[str] | None = None) -> dict[str, Any]:
+        body = {"topics": None if topics is None else [{"name": t} for t in topics]}
+        resp = await self.request_any(ApiKeys.METADATA, body)
+        self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in resp["brokers"]}
+        self.controller_id = resp.get("controller_id", -1)
+        for t in resp["topics"]:
+            if t["error_code"] != Errors.NONE:
+                continue
+            for p in t["partitions"]:
+                self.partitions[(t["name"], p["partition_index"])] = PartitionInfo(
+                    p["leader_id"], p["leader_epoch"], list(p["replica_nodes"]), list(p["isr_nodes"])
+                )
+        return resp
+
+    async def topic_partitions(self, topic: str, *, wait_s: float = 10.0) -> list[int]:
+        """The topic's partitions, waiting up to ``wait_s`` for it to appear with leaders."""
+        with trio.move_on_after(wait_s):
+            while True:
+                resp = await self.refresh_metadata([topic])
+                for t in resp["topics"]:
+                    if t["name"] == topic and t["error_code"] == Errors.NONE and t["partitions"]:
+                        return sorted(p["partition_index"] for p in t["partitions"])
+                await trio.sleep(0.2)
+        raise ClientError(
+            f"topic {topic!r} does not exist: create it with `isrsim topic create {topic} --partitions P "
+            f"--replication-factor R`"
+        )
+
+    def leader_for(self, tp: TopicPartition) -> int:
+        info = self.partitions.get(tp)
+        return -1 if info is None else info.leader
+
+    async def aclose(self) -> None:
+        for address in list(self._conns):
+            self.drop(address)

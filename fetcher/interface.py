@@ -1,0 +1,118 @@
+"""The small interface between the replica manager (``broker``) and the replica fetchers (``fetcher``).
+
+The arrow goes one way: ``broker`` implements ``FollowerReplicaManager`` and owns a ``FetcherManagerLike``;
+``fetcher`` never imports ``broker``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderEndpoint:
+    broker_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class InitialFetchState:
+    """Where a follower starts fetching a partition (Kafka's ``InitialFetchState``)."""
+
+    leader: LeaderEndpoint
+    current_leader_epoch: int
+    init_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchStateView:
+    """What DESCRIBE_REPLICA_STATE reports of a follower partition's fetcher."""
+
+    state: str  # "truncating", "fetching", "delayed", "failed"
+    fetch_offset: int
+    lag: int | None
+    leader_id: int
+    current_leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    num_records: int
+    valid_bytes: int
+
+
+class FollowerPartition(Protocol):
+    """One follower partition as the fetcher sees it."""
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def leader_epoch(self) -> int: ...
+
+    def latest_epoch(self) -> int | None: ...
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """The follower's own ``LeaderEpochFileCache.end_offset_for(epoch, LEO)``: (epoch, end offset)."""
+        ...
+
+    def truncate_to(self, offset: int, reason: str) -> None: ...
+
+    def truncate_fully_and_start_at(self, offset: int, reason: str) -> None: ...
+
+    def append_as_follower(self, records: bytes) -> AppendResult | None: ...
+
+    def update_high_watermark(self, leader_hw: int) -> int: ...
+
+    def maybe_increment_log_start_offset(self, leader_log_start_offset: int) -> None: ...
+
+
+class FollowerReplicaManager(Protocol):
+    """What the fetchers need from the replica manager."""
+
+    @property
+    def broker_id(self) -> int: ...
+
+    def follower_partition(self, tp: TopicPartition) -> FollowerPartition | None:
+        """The partition if this broker still follows it, else None (the fetcher drops it)."""
+        ...
+
+    def on_fetch_error(self, tp: TopicPartition, error_code: int, message: str) -> None:
+        """Journals a fetch error (``fetch_error``)."""
+        ...
+
+    def on_partition_failed(self, tp: TopicPartition, reason: str) -> None: ...
+
+
+class FetcherManagerLike(Protocol):
+    def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, InitialFetchState]) -> None: ...
+
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
+
+    def fetch_state(self, tp: TopicPartition) -> FetchStateView | None: ...
+
+
+class NoFetcherManager:
+    """A broker with no fetchers (followers are not served): every call is a no-op."""
+
+    def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, InitialFetchState]) -> None:
+        return None
+
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        return None
+
+    def fetch_state(self, tp: TopicPartition) -> FetchStateView | None:
+        return None
