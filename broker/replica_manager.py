@@ -23,7 +23,13 @@ from broker.journal import Journal, OffsetsJournal
 from broker.log_manager import LogManager
 from broker.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from broker.partition import IsrChange, LeaderAndIsrState, LogReadResult, Partition
-from fetcher.interface import FetcherManagerLike, InitialFetchState, NoFetcherManager
+from fetcher.interface import (
+    AppendResult,
+    FetcherManagerLike,
+    FollowerPartition,
+    InitialFetchState,
+    NoFetcherManager,
+)
 from protocol.api_keys import DEBUGGING_REPLICA_ID
 from protocol.errors import Errors, KafkaError
 
@@ -451,6 +457,31 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
 
+    # ------------------------------------------------------------------ the fetchers' view (follower side)
+
+    def follower_partition(self, tp: TopicPartition) -> FollowerPartition | None:
+        partition = self.partitions.get(tp)
+        if partition is None or partition.is_leader or partition.leader_id is None:
+            return None
+        return FollowerPartitionView(self, partition)
+
+    def on_fetch_error(self, tp: TopicPartition, error_code: int, message: str) -> None:
+        partition = self.partitions.get(tp)
+        self.journal.emit_partition(
+            "fetch_error",
+            tp,
+            error_code=error_code,
+            error=_error_name(error_code),
+            reason=message,
+            leader_id=None if partition is None else partition.leader_id,
+            leader_epoch=None if partition is None else partition.leader_epoch,
+        )
+
+    def on_partition_failed(self, tp: TopicPartition, reason: str) -> None:
+        self.journal.emit_partition(
+            "fetch_error", tp, error_code=int(Errors.FENCED_LEADER_EPOCH), reason=reason
+        )
+
     # ------------------------------------------------------------------ OFFSET_FOR_LEADER_EPOCH
 
     def last_offset_for_leader_epoch(
@@ -501,3 +532,92 @@ class ReplicaManager:
             self.observe_offsets(partition)
         self.offsets_journal.flush()
         self.log_manager.shutdown(self.high_watermarks())
+
+
+def _error_name(code: int) -> str:
+    try:
+        return Errors(code).name
+    except ValueError:
+        return str(code)
+
+
+class FollowerPartitionView:
+    """A follower partition as the replica fetcher sees it (``fetcher.interface.FollowerPartition``);
+    journals truncations and offset changes."""
+
+    def __init__(self, rm: ReplicaManager, partition: Partition) -> None:
+        self._rm = rm
+        self._p = partition
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._p.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._p.log_start_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._p.high_watermark
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._p.leader_epoch
+
+    def latest_epoch(self) -> int | None:
+        return self._p.log.leader_epoch_cache.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self._p.log.leader_epoch_cache.end_offset_for(epoch, self._p.log_end_offset)
+
+    def _journal_truncation(self, before_leo: int, before_hw: int, offset: int, reason: str) -> None:
+        p = self._p
+        self._rm.journal.emit_partition(
+            "truncated",
+            p.tp,
+            truncate_to=offset,
+            reason=reason,
+            leader_id=p.leader_id,
+            leader_epoch=p.leader_epoch,
+            log_end_offset_before=before_leo,
+            log_end_offset=p.log_end_offset,
+            high_watermark_before=before_hw,
+            high_watermark=p.high_watermark,
+            latest_epoch=self.latest_epoch(),
+        )
+        if offset < before_hw:
+            log.warning(
+                "broker %d: truncating %s to %d below its high watermark %d (%s)",
+                self._rm.broker_id,
+                p.describe(),
+                offset,
+                before_hw,
+                reason,
+            )
+        self._rm.observe_offsets(p)
+
+    def truncate_to(self, offset: int, reason: str) -> None:
+        before_leo, before_hw = self._p.log_end_offset, self._p.high_watermark
+        self._p.truncate_to(offset)
+        self._journal_truncation(before_leo, before_hw, offset, reason)
+
+    def truncate_fully_and_start_at(self, offset: int, reason: str) -> None:
+        before_leo, before_hw = self._p.log_end_offset, self._p.high_watermark
+        self._p.truncate_fully_and_start_at(offset)
+        self._journal_truncation(before_leo, before_hw, offset, reason)
+
+    def append_as_follower(self, records: bytes) -> AppendResult | None:
+        info = self._p.append_records_to_follower(records)
+        self._rm.observe_offsets(self._p)
+        return AppendResult(info.first_offset, info.last_offset, info.num_records, info.valid_bytes)
+
+    def update_high_watermark(self, leader_hw: int) -> int:
+        hw = self._p.update_follower_high_watermark(leader_hw)
+        self._rm.observe_offsets(self._p)
+        return hw
+
+    def maybe_increment_log_start_offset(self, leader_log_start_offset: int) -> None:
+        if self._p.log_start_offset < leader_log_start_offset <= self._p.high_watermark:
+            self._p.maybe_increment_log_start_offset(leader_log_start_offset)
+            self._rm.observe_offsets(self._p)

@@ -22,6 +22,8 @@ from broker.log_manager import LogManager
 from broker.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
+from fetcher.fetcher_manager import ReplicaFetcherManager
+from fetcher.replica_fetcher import FetcherSettings
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,7 @@ class KafkaServer:
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         self.log_manager.check_meta_properties()
         self.log_manager.load_logs()
+        c = self.config
         for unknown in self.config.unknown_keys:
             log.warning("broker %d: unknown configuration key %r ignored", self.broker_id, unknown)
         async with trio.open_nursery() as nursery:
@@ -116,6 +119,21 @@ class KafkaServer:
             self.metadata_cache.local = BrokerEndpoint(local.broker_id, local.host, self.bound_port)
             self.metadata_cache.brokers[self.broker_id] = self.metadata_cache.local
             self.replica_manager.host_initial_leaders(self.config.initial_leader_partitions)
+            self.fetcher_manager = ReplicaFetcherManager(
+                nursery,
+                self.replica_manager,
+                FetcherSettings(
+                    wait_max_ms=c.get_int("replica.fetch.wait.max.ms"),
+                    min_bytes=c.get_int("replica.fetch.min.bytes"),
+                    max_bytes=c.get_int("replica.fetch.max.bytes"),
+                    response_max_bytes=c.get_int("replica.fetch.response.max.bytes"),
+                    backoff_ms=c.get_int("replica.fetch.backoff.ms"),
+                    socket_timeout_ms=c.get_int("replica.socket.timeout.ms"),
+                ),
+                c.get_int("num.replica.fetchers"),
+                clock_ms=wall_clock_ms,
+            )
+            self.replica_manager.fetcher_manager = self.fetcher_manager
             nursery.start_soon(self.handler_pool.run)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)
@@ -132,6 +150,7 @@ class KafkaServer:
             task_status.started(self.bound_port)
             await self._stop.wait()
             log.info("broker %d stopping", self.broker_id)
+            self.fetcher_manager.shutdown()
             nursery.cancel_scope.cancel()
         self.replica_manager.shutdown()
         self.journal.emit("broker_stopped", clean=True)

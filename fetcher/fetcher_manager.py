@@ -1,0 +1,135 @@
+"""``ReplicaFetcherManager``: ``num.replica.fetchers`` fetcher tasks per source broker; a partition goes to
+fetcher ``hash(topic, partition) % num.replica.fetchers`` of its leader; fetchers with no partitions left are
+shut down (Kafka's ``AbstractFetcherManager``)."""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+
+import trio
+
+from fetcher import fetch_state
+from fetcher.interface import FetchStateView as InterfaceFetchStateView
+from fetcher.interface import FollowerReplicaManager, InitialFetchState, LeaderEndpoint
+from fetcher.replica_fetcher import FetcherSettings, ReplicaFetcher, wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+FetcherKey = tuple[int, int]  # (leader broker id, fetcher id)
+
+
+class ReplicaFetcherManager:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        replica_manager: FollowerReplicaManager,
+        settings: FetcherSettings,
+        num_fetchers: int,
+        *,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self._nursery = nursery
+        self.rm = replica_manager
+        self.settings = settings
+        self.num_fetchers = num_fetchers
+        self.clock_ms = clock_ms
+        self.fetchers: dict[FetcherKey, tuple[ReplicaFetcher, trio.CancelScope]] = {}
+
+    def fetcher_id(self, tp: TopicPartition) -> int:
+        # A stable hash (Python's str hash changes per process).
+        return (31 * zlib.crc32(tp[0].encode()) + tp[1]) % self.num_fetchers
+
+    def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, InitialFetchState]) -> None:
+        grouped: dict[tuple[LeaderEndpoint, int], dict[TopicPartition, fetch_state.InitialFetchState]] = {}
+        for tp, st in states.items():
+            key = (st.leader, self.fetcher_id(tp))
+            grouped.setdefault(key, {})[tp] = fetch_state.InitialFetchState(
+                st.leader.broker_id, st.current_leader_epoch, st.init_offset
+            )
+        for (leader, fid), initial in grouped.items():
+            fetcher = self._fetcher_for(leader, fid)
+            fetcher.add_partitions(initial)
+            log.info(
+                "broker %d: fetching %s from leader %d (fetcher %d)",
+                self.rm.broker_id,
+                ", ".join(f"{t}-{p}@{s.init_offset}" for (t, p), s in sorted(initial.items())),
+                leader.broker_id,
+                fid,
+            )
+
+    def _fetcher_for(self, leader: LeaderEndpoint, fid: int) -> ReplicaFetcher:
+        key = (leader.broker_id, fid)
+        held = self.fetchers.get(key)
+        if held is not None:
+            if held[0].leader == leader:
+                return held[0]
+            # The leader moved to another address: restart the fetcher, keeping its partitions.
+            old, scope = held
+            scope.cancel()
+            del self.fetchers[key]
+            fetcher = self._start(leader, fid)
+            fetcher.partitions = old.partitions
+            return fetcher
+        return self._start(leader, fid)
+
+    def _start(self, leader: LeaderEndpoint, fid: int) -> ReplicaFetcher:
+        name = f"ReplicaFetcher[broker={self.rm.broker_id}, leader={leader.broker_id}, fetcher={fid}]"
+        fetcher = ReplicaFetcher(name, fid, leader, self.rm, self.settings, clock_ms=self.clock_ms)
+        scope = trio.CancelScope()
+        self.fetchers[(leader.broker_id, fid)] = (fetcher, scope)
+
+        async def run() -> None:
+            with scope:
+                await fetcher.run()
+
+        self._nursery.start_soon(run)
+        return fetcher
+
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        wanted = list(tps)
+        if not wanted:
+            return
+        for fetcher, _ in self.fetchers.values():
+            fetcher.remove_partitions(wanted)
+        self.shutdown_idle_fetchers()
+
+    def shutdown_idle_fetchers(self) -> None:
+        for key, (fetcher, scope) in list(self.fetchers.items()):
+            if fetcher.partition_count == 0 and not fetcher.partitions.failed_partitions:
+                scope.cancel()
+                del self.fetchers[key]
+
+    def shutdown(self) -> None:
+        for _, scope in self.fetchers.values():
+            scope.cancel()
+        self.fetchers.clear()
+
+    def fetch_state(self, tp: TopicPartition) -> InterfaceFetchStateView | None:
+        for fetcher, _ in self.fetchers.values():
+            if fetcher.owns(tp):
+                view = fetcher.describe(tp)
+                if view is not None:
+                    return InterfaceFetchStateView(
+                        view.state,
+                        view.fetch_offset,
+                        view.lag,
+                        fetcher.leader.broker_id,
+                        self._epoch(fetcher, tp),
+                    )
+        return None
+
+    @staticmethod
+    def _epoch(fetcher: ReplicaFetcher, tp: TopicPartition) -> int:
+        state = fetcher.partitions.fetch_state(tp)
+        return -1 if state is None else state.current_leader_epoch
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return {
+            "fetchers": len(self.fetchers),
+            "partitions": sum(f.partition_count for f, _ in self.fetchers.values()),
+            "fetch_requests": sum(f.fetch_requests for f, _ in self.fetchers.values()),
+        }

@@ -1,0 +1,493 @@
+"""A replica fetcher task (Kafka's ``ReplicaFetcherThread`` / ``AbstractFetcherThread``): one per leader
+broker and fetcher index, one connection to that leader, and the loop ``do_work = maybe_truncate +
+maybe_fetch``.
+
+The decisions are the pure functions of ``fetcher.truncation``, ``fetcher.fetch_state`` and
+``fetcher.fetch_session_handler``; this module does the I/O. Everything runs on the broker's trio thread:
+between two awaits nothing else touches the partition states, and every response is checked against the
+current state (leader epoch, fetch offset) before it is applied, because a LEADER_AND_ISR may have moved the
+partition while the request was in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import trio
+
+from fetcher.fetch_request import FetchRequestPartitionData
+from fetcher.fetch_session_handler import FetchRequestData, FetchSessionHandler
+from fetcher.fetch_state import (
+    FetcherPartitions,
+    FetchStateView,
+    InitialFetchState,
+    PartitionFetchState,
+    ReplicaState,
+)
+from fetcher.interface import FollowerPartition, FollowerReplicaManager, LeaderEndpoint
+from fetcher.truncation import (
+    EpochData,
+    EpochEndOffset,
+    OffsetTruncationState,
+    fetch_truncating_partitions,
+    maybe_truncate_to_epoch_end_offsets,
+    truncate_to_high_watermark,
+    update_fetch_offset_and_maybe_mark_truncation_complete,
+)
+from protocol.api_keys import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
+from protocol.client import ConnectionClosed, KafkaConnection, open_connection
+from protocol.errors import Errors
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    """Kafka's ``replica.fetch.*`` settings."""
+
+    wait_max_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 1048576
+    response_max_bytes: int = 10485760
+    backoff_ms: int = 1000
+    socket_timeout_ms: int = 30000
+
+
+class FetchFailed(Exception):
+    """The whole request failed (connection lost, timeout): every partition in it backs off."""
+
+
+class ReplicaFetcher:
+    def __init__(
+        self,
+        name: str,
+        fetcher_id: int,
+        leader: LeaderEndpoint,
+        replica_manager: FollowerReplicaManager,
+        settings: FetcherSettings,
+        *,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.name = name
+        self.fetcher_id = fetcher_id
+        self.leader = leader
+        self.rm = replica_manager
+        self.settings = settings
+        self.clock_ms = clock_ms
+        self.partitions = FetcherPartitions()
+        self.session = FetchSessionHandler(leader.broker_id)
+        self._changed = trio.Event()
+        self.fetch_requests = 0
+        self.fetch_request_bytes = 0
+
+    # ------------------------------------------------------------------ partitions (called synchronously)
+
+    def add_partitions(self, initial: Mapping[TopicPartition, InitialFetchState]) -> None:
+        self.partitions.add_partitions(initial)
+        self._changed.set()
+
+    def remove_partitions(self, tps: list[TopicPartition]) -> dict[TopicPartition, PartitionFetchState]:
+        removed = self.partitions.remove_partitions(tps)
+        self.partitions.failed_partitions.difference_update(tps)
+        if removed:
+            self._changed.set()
+        return removed
+
+    @property
+    def partition_count(self) -> int:
+        return self.partitions.partition_count
+
+    def owns(self, tp: TopicPartition) -> bool:
+        return self.partitions.partition_states.contains(tp) or tp in self.partitions.failed_partitions
+
+    def describe(self, tp: TopicPartition) -> FetchStateView | None:
+        partition = self.rm.follower_partition(tp)
+        failed_offset = partition.log_end_offset if partition is not None else -1
+        return self.partitions.describe(tp, self.clock_ms(), failed_offset)
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        """Runs until cancelled by the fetcher manager."""
+        while True:
+            try:
+                async with open_connection(
+                    self.leader.host,
+                    self.leader.port,
+                    client_id=f"replica-fetcher-{self.rm.broker_id}-{self.fetcher_id}",
+                    connect_timeout=self.settings.socket_timeout_ms / 1000,
+                ) as conn:
+                    log.info("%s: connected to leader %d", self.name, self.leader.broker_id)
+                    while True:
+                        await self.do_work(conn)
+            except (OSError, ConnectionClosed, trio.TooSlowError, FetchFailed) as exc:
+                log.info(
+                    "%s: error talking to leader %d at %s:%d: %s; backing off %d ms",
+                    self.name,
+                    self.leader.broker_id,
+                    self.leader.host,
+                    self.leader.port,
+                    exc or type(exc).__name__,
+                    self.settings.backoff_ms,
+                )
+                self.session.handle_error(exc)
+                states = self.partitions.partition_states.partition_set()
+                for tp in states:
+                    self.rm.on_fetch_error(tp, int(Errors.NETWORK_EXCEPTION), str(exc) or type(exc).__name__)
+                self.partitions.delay_partitions(states, self.settings.backoff_ms, self.clock_ms())
+                await self._wait_for_change(self.settings.backoff_ms)
+
+    async def _wait_for_change(self, timeout_ms: int) -> None:
+        self._changed = trio.Event()
+        with trio.move_on_after(timeout_ms / 1000):
+            await self._changed.wait()
+
+    async def do_work(self, conn: KafkaConnection) -> None:
+        self._drop_unfollowed()
+        await self.maybe_truncate(conn)
+        await self.maybe_fetch(conn)
+
+    def _drop_unfollowed(self) -> None:
+        gone = [
+            tp
+            for tp in self.partitions.partition_states.partition_set()
+            if self.rm.follower_partition(tp) is None
+        ]
+        if gone:
+            self.partitions.remove_partitions(gone)
+
+    def _partition(self, tp: TopicPartition) -> FollowerPartition | None:
+        return self.rm.follower_partition(tp)
+
+    def _latest_epoch(self, tp: TopicPartition) -> int | None:
+        p = self._partition(tp)
+        return None if p is None else p.latest_epoch()
+
+    # ------------------------------------------------------------------ truncation
+
+    async def maybe_truncate(self, conn: KafkaConnection) -> None:
+        states = self.partitions.partition_states
+        with_epochs, without_epochs = fetch_truncating_partitions(states, self._latest_epoch, self.clock_ms())
+        if with_epochs:
+            await self._truncate_to_epoch_end_offsets(conn, with_epochs)
+        if without_epochs:
+            truncations = truncate_to_high_watermark(states, without_epochs)
+            done = self._apply_truncations(truncations, "high_watermark")
+            update_fetch_offset_and_maybe_mark_truncation_complete(states, done, self._latest_epoch)
+
+    async def _truncate_to_epoch_end_offsets(
+        self, conn: KafkaConnection, requested: dict[TopicPartition, EpochData]
+    ) -> None:
+        topics: dict[str, list[dict[str, int]]] = {}
+        for (topic, partition), data in requested.items():
+            topics.setdefault(topic, []).append(
+                {
+                    "partition": partition,
+                    "current_leader_epoch": data.current_leader_epoch,
+                    "leader_epoch": data.leader_epoch,
+                }
+            )
+        body = {
+            "replica_id": self.rm.broker_id,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        }
+        try:
+            resp = await conn.request(
+                ApiKeys.OFFSET_FOR_LEADER_EPOCH, body, timeout=self.settings.socket_timeout_ms / 1000
+            )
+        except (ConnectionClosed, trio.TooSlowError) as exc:
+            raise FetchFailed(f"OFFSET_FOR_LEADER_EPOCH failed: {exc}") from exc
+        end_offsets: dict[TopicPartition, EpochEndOffset] = {}
+        for t in resp.get("topics", []):
+            for p in t["partitions"]:
+                tp = (t["topic"], p["partition"])
+                if tp in requested:
+                    end_offsets[tp] = EpochEndOffset(p["error_code"], p["leader_epoch"], p["end_offset"])
+        states = self.partitions.partition_states
+        result = maybe_truncate_to_epoch_end_offsets(
+            states,
+            end_offsets,
+            requested,
+            log_end_offset=self._log_end_offset,
+            follower_end_offset_for=self._follower_end_offset_for,
+        )
+        done = self._apply_truncations(result.fetch_offsets, "leader_epoch", end_offsets)
+        update_fetch_offset_and_maybe_mark_truncation_complete(states, done, self._latest_epoch)
+        now = self.clock_ms()
+        for tp in result.partitions_with_error:
+            self.rm.on_fetch_error(tp, end_offsets[tp].error_code, "OFFSET_FOR_LEADER_EPOCH error")
+        self.partitions.delay_partitions(result.partitions_with_error, self.settings.backoff_ms, now)
+        for tp in result.partitions_to_fail:
+            self._fail(tp, "fenced leader epoch in OFFSET_FOR_LEADER_EPOCH")
+
+    def _log_end_offset(self, tp: TopicPartition) -> int:
+        p = self._partition(tp)
+        return -1 if p is None else p.log_end_offset
+
+    def _follower_end_offset_for(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
+        p = self._partition(tp)
+        return (-1, -1) if p is None else p.end_offset_for_epoch(epoch)
+
+    def _apply_truncations(
+        self,
+        truncations: Mapping[TopicPartition, OffsetTruncationState],
+        reason: str,
+        end_offsets: Mapping[TopicPartition, EpochEndOffset] | None = None,
+    ) -> dict[TopicPartition, OffsetTruncationState]:
+        done: dict[TopicPartition, OffsetTruncationState] = {}
+        for tp, truncation in truncations.items():
+            p = self._partition(tp)
+            if p is None:
+                continue
+            detail = reason
+            if end_offsets is not None and tp in end_offsets:
+                eo = end_offsets[tp]
+                detail = f"{reason}: leader epoch {eo.leader_epoch} ends at {eo.end_offset}"
+                if not truncation.truncation_completed:
+                    detail += " (another round follows)"
+            p.truncate_to(truncation.offset, detail)
+            done[tp] = truncation
+        return done
+
+    def _fail(self, tp: TopicPartition, reason: str) -> None:
+        log.warning("%s: partition %s-%d marked failed: %s", self.name, tp[0], tp[1], reason)
+        self.partitions.mark_partition_failed(tp)
+        self.rm.on_partition_failed(tp, reason)
+
+    # ------------------------------------------------------------------ fetch
+
+    def build_fetch(self) -> tuple[FetchRequestData, dict[str, Any]] | None:
+        now = self.clock_ms()
+        builder = self.session.new_builder()
+        for tp, state in self.partitions.partition_states.partition_state_map().items():
+            if not state.is_ready_for_fetch(now):
+                continue
+            p = self._partition(tp)
+            if p is None:
+                continue
+            builder.add(
+                tp,
+                FetchRequestPartitionData(
+                    state.fetch_offset,
+                    p.log_start_offset,
+                    self.settings.max_bytes,
+                    state.current_leader_epoch,
+                ),
+            )
+        data = builder.build()
+        if not data.session_partitions and not data.to_forget:
+            return None
+        topics: dict[str, list[dict[str, int]]] = {}
+        for (topic, partition), pd in data.to_send.items():
+            topics.setdefault(topic, []).append(
+                {
+                    "partition": partition,
+                    "current_leader_epoch": pd.current_leader_epoch,
+                    "fetch_offset": pd.fetch_offset,
+                    "log_start_offset": pd.log_start_offset,
+                    "partition_max_bytes": pd.max_bytes,
+                }
+            )
+        forgotten: dict[str, list[int]] = {}
+        for topic, partition in data.to_forget:
+            forgotten.setdefault(topic, []).append(partition)
+        body = {
+            "replica_id": self.rm.broker_id,
+            "max_wait_ms": self.settings.wait_max_ms,
+            "min_bytes": self.settings.min_bytes,
+            "max_bytes": self.settings.response_max_bytes,
+            "isolation_level": 0,
+            "session_id": data.session_id,
+            "session_epoch": data.epoch,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
+        }
+        return data, body
+
+    async def maybe_fetch(self, conn: KafkaConnection) -> None:
+        built = self.build_fetch()
+        if built is None:
+            await self._wait_for_change(self._idle_wait_ms())
+            return
+        data, body = built
+        self.fetch_requests += 1
+        try:
+            resp = await conn.request(
+                ApiKeys.FETCH,
+                body,
+                timeout=(self.settings.socket_timeout_ms + self.settings.wait_max_ms) / 1000,
+            )
+        except (ConnectionClosed, trio.TooSlowError) as exc:
+            raise FetchFailed(f"FETCH failed: {exc}") from exc
+        await self.process_fetch_response(conn, data, resp)
+
+    def _idle_wait_ms(self) -> int:
+        """Nothing to fetch: how long to wait for a partition to become ready (or for a change)."""
+        now = self.clock_ms()
+        wait = self.settings.backoff_ms
+        for state in self.partitions.partition_states.state_iterator():
+            if state.is_truncating(now):
+                return 0  # another truncation round is due now
+            if state.delay_until_ms is not None:
+                wait = min(wait, max(0, state.delay_until_ms - now))
+        return wait
+
+    async def process_fetch_response(
+        self, conn: KafkaConnection, data: FetchRequestData, resp: dict[str, Any]
+    ) -> None:
+        partitions: dict[TopicPartition, dict[str, Any]] = {}
+        for t in resp.get("responses", []):
+            for p in t["partitions"]:
+                partitions[(t["topic"], p["partition_index"])] = p
+        top_error = resp.get("error_code", 0)
+        if not self.session.handle_response(resp.get("session_id", 0), top_error, set(partitions)):
+            if top_error not in (Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH):
+                log.info("%s: FETCH error %s; backing off", self.name, _name(top_error))
+                self.partitions.delay_partitions(
+                    list(data.session_partitions), self.settings.backoff_ms, self.clock_ms()
+                )
+            return
+        states = self.partitions.partition_states
+        with_error: list[TopicPartition] = []
+        for tp, pdata in partitions.items():
+            requested = data.session_partitions.get(tp)
+            state = states.state_value(tp)
+            # Drop answers for partitions that moved while the request was in flight.
+            if (
+                requested is None
+                or state is None
+                or state.fetch_offset != requested.fetch_offset
+                or state.current_leader_epoch != requested.current_leader_epoch
+                or state.state is not ReplicaState.FETCHING
+            ):
+                continue
+            error = pdata["error_code"]
+            if error == Errors.NONE:
+                self._process_partition_data(tp, state, pdata)
+            elif error == Errors.OFFSET_OUT_OF_RANGE:
+                if not await self._handle_out_of_range(conn, tp, state):
+                    with_error.append(tp)
+            elif error == Errors.FENCED_LEADER_EPOCH:
+                self.rm.on_fetch_error(tp, error, "fenced leader epoch in FETCH")
+                self._fail(tp, "fenced leader epoch in FETCH")
+            else:
+                self.rm.on_fetch_error(tp, error, f"FETCH error {_name(error)}")
+                with_error.append(tp)
+        if with_error:
+            self.partitions.delay_partitions(with_error, self.settings.backoff_ms, self.clock_ms())
+
+    def _process_partition_data(
+        self, tp: TopicPartition, state: PartitionFetchState, pdata: dict[str, Any]
+    ) -> None:
+        """Kafka's ``processPartitionData``: append as follower, take the leader's HW and log start offset."""
+        p = self._partition(tp)
+        if p is None:
+            return
+        records: bytes = pdata["records"]
+        next_offset = state.fetch_offset
+        if records:
+            info = p.append_as_follower(records)
+            if info is not None:
+                next_offset = info.last_offset + 1
+        p.update_high_watermark(pdata["high_watermark"])
+        leader_start = pdata.get("log_start_offset", -1)
+        if leader_start is not None and leader_start >= 0:
+            p.maybe_increment_log_start_offset(leader_start)
+        lag = max(0, pdata["high_watermark"] - next_offset)
+        new_state = replace(state, fetch_offset=next_offset, lag=lag, last_fetched_epoch=p.latest_epoch())
+        if records:
+            # Partitions that returned data go to the end of the order, so others get their turn.
+            self.partitions.partition_states.update_and_move_to_end(tp, new_state)
+        else:
+            self.partitions.partition_states.update(tp, new_state)
+
+    async def _list_offset(
+        self, conn: KafkaConnection, tp: TopicPartition, epoch: int, timestamp: int
+    ) -> int | None:
+        body = {
+            "replica_id": self.rm.broker_id,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": tp[0],
+                    "partitions": [
+                        {"partition_index": tp[1], "current_leader_epoch": epoch, "timestamp": timestamp}
+                    ],
+                }
+            ],
+        }
+        try:
+            resp = await conn.request(
+                ApiKeys.LIST_OFFSETS, body, timeout=self.settings.socket_timeout_ms / 1000
+            )
+        except (ConnectionClosed, trio.TooSlowError) as exc:
+            raise FetchFailed(f"LIST_OFFSETS failed: {exc}") from exc
+        part = resp["topics"][0]["partitions"][0]
+        if part["error_code"] != Errors.NONE:
+            self.rm.on_fetch_error(
+                tp, part["error_code"], "LIST_OFFSETS error while resetting an out-of-range offset"
+            )
+            return None
+        return int(part["offset"])
+
+    async def _handle_out_of_range(
+        self, conn: KafkaConnection, tp: TopicPartition, state: PartitionFetchState
+    ) -> bool:
+        """Kafka's ``fetchOffsetAndTruncate``: reset an out-of-range fetch offset from the leader's LEO or log
+        start offset. Returns False if the partition should back off."""
+        p = self._partition(tp)
+        if p is None:
+            return True
+        epoch = state.current_leader_epoch
+        leader_end = await self._list_offset(conn, tp, epoch, LATEST_TIMESTAMP)
+        if leader_end is None:
+            return False
+        current = self.partitions.partition_states.state_value(tp)
+        if current is None or current.current_leader_epoch != epoch or self._partition(tp) is None:
+            return True
+        replica_end = p.log_end_offset
+        if leader_end < replica_end:
+            # Only possible after an unclean election (or without epochs): the leader's log is shorter.
+            log.warning(
+                "%s: %s-%d: leader %d's LEO %d is below this replica's LEO %d; truncating (out of range)",
+                self.name,
+                tp[0],
+                tp[1],
+                self.leader.broker_id,
+                leader_end,
+                replica_end,
+            )
+            p.truncate_to(leader_end, f"out_of_range: leader LEO {leader_end} < follower LEO {replica_end}")
+            offset = leader_end
+        else:
+            leader_start = await self._list_offset(conn, tp, epoch, EARLIEST_TIMESTAMP)
+            if leader_start is None:
+                return False
+            current = self.partitions.partition_states.state_value(tp)
+            if current is None or current.current_leader_epoch != epoch or self._partition(tp) is None:
+                return True
+            offset = max(leader_start, replica_end)
+            if leader_start > replica_end:
+                p.truncate_fully_and_start_at(leader_start, f"out_of_range: leader log start {leader_start}")
+        self.partitions.partition_states.update_and_move_to_end(
+            tp,
+            PartitionFetchState(offset, 0, epoch, None, ReplicaState.FETCHING, p.latest_epoch()),
+        )
+        return True
+
+
+def _name(code: int) -> str:
+    try:
+        return Errors(code).name
+    except ValueError:
+        return str(code)
