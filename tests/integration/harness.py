@@ -1,0 +1,499 @@
+"""Real broker processes for integration tests.
+
+A :class:`BrokerProcess` runs ``python -m cli.main broker start`` (cwd: the repository) on 127.0.0.1 with
+an OS-assigned port and its own data directory, and finds the port in the ``broker_started`` line of its
+``events.jsonl``. It can be killed with any signal, stopped cleanly (SIGTERM), restarted on the same data
+directory (on a new port) and paused/resumed (SIGSTOP/SIGCONT). Its stderr goes to a file whose tail is
+shown when a test fails (see ``conftest.py``).
+
+A :class:`BrokerLauncher` makes brokers and owns them: ``close()`` kills every process it started, which
+the fixtures call in their finalizers, so nothing outlives a test even when it fails.
+
+Helpers: :func:`wait_until` / :func:`async_wait_until` poll a condition with a deadline (tests never sleep
+for a fixed time); :func:`request` sends one request on a fresh connection; :func:`events` reads a
+journal, skipping a torn last line; :func:`run_cli` runs an ``isrsim`` command in a subprocess.
+
+Usage::
+
+    def test_x(broker_launcher):
+        broker = broker_launcher.start(overrides={"initial.leader.partitions": "t-0"})
+        body = trio.run(request, broker.host, broker.port, ApiKeys.METADATA, {"topics": None})
+        broker.kill(signal.SIGKILL)
+        broker.restart()
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import trio
+
+from protocol.client import open_connection
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 15.0
+
+T = TypeVar("T")
+
+
+# ------------------------------------------------------------------------------------------- waiting
+
+
+class WaitTimeout(AssertionError):
+    """A condition did not become true in time."""
+
+
+def wait_until(
+    cond: Callable[[], T | None],
+    timeout: float = 10.0,
+    interval: float = 0.02,
+    message: str | Callable[[], str] = "condition",
+) -> T:
+    """Polls ``cond`` until it returns a truthy value (which is returned) or ``timeout`` seconds pass.
+
+    ``message`` (or a callable building it, evaluated on failure) says what was awaited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            text = message() if callable(message) else message
+            raise WaitTimeout(f"timed out after {timeout:.1f}s waiting for {text}")
+        time.sleep(interval)
+
+
+async def async_wait_until(
+    cond: Callable[[], Any],
+    timeout: float = 10.0,
+    interval: float = 0.02,
+    message: str | Callable[[], str] = "condition",
+) -> Any:
+    """:func:`wait_until` for trio tests; ``cond`` may be sync or return an awaitable."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if hasattr(value, "__await__"):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            text = message() if callable(message) else message
+            raise WaitTimeout(f"timed out after {timeout:.1f}s waiting for {text}")
+        await trio.sleep(interval)
+
+
+# ------------------------------------------------------------------------------------------- journals
+
+
+def events(path: Path | str, event: str | None = None) -> list[dict[str, Any]]:
+    """The JSON objects of a ``.jsonl`` journal (optionally only those with ``event``). A torn or partial
+    line (a writer killed mid-line, or a line still being written) is skipped; a missing file is empty."""
+    out: list[dict[str, Any]] = []
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return out
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and (event is None or obj.get("event") == event):
+            out.append(obj)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- requests
+
+
+async def request(
+    host: str, port: int, api_key: int, body: Any, *, api_version: int = 0, timeout: float = 10.0
+) -> dict[str, Any]:
+    """One request on a new connection; returns the response body."""
+    async with open_connection(host, port, client_id="integration-test") as conn:
+        return await conn.request(api_key, body, api_version=api_version, timeout=timeout)
+
+
+# ------------------------------------------------------------------------------------------- processes
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return "(no stderr file)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def python_cmd(*args: str) -> list[str]:
+    """The command line of ``isrsim ARGS...`` with this interpreter (the venv's)."""
+    return [sys.executable, "-m", "cli.main", *args]
+
+
+def run_cli(
+    *args: str, timeout: float = 120.0, check: bool = True, cwd: Path = REPO_ROOT
+) -> subprocess.CompletedProcess[str]:
+    """Runs ``isrsim ARGS...`` to completion and returns its output. ``check`` fails the test on a
+    non-zero exit, showing stderr."""
+    proc = subprocess.run(
+        python_cmd(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"isrsim {' '.join(args)} exited with {proc.returncode}\nstderr:\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+class BrokerProcess:
+    """One broker: a data directory and at most one running process at a time."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        data_dir: Path,
+        overrides: Mapping[str, str] | None = None,
+        *,
+        log_level: str = "INFO",
+    ) -> None:
+        self.broker_id = broker_id
+        self.data_dir = data_dir
+        self.log_dir = data_dir / "data"
+        self.overrides: dict[str, str] = {
+            "listeners": "127.0.0.1:0",
+            "log.dirs": str(self.log_dir),
+            **(overrides or {}),
+        }
+        self.log_level = log_level
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.host = "127.0.0.1"
+        self.port = -1
+        self.starts = 0
+        self._stderr_file: Any = None
+        self.paused = False
+
+    # ---------------------------------------------------------------- paths
+
+    @property
+    def events_path(self) -> Path:
+        journal_dir = self.overrides.get("journal.dir")
+        return Path(journal_dir) / "events.jsonl" if journal_dir else self.log_dir / "events.jsonl"
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.data_dir / f"broker-{self.broker_id}.stderr"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, f"broker {self.broker_id} is not running"
+        return self.proc.pid
+
+    def events(self, event: str | None = None) -> list[dict[str, Any]]:
+        return events(self.events_path, event)
+
+    def stderr_tail(self, lines: int = 40) -> str:
+        return _tail(self.stderr_path, lines)
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> int:
+        """Starts the process and waits for its ``broker_started`` line; returns the port."""
+        self.launch()
+        return self.wait_started(timeout)
+
+    def launch(self) -> None:
+        """Starts the process without waiting (see :meth:`wait_started`)."""
+        assert not self.is_running(), f"broker {self.broker_id} is already running"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = ["broker", "start", "--id", str(self.broker_id), "--log-level", self.log_level]
+        for key, value in self.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        if self._stderr_file is not None:
+            self._stderr_file.close()
+        self._stderr_file = open(self.stderr_path, "ab")  # noqa: SIM115 (closed in close())
+        self._stderr_file.write(f"---- start #{self.starts + 1} ----\n".encode())
+        self._stderr_file.flush()
+        self.proc = subprocess.Popen(
+            python_cmd(*args),
+            cwd=REPO_ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=self._stderr_file,
+            stderr=self._stderr_file,
+            start_new_session=True,  # a Ctrl-C of the test run does not reach it; we kill it ourselves
+        )
+        self.paused = False
+        self.starts += 1
+        self.port = -1
+
+    def wait_started(self, timeout: float = START_TIMEOUT_S) -> int:
+        """Waits for the ``broker_started`` line of the running process (matched by pid); returns the
+        port. Fails at once, with the stderr tail, if the process exits instead."""
+        assert self.proc is not None, f"broker {self.broker_id} was never launched"
+        proc = self.proc
+        pid = proc.pid
+
+        def started() -> dict[str, Any] | None:
+            if proc.poll() is not None:
+                raise AssertionError(
+                    f"broker {self.broker_id} exited with {proc.returncode} during start-up; "
+                    f"stderr tail:\n{self.stderr_tail()}"
+                )
+            for e in reversed(self.events("broker_started")):
+                if e.get("pid") == pid:
+                    return e
+            return None
+
+        event = wait_until(
+            started,
+            timeout,
+            message=lambda: (
+                f"broker {self.broker_id} (pid {pid}) to write broker_started; "
+                f"stderr tail:\n{self.stderr_tail()}"
+            ),
+        )
+        self.host = str(event["host"])
+        self.port = int(event["port"])
+        return self.port
+
+    def send_signal(self, sig: int) -> None:
+        if self.is_running():
+            assert self.proc is not None
+            self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        """Waits for the process to exit; returns its exit code."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise WaitTimeout(
+                f"broker {self.broker_id} (pid {self.proc.pid}) did not exit within {timeout}s; "
+                f"stderr tail:\n{self.stderr_tail()}"
+            ) from None
+
+    def kill(self, sig: int = signal.SIGKILL, timeout: float = STOP_TIMEOUT_S) -> int:
+        """Sends ``sig`` and waits for the exit (a paused process is resumed first unless the signal is
+        SIGKILL, so it can act on the signal)."""
+        if not self.is_running():
+            return self.proc.returncode if self.proc is not None else 0
+        self.send_signal(sig)
+        if self.paused and sig != signal.SIGKILL:
+            self.resume()
+        code = self.wait_exit(timeout)
+        self.paused = False
+        return code
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Clean stop (SIGTERM); asserts exit code 0 and a ``broker_stopped`` line for this run."""
+        pid = self.pid
+        code = self.kill(signal.SIGTERM, timeout)
+        assert code == 0, f"broker {self.broker_id} exited with {code} on SIGTERM:\n{self.stderr_tail()}"
+        stopped = [e for e in self.events() if e.get("event") in ("broker_started", "broker_stopped")]
+        assert stopped and stopped[-1]["event"] == "broker_stopped", (
+            f"broker {self.broker_id} (pid {pid}) wrote no broker_stopped after its last start"
+        )
+
+    def restart(self, timeout: float = START_TIMEOUT_S) -> int:
+        """Starts again on the same data directory (if still running, it is stopped cleanly first).
+        Returns the new port."""
+        if self.is_running():
+            self.stop()
+        return self.start(timeout)
+
+    def pause(self) -> None:
+        self.send_signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self.send_signal(signal.SIGCONT)
+        self.paused = False
+
+    def close(self) -> None:
+        """Kills the process if it runs (never raises) and closes the stderr file."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.kill()
+                self.proc.wait(STOP_TIMEOUT_S)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if self._stderr_file is not None:
+            self._stderr_file.close()
+            self._stderr_file = None
+
+    def __repr__(self) -> str:
+        state = "running" if self.is_running() else "stopped"
+        return f"BrokerProcess(id={self.broker_id}, {self.address}, {state}, dir={self.data_dir})"
+
+
+class BrokerLauncher:
+    """Makes brokers under ``root`` and kills them all on :meth:`close`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.brokers: list[BrokerProcess] = []
+
+    def create(
+        self, broker_id: int = 1, overrides: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> BrokerProcess:
+        directory = self.root / f"broker-{broker_id}-{len(self.brokers)}"
+        broker = BrokerProcess(broker_id, directory, overrides, **kwargs)
+        self.brokers.append(broker)
+        return broker
+
+    def start(
+        self, broker_id: int = 1, overrides: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> BrokerProcess:
+        broker = self.create(broker_id, overrides, **kwargs)
+        broker.start()
+        return broker
+
+    def start_many(
+        self, ids: Sequence[int], overrides: Mapping[str, str] | None = None
+    ) -> list[BrokerProcess]:
+        """Starts several brokers in parallel (each takes a moment to import) and waits for all."""
+        brokers = [self.create(i, overrides) for i in ids]
+        for b in brokers:
+            b.launch()
+        for b in brokers:
+            b.wait_started()
+        return brokers
+
+    def close(self) -> None:
+        for broker in self.brokers:
+            broker.close()
+
+
+# ------------------------------------------------------------------------------------------- raw sockets
+
+
+async def raw_exchange(
+    host: str, port: int, data: bytes, *, timeout: float = 5.0, expect_bytes: int | None = None
+) -> tuple[bytes, bool]:
+    """Sends ``data`` on a new TCP connection and reads until the broker closes it, ``expect_bytes``
+    arrived, or ``timeout`` passes. Returns (bytes received, closed by the broker)."""
+    stream = await trio.open_tcp_stream(host, port)
+    received = bytearray()
+    closed = False
+    try:
+        try:
+            await stream.send_all(data)
+        except trio.BrokenResourceError:
+            return bytes(received), True
+        with trio.move_on_after(timeout):
+            while expect_bytes is None or len(received) < expect_bytes:
+                try:
+                    chunk = await stream.receive_some(65536)
+                except trio.BrokenResourceError:  # connection reset
+                    closed = True
+                    break
+                if not chunk:
+                    closed = True
+                    break
+                received += chunk
+    finally:
+        await trio.aclose_forcefully(stream)
+    return bytes(received), closed
+
+
+# ------------------------------------------------------------------------------------------- log views
+
+
+async def list_offset(
+    host: str, port: int, topic: str, partition: int, *, replica_id: int = -2, timestamp: int = -1
+) -> int:
+    """LIST_OFFSETS for one partition: latest (-1) or earliest (-2); latest is the HW for consumers
+    (replica_id -1) and the LEO for debug (-2) and brokers. Fails on an error code."""
+    body = {
+        "replica_id": replica_id,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}
+                ],
+            }
+        ],
+    }
+    resp = await request(host, port, 2, body)
+    part = resp["topics"][0]["partitions"][0]
+    assert part["error_code"] == 0, f"LIST_OFFSETS {topic}-{partition}: {part}"
+    return int(part["offset"])
+
+
+def fetch_body(
+    topic: str,
+    partition: int,
+    offset: int,
+    *,
+    replica_id: int = -2,
+    partition_max_bytes: int = 1 << 20,
+    max_bytes: int = 8 << 20,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+) -> dict[str, Any]:
+    return {
+        "replica_id": replica_id,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": partition_max_bytes,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+    }
+
+
+async def read_partition(
+    host: str, port: int, topic: str, partition: int, *, replica_id: int = -2, start: int = 0
+) -> bytes:
+    """Every batch of a partition from ``start`` up to the HW (what FETCH returns to ``replica_id``),
+    fetched in steps on one connection, concatenated as they came off the log."""
+    from protocol.records import iter_batches
+
+    out = bytearray()
+    offset = start
+    async with open_connection(host, port, client_id="integration-test") as conn:
+        while True:
+            resp = await conn.request(1, fetch_body(topic, partition, offset, replica_id=replica_id))
+            assert resp["error_code"] == 0, f"FETCH {topic}-{partition}@{offset}: {resp}"
+            part = resp["responses"][0]["partitions"][0]
+            assert part["error_code"] == 0, f"FETCH {topic}-{partition}@{offset}: {part}"
+            records: bytes = part["records"]
+            if not records:
+                return bytes(out)
+            for _, header in iter_batches(records):
+                offset = header.next_offset
+            out += records
