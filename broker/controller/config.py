@@ -1,0 +1,123 @@
+"""Controller configuration: Kafka's keys where Kafka has them, read like a broker's (a properties file,
+then ``ISRSIM_<KEY>`` environment variables, then ``--override key=value``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.config import (
+    ConfigKey,
+    _parse_bool,
+    _parse_int,
+    _parse_str,
+    load_raw,
+    parse_listener,
+    resolve,
+)
+from broker.controller.topics import TopicSettings
+
+CONTROLLER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "node.id", _parse_int, 1000, "The controller's id (brokers name it in controller.quorum.voters).", 0
+    ),
+    ConfigKey("cluster.id", _parse_str, "isrsim", "Brokers registering with another cluster.id are refused."),
+    ConfigKey("listeners", _parse_str, "PLAINTEXT://127.0.0.1:9093", "Where the controller listens."),
+    ConfigKey(
+        "metadata.log.dir",
+        _parse_str,
+        "./isrsim-controller",
+        "The controller's directory: cluster-metadata.json and events.jsonl.",
+    ),
+    ConfigKey("broker.session.timeout.ms", _parse_int, 9000, "A broker silent this long is fenced.", 1),
+    ConfigKey(
+        "unclean.leader.election.enable",
+        _parse_bool,
+        False,
+        "Default for topics: elect an out-of-ISR replica when no ISR member is live.",
+    ),
+    ConfigKey("default.replication.factor", _parse_int, 1, "CREATE_TOPICS replication factor -1.", 1),
+    ConfigKey("num.partitions", _parse_int, 1, "CREATE_TOPICS partitions -1.", 1),
+    ConfigKey("min.insync.replicas", _parse_int, 1, "Default min.insync.replicas recorded for topics.", 1),
+    ConfigKey("num.io.threads", _parse_int, 4, "Request handler tasks.", 1),
+    ConfigKey("queued.max.requests", _parse_int, 500, "Requests queued for the handlers.", 1),
+    ConfigKey("socket.request.max.bytes", _parse_int, 104857600, "Largest request frame accepted.", 1),
+    ConfigKey(
+        "controller.socket.timeout.ms",
+        _parse_int,
+        30000,
+        "Timeout of a controller-to-broker request before it is retried on a new connection.",
+        1,
+    ),
+    ConfigKey(
+        "controller.retry.backoff.ms",
+        _parse_int,
+        100,
+        "isrsim: wait before re-sending to a broker after a failure (doubles up to 2s).",
+        1,
+    ),
+)
+CONTROLLER_KEYS_BY_NAME: dict[str, ConfigKey] = {k.name: k for k in CONTROLLER_CONFIG_KEYS}
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    values: dict[str, Any]
+    unknown_keys: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(
+        cls,
+        config_file: Path | None = None,
+        overrides: Iterable[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> ControllerConfig:
+        env = os.environ if environ is None else environ
+        raw = load_raw(config_file, overrides, env, CONTROLLER_KEYS_BY_NAME)
+        values, unknown = resolve(CONTROLLER_KEYS_BY_NAME, raw)
+        config = cls(values, unknown)
+        _ = config.listener  # a bad listener fails at start-up, naming the key
+        return config
+
+    @classmethod
+    def from_dict(cls, settings: Mapping[str, Any]) -> ControllerConfig:
+        return cls.load(None, [f"{k}={v}" for k, v in settings.items()], environ={})
+
+    def get(self, key: str) -> Any:
+        return self.values[key]
+
+    def get_int(self, key: str) -> int:
+        value = self.values[key]
+        assert isinstance(value, int)
+        return value
+
+    @property
+    def node_id(self) -> int:
+        return self.get_int("node.id")
+
+    @property
+    def cluster_id(self) -> str:
+        return str(self.values["cluster.id"])
+
+    @property
+    def listener(self) -> tuple[str, int]:
+        return parse_listener(str(self.values["listeners"]))
+
+    @property
+    def directory(self) -> Path:
+        return Path(str(self.values["metadata.log.dir"]))
+
+    @property
+    def topic_defaults(self) -> TopicSettings:
+        return TopicSettings(
+            num_partitions=self.get_int("num.partitions"),
+            default_replication_factor=self.get_int("default.replication.factor"),
+            min_insync_replicas=self.get_int("min.insync.replicas"),
+            unclean_leader_election_enable=bool(self.values["unclean.leader.election.enable"]),
+        )
+
+
+__all__ = ["CONTROLLER_CONFIG_KEYS", "ControllerConfig"]

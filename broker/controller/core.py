@@ -1,0 +1,523 @@
+"""``ControllerCore``: the controller's state machine, synchronous and free of I/O ("functional core").
+
+It owns the :class:`~broker.controller.state.ClusterState` and answers every controller API with a
+response dataclass. What else must happen is collected and handed out by :meth:`ControllerCore.drain`
+as :class:`Effects`: the requests to send to brokers (batched per broker), the journal events, the
+brokers whose send queues must be reset (they get their full state afresh) and whether the state must be
+saved. Time comes in as ``now_ms`` arguments (a monotonic clock); randomness from an injected ``rng``.
+
+The behaviour is the ZooKeeper-era ``KafkaController`` (``onBrokerStartup``, ``onBrokerFailure``,
+``doControlledShutdown``, topic creation and deletion) with KRaft's broker registration, heartbeats and
+fencing (``ClusterControlManager``, ``BrokerHeartbeatManager``) and ALTER_PARTITION
+(``ReplicationControlManager``). Controller-made ISR changes bump the leader epoch (as the ZooKeeper-era
+controller did), so brokers accept the LEADER_AND_ISR that announces them; ISR changes a leader asks for
+with ALTER_PARTITION bump only the partition epoch.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.controller import elections as el
+from broker.controller.describe import describe_cluster_response, metadata_response
+from broker.controller.request_batch import OutboundRequest, RequestBatch
+from broker.controller.state import (
+    EPOCH_DURING_DELETE,
+    NO_LEADER,
+    BrokerRegistration,
+    ClusterState,
+    PartitionState,
+    TopicPartition,
+    TopicState,
+)
+from broker.controller.topics import TopicSettings, plan_topic
+from protocol import controller_messages as cm
+from protocol import messages as m
+from protocol.errors import Errors
+
+log = logging.getLogger(__name__)
+
+JournalEvent = tuple[str, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    controller_id: int
+    session_timeout_ms: int
+    topic_defaults: TopicSettings = field(default_factory=TopicSettings)
+
+
+@dataclass(slots=True)
+class Effects:
+    """What the shell must do after a call: reset the send queues of ``resets`` (before queueing),
+    queue ``requests``, journal ``events`` and, if ``dirty``, save the state (first of all)."""
+
+    requests: list[OutboundRequest] = field(default_factory=list)
+    events: list[JournalEvent] = field(default_factory=list)
+    resets: list[int] = field(default_factory=list)
+    dirty: bool = False
+
+
+class ControllerCore:
+    def __init__(
+        self, state: ClusterState, settings: ControllerSettings, *, now_ms: int, rng: random.Random
+    ) -> None:
+        self.state = state
+        self.settings = settings
+        self.rng = rng
+        # Every known broker gets a full session from the controller's start (as a new KRaft leader does).
+        self._last_contact: dict[int, int] = dict.fromkeys(state.brokers, now_ms)
+        # Brokers this controller has sent their full state to since it started.
+        self._synced: set[int] = set()
+        self._batch = RequestBatch()
+        self._events: list[JournalEvent] = []
+        self._resets: list[int] = []
+        self._dirty = False
+
+    # ------------------------------------------------------------------------------------ views
+
+    @property
+    def controller_id(self) -> int:
+        return self.settings.controller_id
+
+    def live_brokers(self) -> set[int]:
+        """Registered and not fenced (Kafka's live-or-shutting-down brokers)."""
+        return {b for b, reg in self.state.brokers.items() if not reg.fenced}
+
+    def shutting_down_brokers(self) -> set[int]:
+        return {b for b, reg in self.state.brokers.items() if reg.in_controlled_shutdown and not reg.fenced}
+
+    def eligible_brokers(self) -> set[int]:
+        """Brokers that may lead or join an ISR: live and not shutting down."""
+        return self.live_brokers() - self.shutting_down_brokers()
+
+    def ineligible_reason(self, broker_id: int) -> str | None:
+        reg = self.state.brokers.get(broker_id)
+        if reg is None:
+            return "not registered"
+        if reg.fenced:
+            return "fenced"
+        if reg.in_controlled_shutdown:
+            return "shutting down"
+        return None
+
+    def unclean_enabled(self, topic: str) -> bool:
+        t = self.state.topics.get(topic)
+        raw = None if t is None else t.configs.get("unclean.leader.election.enable")
+        if raw is None:
+            return self.settings.topic_defaults.unclean_leader_election_enable
+        return raw.strip().lower() == "true"
+
+    def drain(self) -> Effects:
+        """The effects of the calls since the last drain (then forgotten)."""
+        effects = Effects(
+            requests=self._batch.build(self.state, self.controller_id),
+            events=self._events,
+            resets=self._resets,
+            dirty=self._dirty,
+        )
+        self._batch = RequestBatch()
+        self._events = []
+        self._resets = []
+        self._dirty = False
+        return effects
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        self._events.append((event, fields))
+
+    # ------------------------------------------------------------------------ partition changes
+
+    def _apply(
+        self,
+        tp: TopicPartition,
+        p: PartitionState,
+        leader: int,
+        isr: list[int],
+        reason: str,
+        unclean: bool = False,
+    ) -> None:
+        """A controller-made change: both epochs rise, live replicas get LEADER_AND_ISR, every live
+        broker UPDATE_METADATA."""
+        old_leader = p.leader
+        p.leader = leader
+        p.isr = list(isr)
+        p.leader_epoch += 1
+        p.partition_epoch += 1
+        p.controller_epoch = self.state.controller_epoch
+        self._dirty = True
+        common = {
+            "topic": tp[0],
+            "partition": tp[1],
+            "leader_epoch": p.leader_epoch,
+            "isr": list(p.isr),
+            "partition_epoch": p.partition_epoch,
+            "reason": reason,
+        }
+        if leader != old_leader:
+            self._emit(
+                "leader_elected", leader_id=leader, previous_leader_id=old_leader, unclean=unclean, **common
+            )
+        else:
+            self._emit("isr_changed", leader_id=leader, **common)
+        live = self.live_brokers()
+        self._batch.add_leader_and_isr([r for r in p.replicas if r in live], tp)
+        self._batch.add_update_metadata(live, [tp])
+
+    def _elect_offline_partitions(self, reason: str) -> None:
+        """Kafka's ``triggerOnlinePartitionStateChange`` for partitions with no leader."""
+        live, shutting = self.live_brokers(), self.shutting_down_brokers()
+        for tp, p in self.state.all_partitions():
+            if p.leader != NO_LEADER:
+                continue
+            change = el.elect_offline_leader(p, live, self.unclean_enabled(tp[0]), shutting)
+            if change is not None:
+                self._apply(tp, p, change.leader, change.isr, reason, change.unclean)
+
+    def _on_broker_failure(self, broker_id: int, reason: str) -> None:
+        """The broker is fenced already: move its leaderships, take it out of ISRs."""
+        self._synced.discard(broker_id)
+        live, shutting = self.live_brokers(), self.shutting_down_brokers()
+        touched: list[TopicPartition] = []
+        for tp, p in self.state.all_partitions():
+            if broker_id not in p.replicas:
+                continue
+            touched.append(tp)
+            if p.leader == broker_id:
+                change = el.elect_offline_leader(p, live, self.unclean_enabled(tp[0]), shutting)
+                if change is not None:
+                    self._apply(tp, p, change.leader, change.isr, reason, change.unclean)
+                    continue
+            removal = el.remove_replica_from_isr(p, broker_id)
+            if removal is not None:
+                self._apply(tp, p, removal.leader, removal.isr, reason)
+        self._batch.add_update_metadata(live, touched)
+
+    def _on_broker_startup(self, broker_id: int) -> None:
+        """The broker is live: elect leaders where it makes that possible, then send it the full state of
+        its replicas, and every live broker the new broker list (Kafka's ``onBrokerStartup``)."""
+        self._synced.add(broker_id)
+        self._resets.append(broker_id)
+        self._elect_offline_partitions("broker_online")
+        live = self.live_brokers()
+        mine = [tp for tp, p in self.state.all_partitions() if broker_id in p.replicas]
+        for tp in mine:
+            p = self.state.partition(tp)
+            if p is not None and p.leader != NO_LEADER:
+                self._batch.add_leader_and_isr([broker_id], tp)
+        self._batch.add_update_metadata([broker_id], [tp for tp, _ in self.state.all_partitions()])
+        self._batch.add_update_metadata(live, mine)
+        pending = self.state.pending_deletions.pop(broker_id, [])
+        for tp in pending:
+            self._batch.add_stop_replica(broker_id, tp, EPOCH_DURING_DELETE, True)
+        if pending:
+            self._dirty = True
+
+    def _fence(self, reg: BrokerRegistration, reason: str) -> None:
+        reg.fenced = True
+        self._dirty = True
+        self._emit("broker_fenced", broker_id=reg.broker_id, broker_epoch=reg.epoch, reason=reason)
+        self._on_broker_failure(reg.broker_id, f"broker_{reason}")
+
+    # ------------------------------------------------------------------------ brokers
+
+    def register_broker(
+        self, req: cm.BrokerRegistrationRequest, now_ms: int
+    ) -> cm.BrokerRegistrationResponse:
+        """A new registration, always fenced until the broker's first heartbeat. A broker registering
+        while it is live (a restart faster than the session timeout, or a broker that lost its epoch)
+        is first treated as failed, as Kafka's controller treats a bounced broker."""
+        if req.cluster_id != self.state.cluster_id:
+            return cm.BrokerRegistrationResponse(error_code=int(Errors.INCONSISTENT_CLUSTER_ID))
+        if not req.listeners:
+            return cm.BrokerRegistrationResponse(error_code=int(Errors.INVALID_REQUEST))
+        listener = next((li for li in req.listeners if li.name.upper() == "PLAINTEXT"), req.listeners[0])
+        existing = self.state.brokers.get(req.broker_id)
+        restarted = existing is not None and existing.incarnation_id != req.incarnation_id
+        if existing is not None and not existing.fenced:
+            self._fence(existing, "restarted" if restarted else "re_registered")
+        reg = BrokerRegistration(
+            broker_id=req.broker_id,
+            host=listener.host,
+            port=listener.port,
+            epoch=self.state.allocate_broker_epoch(),
+            incarnation_id=req.incarnation_id,
+            fenced=True,
+        )
+        self.state.brokers[req.broker_id] = reg
+        self._last_contact[req.broker_id] = now_ms
+        self._synced.discard(req.broker_id)
+        self._dirty = True
+        self._emit(
+            "broker_registered",
+            broker_id=reg.broker_id,
+            broker_epoch=reg.epoch,
+            host=reg.host,
+            port=reg.port,
+            incarnation_id=reg.incarnation_id,
+            restarted=restarted,
+        )
+        return cm.BrokerRegistrationResponse(broker_epoch=reg.epoch)
+
+    def heartbeat(self, req: cm.BrokerHeartbeatRequest, now_ms: int) -> cm.BrokerHeartbeatResponse:
+        reg = self.state.brokers.get(req.broker_id)
+        if reg is None:
+            return cm.BrokerHeartbeatResponse(error_code=int(Errors.BROKER_ID_NOT_REGISTERED))
+        if req.broker_epoch != reg.epoch:
+            return cm.BrokerHeartbeatResponse(error_code=int(Errors.STALE_BROKER_EPOCH), is_fenced=reg.fenced)
+        self._last_contact[reg.broker_id] = now_ms
+        if req.want_shut_down:
+            remaining = [] if reg.fenced else self._controlled_shutdown(reg)
+            if not remaining and not reg.fenced:
+                self._fence(reg, "controlled_shutdown")
+            return cm.BrokerHeartbeatResponse(
+                is_caught_up=True, is_fenced=reg.fenced, should_shut_down=not remaining
+            )
+        if req.want_fence:
+            if not reg.fenced:
+                self._fence(reg, "requested")
+        elif reg.fenced:
+            reg.fenced = False
+            reg.in_controlled_shutdown = False
+            self._dirty = True
+            self._emit("broker_unfenced", broker_id=reg.broker_id, broker_epoch=reg.epoch)
+            self._on_broker_startup(reg.broker_id)
+        elif reg.broker_id not in self._synced:
+            self._on_broker_startup(reg.broker_id)  # live before this controller started
+        return cm.BrokerHeartbeatResponse(is_caught_up=True, is_fenced=reg.fenced)
+
+    def tick(self, now_ms: int) -> list[int]:
+        """Fences the brokers silent for longer than ``broker.session.timeout.ms``; returns their ids."""
+        fenced: list[int] = []
+        for broker_id, reg in sorted(self.state.brokers.items()):
+            last = self._last_contact.get(broker_id, now_ms)
+            if not reg.fenced and now_ms - last > self.settings.session_timeout_ms:
+                self._fence(reg, "session_timeout")
+                fenced.append(broker_id)
+        return fenced
+
+    def next_session_expiry_ms(self) -> int | None:
+        deadlines = [
+            self._last_contact.get(b, 0) + self.settings.session_timeout_ms
+            for b, reg in self.state.brokers.items()
+            if not reg.fenced
+        ]
+        return min(deadlines) if deadlines else None
+
+    # ------------------------------------------------------------------------ controlled shutdown
+
+    def controlled_shutdown(self, req: cm.ControlledShutdownRequest) -> cm.ControlledShutdownResponse:
+        reg = self.state.brokers.get(req.broker_id)
+        if reg is None:
+            return cm.ControlledShutdownResponse(error_code=int(Errors.BROKER_ID_NOT_REGISTERED))
+        if req.broker_epoch != -1 and req.broker_epoch != reg.epoch:
+            return cm.ControlledShutdownResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
+        remaining = [] if reg.fenced else self._controlled_shutdown(reg)
+        return cm.ControlledShutdownResponse(
+            remaining_partitions=[
+                cm.ControlledShutdownResponsePartition(topic_name=t, partition_index=i) for t, i in remaining
+            ]
+        )
+
+    def _controlled_shutdown(self, reg: BrokerRegistration) -> list[TopicPartition]:
+        """Kafka's ``doControlledShutdown``: leaderships of replicated partitions move to another ISR
+        member; as a follower the broker leaves the ISR and is told to stop its replicas. Returns the
+        replicated partitions it still leads (no other live ISR member to take them)."""
+        b = reg.broker_id
+        first = not reg.in_controlled_shutdown
+        if first:
+            reg.in_controlled_shutdown = True
+            self._dirty = True
+            self._emit("broker_shutting_down", broker_id=b, broker_epoch=reg.epoch)
+        live, shutting = self.live_brokers(), self.shutting_down_brokers()
+        for tp, p in self.state.all_partitions():
+            if b not in p.replicas or len(p.replicas) < 2:
+                continue
+            if p.leader == b:
+                change = el.elect_controlled_shutdown_leader(p, live, shutting)
+                if change is not None:
+                    self._apply(tp, p, change.leader, change.isr, "controlled_shutdown")
+                continue
+            removed = False
+            if b in p.isr:
+                removal = el.remove_replica_from_isr(p, b)
+                if removal is not None:
+                    self._apply(tp, p, removal.leader, removal.isr, "controlled_shutdown")
+                    removed = True
+            if first or removed:
+                self._batch.add_stop_replica(b, tp, p.leader_epoch, False)
+        return [tp for tp, p in self.state.all_partitions() if p.leader == b and len(p.replicas) > 1]
+
+    # ------------------------------------------------------------------------ ALTER_PARTITION
+
+    def alter_partition(self, req: cm.AlterPartitionRequest) -> cm.AlterPartitionResponse:
+        reg = self.state.brokers.get(req.broker_id)
+        if reg is None or reg.epoch != req.broker_epoch:
+            return cm.AlterPartitionResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
+        topics: list[cm.AlterPartitionResponseTopic] = []
+        for t in req.topics:
+            out = cm.AlterPartitionResponseTopic(topic_name=t.topic_name)
+            topics.append(out)
+            for data in t.partitions:
+                tp = (t.topic_name, data.partition_index)
+                p = self.state.partition(tp)
+                if p is None:
+                    out.partitions.append(
+                        cm.AlterPartitionResponsePartition(
+                            partition_index=tp[1], error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                        )
+                    )
+                    continue
+                error, why = el.validate_alter_partition(
+                    p,
+                    req.broker_id,
+                    data.leader_epoch,
+                    data.partition_epoch,
+                    data.new_isr,
+                    self.ineligible_reason,
+                )
+                if error != Errors.NONE:
+                    log.info(
+                        "rejecting ALTER_PARTITION from broker %d for %s-%d: %s (%s)",
+                        req.broker_id,
+                        tp[0],
+                        tp[1],
+                        why,
+                        error.name,
+                    )
+                elif list(data.new_isr) != p.isr:
+                    p.isr = list(data.new_isr)
+                    p.partition_epoch += 1
+                    p.controller_epoch = self.state.controller_epoch
+                    self._dirty = True
+                    self._emit(
+                        "isr_changed",
+                        topic=tp[0],
+                        partition=tp[1],
+                        leader_id=p.leader,
+                        isr=list(p.isr),
+                        partition_epoch=p.partition_epoch,
+                        leader_epoch=p.leader_epoch,
+                        reason="alter_partition",
+                    )
+                    self._batch.add_update_metadata(self.live_brokers(), [tp])
+                out.partitions.append(
+                    cm.AlterPartitionResponsePartition(
+                        partition_index=tp[1],
+                        error_code=int(error),
+                        leader_id=p.leader,
+                        leader_epoch=p.leader_epoch,
+                        isr=list(p.isr),
+                        partition_epoch=p.partition_epoch,
+                    )
+                )
+        return cm.AlterPartitionResponse(topics=topics)
+
+    # ------------------------------------------------------------------------ topics
+
+    def create_topics(self, req: cm.CreateTopicsRequest) -> cm.CreateTopicsResponse:
+        counts: dict[str, int] = {}
+        for t in req.topics:
+            counts[t.name] = counts.get(t.name, 0) + 1
+        out: list[cm.CreateTopicsResponseTopic] = []
+        for t in req.topics:
+            error, message = (
+                (Errors.INVALID_REQUEST, f"topic {t.name!r} appears more than once in the request")
+                if counts[t.name] > 1
+                else self._create_topic(t)
+            )
+            out.append(
+                cm.CreateTopicsResponseTopic(
+                    name=t.name,
+                    error_code=int(error),
+                    error_message=message if error != Errors.NONE else None,
+                )
+            )
+        return cm.CreateTopicsResponse(topics=out)
+
+    def _create_topic(self, t: cm.CreateTopicsRequestTopic) -> tuple[Errors, str]:
+        plan = plan_topic(
+            t, self.state, self.settings.topic_defaults, sorted(self.eligible_brokers()), self.rng
+        )
+        if isinstance(plan, tuple):
+            return plan
+        assignment = plan.assignment
+        partitions, rf = len(assignment), plan.replication_factor
+        epoch = self.state.controller_epoch
+        topic = TopicState(
+            t.name,
+            {i: PartitionState(list(r), r[0], 0, list(r), 0, epoch) for i, r in assignment.items()},
+            dict(t.configs),
+        )
+        self.state.topics[t.name] = topic
+        self._dirty = True
+        self._emit(
+            "topic_created",
+            topic=t.name,
+            partitions=partitions,
+            replication_factor=rf,
+            assignment={str(i): r for i, r in assignment.items()},
+            configs=dict(t.configs),
+        )
+        live = self.live_brokers()
+        for i, p in sorted(topic.partitions.items()):
+            self._emit(
+                "leader_elected",
+                topic=t.name,
+                partition=i,
+                leader_id=p.leader,
+                previous_leader_id=NO_LEADER,
+                leader_epoch=p.leader_epoch,
+                isr=list(p.isr),
+                partition_epoch=p.partition_epoch,
+                unclean=False,
+                reason="new_partition",
+            )
+            self._batch.add_leader_and_isr(p.replicas, (t.name, i), is_new=True)
+        self._batch.add_update_metadata(live, [(t.name, i) for i in topic.partitions])
+        return Errors.NONE, ""
+
+    def delete_topics(self, req: cm.DeleteTopicsRequest) -> cm.DeleteTopicsResponse:
+        out: list[cm.DeleteTopicsResponseTopic] = []
+        live = self.live_brokers()
+        for name in req.topic_names:
+            topic = self.state.topics.pop(name, None)
+            if topic is None:
+                out.append(
+                    cm.DeleteTopicsResponseTopic(
+                        name=name,
+                        error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION),
+                        error_message=f"unknown topic {name!r}",
+                    )
+                )
+                continue
+            waiting: set[int] = set()
+            for i, p in sorted(topic.partitions.items()):
+                tp = (name, i)
+                self._batch.deleted[tp] = list(p.replicas)
+                for r in p.replicas:
+                    if r in live:
+                        self._batch.add_stop_replica(r, tp, EPOCH_DURING_DELETE, True)
+                    else:
+                        self.state.pending_deletions.setdefault(r, []).append(tp)
+                        waiting.add(r)
+            self._batch.add_update_metadata(live, [(name, i) for i in topic.partitions])
+            self._dirty = True
+            self._emit(
+                "topic_deleted", topic=name, partitions=len(topic.partitions), pending_brokers=sorted(waiting)
+            )
+            out.append(cm.DeleteTopicsResponseTopic(name=name))
+        return cm.DeleteTopicsResponse(responses=out)
+
+    # ------------------------------------------------------------------------ descriptions
+
+    def metadata(self, req: m.MetadataRequest) -> m.MetadataResponse:
+        return metadata_response(self.state, self.controller_id, req)
+
+    def describe_cluster(self) -> cm.DescribeClusterResponse:
+        return describe_cluster_response(self.state, self.controller_id)
+
+
+__all__ = ["ControllerCore", "ControllerSettings", "Effects", "JournalEvent"]

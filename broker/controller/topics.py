@@ -1,0 +1,94 @@
+"""Topic settings the controller applies: the defaults for CREATE_TOPICS and the per-topic configs it
+accepts (Kafka's topic-level overrides of the same names)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from broker.controller.elections import assign_replicas_to_brokers, validate_topic_name
+from broker.controller.state import ClusterState
+from protocol import controller_messages as cm
+from protocol.errors import Errors
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+
+
+def _check_bool(value: str) -> str | None:
+    return None if value.strip().lower() in ("true", "false") else "expected true or false"
+
+
+def _check_positive_int(value: str) -> str | None:
+    try:
+        return None if int(value.strip()) >= 1 else "must be at least 1"
+    except ValueError:
+        return "expected an integer"
+
+
+TOPIC_CONFIGS = {
+    "min.insync.replicas": _check_positive_int,
+    "unclean.leader.election.enable": _check_bool,
+}
+
+
+def validate_topic_configs(configs: Mapping[str, str]) -> str | None:
+    """None if every config is known and valid, else what is wrong (for INVALID_CONFIG)."""
+    for key, value in sorted(configs.items()):
+        check = TOPIC_CONFIGS.get(key)
+        if check is None:
+            return f"unknown topic config {key!r} (known: {', '.join(sorted(TOPIC_CONFIGS))})"
+        problem = check(value)
+        if problem is not None:
+            return f"{key}={value!r}: {problem}"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPlan:
+    assignment: dict[int, list[int]]
+    replication_factor: int
+
+
+def plan_topic(
+    t: cm.CreateTopicsRequestTopic,
+    state: ClusterState,
+    defaults: TopicSettings,
+    eligible: list[int],
+    rng: random.Random,
+) -> TopicPlan | tuple[Errors, str]:
+    """Kafka's CREATE_TOPICS checks, then the replica assignment over the ``eligible`` brokers; or the
+    error code and message."""
+    bad_name = validate_topic_name(t.name)
+    if bad_name is not None:
+        return Errors.INVALID_TOPIC_EXCEPTION, bad_name
+    if t.name in state.topics:
+        return Errors.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
+    waiting = sorted(b for b, tps in state.pending_deletions.items() if any(tp[0] == t.name for tp in tps))
+    if waiting:
+        return Errors.TOPIC_ALREADY_EXISTS, (
+            f"topic {t.name!r} is being deleted: waiting for broker(s) {waiting} to come back"
+        )
+    partitions = defaults.num_partitions if t.num_partitions == -1 else t.num_partitions
+    if partitions <= 0:
+        return Errors.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {partitions}"
+    rf = defaults.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+    if rf <= 0:
+        return Errors.INVALID_REPLICATION_FACTOR, f"replication factor must be at least 1, got {rf}"
+    bad_config = validate_topic_configs(t.configs)
+    if bad_config is not None:
+        return Errors.INVALID_CONFIG, bad_config
+    if rf > len(eligible):
+        return Errors.INVALID_REPLICATION_FACTOR, (
+            f"replication factor {rf} is larger than the {len(eligible)} available broker(s) {eligible}"
+        )
+    return TopicPlan(assign_replicas_to_brokers(eligible, partitions, rf, rng), rf)
+
+
+__all__ = ["TOPIC_CONFIGS", "TopicPlan", "TopicSettings", "plan_topic", "validate_topic_configs"]
