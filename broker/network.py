@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 RECEIVE_BYTES = 256 * 1024
 MAX_IN_FLIGHT_PER_CONNECTION = 1000
+# How long a connection that stopped reading waits for the responses to requests it already accepted.
+CLOSE_DRAIN_TIMEOUT_S = 10.0
 
 
 @dataclass(eq=False, slots=True)
@@ -153,6 +155,12 @@ class SocketServer:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop, conn)
                 await self._read_loop(conn)
+                # Nothing more is read (end of stream or bad input). The requests already accepted are
+                # still answered, in order, before the connection closes: a client that pipelined valid
+                # requests ahead of a bad frame gets their responses, as it would from Kafka, which
+                # answers one request before it reads the next.
+                with trio.move_on_after(CLOSE_DRAIN_TIMEOUT_S):
+                    await conn.wait_below(1)
                 nursery.cancel_scope.cancel()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
