@@ -9,6 +9,7 @@ from typing import Any
 
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.fetch_session import FetchManager, PartitionResponseData
+from broker.log_manager import TOPIC_NAME
 from broker.metadata_cache import BrokerEndpoint, PartitionMetadata
 from broker.network import Request, error_body
 from broker.partition import LeaderAndIsrState
@@ -239,6 +240,14 @@ class KafkaApis:
     # ------------------------------------------------------------------ controller requests
 
     def handle_leader_and_isr(self, request: Request, req: m.LeaderAndIsrRequest) -> None:
+        # Anyone may send controller requests to an unmanaged broker, and a topic name becomes a directory
+        # name: refuse names Kafka would never create (INVALID_TOPIC_EXCEPTION) before they reach the disk.
+        invalid = {
+            (t.topic_name, p.partition_index): Errors.INVALID_TOPIC_EXCEPTION
+            for t in req.topic_states
+            if not is_valid_topic_name(t.topic_name)
+            for p in t.partition_states
+        }
         states = [
             (
                 (t.topic_name, p.partition_index),
@@ -253,12 +262,17 @@ class KafkaApis:
                 ),
             )
             for t in req.topic_states
+            if is_valid_topic_name(t.topic_name)
             for p in t.partition_states
         ]
         leaders = [BrokerEndpoint(b.broker_id, b.host_name, b.port) for b in req.live_leaders]
         error, errors = self.replica_manager.become_leader_or_follower(
             req.controller_id, req.controller_epoch, states, leaders
         )
+        if error == Errors.NONE:
+            errors.update(invalid)
+        else:
+            errors.update(dict.fromkeys(invalid, error))
         request.complete(
             to_body(
                 m.LeaderAndIsrResponse(
@@ -274,12 +288,24 @@ class KafkaApis:
         )
 
     def handle_stop_replica(self, request: Request, req: m.StopReplicaRequest) -> None:
+        # A topic name is a directory name, and STOP_REPLICA may delete it: never one outside the data dir.
+        invalid = {
+            (t.topic_name, p.partition_index): Errors.INVALID_TOPIC_EXCEPTION
+            for t in req.topic_states
+            if not is_valid_topic_name(t.topic_name)
+            for p in t.partition_states
+        }
         states = [
             ((t.topic_name, p.partition_index), p.leader_epoch, p.delete_partition)
             for t in req.topic_states
+            if is_valid_topic_name(t.topic_name)
             for p in t.partition_states
         ]
         error, errors = self.replica_manager.stop_replicas(req.controller_id, req.controller_epoch, states)
+        if error == Errors.NONE:
+            errors.update(invalid)
+        else:
+            errors.update(dict.fromkeys(invalid, error))
         request.complete(
             to_body(
                 m.StopReplicaResponse(
@@ -389,6 +415,11 @@ class KafkaApis:
                 )
             )
         )
+
+
+def is_valid_topic_name(name: str) -> bool:
+    """Kafka's rule (``Topic.validate``): 1 to 249 of ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``."""
+    return name not in (".", "..") and TOPIC_NAME.fullmatch(name) is not None
 
 
 def _produce_response(
