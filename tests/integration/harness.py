@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 import trio
 
 from protocol.client import open_connection
+from protocol.framing import FrameDecoder, decode_response, encode_request
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 20.0
@@ -384,35 +385,6 @@ class BrokerLauncher:
 # ------------------------------------------------------------------------------------------- raw sockets
 
 
-async def raw_exchange(
-    host: str, port: int, data: bytes, *, timeout: float = 5.0, expect_bytes: int | None = None
-) -> tuple[bytes, bool]:
-    """Sends ``data`` on a new TCP connection and reads until the broker closes it, ``expect_bytes``
-    arrived, or ``timeout`` passes. Returns (bytes received, closed by the broker)."""
-    stream = await trio.open_tcp_stream(host, port)
-    received = bytearray()
-    closed = False
-    try:
-        try:
-            await stream.send_all(data)
-        except trio.BrokenResourceError:
-            return bytes(received), True
-        with trio.move_on_after(timeout):
-            while expect_bytes is None or len(received) < expect_bytes:
-                try:
-                    chunk = await stream.receive_some(65536)
-                except trio.BrokenResourceError:  # connection reset
-                    closed = True
-                    break
-                if not chunk:
-                    closed = True
-                    break
-                received += chunk
-    finally:
-        await trio.aclose_forcefully(stream)
-    return bytes(received), closed
-
-
 # ------------------------------------------------------------------------------------------- log views
 
 
@@ -497,3 +469,70 @@ async def read_partition(
             for _, header in iter_batches(records):
                 offset = header.next_offset
             out += records
+
+
+class RawConnection:
+    """A TCP connection that sends whatever bytes a test wants and decodes the responses that come back
+    (for malformed input and pipelining tests). Use as ``async with RawConnection(host, port) as raw``."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self._stream: trio.SocketStream | None = None
+        self._decoder = FrameDecoder(2**31 - 1)
+        self.closed_by_peer = False
+
+    async def __aenter__(self) -> RawConnection:
+        self._stream = await trio.open_tcp_stream(self.host, self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._stream is not None:
+            await trio.aclose_forcefully(self._stream)
+
+    async def send(self, data: bytes) -> None:
+        assert self._stream is not None
+        await self._stream.send_all(data)
+
+    async def send_eof(self) -> None:
+        """Half-closes the connection: no more requests, responses may still come."""
+        assert self._stream is not None
+        await self._stream.send_eof()
+
+    async def send_request(
+        self, api_key: int, body: Any, *, correlation_id: int = 1, api_version: int = 0
+    ) -> None:
+        await self.send(encode_request(api_key, api_version, correlation_id, "integration-test", body))
+
+    async def _receive(self) -> bool:
+        assert self._stream is not None
+        try:
+            chunk = await self._stream.receive_some(65536)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            chunk = b""
+        if not chunk:
+            self.closed_by_peer = True
+            return False
+        self._decoder.feed(chunk)
+        return True
+
+    async def receive_responses(self, n: int, timeout: float = 10.0) -> list[tuple[int, dict[str, Any]]]:
+        """The next ``n`` responses as (correlation_id, body); fails if the connection closes or they do
+        not all arrive within ``timeout``."""
+        out: list[tuple[int, dict[str, Any]]] = []
+        with trio.fail_after(timeout):
+            while len(out) < n:
+                while len(out) < n and (payload := self._decoder.next_frame()) is not None:
+                    out.append(decode_response(payload))
+                if len(out) < n and not await self._receive():
+                    raise AssertionError(f"connection closed after {len(out)} of {n} responses")
+        return out
+
+    async def wait_closed(self, timeout: float = 5.0) -> bool:
+        """True if the broker closes the connection within ``timeout`` (anything it sends first is kept
+        in the decoder); False if it is still open."""
+        with trio.move_on_after(timeout):
+            while await self._receive():
+                pass
+            return True
+        return False
