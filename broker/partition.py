@@ -54,17 +54,20 @@ class ReplicaState:
         self.last_fetch_time_ms = fetch_time_ms
 
     def reset(self, now_ms: int, leader_end_offset: int, is_new_leader: bool, in_sync: bool) -> None:
-        """Kafka's ``resetReplicaState`` when this broker becomes leader or starts a new leader epoch."""
+        """Kafka's ``resetReplicaState`` when this broker becomes leader or starts a new leader epoch.
+
+        A follower outside the new ISR gets last-caught-up time 0, new leader or not, so it does not hold
+        the high watermark back as a replica "about to join"; a re-elected leader also gives it last-fetch
+        time 0, so only a fetch made in the new epoch counts towards its catching up."""
+        self.last_caught_up_time_ms = now_ms if in_sync else 0
         if is_new_leader:
-            self.last_caught_up_time_ms = now_ms if in_sync else 0
             self.log_start_offset = UNKNOWN_OFFSET
             self.log_end_offset = UNKNOWN_OFFSET
             self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
             self.last_fetch_time_ms = 0
         else:
-            self.last_caught_up_time_ms = now_ms if in_sync else self.last_caught_up_time_ms
             self.last_fetch_leader_log_end_offset = leader_end_offset
-            self.last_fetch_time_ms = now_ms
+            self.last_fetch_time_ms = now_ms if in_sync else 0
 
     def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
         return leader_end_offset == self.log_end_offset or now_ms - self.last_caught_up_time_ms <= max_lag_ms
