@@ -277,6 +277,34 @@ def consume(
     click.echo(f"consumed {n:,} records in {secs:.2f}s", err=True)
 
 
+# ---------------------------------------------------------------------------------------------- the rest
+
+
+def _register() -> None:
+    from cli.cluster import register
+    from cli.controller_cmd import controller
+    from cli.topic_cmd import topic
+
+    cli.add_command(controller)
+    cli.add_command(topic)
+    register(cli, broker, controller)
+    try:
+        from cli.bench.command import bench
+    except ImportError:  # pragma: no cover - the bench package is optional at import time
+        pass
+    else:
+        cli.add_command(bench)
+    try:
+        from cli.report_cmd import report
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        cli.add_command(report)
+
+
+_register()
+
+
 def main(argv: list[str] | None = None) -> Any:
     return cli.main(args=argv)
 

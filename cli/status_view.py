@@ -1,0 +1,154 @@
+"""What ``isrsim cluster status`` shows: the processes, then one row per partition with the controller's
+view (leader, epoch, replicas, ISR) and each replica's own offsets (LEO, HW, lag behind the leader)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from cli.cluster_files import ClusterInfo, process_state
+from protocol.api_keys import ApiKeys
+
+
+@dataclass
+class StatusData:
+    controller: dict[str, Any]
+    brokers: list[dict[str, Any]]
+    partitions: list[dict[str, Any]] = field(default_factory=list)
+    replicas: dict[int, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
+
+
+async def _ask(
+    host: str, port: int, api_key: int, body: dict[str, Any], timeout: float = 1.5
+) -> dict[str, Any] | None:
+    from cli.cluster import ask
+
+    return await ask(host, port, api_key, body, timeout)
+
+
+async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
+    c = info.controller
+    cstate = process_state(c.pid)
+    results: dict[str, dict[str, Any] | None] = {}
+
+    async def fetch(key: str, host: str, port: int, api: int, body: dict[str, Any]) -> None:
+        results[key] = await _ask(host, port, api, body)
+
+    topics = None if topic is None else [{"name": topic}]
+    async with trio.open_nursery() as nursery:
+        if cstate == "running":
+            nursery.start_soon(fetch, "cluster", c.host, c.port, ApiKeys.DESCRIBE_CLUSTER, {})
+            nursery.start_soon(fetch, "metadata", c.host, c.port, ApiKeys.METADATA, {"topics": topics})
+        for b in info.brokers:
+            if process_state(b.pid) == "running":
+                body = {"topics": topics}
+                nursery.start_soon(fetch, f"b{b.id}", b.host, b.port, ApiKeys.DESCRIBE_REPLICA_STATE, body)
+    cluster = results.get("cluster") or {}
+    fenced = {x["broker_id"]: x.get("fenced", False) for x in cluster.get("brokers", [])}
+    data = StatusData(
+        controller={
+            "id": c.id,
+            "address": c.address,
+            "pid": c.pid,
+            "state": cstate if cstate != "running" or results.get("cluster") else "not answering",
+        },
+        brokers=[],
+    )
+    for b in info.brokers:
+        st = process_state(b.pid)
+        if st == "running" and results.get(f"b{b.id}") is None:
+            st = "not answering"
+        data.brokers.append(
+            {"id": b.id, "address": b.address, "pid": b.pid, "state": st, "fenced": fenced.get(b.id)}
+        )
+        resp = results.get(f"b{b.id}")
+        if resp:
+            data.replicas[b.id] = {(p["topic"], p["partition"]): p for p in resp.get("partitions", [])}
+    meta = results.get("metadata") or {}
+    for t in meta.get("topics", []):
+        for p in t.get("partitions", []):
+            data.partitions.append(
+                {
+                    "topic": t["name"],
+                    "partition": p["partition_index"],
+                    "leader": p["leader_id"],
+                    "epoch": p["leader_epoch"],
+                    "replicas": p["replica_nodes"],
+                    "isr": p["isr_nodes"],
+                }
+            )
+    data.partitions.sort(key=lambda p: (p["topic"], p["partition"]))
+    return data
+
+
+_STATE_STYLE = {"running": "green", "paused": "yellow", "stopped": "red", "not answering": "yellow"}
+
+
+def render(data: StatusData) -> Group:
+    procs = Table(title="processes", title_justify="left")
+    for col in ("role", "id", "address", "pid", "state", "fenced"):
+        procs.add_column(col)
+    c = data.controller
+    procs.add_row(
+        "controller",
+        str(c["id"]),
+        c["address"],
+        str(c["pid"] or "-"),
+        Text(c["state"], _STATE_STYLE.get(c["state"], "")),
+        "",
+    )
+    for b in data.brokers:
+        fenced = "" if b["fenced"] is None else ("yes" if b["fenced"] else "no")
+        procs.add_row(
+            "broker",
+            str(b["id"]),
+            b["address"],
+            str(b["pid"] or "-"),
+            Text(b["state"], _STATE_STYLE.get(b["state"], "")),
+            Text(fenced, "red" if fenced == "yes" else ""),
+        )
+    parts = Table(
+        title="partitions (controller's view; offsets as each replica reports them)", title_justify="left"
+    )
+    for col in (
+        "topic",
+        "partition",
+        "leader",
+        "epoch",
+        "replicas",
+        "isr",
+        "replica offsets: LEO / HW (lag)",
+    ):
+        parts.add_column(col)
+    if not data.partitions:
+        parts.add_row("-", "-", "-", "-", "-", "-", "no topics (or the controller is not answering)")
+    for p in data.partitions:
+        tp = (p["topic"], p["partition"])
+        leader_view = data.replicas.get(p["leader"], {}).get(tp)
+        leader_leo = leader_view["log_end_offset"] if leader_view else None
+        cells = []
+        for r in p["replicas"]:
+            view = data.replicas.get(r, {}).get(tp)
+            if view is None:
+                cells.append(Text(f"{r}: -", "dim"))
+                continue
+            lag = "" if leader_leo is None else f" ({leader_leo - view['log_end_offset']})"
+            style = "" if r in p["isr"] else "yellow"
+            cells.append(Text(f"{r}: {view['log_end_offset']}/{view['high_watermark']}{lag}", style))
+        leader = Text(str(p["leader"]), "red") if p["leader"] < 0 else Text(str(p["leader"]))
+        isr_style = "yellow" if len(p["isr"]) < len(p["replicas"]) else ""
+        parts.add_row(
+            p["topic"],
+            str(p["partition"]),
+            leader,
+            str(p["epoch"]),
+            ",".join(map(str, p["replicas"])),
+            Text(",".join(map(str, p["isr"])), isr_style),
+            Text("  ").join(cells),
+        )
+    return Group(procs, parts)

@@ -1,0 +1,175 @@
+"""``isrsim topic create|describe|delete`` (kafka-topics), answered by the controller."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import trio
+from rich.console import Console
+from rich.table import Table
+
+from cli.cluster import ask
+from cli.cluster_client import ClientError, parse_address
+from cli.cluster_files import ClusterError, ClusterInfo
+from protocol.api_keys import ApiKeys
+from protocol.errors import Errors
+
+
+def _controller(data_dir: Path | None, bootstrap_server: str | None) -> tuple[str, int]:
+    if bootstrap_server:
+        try:
+            return parse_address(bootstrap_server.split(",")[0])
+        except ClientError as exc:
+            raise click.BadParameter(str(exc)) from None
+    try:
+        info = ClusterInfo.load(data_dir or Path("isrsim-data"))
+    except ClusterError as exc:
+        raise click.ClickException(str(exc)) from None
+    return info.controller.host, info.controller.port
+
+
+def _request(
+    address: tuple[str, int], api: ApiKeys, body: dict[str, Any], timeout: float = 10.0
+) -> dict[str, Any]:
+    resp = trio.run(ask, address[0], address[1], api, body, timeout)
+    if resp is None:
+        raise click.ClickException(
+            f"the controller at {address[0]}:{address[1]} did not answer; "
+            "is the cluster up? (`isrsim cluster status`)"
+        )
+    if resp.get("error_code") == Errors.UNSUPPORTED_VERSION:
+        raise click.ClickException(
+            f"{address[0]}:{address[1]} does not serve {api.name}: topics are managed by the controller; "
+            "pass the controller's address (controller.quorum.voters) or use --data-dir"
+        )
+    return resp
+
+
+def _options(f: Any) -> Any:
+    f = click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Cluster root (default ./isrsim-data).",
+    )(f)
+    return click.option("--bootstrap-server", default=None, help="The controller's host:port.")(f)
+
+
+@click.group()
+def topic() -> None:
+    """Create, describe and delete topics."""
+
+
+@topic.command("create")
+@click.argument("name")
+@click.option("--partitions", type=click.IntRange(1, 100000), default=1, show_default=True)
+@click.option("--replication-factor", type=click.IntRange(1, 100), default=1, show_default=True)
+@click.option(
+    "--config", "configs", multiple=True, help="key=value topic config (e.g. min.insync.replicas=2)."
+)
+@_options
+def topic_create(
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: tuple[str, ...],
+    data_dir: Path | None,
+    bootstrap_server: str | None,
+) -> None:
+    """Create topic NAME; returns when every partition has a leader."""
+    address = _controller(data_dir, bootstrap_server)
+    cfg = {}
+    for c in configs:
+        if "=" not in c:
+            raise click.BadParameter(f"--config {c!r}: expected key=value")
+        k, v = c.split("=", 1)
+        cfg[k] = v
+    body = {
+        "topics": [
+            {
+                "name": name,
+                "num_partitions": partitions,
+                "replication_factor": replication_factor,
+                "configs": cfg,
+            }
+        ],
+        "timeout_ms": 30000,
+    }
+    resp = _request(address, ApiKeys.CREATE_TOPICS, body, timeout=35)
+    result = resp["topics"][0]
+    if result["error_code"] != 0:
+        raise click.ClickException(
+            f"cannot create {name}: {Errors(result['error_code']).name} {result.get('error_message') or ''}"
+        )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        meta = _request(address, ApiKeys.METADATA, {"topics": [{"name": name}]})
+        parts = meta["topics"][0].get("partitions", []) if meta.get("topics") else []
+        if len(parts) == partitions and all(p["leader_id"] >= 0 for p in parts):
+            break
+        time.sleep(0.1)
+    click.echo(f"created topic {name} with {partitions} partitions, replication factor {replication_factor}")
+
+
+@topic.command("describe")
+@click.argument("name", required=False)
+@click.option(
+    "--under-replicated-partitions",
+    is_flag=True,
+    help="Only partitions whose ISR is smaller than their replicas.",
+)
+@click.option("--unavailable-partitions", is_flag=True, help="Only partitions with no live leader.")
+@_options
+def topic_describe(
+    name: str | None,
+    under_replicated_partitions: bool,
+    unavailable_partitions: bool,
+    data_dir: Path | None,
+    bootstrap_server: str | None,
+) -> None:
+    """Leader, leader epoch, replicas and ISR of every partition (kafka-topics --describe)."""
+    address = _controller(data_dir, bootstrap_server)
+    meta = _request(address, ApiKeys.METADATA, {"topics": None if name is None else [{"name": name}]})
+    live = {b["node_id"] for b in meta.get("brokers", [])}
+    table = Table()
+    for col in ("topic", "partition", "leader", "leader epoch", "replicas", "isr", "offline"):
+        table.add_column(col)
+    shown = 0
+    for t in sorted(meta.get("topics", []), key=lambda t: t["name"]):
+        if t["error_code"] != 0:
+            raise click.ClickException(f"topic {t['name']}: {Errors(t['error_code']).name}")
+        for p in sorted(t["partitions"], key=lambda p: p["partition_index"]):
+            under = len(p["isr_nodes"]) < len(p["replica_nodes"])
+            unavailable = p["leader_id"] < 0 or p["leader_id"] not in live
+            if (under_replicated_partitions and not under) or (unavailable_partitions and not unavailable):
+                continue
+            shown += 1
+            table.add_row(
+                t["name"],
+                str(p["partition_index"]),
+                str(p["leader_id"]),
+                str(p["leader_epoch"]),
+                ",".join(map(str, p["replica_nodes"])),
+                ",".join(map(str, p["isr_nodes"])),
+                ",".join(map(str, p.get("offline_replicas", []))),
+            )
+    Console().print(table)
+    click.echo(f"{shown} partition(s)")
+
+
+@topic.command("delete")
+@click.argument("name")
+@_options
+def topic_delete(name: str, data_dir: Path | None, bootstrap_server: str | None) -> None:
+    """Delete topic NAME (its replicas are stopped and their logs removed)."""
+    address = _controller(data_dir, bootstrap_server)
+    resp = _request(address, ApiKeys.DELETE_TOPICS, {"topic_names": [name], "timeout_ms": 30000}, timeout=35)
+    result = resp["responses"][0]
+    if result["error_code"] != 0:
+        raise click.ClickException(
+            f"cannot delete {name}: {Errors(result['error_code']).name} {result.get('error_message') or ''}"
+        )
+    click.echo(f"deleted topic {name}")
