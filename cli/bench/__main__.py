@@ -1,0 +1,5 @@
+"""``python -m cli.bench`` runs ``isrsim bench``."""
+
+from cli.bench.command import bench
+
+bench()

@@ -1,0 +1,118 @@
+"""What every scenario gets: the run's parameters (``--quick`` or full), a directory under the run's
+temporary root, the ceilings measured so far, and a way to say what it is doing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class Skip(Exception):
+    """A scenario cannot run here; the message says why (it is reported, never turned into numbers)."""
+
+
+@dataclass(frozen=True)
+class Params:
+    """Sizes of each scenario. The quick run keeps every scenario but does less of it."""
+
+    quick: bool
+    ceiling_tcp_bytes: int
+    ceiling_file_bytes: int
+    # (2a) 100-byte records.
+    small_records: int
+    small_batch_records: int
+    small_partitions: int
+    # (2b) 1 MiB batches.
+    large_batches: int
+    large_partitions: int
+    # (3) commit latency at a fixed rate.
+    latency_rate: int
+    latency_seconds: float
+    latency_batch_records: int
+    # (4) failover.
+    failover_partition_counts: tuple[int, ...]
+    failover_repeats: int
+    # (5) catch-up.
+    catchup_bytes: int
+    catchup_partitions: int
+    # (6) fetch sessions.
+    idle_partitions: int
+    idle_window_s: float
+    # (2) profile with py-spy while it runs.
+    profile: bool = False
+
+    @classmethod
+    def for_mode(cls, quick: bool, *, profile: bool = False) -> Params:
+        if quick:
+            return cls(
+                quick=True,
+                ceiling_tcp_bytes=256 << 20,
+                ceiling_file_bytes=256 << 20,
+                small_records=300_000,
+                small_batch_records=1000,
+                small_partitions=3,
+                large_batches=96,
+                large_partitions=3,
+                latency_rate=20_000,
+                latency_seconds=5.0,
+                latency_batch_records=100,
+                failover_partition_counts=(1, 100),
+                failover_repeats=1,
+                catchup_bytes=100_000_000,
+                catchup_partitions=4,
+                idle_partitions=1000,
+                idle_window_s=3.0,
+                profile=profile,
+            )
+        return cls(
+            quick=False,
+            ceiling_tcp_bytes=1 << 30,
+            ceiling_file_bytes=1 << 30,
+            small_records=2_000_000,
+            small_batch_records=1000,
+            small_partitions=3,
+            large_batches=600,
+            large_partitions=3,
+            latency_rate=20_000,
+            latency_seconds=30.0,
+            latency_batch_records=100,
+            failover_partition_counts=(1, 100),
+            failover_repeats=3,
+            catchup_bytes=500_000_000,
+            catchup_partitions=4,
+            idle_partitions=1000,
+            idle_window_s=10.0,
+            profile=profile,
+        )
+
+
+@dataclass
+class BenchContext:
+    root: Path
+    params: Params
+    on_step: Callable[[str], None] = lambda text: None
+    on_note: Callable[[str], None] = lambda text: None
+    loopback_mb_s: float | None = None
+    append_mb_s: float | None = None
+    # Cluster roots that scenarios left behind (name -> root), for the report job.
+    data_roots: dict[str, Path] = field(default_factory=dict)
+    # Where profiles are written (``--out``).
+    out_dir: Path | None = None
+
+    def step(self, text: str) -> None:
+        self.on_step(text)
+
+    def note(self, text: str) -> None:
+        self.on_note(text)
+
+    def scenario_dir(self, name: str) -> Path:
+        path = self.root / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def of_loopback(self, mb_s: float) -> float | None:
+        return mb_s / self.loopback_mb_s if self.loopback_mb_s else None
+
+    def of_append(self, mb_s: float) -> float | None:
+        return mb_s / self.append_mb_s if self.append_mb_s else None

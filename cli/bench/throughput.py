@@ -1,0 +1,251 @@
+"""Scenarios 2 and 3: replicated throughput and commit latency.
+
+Both use three brokers, replication factor 3, ``min.insync.replicas=2``, acks=-1 and one producer
+(``cli.producer.Producer``, in this process), with the topic's partitions' leaders spread over the three
+brokers (as a controller would place them).
+
+2. throughput: (a) 100-byte records in batches, as fast as the producer gets acknowledgements; (b) batches
+   of 1 MiB (16 records of ~64 KiB). Also the peak resident memory (VmHWM) of each broker process.
+3. latency: acks=-1 at a fixed rate (20,000 records/s), p50/p99/p99.9 from a PRODUCE request's send to its
+   acknowledgement.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import trio
+
+from cli.bench.cluster import BenchCluster
+from cli.bench.context import BenchContext
+from cli.bench.profile import start_recording, summarize
+from cli.bench.results import Figure, ScenarioResult, Target
+from cli.cluster_client import ClusterClient
+from cli.producer import Producer, ProducerSettings, ProduceStats
+
+BROKER_IDS = (1, 2, 3)
+CLUSTER_OVERRIDES = {"min.insync.replicas": "2"}
+LARGE_RECORDS_PER_BATCH = 16
+# 16 records of this size make a batch just under 1 MiB (message.max.bytes is Kafka's 1048588).
+LARGE_RECORD_SIZE = (1 << 20) // LARGE_RECORDS_PER_BATCH - 30
+
+TARGET_RECORDS_S = 200_000
+KAFKA_3X_SYNC_RECORDS_S = 421_823
+
+
+async def produce(
+    ctx: BenchContext,
+    cluster: BenchCluster,
+    topic: str,
+    settings: ProducerSettings,
+    count: int,
+    rate: float | None = None,
+    label: str = "",
+) -> ProduceStats:
+    """Runs one producer to completion, showing progress."""
+    async with trio.open_nursery() as nursery:
+        client = ClusterClient(nursery, cluster.bootstrap, client_id="isrsim-bench")
+        producer = Producer(client, topic, settings, producer_id="bench")
+
+        async def show() -> None:
+            while True:
+                s = producer.stats
+                ctx.step(f"{label}: {s.records_acked:,}/{count:,} records acknowledged")
+                await trio.sleep(0.5)
+
+        nursery.start_soon(show)
+        stats = await producer.run(count, rate)
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+    if stats.batches_failed:
+        raise RuntimeError(
+            f"{label}: {stats.batches_failed} batches were not acknowledged ({dict(stats.errors)})"
+        )
+    return stats
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile of already sorted values."""
+    if not sorted_values:
+        return float("nan")
+    rank = min(len(sorted_values) - 1, max(0, round(q * len(sorted_values) + 0.5) - 1))
+    return sorted_values[rank]
+
+
+async def start_cluster(ctx: BenchContext, name: str) -> BenchCluster:
+    cluster = BenchCluster(ctx.scenario_dir(name), CLUSTER_OVERRIDES)
+    ctx.step("starting 3 brokers")
+    await cluster.start(BROKER_IDS)
+    return cluster
+
+
+async def run_throughput(ctx: BenchContext, result: ScenarioResult) -> None:
+    cluster = await start_cluster(ctx, "throughput")
+    try:
+        await _throughput(ctx, cluster, result)
+    finally:
+        cluster.close()
+    ctx.data_roots["throughput"] = cluster.root
+
+
+async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: ScenarioResult) -> None:
+    p = ctx.params
+    details: dict[str, Any] = {}
+    # (a) 100-byte records.
+    await cluster.assign("small", p.small_partitions)
+    small = ProducerSettings(acks=-1, record_size=100, batch_records=p.small_batch_records, max_in_flight=5)
+    await produce(
+        ctx, cluster, "small", small, max(p.small_records // 20, small.batch_records * 6), label="2a warm-up"
+    )
+    recordings = []
+    if p.profile and ctx.out_dir is not None:
+        for b in cluster.brokers.values():
+            rec = start_recording(f"throughput-broker-{b.broker_id}", b.pid, ctx.out_dir)
+            if rec is not None:
+                recordings.append(rec)
+        import os
+
+        rec = start_recording("throughput-producer", os.getpid(), ctx.out_dir)
+        if rec is not None:
+            recordings.append(rec)
+        if not recordings:
+            ctx.note("--profile: py-spy is not installed (pip install py-spy); running without a profile")
+        else:
+            await trio.sleep(1.0)  # py-spy attaches
+    cpu0 = {b.broker_id: b.cpu_seconds() for b in cluster.brokers.values()}
+    t0 = time.monotonic()
+    stats = await produce(ctx, cluster, "small", small, p.small_records, label="2a 100-byte records")
+    wall = time.monotonic() - t0
+    cpu = {b.broker_id: b.cpu_seconds() - cpu0[b.broker_id] for b in cluster.brokers.values()}
+    if recordings:
+        ctx.step("writing profiles")
+        profiles = {}
+        for rec in recordings:
+            out = await trio.to_thread.run_sync(rec.stop)
+            if out is not None:
+                profiles[rec.name] = summarize(out).to_json() | {"file": out.name}
+        details["profiles"] = profiles
+    secs = max(stats.elapsed, 1e-9)
+    rec_s = stats.records_acked / secs
+    mb_s = stats.bytes_acked / secs / 1e6
+    result.add(
+        Figure(
+            "small_records_per_s",
+            "(2a) 100-byte records, acks=-1, RF 3",
+            rec_s,
+            "records/s",
+            Target(">=", TARGET_RECORDS_S),
+            note=f"{p.small_batch_records} records/batch, {p.small_partitions} partitions",
+        )
+    )
+    result.add(
+        Figure(
+            "small_mb_per_s",
+            "(2a) 100-byte records: batch bytes",
+            mb_s,
+            "MB/s",
+            ratio=ctx.of_loopback(mb_s),
+            ratio_to="loopback",
+        )
+    )
+    details["small"] = {
+        "records": stats.records_acked,
+        "bytes": stats.bytes_acked,
+        "seconds": round(secs, 3),
+        "batch_records": p.small_batch_records,
+        "partitions": p.small_partitions,
+        "retries": stats.retries,
+        "broker_cpu_s": {str(k): round(v, 2) for k, v in cpu.items()},
+        "broker_cpu_share_of_wall": {str(k): round(v / wall, 3) for k, v in cpu.items()},
+        "kafka_3_machine_sync_3x_records_s": KAFKA_3X_SYNC_RECORDS_S,
+        "ratio_to_kafka": round(rec_s / KAFKA_3X_SYNC_RECORDS_S, 3),
+    }
+
+    # (b) 1 MiB batches.
+    await cluster.assign("large", p.large_partitions)
+    large = ProducerSettings(
+        acks=-1, record_size=LARGE_RECORD_SIZE, batch_records=LARGE_RECORDS_PER_BATCH, max_in_flight=2
+    )
+    await produce(ctx, cluster, "large", large, LARGE_RECORDS_PER_BATCH * 6, label="2b warm-up")
+    stats = await produce(
+        ctx, cluster, "large", large, p.large_batches * LARGE_RECORDS_PER_BATCH, label="2b 1 MiB batches"
+    )
+    secs = max(stats.elapsed, 1e-9)
+    mb_s = stats.bytes_acked / secs / 1e6
+    ratio = ctx.of_loopback(mb_s)
+    result.add(
+        Figure(
+            "large_mb_per_s",
+            "(2b) 1 MiB batches, acks=-1, RF 3",
+            mb_s,
+            "MB/s",
+            Target(">=", 0.10 * ctx.loopback_mb_s, ">= 10% of loopback") if ctx.loopback_mb_s else None,
+            ratio=ratio,
+            ratio_to="loopback",
+            note=f"{p.large_partitions} partitions",
+        )
+    )
+    details["large"] = {
+        "batches": stats.batches_acked,
+        "bytes": stats.bytes_acked,
+        "seconds": round(secs, 3),
+        "batch_bytes": stats.bytes_acked // max(stats.batches_acked, 1),
+        "retries": stats.retries,
+    }
+
+    # Peak resident memory of each broker over both runs.
+    rss = {b.broker_id: b.peak_rss_mib() for b in cluster.brokers.values()}
+    worst = max(rss.values())
+    result.add(
+        Figure(
+            "broker_peak_rss_mib",
+            "broker peak RSS (VmHWM), worst of 3",
+            worst,
+            "MiB",
+            Target("<=", 250),
+            note=", ".join(f"b{k} {v:.0f}" for k, v in sorted(rss.items())),
+        )
+    )
+    details["broker_peak_rss_mib"] = {str(k): round(v, 1) for k, v in rss.items()}
+    ctx.step("checking the replicas converged")
+    await cluster.wait_converged("large", p.large_partitions, timeout=120)
+    result.details = details
+
+
+async def run_latency(ctx: BenchContext, result: ScenarioResult) -> None:
+    p = ctx.params
+    cluster = await start_cluster(ctx, "latency")
+    try:
+        partitions = 3
+        await cluster.assign("lat", partitions)
+        settings = ProducerSettings(
+            acks=-1, record_size=100, batch_records=p.latency_batch_records, max_in_flight=5
+        )
+        await produce(ctx, cluster, "lat", settings, p.latency_rate, rate=p.latency_rate, label="3 warm-up")
+        count = int(p.latency_rate * p.latency_seconds)
+        stats = await produce(ctx, cluster, "lat", settings, count, rate=p.latency_rate, label="3 fixed rate")
+    finally:
+        cluster.close()
+    lat = sorted(stats.latencies_ms)
+    achieved = stats.records_acked / max(stats.elapsed, 1e-9)
+    note = f"{p.latency_batch_records} records/request, {partitions} partitions"
+    result.add(Figure("p50_ms", "(3) commit latency p50", percentile(lat, 0.50), "ms", note=note))
+    result.add(Figure("p99_ms", "(3) commit latency p99", percentile(lat, 0.99), "ms", Target("<=", 10)))
+    result.add(Figure("p999_ms", "(3) commit latency p99.9", percentile(lat, 0.999), "ms"))
+    result.add(
+        Figure(
+            "achieved_records_per_s",
+            "(3) rate achieved",
+            achieved,
+            "records/s",
+            note=f"asked {p.latency_rate:,}",
+        )
+    )
+    result.details = {
+        "requests": len(lat),
+        "max_ms": round(lat[-1], 3) if lat else None,
+        "rate": p.latency_rate,
+        "seconds": round(stats.elapsed, 2),
+        "batch_records": p.latency_batch_records,
+    }
