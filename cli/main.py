@@ -277,6 +277,28 @@ def consume(
     click.echo(f"consumed {n:,} records in {secs:.2f}s", err=True)
 
 
+# ---------------------------------------------------------------------------------------------- health
+
+
+@cli.command()
+@click.argument("address")
+@click.option("--timeout", type=float, default=3.0, show_default=True)
+def health(address: str, timeout: float) -> None:
+    """Exit 0 if the broker or controller at ADDRESS (host:port) answers API_VERSIONS (for healthchecks)."""
+    from cli.cluster import ask
+    from cli.cluster_client import ClientError, parse_address
+    from protocol.api_keys import ApiKeys
+
+    try:
+        host, port = parse_address(address)
+    except ClientError as exc:
+        raise click.BadParameter(str(exc)) from None
+    resp = trio.run(ask, host, port, ApiKeys.API_VERSIONS, {}, timeout)
+    if resp is None or resp.get("error_code", 0) != 0:
+        raise click.ClickException(f"{address} did not answer API_VERSIONS within {timeout}s")
+    click.echo(f"{address} is up ({len(resp.get('api_keys', []))} APIs)")
+
+
 # ---------------------------------------------------------------------------------------------- the rest
 
 
