@@ -179,7 +179,8 @@ def validate_alter_partition(
     A leader epoch above the controller's, or a partition epoch above it, means this controller is
     behind: NOT_CONTROLLER. An older leader epoch: FENCED_LEADER_EPOCH. Not the leader: INVALID_REQUEST.
     An older partition epoch: INVALID_UPDATE_VERSION. An ISR with unknown or repeated replicas or without
-    the leader: INVALID_REQUEST. A member that may not be in an ISR: INELIGIBLE_REPLICA."""
+    the leader: INVALID_REQUEST. A member other than the leader that may not be in an ISR:
+    INELIGIBLE_REPLICA."""
     if leader_epoch > p.leader_epoch:
         return Errors.NOT_CONTROLLER, (
             f"leader epoch {leader_epoch} is newer than the controller's {p.leader_epoch}"
@@ -200,7 +201,9 @@ def validate_alter_partition(
         return Errors.INVALID_REQUEST, f"ISR {list(new_isr)} is not a set of replicas of {p.replicas}"
     if p.leader not in new_isr:
         return Errors.INVALID_REQUEST, f"ISR {list(new_isr)} does not include the leader {p.leader}"
-    reasons = [f"{b} ({why})" for b in new_isr if (why := ineligible(b)) is not None]
+    # The leader itself is not checked (KRaft checks it too): a leader in controlled shutdown must still
+    # be able to add a caught-up follower, so that it has someone to hand its leadership to.
+    reasons = [f"{b} ({why})" for b in new_isr if b != p.leader and (why := ineligible(b)) is not None]
     if reasons:
         return Errors.INELIGIBLE_REPLICA, "ineligible replicas in the new ISR: " + ", ".join(reasons)
     return Errors.NONE, ""

@@ -138,9 +138,9 @@ class ClusterState:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ClusterState:
-        if data.get("version") != STATE_VERSION:
-            raise ValueError(f"unsupported state version {data.get('version')!r}")
+    def from_json(cls, data: Any) -> ClusterState:
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            raise ValueError("not a version 1 isrsim controller state")
         state = cls(
             cluster_id=str(data["cluster_id"]),
             controller_epoch=int(data["controller_epoch"]),

@@ -1,0 +1,158 @@
+"""CREATE_TOPICS and DELETE_TOPICS on the controller, and its METADATA / DESCRIBE_CLUSTER answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.controller.state import EPOCH_DURING_DELETE, LEADER_DURING_DELETE
+from protocol import controller_messages as cm
+from protocol import messages as m
+from protocol.api_keys import ApiKeys
+from protocol.errors import Errors
+from tests.unit.controller.support import (
+    SESSION_MS,
+    create_topic,
+    events_named,
+    heartbeat,
+    lair_partitions,
+    live_core,
+    requests_by,
+)
+
+
+def test_create_assigns_elects_and_tells_the_brokers() -> None:
+    core = live_core([1, 2, 3])
+    got = create_topic(core, "orders", 3, 2)
+    assert (got.error_code, got.error_message) == (0, None)
+    topic = core.state.topics["orders"]
+    for p in topic.partitions.values():
+        assert len(p.replicas) == 2 and p.leader == p.replicas[0] and p.isr == p.replicas
+        assert (p.leader_epoch, p.partition_epoch, p.controller_epoch) == (0, 0, 1)
+    assert sorted(p.leader for p in topic.partitions.values()) == [1, 2, 3]
+    effects = core.drain()
+    assert effects.dirty
+    created = events_named(effects, "topic_created")
+    assert created[0]["topic"] == "orders" and created[0]["replication_factor"] == 2
+    assert created[0]["assignment"] == {str(i): p.replicas for i, p in topic.partitions.items()}
+    assert len(events_named(effects, "leader_elected")) == 3
+    lair = requests_by(effects, ApiKeys.LEADER_AND_ISR)
+    assert set(lair) == {1, 2, 3}
+    for broker, request in lair.items():
+        states = lair_partitions(request)
+        assert all(s.is_new and broker in s.replicas for s in states.values())
+        assert len(states) == 2
+    assert set(requests_by(effects, ApiKeys.UPDATE_METADATA)) == {1, 2, 3}
+
+
+def test_defaults_apply_for_minus_one() -> None:
+    core = live_core([1, 2])
+    assert create_topic(core, "d", -1, -1).error_code == 0
+    assert [p.replicas for p in core.state.topics["d"].partitions.values()] in ([[1]], [[2]])
+
+
+def test_fenced_and_shutting_down_brokers_get_no_replicas() -> None:
+    core = live_core([1, 2, 3])
+    heartbeat(core, 1, now_ms=SESSION_MS)
+    heartbeat(core, 2, now_ms=SESSION_MS, want_shut_down=True)
+    core.tick(SESSION_MS + 1)  # 3 fenced, 2 shut down
+    got = create_topic(core, "x", 4, 2)
+    assert got.error_code == Errors.INVALID_REPLICATION_FACTOR
+    assert "1 available broker" in (got.error_message or "")
+    assert create_topic(core, "x", 4, 1).error_code == 0
+    assert {r for p in core.state.topics["x"].partitions.values() for r in p.replicas} == {1}
+
+
+@pytest.mark.parametrize(
+    ("name", "partitions", "rf", "configs", "error"),
+    [
+        ("bad name", 1, 1, {}, Errors.INVALID_TOPIC_EXCEPTION),
+        ("t", 0, 1, {}, Errors.INVALID_PARTITIONS),
+        ("t", -5, 1, {}, Errors.INVALID_PARTITIONS),
+        ("t", 1, 0, {}, Errors.INVALID_REPLICATION_FACTOR),
+        ("t", 1, 4, {}, Errors.INVALID_REPLICATION_FACTOR),
+        ("t", 1, 1, {"retention.ms": "1"}, Errors.INVALID_CONFIG),
+        ("t", 1, 1, {"min.insync.replicas": "0"}, Errors.INVALID_CONFIG),
+        ("t", 1, 1, {"unclean.leader.election.enable": "maybe"}, Errors.INVALID_CONFIG),
+    ],
+)
+def test_create_errors(name: str, partitions: int, rf: int, configs: dict[str, str], error: Errors) -> None:
+    core = live_core([1, 2, 3])
+    got = create_topic(core, name, partitions, rf, configs)
+    assert got.error_code == error and got.error_message
+    assert core.state.topics == {}
+    assert not core.drain().dirty
+
+
+def test_existing_and_duplicate_names() -> None:
+    core = live_core([1])
+    assert create_topic(core, "t", 1, 1).error_code == 0
+    assert create_topic(core, "t", 1, 1).error_code == Errors.TOPIC_ALREADY_EXISTS
+    topic = cm.CreateTopicsRequestTopic(name="u", num_partitions=1, replication_factor=1)
+    resp = core.create_topics(cm.CreateTopicsRequest(topics=[topic, topic]))
+    assert [t.error_code for t in resp.topics] == [Errors.INVALID_REQUEST] * 2
+    assert "u" not in core.state.topics
+
+
+def test_delete_stops_and_deletes_replicas_and_waits_for_fenced_brokers() -> None:
+    core = live_core([1, 2])
+    assert create_topic(core, "t", 2, 2).error_code == 0
+    core.drain()
+    heartbeat(core, 1, now_ms=SESSION_MS)
+    core.tick(SESSION_MS + 1)  # broker 2 fenced
+    core.drain()
+    resp = core.delete_topics(cm.DeleteTopicsRequest(topic_names=["t", "nope"]))
+    assert [(r.name, r.error_code) for r in resp.responses] == [
+        ("t", 0),
+        ("nope", Errors.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    assert "t" not in core.state.topics
+    assert core.state.pending_deletions == {2: [("t", 0), ("t", 1)]}
+    effects = core.drain()
+    assert events_named(effects, "topic_deleted") == [{"topic": "t", "partitions": 2, "pending_brokers": [2]}]
+    stop = requests_by(effects, ApiKeys.STOP_REPLICA)
+    assert set(stop) == {1}
+    body = stop[1].body
+    assert isinstance(body, cm.StopReplicaRequest)
+    assert {
+        (p.partition_index, p.leader_epoch, p.delete_partition) for p in body.topic_states[0].partition_states
+    } == {
+        (0, EPOCH_DURING_DELETE, True),
+        (1, EPOCH_DURING_DELETE, True),
+    }
+    um = requests_by(effects, ApiKeys.UPDATE_METADATA)[1].body
+    assert isinstance(um, cm.UpdateMetadataRequest)
+    assert {p.leader for p in um.topic_states[0].partition_states} == {LEADER_DURING_DELETE}
+    # Not re-creatable until broker 2 has been told.
+    assert create_topic(core, "t", 1, 1).error_code == Errors.TOPIC_ALREADY_EXISTS
+    heartbeat(core, 2, now_ms=SESSION_MS + 2)
+    effects = core.drain()
+    stop = requests_by(effects, ApiKeys.STOP_REPLICA)
+    assert set(stop) == {2} and effects.dirty
+    assert core.state.pending_deletions == {}
+    assert create_topic(core, "t", 1, 1).error_code == 0
+
+
+def test_metadata_and_describe_cluster() -> None:
+    core = live_core([1, 2])
+    assert create_topic(core, "t", 1, 2).error_code == 0
+    p = core.state.topics["t"].partitions[0]
+    p.replicas, p.leader, p.isr = [1, 2], 1, [1, 2]
+    heartbeat(core, 2, now_ms=SESSION_MS)
+    core.tick(SESSION_MS + 1)  # broker 1 fenced, 2 leads
+    md = core.metadata(m.MetadataRequest(topics=None))
+    assert [b.node_id for b in md.brokers] == [2] and md.controller_id == 1000
+    part = md.topics[0].partitions[0]
+    assert (part.error_code, part.leader_id, part.isr_nodes, part.offline_replicas) == (0, 2, [2], [1])
+    missing = core.metadata(m.MetadataRequest(topics=[m.MetadataRequestTopic(name="x")]))
+    assert missing.topics[0].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    described = core.describe_cluster()
+    assert described.cluster_id == "test" and described.controller_id == 1000
+    assert [(b.broker_id, b.fenced) for b in described.brokers] == [(1, True), (2, False)]
+
+
+def test_metadata_of_an_offline_partition() -> None:
+    core = live_core([1])
+    assert create_topic(core, "t", 1, 1).error_code == 0
+    core.tick(SESSION_MS + 1)
+    part = core.metadata(m.MetadataRequest(topics=None)).topics[0].partitions[0]
+    assert (part.error_code, part.leader_id, part.offline_replicas) == (Errors.LEADER_NOT_AVAILABLE, -1, [1])
