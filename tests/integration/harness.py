@@ -11,7 +11,10 @@ the fixtures call in their finalizers, so nothing outlives a test even when it f
 
 Helpers: :func:`wait_until` / :func:`async_wait_until` poll a condition with a deadline (tests never sleep
 for a fixed time); :func:`request` sends one request on a fresh connection; :func:`events` reads a
-journal, skipping a torn last line; :func:`run_cli` runs an ``isrsim`` command in a subprocess.
+journal, skipping a torn last line; :func:`run_cli` runs an ``isrsim`` command in a subprocess;
+:func:`list_offset` and :func:`read_partition` read a partition's offsets and batches;
+:class:`RawConnection` sends arbitrary bytes (malformed frames, pipelined requests) and decodes what
+comes back.
 
 Usage::
 
