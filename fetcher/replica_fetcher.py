@@ -38,9 +38,15 @@ from fetcher.truncation import (
     truncate_to_high_watermark,
     update_fetch_offset_and_maybe_mark_truncation_complete,
 )
-from protocol.api_keys import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
+from protocol.api_keys import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    ApiKeys,
+)
 from protocol.client import ConnectionClosed, KafkaConnection, open_connection
-from protocol.errors import Errors
+from protocol.errors import CorruptRecordError, Errors, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -140,12 +146,25 @@ class ReplicaFetcher:
                     exc or type(exc).__name__,
                     self.settings.backoff_ms,
                 )
-                self.session.handle_error(exc)
-                states = self.partitions.partition_states.partition_set()
-                for tp in states:
-                    self.rm.on_fetch_error(tp, int(Errors.NETWORK_EXCEPTION), str(exc) or type(exc).__name__)
-                self.partitions.delay_partitions(states, self.settings.backoff_ms, self.clock_ms())
-                await self._wait_for_change(self.settings.backoff_ms)
+                await self._back_off_all(exc, Errors.NETWORK_EXCEPTION)
+            except Exception as exc:
+                # A response this fetcher cannot make sense of (Kafka's processFetchRequest catch-all) must
+                # not take the broker down: drop the connection, back off every partition and start again.
+                log.exception(
+                    "%s: unexpected error with leader %d; backing off %d ms",
+                    self.name,
+                    self.leader.broker_id,
+                    self.settings.backoff_ms,
+                )
+                await self._back_off_all(exc, Errors.UNKNOWN_SERVER_ERROR)
+
+    async def _back_off_all(self, exc: Exception, error: Errors) -> None:
+        self.session.handle_error(exc)
+        states = self.partitions.partition_states.partition_set()
+        for tp in states:
+            self.rm.on_fetch_error(tp, int(error), str(exc) or type(exc).__name__)
+        self.partitions.delay_partitions(states, self.settings.backoff_ms, self.clock_ms())
+        await self._wait_for_change(self.settings.backoff_ms)
 
     async def _wait_for_change(self, timeout_ms: int) -> None:
         self._changed = trio.Event()
@@ -213,6 +232,13 @@ class ReplicaFetcher:
                 tp = (t["topic"], p["partition"])
                 if tp in requested:
                     end_offsets[tp] = EpochEndOffset(p["error_code"], p["leader_epoch"], p["end_offset"])
+        # A partition the leader did not answer (e.g. a top-level error such as INVALID_REQUEST) is an error
+        # for that partition, as in Kafka when the request fails: without this it would stay Truncating and
+        # be asked about again at once, in a loop with no back-off.
+        top_error = resp.get("error_code", Errors.NONE) or Errors.UNKNOWN_SERVER_ERROR
+        for tp in requested:
+            if tp not in end_offsets:
+                end_offsets[tp] = EpochEndOffset(int(top_error), UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
         states = self.partitions.partition_states
         result = maybe_truncate_to_epoch_end_offsets(
             states,
@@ -256,7 +282,9 @@ class ReplicaFetcher:
                 if not truncation.truncation_completed:
                     detail += " (another round follows)"
             p.truncate_to(truncation.offset, detail)
-            done[tp] = truncation
+            # The log truncates whole batches, so its end may now be below the offset asked for: fetch from
+            # where the log really ends, or the leader would count records this replica does not have.
+            done[tp] = replace(truncation, offset=min(truncation.offset, p.log_end_offset))
         return done
 
     def _fail(self, tp: TopicPartition, reason: str) -> None:
@@ -373,7 +401,8 @@ class ReplicaFetcher:
                 continue
             error = pdata["error_code"]
             if error == Errors.NONE:
-                self._process_partition_data(tp, state, pdata)
+                if not self._try_process_partition_data(tp, state, pdata):
+                    with_error.append(tp)
             elif error == Errors.OFFSET_OUT_OF_RANGE:
                 if not await self._handle_out_of_range(conn, tp, state):
                     with_error.append(tp)
@@ -385,6 +414,38 @@ class ReplicaFetcher:
                 with_error.append(tp)
         if with_error:
             self.partitions.delay_partitions(with_error, self.settings.backoff_ms, self.clock_ms())
+
+    def _try_process_partition_data(
+        self, tp: TopicPartition, state: PartitionFetchState, pdata: dict[str, Any]
+    ) -> bool:
+        """``_process_partition_data`` with Kafka's error handling: corrupt records are retried after the
+        back-off (returns False); any other failure (records that do not continue the log, a disk error)
+        marks the partition failed, and the fetcher and its other partitions carry on."""
+        try:
+            self._process_partition_data(tp, state, pdata)
+        except CorruptRecordError as exc:
+            log.warning(
+                "%s: invalid records for %s-%d at offset %d: %s",
+                self.name,
+                tp[0],
+                tp[1],
+                state.fetch_offset,
+                exc.message,
+            )
+            self.rm.on_fetch_error(tp, int(Errors.CORRUPT_MESSAGE), exc.message)
+            return False
+        except Exception as exc:
+            log.exception(
+                "%s: unexpected error processing data for %s-%d at offset %d",
+                self.name,
+                tp[0],
+                tp[1],
+                state.fetch_offset,
+            )
+            code = exc.error if isinstance(exc, KafkaError) else Errors.UNKNOWN_SERVER_ERROR
+            self.rm.on_fetch_error(tp, int(code), f"error appending fetched records: {exc}")
+            self._fail(tp, f"error appending fetched records: {exc}")
+        return True
 
     def _process_partition_data(
         self, tp: TopicPartition, state: PartitionFetchState, pdata: dict[str, Any]
@@ -437,6 +498,8 @@ class ReplicaFetcher:
             self.rm.on_fetch_error(
                 tp, part["error_code"], "LIST_OFFSETS error while resetting an out-of-range offset"
             )
+            if part["error_code"] == Errors.FENCED_LEADER_EPOCH:
+                raise _Fenced
             return None
         return int(part["offset"])
 
@@ -445,6 +508,19 @@ class ReplicaFetcher:
     ) -> bool:
         """Kafka's ``fetchOffsetAndTruncate``: reset an out-of-range fetch offset from the leader's LEO or log
         start offset. Returns False if the partition should back off."""
+        try:
+            return await self._fetch_offset_and_truncate(conn, tp, state)
+        except _Fenced:
+            # Kafka's onPartitionFenced: the leader has a newer epoch; wait for the LEADER_AND_ISR.
+            current = self.partitions.partition_states.state_value(tp)
+            if current is not None and current.current_leader_epoch == state.current_leader_epoch:
+                self._fail(tp, "fenced leader epoch in LIST_OFFSETS")
+            # Else a new epoch arrived while LIST_OFFSETS was in flight: leave its fresh state alone.
+            return True
+
+    async def _fetch_offset_and_truncate(
+        self, conn: KafkaConnection, tp: TopicPartition, state: PartitionFetchState
+    ) -> bool:
         p = self._partition(tp)
         if p is None:
             return True
@@ -468,7 +544,8 @@ class ReplicaFetcher:
                 replica_end,
             )
             p.truncate_to(leader_end, f"out_of_range: leader LEO {leader_end} < follower LEO {replica_end}")
-            offset = leader_end
+            # Whole batches go: the log may now end below the leader's LEO. Fetch from where it ends.
+            offset = min(leader_end, p.log_end_offset)
         else:
             leader_start = await self._list_offset(conn, tp, epoch, EARLIEST_TIMESTAMP)
             if leader_start is None:
@@ -479,11 +556,16 @@ class ReplicaFetcher:
             offset = max(leader_start, replica_end)
             if leader_start > replica_end:
                 p.truncate_fully_and_start_at(leader_start, f"out_of_range: leader log start {leader_start}")
+        lag = max(0, leader_end - offset)
         self.partitions.partition_states.update_and_move_to_end(
             tp,
-            PartitionFetchState(offset, 0, epoch, None, ReplicaState.FETCHING, p.latest_epoch()),
+            PartitionFetchState(offset, lag, epoch, None, ReplicaState.FETCHING, p.latest_epoch()),
         )
         return True
+
+
+class _Fenced(Exception):
+    """LIST_OFFSETS answered FENCED_LEADER_EPOCH."""
 
 
 def _name(code: int) -> str:
