@@ -1,0 +1,284 @@
+"""A managed broker's link to the controller (Kafka's ``BrokerLifecycleManager`` and, underneath,
+``NodeToControllerChannelManager``).
+
+``BrokerLifecycleManager.run`` registers the broker (BROKER_REGISTRATION with a fresh incarnation id per
+process), then sends BROKER_HEARTBEAT every ``broker.heartbeat.interval.ms``. When the controller is
+unreachable it keeps trying, reconnecting with back-off; when the controller answers STALE_BROKER_EPOCH
+or BROKER_ID_NOT_REGISTERED (it lost this broker's registration) it registers again. ``broker_epoch`` is
+the epoch of the current registration (-1 before the first one).
+
+``controlled_shutdown`` asks the controller to move this broker's leaderships away (CONTROLLED_SHUTDOWN,
+retried until no replicated leadership remains or the timeout), then sends a last heartbeat with
+``want_shut_down`` so the controller fences the broker at once instead of waiting for its session to
+expire. Heartbeats sent afterwards keep ``want_shut_down`` set, so the broker is not unfenced again.
+
+``ControllerChannel`` is the one connection to the controller that a component uses: opened on demand,
+re-opened after a failure, shared by concurrent requests (pipelined).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from protocol import controller_messages as cm
+from protocol.api_keys import ApiKeys
+from protocol.client import ConnectionClosed, KafkaConnection, open_connection
+from protocol.errors import Errors
+from protocol.schema import from_body
+
+log = logging.getLogger(__name__)
+
+# What a request to the controller may fail with; callers retry.
+CONTROLLER_UNREACHABLE = (ConnectionClosed, OSError, trio.TooSlowError)
+MAX_BACKOFF_S = 2.0
+
+
+class ControllerChannel:
+    """One connection to the controller. ``run`` keeps it open (reconnecting with back-off);
+    ``request`` waits for it up to its timeout and raises one of ``CONTROLLER_UNREACHABLE`` on failure."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str,
+        request_timeout_s: float = 30.0,
+        retry_backoff_s: float = 0.1,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_s
+        self.retry_backoff_s = retry_backoff_s
+        self.connects = 0
+        self._conn: KafkaConnection | None = None
+        self._changed = trio.Event()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        backoff = self.retry_backoff_s
+        failures = 0
+        while True:
+            try:
+                async with open_connection(
+                    self.host, self.port, client_id=self.client_id, connect_timeout=self.request_timeout_s
+                ) as conn:
+                    self.connects += 1
+                    if failures:
+                        log.info(
+                            "%s: connected to the controller at %s:%d", self.client_id, self.host, self.port
+                        )
+                    failures, backoff = 0, self.retry_backoff_s
+                    self._conn = conn
+                    self._notify()
+                    while not conn.closed:
+                        with trio.move_on_after(0.5):
+                            await self._changed.wait()
+            except CONTROLLER_UNREACHABLE as exc:
+                failures += 1
+                level = logging.WARNING if failures == 1 or failures % 50 == 0 else logging.DEBUG
+                log.log(
+                    level,
+                    "%s: cannot reach the controller at %s:%d (%r); retrying",
+                    self.client_id,
+                    self.host,
+                    self.port,
+                    exc,
+                )
+            finally:
+                self._conn = None
+            await trio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    async def request(self, api_key: ApiKeys, body: Any, *, timeout_s: float | None = None) -> dict[str, Any]:
+        timeout = self.request_timeout_s if timeout_s is None else timeout_s
+        with trio.fail_after(timeout):
+            while self._conn is None or self._conn.closed:
+                await self._changed.wait()
+        conn = self._conn
+        try:
+            return await conn.request(api_key, body, timeout=timeout)
+        except ConnectionClosed:
+            self._notify()  # wake run() to reconnect
+            raise
+
+
+class BrokerLifecycleManager:
+    def __init__(
+        self,
+        broker_id: int,
+        cluster_id: str,
+        channel: ControllerChannel,
+        endpoint: Callable[[], tuple[str, int]],
+        *,
+        heartbeat_interval_ms: int,
+        incarnation_id: str | None = None,
+        on_fenced_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.channel = channel
+        self.endpoint = endpoint
+        self.heartbeat_interval_s = heartbeat_interval_ms / 1000.0
+        self.incarnation_id = incarnation_id or str(uuid.uuid4())
+        self.on_fenced_change = on_fenced_change
+        self.broker_epoch = -1
+        self.is_fenced = True
+        self.registered = trio.Event()
+        self.unfenced = trio.Event()
+        self.want_shut_down = False
+        self.registrations = 0
+        self.heartbeats = 0
+        self._wake = trio.Event()
+
+    # ------------------------------------------------------------------------------------ running
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Registers and heartbeats until cancelled (with the component that owns it)."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.channel.run)
+            task_status.started()
+            backoff = self.heartbeat_interval_s
+            while True:
+                try:
+                    if self.broker_epoch < 0:
+                        await self._register()
+                    if self.broker_epoch >= 0:
+                        await self._heartbeat()
+                    backoff = self.heartbeat_interval_s
+                except CONTROLLER_UNREACHABLE as exc:
+                    log.debug("broker %d: controller request failed: %r", self.broker_id, exc)
+                    backoff = min(self.heartbeat_interval_s, 0.2)
+                with trio.move_on_after(self.heartbeat_interval_s if self.broker_epoch >= 0 else backoff):
+                    await self._wake.wait()
+                self._wake = trio.Event()
+
+    async def _register(self) -> None:
+        host, port = self.endpoint()
+        body = await self.channel.request(
+            ApiKeys.BROKER_REGISTRATION,
+            cm.BrokerRegistrationRequest(
+                broker_id=self.broker_id,
+                cluster_id=self.cluster_id,
+                incarnation_id=self.incarnation_id,
+                listeners=[cm.BrokerRegistrationRequestListener(name="PLAINTEXT", host=host, port=port)],
+            ),
+        )
+        resp = from_body(cm.BrokerRegistrationResponse, body)
+        if resp.error_code != Errors.NONE:
+            error = Errors(resp.error_code)
+            log.error(
+                "broker %d: the controller refused its registration: %s%s",
+                self.broker_id,
+                error.name,
+                " (cluster.id differs from the controller's)"
+                if error == Errors.INCONSISTENT_CLUSTER_ID
+                else "",
+            )
+            return
+        self.broker_epoch = resp.broker_epoch
+        self.registrations += 1
+        self._set_fenced(True)
+        log.info(
+            "broker %d registered with the controller: broker epoch %d, incarnation %s",
+            self.broker_id,
+            self.broker_epoch,
+            self.incarnation_id,
+        )
+        self.registered.set()
+
+    async def _heartbeat(self) -> cm.BrokerHeartbeatResponse:
+        body = await self.channel.request(
+            ApiKeys.BROKER_HEARTBEAT,
+            cm.BrokerHeartbeatRequest(
+                broker_id=self.broker_id, broker_epoch=self.broker_epoch, want_shut_down=self.want_shut_down
+            ),
+        )
+        resp = from_body(cm.BrokerHeartbeatResponse, body)
+        self.heartbeats += 1
+        if resp.error_code in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
+            log.warning(
+                "broker %d: controller answered %s to a heartbeat with broker epoch %d; registering again",
+                self.broker_id,
+                Errors(resp.error_code).name,
+                self.broker_epoch,
+            )
+            self.broker_epoch = -1
+            self._wake.set()
+        elif resp.error_code != Errors.NONE:
+            log.warning("broker %d: heartbeat failed: %s", self.broker_id, Errors(resp.error_code).name)
+        else:
+            self._set_fenced(resp.is_fenced)
+        return resp
+
+    def _set_fenced(self, fenced: bool) -> None:
+        if fenced == self.is_fenced:
+            return
+        self.is_fenced = fenced
+        log.info("broker %d is %s by the controller", self.broker_id, "fenced" if fenced else "unfenced")
+        if fenced:
+            self.unfenced = trio.Event()
+        else:
+            self.unfenced.set()
+        if self.on_fenced_change is not None:
+            self.on_fenced_change(fenced)
+
+    # ------------------------------------------------------------------------------------ shutdown
+
+    async def controlled_shutdown(self, timeout_s: float, retry_backoff_s: float = 0.5) -> bool:
+        """Moves this broker's leaderships away before it stops. True if the controller reported no
+        remaining replicated leadership (and was told the broker is going) within ``timeout_s``."""
+        done = False
+        with trio.move_on_after(timeout_s):
+            while not done:
+                try:
+                    if self.broker_epoch < 0:
+                        await self.registered.wait()
+                    body = await self.channel.request(
+                        ApiKeys.CONTROLLED_SHUTDOWN,
+                        cm.ControlledShutdownRequest(
+                            broker_id=self.broker_id, broker_epoch=self.broker_epoch
+                        ),
+                    )
+                    resp = from_body(cm.ControlledShutdownResponse, body)
+                    if resp.error_code == Errors.NONE and not resp.remaining_partitions:
+                        done = True
+                        break
+                    log.info(
+                        "broker %d: controlled shutdown not complete (%s, still leading %s); retrying",
+                        self.broker_id,
+                        Errors(resp.error_code).name,
+                        [f"{p.topic_name}-{p.partition_index}" for p in resp.remaining_partitions],
+                    )
+                except CONTROLLER_UNREACHABLE as exc:
+                    log.info(
+                        "broker %d: controlled shutdown request failed (%r); retrying", self.broker_id, exc
+                    )
+                await trio.sleep(retry_backoff_s)
+            self.want_shut_down = True
+            try:
+                await self._heartbeat()
+            except CONTROLLER_UNREACHABLE as exc:
+                log.info("broker %d: last heartbeat failed (%r)", self.broker_id, exc)
+        if not done:
+            log.warning(
+                "broker %d: controlled shutdown did not complete in %.1fs; stopping anyway (the controller "
+                "will elect new leaders when its session expires)",
+                self.broker_id,
+                timeout_s,
+            )
+        self.want_shut_down = True
+        return done
+
+
+__all__ = ["CONTROLLER_UNREACHABLE", "BrokerLifecycleManager", "ControllerChannel"]
