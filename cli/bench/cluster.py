@@ -279,12 +279,17 @@ class BenchCluster:
         root.mkdir(parents=True, exist_ok=True)
 
     async def start(
-        self, ids: Iterable[int], overrides: Mapping[str, str] | None = None
+        self,
+        ids: Iterable[int],
+        overrides: Mapping[str, str] | None = None,
+        per_broker: Mapping[int, Mapping[str, str]] | None = None,
     ) -> list[BenchBroker]:
-        """Starts brokers in parallel (each takes a moment to import) and waits for all of them."""
+        """Starts brokers in parallel (each takes a moment to import) and waits for all of them.
+        ``per_broker`` adds overrides for single brokers."""
         started = []
         for i in ids:
-            b = BenchBroker(i, self.root, {**self.overrides, **(overrides or {})})
+            extra = (per_broker or {}).get(i, {})
+            b = BenchBroker(i, self.root, {**self.overrides, **(overrides or {}), **extra})
             self.brokers[i] = b
             b.launch()
             started.append(b)

@@ -32,7 +32,11 @@ from cli.bench.runner import NAMES, run_bench
     show_default=True,
     help="Directory for results.json (and profiles).",
 )
-@click.option("--profile", is_flag=True, help="Sample the brokers and the producer with py-spy during (2).")
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="Sample brokers (and the producer) with py-spy during (2) and (6); needs py-spy.",
+)
 @click.option("--keep", is_flag=True, help="Keep the temporary cluster directories (their path is printed).")
 @click.option(
     "--tmp-dir",
