@@ -6,13 +6,17 @@ All are version 0. Error codes are Kafka's (``protocol.errors.Errors``).
 CONTROLLED_SHUTDOWN (7), broker -> controller
     ``{broker_id, broker_epoch}`` -> ``{error_code, remaining_partitions[{topic_name, partition_index}]}``.
     The controller moves leadership away; ``remaining_partitions`` lists what is still led by the broker
-    (empty once it may stop). STALE_BROKER_EPOCH (77) for an old epoch.
+    (empty once it may stop). STALE_BROKER_EPOCH (77) for another epoch (-1: not checked),
+    BROKER_ID_NOT_REGISTERED (102).
 CREATE_TOPICS (19), client -> controller
     ``{topics[{name, num_partitions, replication_factor, configs: {str: str}}], timeout_ms}`` ->
-    ``{topics[{name, error_code, error_message}]}``. TOPIC_ALREADY_EXISTS (36), INVALID_PARTITIONS (37),
-    INVALID_REPLICATION_FACTOR (38), INVALID_CONFIG (40), NOT_CONTROLLER (41).
+    ``{topics[{name, error_code, error_message}]}``. INVALID_TOPIC_EXCEPTION (17), TOPIC_ALREADY_EXISTS
+    (36), INVALID_PARTITIONS (37), INVALID_REPLICATION_FACTOR (38), INVALID_CONFIG (40), INVALID_REQUEST
+    (42) for a name given twice. Answered once the replicas acknowledged their LEADER_AND_ISR, or at
+    ``timeout_ms``.
 DELETE_TOPICS (20), client -> controller
     ``{topic_names[], timeout_ms}`` -> ``{responses[{name, error_code, error_message}]}``.
+    UNKNOWN_TOPIC_OR_PARTITION (3).
 DELETE_RECORDS (21), client -> partition leader (Kafka's)
     ``{topics[{name, partitions[{partition_index, offset}]}], timeout_ms}`` ->
     ``{throttle_time_ms, topics[{name, partitions[{partition_index, low_watermark, error_code}]}]}``;
@@ -21,18 +25,24 @@ ALTER_PARTITION (56), partition leader -> controller
     ``{broker_id, broker_epoch, topics[{topic_name, partitions[{partition_index, leader_epoch, new_isr[],
     partition_epoch}]}]}`` -> ``{error_code, topics[{topic_name, partitions[{partition_index, error_code,
     leader_id, leader_epoch, isr[], partition_epoch}]}]}``. The response carries the partition state the
-    controller committed (or holds, on error: FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION (95) for a stale
-    partition_epoch, NOT_CONTROLLER, STALE_BROKER_EPOCH).
+    controller committed (or holds, on error: FENCED_LEADER_EPOCH for an older leader epoch,
+    NOT_CONTROLLER for a newer leader or partition epoch, INVALID_REQUEST when the sender is not the leader
+    or the ISR is not a set of replicas including the leader, INVALID_UPDATE_VERSION (95) for a stale
+    partition_epoch, INELIGIBLE_REPLICA (107) when a member is fenced, shutting down or unknown,
+    UNKNOWN_TOPIC_OR_PARTITION). A wrong broker epoch fails the whole request with STALE_BROKER_EPOCH.
 DESCRIBE_CLUSTER (60), anyone -> controller
     ``{}`` -> ``{error_code, error_message, cluster_id, controller_id, brokers[{broker_id, host, port,
     fenced}]}``.
 BROKER_REGISTRATION (62), broker -> controller
     ``{broker_id, cluster_id, incarnation_id, listeners[{name, host, port}]}`` -> ``{error_code,
-    broker_epoch}``. INCONSISTENT_CLUSTER_ID (104), DUPLICATE_BROKER_REGISTRATION (101) when another live
-    incarnation holds the id.
+    broker_epoch}``. Every registration gets a new broker epoch and starts fenced (the first heartbeat
+    unfences it). A registration for a broker id that is live is taken as a restart (Kafka's "bounced
+    broker"): the old registration is fenced first. INCONSISTENT_CLUSTER_ID (104).
 BROKER_HEARTBEAT (63), broker -> controller
     ``{broker_id, broker_epoch, current_metadata_offset, want_fence, want_shut_down}`` -> ``{error_code,
-    is_caught_up, is_fenced, should_shut_down}``. BROKER_ID_NOT_REGISTERED (102), STALE_BROKER_EPOCH (77).
+    is_caught_up, is_fenced, should_shut_down}``. A heartbeat unfences a fenced broker; ``want_fence`` fences
+    it; ``want_shut_down`` runs a controlled shutdown and, once no replicated leadership remains, answers
+    ``should_shut_down`` and fences the broker. BROKER_ID_NOT_REGISTERED (102), STALE_BROKER_EPOCH (77).
 """
 
 from __future__ import annotations
