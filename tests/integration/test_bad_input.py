@@ -8,6 +8,8 @@ connection that the broker still serves and that the logs are byte-for-byte what
 
 from __future__ import annotations
 
+import copy
+import random
 import struct
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -719,3 +721,138 @@ async def test_stop_replica_never_deletes_outside_the_data_dir(broker: BrokerPro
         {"topic_name": "../victim", "partition_index": 0, "error_code": Errors.INVALID_TOPIC_EXCEPTION}
     ], resp
     assert (victim / "precious").read_text() == "keep me"
+
+
+# ---------------------------------------------------------------------------------------------- fuzz
+
+
+def _paths(obj: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a body: map keys and list indexes, at any depth."""
+    out = [path]
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            out += _paths(value, (*path, key))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            out += _paths(value, (*path, i))
+    return out
+
+
+def _get(body: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        body = body[step]
+    return body
+
+
+def _mutate(rng: random.Random, body: dict[str, Any]) -> dict[str, Any]:
+    """One to three point mutations of a valid body: a value replaced (by one of the same type, mostly),
+    a map key dropped, or a list doubled."""
+    body = copy.deepcopy(body)
+    for _ in range(rng.randint(1, 3)):
+        paths = _paths(body)[1:]
+        if rng.random() < 0.3:  # names reach the disk: give strings extra attention
+            paths = [p for p in paths if isinstance(_get(body, p), str)] or paths
+        if not paths:
+            break
+        path = rng.choice(paths)
+        parent = body
+        for step in path[:-1]:
+            parent = parent[step]
+        last, old = path[-1], parent[path[-1]]
+        roll = rng.random()
+        if roll < 0.1 and isinstance(parent, dict):
+            del parent[last]
+        elif roll < 0.2 and isinstance(old, list):
+            parent[last] = old + copy.deepcopy(old)
+        elif roll < 0.5:
+            parent[last] = rng.choice(FUZZ_VALUES)
+        elif isinstance(old, str):
+            parent[last] = rng.choice(FUZZ_STRS)
+        elif type(old) is int:
+            parent[last] = rng.choice(FUZZ_INTS)
+        else:
+            parent[last] = rng.choice(FUZZ_VALUES)
+    return body
+
+
+FUZZ_VALUES: list[Any] = [
+    None, True, 0, 1, -1, -2, 2, 2**31 - 1, -(2**31), 2**31, 2**63 - 1, -(2**63), 1.5, "", "t", "h",
+    "../x", "a" * 300, b"", b"\x00" * 70, [], {}, [1], {"a": 1},
+]  # fmt: skip
+
+
+FUZZ_INTS = [0, 1, -1, -2, 2, 3, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63)]
+FUZZ_STRS = ["", "t", "h", "z", ".", "..", "../x", "a/b", "a" * 300]
+
+
+def _fuzz_bodies() -> list[tuple[int, dict[str, Any]]]:
+    batch = build_simple_batch([b"a", b"b"])
+    stop = {
+        "controller_id": 9000,
+        "controller_epoch": 1,
+        "topic_states": [
+            {"topic_name": "z", "partition_states": [{"partition_index": 0, "delete_partition": True}]}
+        ],
+    }
+    update = {
+        "controller_id": 9000,
+        "controller_epoch": 1,
+        "topic_states": [
+            {
+                "topic_name": "t",
+                "partition_states": [
+                    {"partition_index": 0, "controller_epoch": 1, "leader": 1, "leader_epoch": 0,
+                     "isr": [1], "replicas": [1]}
+                ],
+            }
+        ],
+        "live_brokers": [{"id": 1, "host": "127.0.0.1", "port": 1}],
+    }  # fmt: skip
+    ofle = {"topics": [{"topic": "t", "partitions": [{"partition": 0, "leader_epoch": 0}]}]}
+    return [
+        (ApiKeys.PRODUCE, produce_body("t", 0, batch)),
+        (ApiKeys.PRODUCE, produce_body("h", 0, batch, acks=-1)),
+        (ApiKeys.FETCH, fetch_body("t", 0, 0, replica_id=-1)),
+        (ApiKeys.FETCH, {**fetch_body("t", 1, 0, replica_id=1), "session_epoch": 0}),
+        (ApiKeys.FETCH, fetch_body("h", 0, 0, replica_id=2, max_wait_ms=5)),
+        (ApiKeys.LIST_OFFSETS, list_offsets_body("t", 0, -1, -1)),
+        (ApiKeys.METADATA, {"topics": [{"name": "t"}]}),
+        (ApiKeys.LEADER_AND_ISR, leader_and_isr("z", 0, [1, 2], [1], epoch=3)),
+        (ApiKeys.STOP_REPLICA, stop),
+        (ApiKeys.UPDATE_METADATA, update),
+        (ApiKeys.OFFSET_FOR_LEADER_EPOCH, ofle),
+        (ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": None}),
+    ]
+
+
+def _server_errors(body: Any, path: str = "") -> list[str]:
+    if isinstance(body, dict):
+        found = [path] if body.get("error_code") == Errors.UNKNOWN_SERVER_ERROR else []
+        return found + [p for k, v in body.items() for p in _server_errors(v, f"{path}.{k}")]
+    if isinstance(body, list):
+        return [p for i, v in enumerate(body) for p in _server_errors(v, f"{path}[{i}]")]
+    return []
+
+
+async def test_mutated_requests_never_get_unknown_server_error(broker_launcher: BrokerLauncher) -> None:
+    """Valid requests of every broker API with random parts replaced, dropped or duplicated: each gets a
+    Kafka error code (or succeeds), never UNKNOWN_SERVER_ERROR, and the broker keeps serving."""
+    b = broker_launcher.start(1, {"initial.leader.partitions": "t-0,t-1", "message.max.bytes": "20000"})
+    rng = random.Random(20240611)
+    bodies = _fuzz_bodies()
+    failures: list[str] = []
+    async with RawConnection(b.host, b.port) as raw:
+        for cid in range(1500):
+            api_key, body = rng.choice(bodies)
+            mutated = _mutate(rng, body)
+            if api_key == ApiKeys.PRODUCE and mutated.get("acks") == 0:
+                continue  # no response to wait for
+            if type(mutated.get("controller_epoch")) is int and mutated["controller_epoch"] > 1:
+                mutated["controller_epoch"] = 1  # a huge one would make every later request stale
+            await raw.send_request(api_key, mutated, correlation_id=cid)
+            [(got, resp)] = await raw.receive_responses(1)
+            assert got == cid
+            failures += [f"{ApiKeys(api_key).name} {mutated!r:.300}: {p}" for p in _server_errors(resp)]
+    assert not failures, "\n".join(failures)
+    assert b.is_running()
+    assert (await request(b.host, b.port, ApiKeys.API_VERSIONS, {}))["error_code"] == 0
