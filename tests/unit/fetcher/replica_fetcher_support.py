@@ -384,8 +384,8 @@ class FakeLeader:
             body["session_id"], body["session_epoch"], fetch_data, to_forget, body["replica_id"] >= 0
         )
         partitions = dict(context.partitions())
-        for tp, data in partitions.items():
-            self.follower_fetch_offsets[tp] = data.fetch_offset
+        for tp, pd in partitions.items():
+            self.follower_fetch_offsets[tp] = pd.fetch_offset
         data = context.update_and_generate_response_data(self._read(body, partitions))
         topics: dict[str, list[dict[str, Any]]] = {}
         for (topic, partition), pr in data.responses.items():

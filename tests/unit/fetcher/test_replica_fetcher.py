@@ -23,6 +23,9 @@ from trio.testing import MockClock
 from broker.log.log import Log
 from fetcher import replica_fetcher
 from fetcher.fetch_state import InitialFetchState, PartitionFetchState, ReplicaState
+from fetcher.fetcher_manager import ReplicaFetcherManager
+from fetcher.interface import InitialFetchState as InterfaceInitialFetchState
+from fetcher.interface import LeaderEndpoint
 from fetcher.replica_fetcher import FetcherSettings, FetchFailed, ReplicaFetcher
 from protocol.api_keys import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
 from protocol.client import ConnectionClosed
@@ -1049,3 +1052,55 @@ async def test_run_survives_a_response_it_cannot_read(
     assert connects[1] - connects[0] >= BACKOFF_MS / 1000
     assert world.rm.error_codes(TP0) == [Errors.UNKNOWN_SERVER_ERROR]
     assert read_all(follower_log) == read_all(leader_log)
+
+
+async def test_fetcher_manager_runs_one_fetcher_per_leader_and_stops_idle_ones(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rm = FakeReplicaManager(FOLLOWER_ID)
+    leaders = {1: FakeLeader(1, long_poll=True), 3: FakeLeader(3, long_poll=True)}
+    leaders[3].endpoint = LeaderEndpoint(3, "leader3.invalid", 9093)
+    logs = {}
+    for tp, leader_id in ((TP0, 1), (TP1, 3)):
+        leader_log = open_log(tmp_path / f"leader-{leader_id}", tp)
+        write(leader_log, 1, 3, tag=tp[1])
+        leaders[leader_id].add_partition(tp, leader_log, 1)
+        logs[tp] = open_log(tmp_path / "follower", tp)
+        rm.partitions[tp] = FakeFollowerPartition(logs[tp])
+
+    @asynccontextmanager
+    async def fake_open_connection(host: str, port: int, **kwargs: Any) -> AsyncIterator[FakeLeader]:
+        yield next(leader for leader in leaders.values() if leader.endpoint.port == port)
+
+    monkeypatch.setattr(replica_fetcher, "open_connection", fake_open_connection)
+    async with trio.open_nursery() as nursery:
+        manager = ReplicaFetcherManager(
+            nursery, rm, FetcherSettings(backoff_ms=BACKOFF_MS), 1, clock_ms=now_ms
+        )
+        manager.add_fetcher_for_partitions(
+            {
+                TP0: InterfaceInitialFetchState(leaders[1].endpoint, 1, 0),
+                TP1: InterfaceInitialFetchState(leaders[3].endpoint, 1, 0),
+            }
+        )
+        assert sorted(manager.fetchers) == [(1, 0), (3, 0)]
+        while logs[TP0].log_end_offset < 3 or logs[TP1].log_end_offset < 3:
+            await trio.sleep(0.01)
+        view = manager.fetch_state(TP1)
+        assert view is not None
+        assert (view.state, view.fetch_offset, view.lag, view.leader_id, view.current_leader_epoch) == (
+            "fetching",
+            3,
+            0,
+            3,
+            1,
+        )
+        assert leaders[3].seen(FETCH)[0].fetch_partitions() == [(TP1, 0)]
+        assert all(tp == TP0 for r in leaders[1].seen(FETCH) for tp, _ in r.fetch_partitions())
+
+        manager.remove_fetcher_for_partitions([TP1])
+        assert sorted(manager.fetchers) == [(1, 0)]
+        assert manager.fetch_state(TP1) is None
+        assert manager.stats["partitions"] == 1
+        manager.shutdown()
+    assert read_all(logs[TP0]) == read_all(leaders[1].logs[TP0])
