@@ -93,6 +93,14 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("message.max.bytes", _parse_int, 1048588, "Largest record batch accepted.", 100),
     _k("socket.request.max.bytes", _parse_int, 104857600, "Largest request frame accepted.", 1),
     _k("request.timeout.ms", _parse_int, 30000, "Client-side timeout for broker-to-broker requests.", 1),
+    _k("controlled.shutdown.enable", _parse_bool, True, "On SIGTERM, move leaderships away before stopping."),
+    _k(
+        "controlled.shutdown.timeout.ms",
+        _parse_int,
+        30000,
+        "isrsim: how long a controlled shutdown may retry before the broker stops anyway.",
+        0,
+    ),
     _k("journal.offsets.interval.ms", _parse_int, 100, "isrsim: min period of `offsets` journal events.", 1),
     _k(
         "initial.leader.partitions",

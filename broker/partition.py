@@ -129,6 +129,10 @@ class Partition:
         self.controller_epoch = 0
         self.assigned_replicas: list[int] = []
         self.isr: list[int] = []
+        # Managed mode: ISR changes are proposed to the controller (ALTER_PARTITION) and applied only when
+        # it answers; ``pending_isr`` is the proposal in flight. Unmanaged: the leader applies them itself.
+        self.isr_proposer: Callable[[Partition, list[int], str], bool] | None = None
+        self.pending_isr: list[int] | None = None
         self.remote_replicas: dict[int, ReplicaState] = {}
         self._high_watermark = min(max(high_watermark, log_.log_start_offset), log_.log_end_offset)
 
@@ -204,6 +208,7 @@ class Partition:
     def _update_assignment_and_isr(self, replicas: Sequence[int], isr: Sequence[int]) -> None:
         self.assigned_replicas = list(replicas)
         self.isr = list(isr)
+        self.pending_isr = None
         remotes = [r for r in replicas if r != self.local_broker_id]
         self.remote_replicas = {r: self.remote_replicas.get(r) or ReplicaState(r) for r in remotes}
 
@@ -281,17 +286,26 @@ class Partition:
     def _is_isr_eligible(self, broker_id: int) -> bool:
         return broker_id in self.assigned_replicas
 
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The committed ISR plus the replicas a pending proposal adds (a pending shrink still counts the
+        replicas it removes): what the HW is computed over (Kafka's PendingExpandIsr / PendingShrinkIsr)."""
+        if self.pending_isr is None:
+            return self.isr
+        return [*self.isr, *(r for r in self.pending_isr if r not in self.isr)]
+
     def maybe_increment_leader_hw(self) -> bool:
-        """HW = the smallest LEO over the ISR (and over caught-up replicas about to join it); it never goes
-        down, and it does not move while the ISR is below ``min.insync.replicas`` (KIP-966)."""
+        """HW = the smallest LEO over the maximal ISR (and over caught-up replicas about to join it); it never
+        goes down, and it does not move while the ISR is below ``min.insync.replicas`` (KIP-966)."""
         if not self.is_leader or self.is_under_min_isr:
             return False
         now = self.clock_ms()
         leader_end = self.log.log_end_offset
         new_hw = leader_end
+        isr = self.maximal_isr
         for replica in self.remote_replicas.values():
             if replica.log_end_offset < new_hw and (
-                replica.broker_id in self.isr
+                replica.broker_id in isr
                 or (
                     replica.is_caught_up(leader_end, now, self.replica_lag_time_max_ms)
                     and self._is_isr_eligible(replica.broker_id)
@@ -337,8 +351,18 @@ class Partition:
         if not self.is_follower_in_sync_for_expansion(follower_id):
             return None
         old = list(self.isr)
+        if self._propose([*old, follower_id], "follower_caught_up"):
+            return None
         self.isr = [*old, follower_id]
         return IsrChange(old, list(self.isr), "follower_caught_up")
+
+    def _propose(self, new_isr: list[int], reason: str) -> bool:
+        """Managed mode: send the proposal (at most one in flight) and return True; unmanaged: False."""
+        if self.isr_proposer is None:
+            return False
+        if self.pending_isr is None and self.isr_proposer(self, new_isr, reason):
+            self.pending_isr = new_isr
+        return True
 
     def out_of_sync_replicas(self, now_ms: int) -> dict[int, int]:
         """Followers in the ISR that have not caught up for ``replica.lag.time.max.ms``: id -> lag ms."""
@@ -362,15 +386,18 @@ class Partition:
         if not lagging:
             return None
         old = list(self.isr)
+        if self._propose([b for b in old if b not in lagging], "follower_lagging"):
+            return None
         self.isr = [b for b in old if b not in lagging]
         self.maybe_increment_leader_hw()
         return IsrChange(old, list(self.isr), "follower_lagging", lagging)
 
-    def set_isr(self, isr: Sequence[int], partition_epoch: int) -> None:
-        """The controller confirmed an ISR change (ALTER_PARTITION) or sent a new one."""
+    def set_isr(self, isr: Sequence[int], partition_epoch: int) -> bool:
+        """The controller committed an ISR (ALTER_PARTITION); returns True if the HW moved."""
         self.isr = list(isr)
+        self.pending_isr = None
         self.partition_epoch = partition_epoch
-        self.maybe_increment_leader_hw()
+        return self.maybe_increment_leader_hw()
 
     # ------------------------------------------------------------------ reads
 

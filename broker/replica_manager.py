@@ -36,6 +36,8 @@ from protocol.errors import Errors, KafkaError
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+AlterCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
+AlterSubmit = Callable[[TopicPartition, int, list[int], int, AlterCallback], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +82,11 @@ class ReplicaManager:
         self.controller_epoch = 0
         self.fetcher_manager: FetcherManagerLike = NoFetcherManager()
         self._hw_checkpoint = log_manager.high_watermarks()
-        # Called with ISR changes a leader made; the server journals them and (managed) tells the controller.
+        # Called with ISR changes a leader made (unmanaged) or the controller committed (managed).
         self.isr_change_listener: Callable[[Partition, IsrChange], None] | None = None
+        # Managed mode: ALTER_PARTITION submission (AlterPartitionManager.submit) and the broker epoch.
+        self._alter_submit: AlterSubmit | None = None
+        self.broker_epoch: Callable[[], int] = lambda: -1
 
     # ------------------------------------------------------------------ partitions
 
@@ -110,6 +115,8 @@ class ReplicaManager:
                 min_insync_replicas=self.settings.min_insync_replicas,
                 high_watermark=self._hw_checkpoint.get(tp, 0),
             )
+            if self._alter_submit is not None:
+                partition.isr_proposer = self._propose_isr
             self.partitions[tp] = partition
         return partition
 
@@ -447,6 +454,62 @@ class ReplicaManager:
         if self.isr_change_listener is not None:
             self.isr_change_listener(partition, change)
         self.produce_purgatory.check_and_complete(partition.tp)
+
+    # ------------------------------------------------------------------ managed mode: ALTER_PARTITION
+
+    def enable_alter_partition(self, submit: AlterSubmit) -> None:
+        """From now on, leaders propose ISR changes to the controller instead of applying them."""
+        self._alter_submit = submit
+        for partition in self.partitions.values():
+            partition.isr_proposer = self._propose_isr
+
+    def _propose_isr(self, partition: Partition, new_isr: list[int], reason: str) -> bool:
+        assert self._alter_submit is not None
+        log.info(
+            "broker %d proposes ISR %s for %s (%s; committed ISR %s, partition epoch %d)",
+            self.broker_id,
+            new_isr,
+            partition.describe(),
+            reason,
+            partition.isr,
+            partition.partition_epoch,
+        )
+        return self._alter_submit(
+            partition.tp,
+            partition.leader_epoch,
+            new_isr,
+            partition.partition_epoch,
+            self._on_alter_partition_result,
+        )
+
+    def _on_alter_partition_result(
+        self, tp: TopicPartition, error: Errors, leader_epoch: int, isr: list[int], partition_epoch: int
+    ) -> None:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return
+        proposed = partition.pending_isr
+        partition.pending_isr = None
+        if error != Errors.NONE or not partition.is_leader or leader_epoch != partition.leader_epoch:
+            log.warning(
+                "broker %d: ISR proposal %s for %s not applied: %s (controller has leader epoch %d, ISR %s, "
+                "partition epoch %d)",
+                self.broker_id,
+                proposed,
+                partition.describe(),
+                error.name,
+                leader_epoch,
+                isr,
+                partition_epoch,
+            )
+            return
+        old = list(partition.isr)
+        hw_moved = partition.set_isr(isr, partition_epoch)
+        if sorted(old) != sorted(isr):
+            reason = "follower_caught_up" if len(isr) > len(old) else "follower_lagging"
+            self._on_isr_change(partition, IsrChange(old, list(isr), reason))
+        if hw_moved:
+            self._on_hw_moved(partition)
 
     def maybe_shrink_isr(self) -> None:
         """Run every ``replica.lag.time.max.ms / 2`` (Kafka's isr-expiration task)."""

@@ -11,12 +11,14 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from broker.alter_partition import AlterPartitionManager
 from broker.config import BrokerConfig
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
 from broker.journal import Journal
 from broker.kafka_apis import KafkaApis
+from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
 from broker.log.log import LogConfig
 from broker.log_manager import LogManager
 from broker.metadata_cache import BrokerEndpoint, MetadataCache
@@ -94,6 +96,30 @@ class KafkaServer:
         self.handler_pool = RequestHandlerPool(
             self.channel, self.apis.handle, c.get_int("num.io.threads"), f"broker {self.broker_id}"
         )
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self.alter_partition: AlterPartitionManager | None = None
+        controller = c.controller
+        if controller is not None:
+            # Managed: register and heartbeat; leaders propose ISR changes through ALTER_PARTITION.
+            controller_channel = ControllerChannel(
+                controller[1],
+                controller[2],
+                client_id=f"broker-{self.broker_id}",
+                request_timeout_s=c.get_int("request.timeout.ms") / 1000,
+            )
+            self.lifecycle = BrokerLifecycleManager(
+                self.broker_id,
+                str(c.get("cluster.id")),
+                controller_channel,
+                lambda: (self.metadata_cache.local.host, self.metadata_cache.local.port),
+                heartbeat_interval_ms=c.get_int("broker.heartbeat.interval.ms"),
+            )
+            lifecycle = self.lifecycle
+            self.alter_partition = AlterPartitionManager(
+                self.broker_id, controller_channel, lambda: lifecycle.broker_epoch
+            )
+            self.replica_manager.enable_alter_partition(self.alter_partition.submit)
+            self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
 
     def _advertised_host(self, host: str) -> str:
         advertised = str(self.config.get("advertised.listeners"))
@@ -135,6 +161,9 @@ class KafkaServer:
             )
             self.replica_manager.fetcher_manager = self.fetcher_manager
             nursery.start_soon(self.handler_pool.run)
+            if self.lifecycle is not None and self.alter_partition is not None:
+                await nursery.start(self.lifecycle.run)
+                await nursery.start(self.alter_partition.run)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)
             self._start_periodic(nursery)
@@ -150,6 +179,10 @@ class KafkaServer:
             task_status.started(self.bound_port)
             await self._stop.wait()
             log.info("broker %d stopping", self.broker_id)
+            if self.lifecycle is not None and c.get("controlled.shutdown.enable"):
+                # Kafka's controlled shutdown: the controller moves this broker's leaderships away while it
+                # still serves fetches, so acks=all producers see no unavailability.
+                await self.lifecycle.controlled_shutdown(c.get_int("controlled.shutdown.timeout.ms") / 1000)
             self.fetcher_manager.shutdown()
             nursery.cancel_scope.cancel()
         self.replica_manager.shutdown()
