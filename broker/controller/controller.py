@@ -26,6 +26,7 @@ import trio
 from broker.controller.channel_manager import ControllerChannelManager
 from broker.controller.config import ControllerConfig
 from broker.controller.core import ControllerCore, ControllerSettings
+from broker.controller.request_batch import OutboundRequest
 from broker.controller.state import save_state, start_new_epoch
 from broker.journal import Journal
 from broker.network import Request, RequestChannel, RequestHandlerPool, SocketServer, error_body
@@ -178,9 +179,9 @@ class KafkaController:
         assert self.core is not None, "the controller is not running"
         return self.core
 
-    def apply_effects(self) -> list[trio.Event]:
-        """Saves, journals and queues what the core's last calls produced; returns the events set when
-        each queued request was answered."""
+    def apply_effects(self) -> list[tuple[OutboundRequest, trio.Event]]:
+        """Saves, journals and queues what the core's last calls produced; returns the queued requests
+        with the events set when they are answered."""
         core = self._require_core()
         effects = core.drain()
         if effects.dirty:
@@ -191,10 +192,10 @@ class KafkaController:
         for broker_id in effects.resets:
             reg = core.state.brokers[broker_id]
             self.channels.reset(broker_id, reg.host, reg.port)
-        done: list[trio.Event] = []
+        done: list[tuple[OutboundRequest, trio.Event]] = []
         for request in effects.requests:
             reg = core.state.brokers[request.broker_id]
-            done.append(self.channels.enqueue(request, reg.host, reg.port))
+            done.append((request, self.channels.enqueue(request, reg.host, reg.port)))
         return done
 
 
@@ -246,11 +247,12 @@ class ControllerApis:
                 ]
             )
         done = c.apply_effects()
-        if wait_s > 0 and done:
-            # Like Kafka's CREATE_TOPICS / DELETE_TOPICS, answer once the brokers know (or at the timeout).
+        if wait_s > 0:
+            # Like Kafka's CREATE_TOPICS / DELETE_TOPICS, answer once the replicas know (or at the timeout).
             with trio.move_on_after(wait_s):
-                for event in done:
-                    await event.wait()
+                for sent, event in done:
+                    if sent.api_key in (ApiKeys.LEADER_AND_ISR, ApiKeys.STOP_REPLICA):
+                        await event.wait()
         request.complete(to_body(response))
 
 
