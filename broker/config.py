@@ -97,7 +97,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k(
         "controlled.shutdown.timeout.ms",
         _parse_int,
-        30000,
+        15000,
         "isrsim: how long a controlled shutdown may retry before the broker stops anyway.",
         0,
     ),

@@ -266,6 +266,19 @@ def cluster_up(brokers: int, data_dir: Path, base_port: int, overrides: tuple[st
     click.echo("next: isrsim topic create t --partitions 6 --replication-factor 3; isrsim cluster status")
 
 
+def stop_brokers(info: ClusterInfo, echo: bool = True) -> None:
+    """SIGTERM to every broker at once (each does its controlled shutdown), then wait for all."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(info.brokers))) as pool:
+        results = list(pool.map(lambda b: stop_process(b.pid, STOP_TIMEOUT_S), info.brokers))
+    for b, result in zip(info.brokers, results, strict=True):
+        if echo:
+            click.echo(f"broker {b.id}: {result}")
+        b.pid = None
+    info.save()
+
+
 @cluster.command("down")
 @root_option
 def cluster_down(data_dir: Path) -> None:
@@ -274,10 +287,7 @@ def cluster_down(data_dir: Path) -> None:
         info = ClusterInfo.load(data_dir)
     except ClusterError as exc:
         raise _fail(exc) from None
-    for b in info.brokers:
-        click.echo(f"broker {b.id}: {stop_process(b.pid, STOP_TIMEOUT_S)}")
-        b.pid = None
-        info.save()
+    stop_brokers(info)
     click.echo(f"controller: {stop_process(info.controller.pid, STOP_TIMEOUT_S)}")
     info.controller.pid = None
     info.save()
