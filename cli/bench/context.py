@@ -23,6 +23,8 @@ class Params:
     small_records: int
     small_batch_records: int
     small_partitions: int
+    # (2a) again with 16 KB batches (Kafka's default batch.size): records to send.
+    kafka_batch_records: int
     # (2b) 1 MiB batches.
     large_batches: int
     large_partitions: int
@@ -49,10 +51,11 @@ class Params:
                 quick=True,
                 ceiling_tcp_bytes=256 << 20,
                 ceiling_file_bytes=256 << 20,
-                small_records=300_000,
+                small_records=1_000_000,
                 small_batch_records=1000,
+                kafka_batch_records=200_000,
                 small_partitions=3,
-                large_batches=96,
+                large_batches=200,
                 large_partitions=3,
                 latency_rate=20_000,
                 latency_seconds=5.0,
@@ -69,10 +72,11 @@ class Params:
             quick=False,
             ceiling_tcp_bytes=1 << 30,
             ceiling_file_bytes=1 << 30,
-            small_records=2_000_000,
+            small_records=5_000_000,
             small_batch_records=1000,
+            kafka_batch_records=1_000_000,
             small_partitions=3,
-            large_batches=600,
+            large_batches=1000,
             large_partitions=3,
             latency_rate=20_000,
             latency_seconds=30.0,
@@ -95,6 +99,7 @@ class BenchContext:
     on_note: Callable[[str], None] = lambda text: None
     loopback_mb_s: float | None = None
     append_mb_s: float | None = None
+    read_mb_s: float | None = None
     # Cluster roots that scenarios left behind (name -> root), for the report job.
     data_roots: dict[str, Path] = field(default_factory=dict)
     # Where profiles are written (``--out``).
@@ -116,3 +121,6 @@ class BenchContext:
 
     def of_append(self, mb_s: float) -> float | None:
         return mb_s / self.append_mb_s if self.append_mb_s else None
+
+    def of_read(self, mb_s: float) -> float | None:
+        return mb_s / self.read_mb_s if self.read_mb_s else None

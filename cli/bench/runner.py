@@ -43,7 +43,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "throughput", "2. replicated throughput (RF 3, acks=-1)", throughput.run_throughput, 150, 420, True
     ),
-    Scenario("latency", "3. commit latency at 20,000 records/s", throughput.run_latency, 90, 240),
+    Scenario("latency", "3. commit latency at 20,000 records/s", throughput.run_latency, 90, 240, True),
     Scenario("failover", "4. failover unavailability", failover.run, 150, 420),
     Scenario("catchup", "5. follower catch-up", catchup.run, 120, 420),
     Scenario("fetch-sessions", "6. fetch sessions, 1,000 idle partitions", fetch_sessions.run, 90, 240),

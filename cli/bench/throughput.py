@@ -30,6 +30,7 @@ LARGE_RECORDS_PER_BATCH = 16
 # 16 records of this size make a batch just under 1 MiB (message.max.bytes is Kafka's 1048588).
 LARGE_RECORD_SIZE = (1 << 20) // LARGE_RECORDS_PER_BATCH - 30
 
+KAFKA_DEFAULT_BATCH_RECORDS = 150
 TARGET_RECORDS_S = 200_000
 KAFKA_3X_SYNC_RECORDS_S = 421_823
 
@@ -86,7 +87,6 @@ async def run_throughput(ctx: BenchContext, result: ScenarioResult) -> None:
         await _throughput(ctx, cluster, result)
     finally:
         cluster.close()
-    ctx.data_roots["throughput"] = cluster.root
 
 
 async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: ScenarioResult) -> None:
@@ -162,6 +162,28 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
         "ratio_to_kafka": round(rec_s / KAFKA_3X_SYNC_RECORDS_S, 3),
     }
 
+    # (a) again with Kafka's default batch.size (16384 bytes: 150 records of 100 bytes): the per-request cost.
+    kafka_like = ProducerSettings(
+        acks=-1, record_size=100, batch_records=KAFKA_DEFAULT_BATCH_RECORDS, max_in_flight=5
+    )
+    stats = await produce(ctx, cluster, "small", kafka_like, p.kafka_batch_records, label="2a 16 KB batches")
+    secs = max(stats.elapsed, 1e-9)
+    result.add(
+        Figure(
+            "small_16k_batches_records_per_s",
+            "(2a) same, 16 KB batches (Kafka's default batch.size)",
+            stats.records_acked / secs,
+            "records/s",
+            note=f"{KAFKA_DEFAULT_BATCH_RECORDS} records/batch",
+        )
+    )
+    details["small_16k_batches"] = {
+        "records": stats.records_acked,
+        "seconds": round(secs, 3),
+        "batch_records": KAFKA_DEFAULT_BATCH_RECORDS,
+        "requests_per_s": round(stats.batches_acked / secs, 1),
+    }
+
     # (b) 1 MiB batches.
     await cluster.assign("large", p.large_partitions)
     large = ProducerSettings(
@@ -225,8 +247,12 @@ async def run_latency(ctx: BenchContext, result: ScenarioResult) -> None:
         await produce(ctx, cluster, "lat", settings, p.latency_rate, rate=p.latency_rate, label="3 warm-up")
         count = int(p.latency_rate * p.latency_seconds)
         stats = await produce(ctx, cluster, "lat", settings, count, rate=p.latency_rate, label="3 fixed rate")
+        ctx.step("stopping the brokers cleanly (the report job reads their data)")
+        await cluster.wait_converged("lat", partitions, timeout=60)
+        await cluster.stop_all()
     finally:
         cluster.close()
+    ctx.data_roots["latency"] = cluster.root
     lat = sorted(stats.latencies_ms)
     achieved = stats.records_acked / max(stats.elapsed, 1e-9)
     note = f"{p.latency_batch_records} records/request, {partitions} partitions"
