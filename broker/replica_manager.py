@@ -36,6 +36,8 @@ from protocol.errors import Errors, KafkaError
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+# UPDATE_METADATA's leader for a partition being deleted (Kafka's LeaderAndIsr.LeaderDuringDelete).
+LEADER_DURING_DELETE = -2
 AlterCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
 AlterSubmit = Callable[[TopicPartition, int, list[int], int, AlterCallback], bool]
 
@@ -303,7 +305,10 @@ class ReplicaManager:
         self.controller_epoch = controller_epoch
         self.metadata_cache.update_brokers(brokers, replace=True)
         for tp, meta in partitions:
-            self.metadata_cache.update_partition(tp, meta)
+            if meta.leader == LEADER_DURING_DELETE:
+                self.metadata_cache.remove_partition(tp)
+            else:
+                self.metadata_cache.update_partition(tp, meta)
         return Errors.NONE
 
     # ------------------------------------------------------------------ produce
@@ -502,6 +507,9 @@ class ReplicaManager:
                 isr,
                 partition_epoch,
             )
+            # The maximal ISR shrank back to the committed one: the HW may move now.
+            if partition.maybe_increment_leader_hw():
+                self._on_hw_moved(partition)
             return
         old = list(partition.isr)
         hw_moved = partition.set_isr(isr, partition_epoch)

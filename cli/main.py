@@ -305,8 +305,10 @@ def health(address: str, timeout: float) -> None:
 def _register() -> None:
     from cli.cluster import register
     from cli.controller_cmd import controller
+    from cli.demo import demo
     from cli.topic_cmd import topic
 
+    cli.add_command(demo)
     cli.add_command(controller)
     cli.add_command(topic)
     register(cli, broker, controller)
