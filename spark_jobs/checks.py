@@ -1,0 +1,466 @@
+"""The checks on the replicas' logs and final state, each a DataFrame of violating rows.
+
+- ``convergence``: live ISR replicas agree on LEO and HW at the end; HW <= LEO everywhere;
+- ``log_matching``: below the smallest HW every replica holds the same batches (Kafka's StrongIsr);
+- ``acked_not_lost``: every acknowledged batch is on the final leader and every final ISR member;
+- ``offsets_contiguous``: no gap, overlap or duplicate batch within a replica;
+- ``epoch_cache``: the leader-epoch-checkpoint agrees with the batches' epochs and is increasing;
+- ``batches_intact``: every batch's CRC matches its bytes.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from spark_jobs.history import cached
+from spark_jobs.inputs import REPLICA, TP, Inputs
+from spark_jobs.result import DEFAULT_MAX_EXAMPLES, CheckResult, finish, rows_of
+
+SINGLE_REPLICA_NOTE = (
+    "every partition has a single replica here, so the cross-replica comparison passes trivially"
+)
+
+
+def _replica_list(prefix: str = "") -> F.Column:
+    return F.array_join(
+        F.transform(
+            F.sort_array(F.collect_list(F.struct("broker", "leo", "hw"))),
+            lambda s: F.format_string(f"{prefix}broker %d: LEO %d HW %s", s["broker"], s["leo"], s["hw"]),
+        ),
+        "; ",
+    )
+
+
+def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    parts = inp.partitions
+    live = inp.replicas.join(parts.select(*TP, "leader", "live_isr"), TP).filter(
+        F.array_contains("live_isr", F.col("broker"))
+    )
+    agg = live.groupBy(*TP).agg(
+        F.countDistinct("leo").alias("n_leo"),
+        F.countDistinct(F.coalesce("hw", F.lit(-1))).alias("n_hw"),
+        F.count("*").alias("n"),
+        _replica_list().alias("replicas"),
+    )
+    agg = agg.join(parts.select(*TP, F.size("live_isr").alias("n_isr")), TP, "right")
+    common = [F.lit(None).cast("int").alias("broker"), F.lit(None).cast("long").alias("ts_ms")]
+    disagree = agg.filter((F.col("n_leo") > 1) | (F.col("n_hw") > 1)).select(
+        *TP,
+        *common,
+        F.lit("live ISR replicas disagree on LEO/HW").alias("problem"),
+        F.col("replicas").alias("detail"),
+    )
+    missing = agg.filter(F.coalesce("n", F.lit(0)) < F.col("n_isr")).select(
+        *TP,
+        *common,
+        F.lit("an ISR member holds no replica of the partition").alias("problem"),
+        F.coalesce("replicas", F.lit("")).alias("detail"),
+    )
+    above = inp.replicas.filter(F.col("hw") > F.col("leo")).select(
+        *TP,
+        "broker",
+        F.lit(None).cast("long").alias("ts_ms"),
+        F.lit("HW above LEO at the end").alias("problem"),
+        F.format_string("HW %d (%s) > LEO %d", F.col("hw"), F.col("hw_source"), F.col("leo")).alias("detail"),
+    )
+    journal_above = (
+        cached(inp, "series")
+        .filter(F.col("hw") > F.col("leo"))
+        .select(
+            *TP,
+            "broker",
+            "ts_ms",
+            F.format_string("HW above LEO in a %s journal event", F.col("event")).alias("problem"),
+            F.format_string("HW %d > LEO %d", F.col("hw"), F.col("leo")).alias("detail"),
+        )
+    )
+    violations = disagree.unionByName(missing).unionByName(above).unionByName(journal_above)
+    notes = [
+        f"final ISR from the journals; fenced at the end (not live): {inp.fenced}"
+        if inp.fenced
+        else "final ISR from the journals (controller's when present); no broker fenced at the end"
+    ]
+    if inp.max_replicas <= 1:
+        notes.append(SINGLE_REPLICA_NOTE)
+    times = convergence_times(inp)
+    return finish(
+        "convergence",
+        "Replicas converged",
+        "For each partition the live ISR replicas agree on LEO and HW at the end, and HW <= LEO everywhere "
+        "(final checkpoints and every journal event).",
+        violations,
+        order=[*TP, "broker", "ts_ms"],
+        max_examples=max_examples,
+        checked=len(inp.layout.partition_names()),
+        notes=notes,
+        extra={"partitions": rows_of(_final_table(inp), 200), "time_to_converge": times},
+    )
+
+
+def _final_table(inp: Inputs) -> DataFrame:
+    r = inp.replicas.groupBy(*TP).agg(_replica_list().alias("replicas"))
+    return (
+        inp.partitions.join(r, TP, "left")
+        .select(
+            *TP,
+            "leader",
+            "leader_epoch",
+            F.array_join(F.col("isr").cast("array<string>"), ",").alias("isr"),
+            "isr_source",
+            "replicas",
+        )
+        .orderBy(*TP)
+    )
+
+
+def convergence_times(inp: Inputs, limit: int = 200) -> list[dict[str, object]]:
+    """Per partition: the last fault, and when every live ISR replica's journal last reached (and kept) the
+    final LEO and HW."""
+    parts = inp.partitions.select(*TP, "live_isr")
+    final = (
+        inp.replicas.join(parts, TP)
+        .filter(F.array_contains("live_isr", F.col("broker")))
+        .groupBy(*TP)
+        .agg(F.max("leo").alias("final_leo"), F.max("hw").alias("final_hw"))
+    )
+    series = cached(inp, "series").join(parts, TP).filter(F.array_contains("live_isr", F.col("broker")))
+    series = series.join(final, TP)
+    ok = ((F.col("leo") == F.col("final_leo")) & (F.col("hw") == F.col("final_hw"))).cast("int")
+    w = Window.partitionBy("broker", *TP).orderBy("ts_ms", "seq").rowsBetween(0, Window.unboundedFollowing)
+    series = series.withColumn("rest_ok", F.min(ok).over(w))
+    per_replica = series.groupBy("broker", *TP).agg(
+        F.min(F.when(F.col("rest_ok") == 1, F.col("ts_ms"))).alias("at")
+    )
+    converged = per_replica.groupBy(*TP).agg(
+        F.max("at").alias("converged_ts"), F.sum(F.col("at").isNull().cast("int")).alias("unobserved")
+    )
+    f = cached(inp, "faults")
+    scoped = (
+        f.filter(F.col("topic").isNotNull()).groupBy(*TP).agg(F.max("ts_ms").alias("last_partition_fault"))
+    )
+    cluster_last = f.filter(F.col("topic").isNull()).agg(F.max("ts_ms").alias("last_cluster_fault"))
+    df = (
+        inp.partitions.select(*TP)
+        .join(converged, TP, "left")
+        .join(scoped, TP, "left")
+        .crossJoin(cluster_last)
+        .withColumn("last_fault_ts", F.greatest("last_partition_fault", "last_cluster_fault"))
+        .select(
+            *TP,
+            "last_fault_ts",
+            F.when(F.col("unobserved") == 0, F.col("converged_ts")).alias("converged_ts"),
+        )
+        .withColumn(
+            "time_to_converge_ms",
+            F.when(
+                F.col("last_fault_ts").isNotNull() & F.col("converged_ts").isNotNull(),
+                F.greatest(F.col("converged_ts") - F.col("last_fault_ts"), F.lit(0)),
+            ),
+        )
+    )
+    return rows_of(df.orderBy(*TP), limit)
+
+
+def check_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    bounds = inp.replicas.groupBy(*TP).agg(
+        F.min(F.least(F.coalesce("hw", F.lit(0)), "leo")).alias("bound"),
+        F.max("log_start").alias("lower"),
+        F.count("*").alias("n_replicas"),
+    )
+    b = inp.batches.join(bounds, TP).filter(
+        (F.col("last_offset") < F.col("bound"))
+        & (F.col("base_offset") >= F.col("lower"))
+        & (F.col("n_replicas") > 1)
+    )
+    by_offset = b.groupBy(*TP, "base_offset").agg(
+        F.first("n_replicas").alias("n_replicas"),
+        F.first("bound").alias("smallest_hw"),
+        F.sort_array(
+            F.collect_list(F.struct("broker", "last_offset", "leader_epoch", "crc", "file", "position"))
+        ).alias("sides"),
+    )
+    holders = inp.replicas.groupBy(*TP).agg(F.sort_array(F.collect_list("broker")).alias("holders"))
+    distinct = F.size(
+        F.array_distinct(
+            F.transform("sides", lambda s: F.struct(s["last_offset"], s["leader_epoch"], s["crc"]))
+        )
+    )
+    bad = by_offset.filter((F.size("sides") < F.col("n_replicas")) | (distinct > 1)).join(holders, TP)
+    violations = bad.select(
+        *TP,
+        "base_offset",
+        "smallest_hw",
+        F.array_join(
+            F.transform(
+                "sides",
+                lambda s: F.format_string(
+                    "broker %d: %d-%d epoch %d crc %d",
+                    s["broker"],
+                    F.col("base_offset"),
+                    s["last_offset"],
+                    s["leader_epoch"],
+                    s["crc"],
+                ),
+            ),
+            "; ",
+        ).alias("detail"),
+        F.array_join(
+            F.array_except("holders", F.transform("sides", lambda s: s["broker"])).cast("array<string>"), ","
+        ).alias("missing_on"),
+        "sides",
+    )
+    notes = [] if inp.max_replicas > 1 else [SINGLE_REPLICA_NOTE]
+    result = finish(
+        "log_matching",
+        "Logs match below the high watermark",
+        "Below the smallest HW of a partition's replicas (and above the largest log start offset) every "
+        "replica holds the same batches: base offset, last offset, leader epoch and CRC.",
+        violations,
+        order=[*TP, "base_offset"],
+        max_examples=max_examples,
+        checked=b.count(),
+        notes=notes,
+    )
+    if result.examples:
+        result.extra["first_records"] = _divergence_records(inp, result.examples)
+    for ex in result.examples:
+        ex.pop("sides", None)
+    return result
+
+
+def _divergence_records(inp: Inputs, examples: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The first record of each side of the first few divergences, decoded (per-record rows only here)."""
+    import json
+
+    wanted: list[list[object]] = []
+    for ex in examples[:5]:
+        for side in ex.get("sides") or []:  # type: ignore[union-attr]
+            wanted.append([side["broker"], side["file"], side["position"]])
+    if not wanted:
+        return []
+    spark = inp.batches.sparkSession
+    recs = spark.read.format("isrsim-records").option("batches", json.dumps(wanted)).load()
+    first = recs.filter(F.col("offset") == F.col("base_offset")).select(
+        "broker", "offset", "leader_epoch", "timestamp", "value", "problem"
+    )
+    return rows_of(first.orderBy("offset", "broker"), 50)
+
+
+def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    parts = inp.partitions.select(
+        *TP,
+        "leader",
+        F.array_distinct(
+            F.concat(
+                "isr",
+                F.when(F.col("leader").isNotNull(), F.array("leader")).otherwise(
+                    F.array().cast("array<int>")
+                ),
+            )
+        ).alias("expected"),
+    )
+    expected = inp.acked.join(parts, TP, "left").select("*", F.explode_outer("expected").alias("broker"))
+    found = inp.batches.select(
+        *REPLICA,
+        "base_offset",
+        F.col("last_offset").alias("found_last_offset"),
+        F.col("crc").alias("found_crc"),
+        F.col("leader_epoch").alias("found_epoch"),
+    )
+    df = expected.join(found, [*REPLICA, "base_offset"], "left").join(
+        inp.replicas.select(*REPLICA, "log_start"), REPLICA, "left"
+    )
+    df = df.filter(F.col("log_start").isNull() | (F.col("last_offset") >= F.col("log_start")))
+    problem = (
+        F.when(F.col("broker").isNull(), F.lit("partition has no replica"))
+        .when(F.col("found_crc").isNull(), F.lit("missing"))
+        .when(F.col("found_crc") != F.col("crc"), F.lit("a different batch is at this offset (CRC differs)"))
+        .when(F.col("found_last_offset") != F.col("last_offset"), F.lit("batch boundary differs"))
+    )
+    violations = (
+        df.withColumn("problem", problem)
+        .filter(F.col("problem").isNotNull())
+        .select(
+            "producer_id",
+            *TP,
+            "base_offset",
+            "last_offset",
+            "crc",
+            "acks",
+            "acked_ms",
+            "broker",
+            F.when(F.col("broker") == F.col("leader"), F.lit("leader")).otherwise(F.lit("isr")).alias("role"),
+            "problem",
+            "found_crc",
+            "found_epoch",
+        )
+    )
+    checked = inp.stats.acked_lines
+    notes = [f"{checked} acknowledged batches checked on the final leader and every final ISR member"]
+    if inp.stats.torn_acked_lines:
+        notes.append(f"{inp.stats.torn_acked_lines} torn acked-journal line(s) skipped")
+    result = finish(
+        "acked_not_lost",
+        "No acknowledged batch lost",
+        "Every line of workload/acked-*.jsonl is present at the same base offset with the same CRC on the "
+        "final leader and on every final ISR member (batches below a replica's log start offset were deleted "
+        "by retention, not lost). acks=1 batches can be lost by a leader failover in Kafka too; they are "
+        "reported, with their acks.",
+        violations,
+        order=[*TP, "base_offset", "broker"],
+        max_examples=max_examples,
+        checked=checked,
+        notes=notes,
+    )
+    if result.violations:
+        lost = violations.groupBy("acks").agg(
+            F.countDistinct("producer_id", *TP, "base_offset").alias("batches")
+        )
+        result.extra["lost_by_acks"] = rows_of(lost.orderBy("acks"), 10)
+    return result
+
+
+def check_contiguous(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    w = Window.partitionBy(*REPLICA).orderBy("base_offset", "segment_base", "position")
+    b = (
+        inp.batches.withColumn("prev_base", F.lag("base_offset").over(w))
+        .withColumn("prev_last", F.lag("last_offset").over(w))
+        .withColumn("rank", F.row_number().over(w))
+        .join(inp.replicas.select(*REPLICA, "log_start"), REPLICA)
+    )
+    problem = (
+        F.when(F.col("base_offset") < F.col("segment_base"), F.lit("batch below its segment's base offset"))
+        .when(
+            (F.col("rank") == 1) & (F.col("base_offset") > F.col("log_start")),
+            F.lit("gap after the log start offset"),
+        )
+        .when(F.col("base_offset") == F.col("prev_base"), F.lit("duplicate batch"))
+        .when(F.col("base_offset") <= F.col("prev_last"), F.lit("overlap"))
+        .when(F.col("base_offset") > F.col("prev_last") + 1, F.lit("gap"))
+    )
+    expected = F.when(F.col("rank") == 1, F.col("log_start")).otherwise(F.col("prev_last") + 1)
+    violations = (
+        b.withColumn("problem", problem)
+        .filter(F.col("problem").isNotNull())
+        .select(
+            *REPLICA,
+            "problem",
+            expected.alias("expected_offset"),
+            "base_offset",
+            "last_offset",
+            "prev_base",
+            "prev_last",
+            (F.col("base_offset") - expected).alias("missing_records"),
+            "file",
+            "position",
+        )
+    )
+    return finish(
+        "offsets_contiguous",
+        "Offsets contiguous in every replica",
+        "Within each replica, batches follow each other with no gap, no overlap and no duplicate, from the "
+        "log start offset on, each in the segment whose name is at or below its base offset.",
+        violations,
+        order=[*REPLICA, "base_offset"],
+        max_examples=max_examples,
+        checked=inp.stats.batches,
+    )
+
+
+def check_epoch_cache(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    entries = inp.checkpoints.filter(F.col("kind") == "epoch").select(
+        *REPLICA, "seq", "epoch", F.col("offset").alias("start_offset"), "file"
+    )
+    ws = Window.partitionBy(*REPLICA).orderBy("seq")
+    order_bad = (
+        entries.withColumn("prev_epoch", F.lag("epoch").over(ws))
+        .withColumn("prev_start", F.lag("start_offset").over(ws))
+        .join(inp.replicas.select(*REPLICA, "leo"), REPLICA)
+    )
+    none = F.lit(None)
+    entry_rows = order_bad.select(
+        *REPLICA,
+        F.when(F.col("epoch") <= F.col("prev_epoch"), F.lit("epochs not increasing"))
+        .when(F.col("start_offset") <= F.col("prev_start"), F.lit("start offsets not increasing"))
+        .when(F.col("start_offset") > F.col("leo"), F.lit("entry starts beyond the log end offset"))
+        .alias("problem"),
+        F.col("start_offset").alias("offset"),
+        none.cast("int").alias("batch_epoch"),
+        F.col("epoch").alias("cache_epoch"),
+        F.format_string(
+            "entry %d: epoch %d start %d (previous: epoch %s start %s; LEO %d)",
+            "seq",
+            "epoch",
+            "start_offset",
+            F.coalesce(F.col("prev_epoch").cast("string"), F.lit("-")),
+            F.coalesce(F.col("prev_start").cast("string"), F.lit("-")),
+            "leo",
+        ).alias("detail"),
+    ).filter(F.col("problem").isNotNull())
+    markers = entries.select(
+        *REPLICA,
+        F.col("start_offset").alias("offset"),
+        F.lit(1).alias("marker"),
+        F.col("epoch").alias("cache_epoch"),
+        none.cast("int").alias("batch_epoch"),
+        none.cast("long").alias("last_offset"),
+    )
+    bats = inp.batches.select(
+        *REPLICA,
+        F.col("base_offset").alias("offset"),
+        F.lit(0).alias("marker"),
+        none.cast("int").alias("cache_epoch"),
+        F.col("leader_epoch").alias("batch_epoch"),
+        "last_offset",
+    )
+    w = (
+        Window.partitionBy(*REPLICA)
+        .orderBy("offset", F.col("marker").desc())
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    merged = markers.unionByName(bats).withColumn(
+        "epoch_for", F.last("cache_epoch", ignorenulls=True).over(w)
+    )
+    merged = merged.filter(F.col("marker") == 0).join(inp.replicas.select(*REPLICA, "log_start"), REPLICA)
+    mismatched = merged.filter(
+        (F.col("last_offset") >= F.col("log_start"))
+        & (F.col("batch_epoch") >= 0)
+        & (F.col("epoch_for").isNull() | (F.col("epoch_for") != F.col("batch_epoch")))
+    ).select(
+        *REPLICA,
+        F.when(F.col("epoch_for").isNull(), F.lit("no cache entry covers the batch"))
+        .otherwise(F.lit("batch epoch differs from the cache's epoch for its offset"))
+        .alias("problem"),
+        "offset",
+        "batch_epoch",
+        F.col("epoch_for").alias("cache_epoch"),
+        F.format_string("batch %d-%d", "offset", "last_offset").alias("detail"),
+    )
+    violations = entry_rows.unionByName(mismatched)
+    return finish(
+        "epoch_cache",
+        "Leader epoch cache consistent",
+        "In each replica's leader-epoch-checkpoint, epochs and start offsets strictly increase and no entry "
+        "starts past the LEO; each batch's partition leader epoch is the cache's epoch for its base offset.",
+        violations,
+        order=[*REPLICA, "offset"],
+        max_examples=max_examples,
+        checked=entries.count(),
+    )
+
+
+def check_batches_intact(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    violations = inp.batches.filter(F.col("crc_ok") == F.lit(False)).select(
+        *REPLICA, "base_offset", "last_offset", "leader_epoch", "crc", "file", "position"
+    )
+    return finish(
+        "batches_intact",
+        "Batches intact (CRC)",
+        "Every batch's stored CRC-32C matches its bytes (a torn last batch of a partition is not counted: "
+        "log recovery cuts it off).",
+        violations,
+        order=[*REPLICA, "base_offset"],
+        max_examples=max_examples,
+        checked=inp.stats.batches,
+    )

@@ -1,0 +1,213 @@
+"""What happened over time, from the journals: the LEO/HW series of every replica, the faults, and each
+broker's role (leader tenure, follower) at every event.
+
+Faults are:
+
+- ``crash``: a ``broker_started`` not preceded by ``broker_stopped`` (the process was killed); the fault is
+  dated at the broker's last event before the restart;
+- ``unclean_stop``: ``broker_stopped`` with ``clean: false``;
+- ``fenced``: the controller's ``broker_fenced``;
+- ``isr_shrink``: an ``isr_changed`` whose ISR is smaller than before;
+- ``leader_change``: any ``became_leader`` / ``leader_elected`` after a partition's first one;
+- ``unclean_election``: a ``leader_elected`` with ``unclean: true``.
+
+``crash``, ``unclean_stop`` and ``fenced`` concern every partition (``topic`` is null); the others one.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from spark_jobs.inputs import TP, Inputs
+
+FAULT_COLUMNS = ["ts_ms", "kind", "broker", "topic", "partition", "detail"]
+SERIES_EVENTS = ("offsets", "became_leader", "became_follower", "isr_changed")
+
+
+def _broker_events(journal: DataFrame) -> DataFrame:
+    return journal.filter(F.col("source") == "broker")
+
+
+def offsets_series(journal: DataFrame) -> DataFrame:
+    """(broker, topic, partition, ts_ms, seq, event, leo, hw) for every broker event that carries both."""
+    return (
+        _broker_events(journal)
+        .filter(
+            F.col("event").isin(*SERIES_EVENTS)
+            & F.col("log_end_offset").isNotNull()
+            & F.col("high_watermark").isNotNull()
+        )
+        .select(
+            F.col("owner").alias("broker"),
+            *TP,
+            "ts_ms",
+            "seq",
+            "event",
+            F.col("log_end_offset").alias("leo"),
+            F.col("high_watermark").alias("hw"),
+        )
+    )
+
+
+def _fault(
+    ts: Column | str, kind: str, broker: Column | str, detail: Column, *, scoped: bool
+) -> list[Column]:
+    topic = F.col("topic") if scoped else F.lit(None).cast("string")
+    partition = F.col("partition") if scoped else F.lit(None).cast("int")
+    return [
+        F.col(ts).alias("ts_ms") if isinstance(ts, str) else ts.alias("ts_ms"),
+        F.lit(kind).alias("kind"),
+        (F.col(broker) if isinstance(broker, str) else broker).cast("int").alias("broker"),
+        topic.alias("topic"),
+        partition.alias("partition"),
+        detail.alias("detail"),
+    ]
+
+
+def faults(journal: DataFrame) -> DataFrame:
+    """Every fault (see the module doc), columns ``FAULT_COLUMNS``."""
+    b = _broker_events(journal)
+    w = Window.partitionBy("owner").orderBy("ts_ms", "seq")
+    lifecycle = b.withColumn("prev_event", F.lag("event").over(w)).withColumn(
+        "prev_ts", F.lag("ts_ms").over(w)
+    )
+    crash = lifecycle.filter(
+        (F.col("event") == "broker_started")
+        & F.col("prev_event").isNotNull()
+        & (F.col("prev_event") != "broker_stopped")
+    ).select(
+        *_fault(
+            "prev_ts",
+            "crash",
+            "owner",
+            F.format_string("no broker_stopped; restarted at ts %d", F.col("ts_ms")),
+            scoped=False,
+        )
+    )
+    unclean_stop = b.filter((F.col("event") == "broker_stopped") & (F.col("clean") == F.lit(False))).select(
+        *_fault("ts_ms", "unclean_stop", "owner", F.lit("broker_stopped clean=false"), scoped=False)
+    )
+    c = journal.filter(F.col("source") == "controller")
+    fenced = c.filter(F.col("event") == "broker_fenced").select(
+        *_fault("ts_ms", "fenced", "broker_id", F.lit("fenced by the controller"), scoped=False)
+    )
+    shrink = journal.filter(
+        (F.col("event") == "isr_changed") & F.col("old_isr").isNotNull() & (F.size("isr") < F.size("old_isr"))
+    ).select(
+        *_fault(
+            "ts_ms",
+            "isr_shrink",
+            F.coalesce(F.col("leader_id"), F.col("owner")),
+            F.format_string(
+                "ISR %s -> %s (%s)",
+                F.array_join(F.col("old_isr").cast("array<string>"), ","),
+                F.array_join(F.col("isr").cast("array<string>"), ","),
+                F.coalesce(F.col("reason"), F.lit("")),
+            ),
+            scoped=True,
+        )
+    )
+    elections = journal.filter(
+        ((F.col("source") == "broker") & (F.col("event") == "became_leader"))
+        | ((F.col("source") == "controller") & (F.col("event") == "leader_elected"))
+    ).withColumn("leader", F.when(F.col("source") == "broker", F.col("owner")).otherwise(F.col("leader_id")))
+    we = Window.partitionBy(*TP).orderBy("ts_ms", "seq")
+    change = (
+        elections.filter(F.col("source") == "broker")
+        .withColumn("rank", F.row_number().over(we))
+        .filter(F.col("rank") > 1)
+        .select(
+            *_fault(
+                "ts_ms",
+                "leader_change",
+                "leader",
+                F.format_string("broker %d leads epoch %d", F.col("leader"), F.col("leader_epoch")),
+                scoped=True,
+            )
+        )
+    )
+    unclean = elections.filter(F.col("unclean") == F.lit(True)).select(
+        *_fault(
+            "ts_ms",
+            "unclean_election",
+            "leader",
+            F.format_string(
+                "unclean election of broker %d, epoch %d", F.col("leader"), F.col("leader_epoch")
+            ),
+            scoped=True,
+        )
+    )
+    return (
+        crash.unionByName(unclean_stop)
+        .unionByName(fenced)
+        .unionByName(shrink)
+        .unionByName(change)
+        .unionByName(unclean)
+    )
+
+
+def role_timeline(journal: DataFrame) -> DataFrame:
+    """Broker partition events with the broker's role at each: ``role`` (leader/follower/none), ``tenure``
+    (the role event that started it, with the leader epoch) and ``incarnation`` (broker_started count), so
+    ``(broker, topic, partition, tenure, incarnation)`` is one uninterrupted leader or follower tenure."""
+    b = _broker_events(journal)
+    part = b.filter(F.col("topic").isNotNull()).select(
+        F.col("owner").alias("broker"),
+        *TP,
+        "ts_ms",
+        "seq",
+        "event",
+        "leader_epoch",
+        F.col("log_end_offset").alias("leo"),
+        F.col("high_watermark").alias("hw"),
+        "truncate_to",
+        "reason",
+    )
+    starts = b.filter(F.col("event").isin("broker_started", "broker_stopped")).select(
+        F.col("owner").alias("broker"), "ts_ms", "seq", F.col("event").alias("life_event")
+    )
+    tps = part.select("broker", *TP).distinct()
+    life = starts.join(tps, "broker").select(
+        "broker",
+        *TP,
+        "ts_ms",
+        "seq",
+        F.col("life_event").alias("event"),
+        *[
+            F.lit(None).cast(t).alias(c)
+            for c, t in (("leader_epoch", "int"), ("leo", "long"), ("hw", "long"))
+        ],
+        F.lit(None).cast("long").alias("truncate_to"),
+        F.lit(None).cast("string").alias("reason"),
+    )
+    ev = part.unionByName(life)
+    marker = (
+        F.when(
+            F.col("event") == "became_leader",
+            F.concat(F.lit("leader:"), F.col("leader_epoch"), F.lit(":"), F.col("seq")),
+        )
+        .when(
+            F.col("event") == "became_follower",
+            F.concat(F.lit("follower:"), F.col("leader_epoch"), F.lit(":"), F.col("seq")),
+        )
+        .when(
+            F.col("event").isin("partition_stopped", "broker_stopped"),
+            F.concat(F.lit("none::"), F.col("seq")),
+        )
+    )
+    w = Window.partitionBy("broker", *TP).orderBy("ts_ms", "seq").rowsBetween(Window.unboundedPreceding, 0)
+    ev = ev.withColumn("tenure", F.last(marker, ignorenulls=True).over(w)).withColumn(
+        "incarnation", F.sum(F.when(F.col("event") == "broker_started", 1).otherwise(0)).over(w)
+    )
+    return ev.withColumn("role", F.coalesce(F.split("tenure", ":").getItem(0), F.lit("none"))).withColumn(
+        "tenure_epoch", F.split("tenure", ":").getItem(1).try_cast("int")
+    )
+
+
+def cached(inp: Inputs, name: str) -> DataFrame:
+    """``faults``, ``series`` or ``roles`` of the run, computed once and cached."""
+    if name not in inp.derived:
+        build = {"faults": faults, "series": offsets_series, "roles": role_timeline}[name]
+        inp.derived[name] = build(inp.journal).cache()
+    return inp.derived[name]

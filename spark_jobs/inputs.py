@@ -1,0 +1,301 @@
+"""The job's input DataFrames: batch headers, checkpoints, journals and acknowledged batches, and the final
+state derived from them (per replica: LEO, HW, log start; per partition: final leader and ISR).
+
+Everything is read by Spark tasks; the driver collects only counts, problems and the list of files.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from spark_jobs.layout import ClusterLayout, InputProblem
+from spark_jobs.sources import register_sources
+
+JOURNAL_SCHEMA = (
+    "ts_ms LONG, broker_id INT, controller_id INT, producer_id STRING, event STRING, topic STRING, "
+    "partition INT, leader_epoch INT, leader_id INT, isr ARRAY<INT>, old_isr ARRAY<INT>, "
+    "replicas ARRAY<INT>, log_end_offset LONG, high_watermark LONG, log_start_offset LONG, "
+    "start_offset LONG, truncate_to LONG, reason STRING, error_code INT, clean BOOLEAN, unclean BOOLEAN"
+)
+ACKED_SCHEMA = (
+    "ts_ms LONG, producer_id STRING, topic STRING, partition INT, base_offset LONG, last_offset LONG, "
+    "crc LONG, acks INT, sent_ms LONG, acked_ms LONG"
+)
+FATAL_SEGMENT_KINDS = ("foreign", "corrupt", "error")
+TP = ["topic", "partition"]
+REPLICA = ["broker", "topic", "partition"]
+
+
+@dataclass
+class ReadStats:
+    segment_files: int = 0
+    segment_bytes: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    torn_tail_bytes: int = 0
+    journal_lines: int = 0
+    torn_journal_lines: int = 0
+    acked_lines: int = 0
+    torn_acked_lines: int = 0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.segment_bytes / 1e6 / max(self.seconds, 1e-9)
+
+
+@dataclass
+class Inputs:
+    layout: ClusterLayout
+    segments: DataFrame
+    batches: DataFrame
+    checkpoints: DataFrame
+    journal: DataFrame
+    acked: DataFrame
+    replicas: DataFrame
+    partitions: DataFrame
+    fenced: list[int]
+    stats: ReadStats
+    problems: list[InputProblem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    derived: dict[str, DataFrame] = field(default_factory=dict)
+
+    @property
+    def max_replicas(self) -> int:
+        counts: dict[tuple[str, int], int] = {}
+        for b in self.layout.brokers:
+            for p in b.partitions:
+                counts[(p.topic, p.partition)] = counts.get((p.topic, p.partition), 0) + 1
+        return max(counts.values(), default=0)
+
+
+def _jsonl(spark: SparkSession, paths: list[str], schema: str) -> DataFrame:
+    """Lines of ``paths`` parsed with ``schema``; ``valid`` is false for a line that is not a JSON object
+    with ``ts_ms`` (a torn last line after kill -9, or a foreign file). ``seq`` orders lines of a file."""
+    if not paths:
+        empty = spark.createDataFrame([], f"file STRING, seq LONG, valid BOOLEAN, {schema}")
+        return empty
+    raw = spark.read.text(paths).select(
+        F.col("value"),
+        F.col("_metadata.file_path").alias("file"),
+        F.monotonically_increasing_id().alias("seq"),
+    )
+    raw = raw.filter(F.trim("value") != "")
+    parsed = raw.withColumn("j", F.from_json("value", schema, {"mode": "PERMISSIVE"}))
+    return parsed.select(
+        "file", "seq", F.col("j.ts_ms").isNotNull().alias("valid"), *[F.col(f"j.{c}") for c in _names(schema)]
+    )
+
+
+def _names(schema: str) -> list[str]:
+    return [part.strip().split(" ", 1)[0] for part in schema.split(", ") if " " in part.strip()]
+
+
+def _line_counts(df: DataFrame) -> list[Any]:
+    return (
+        df.groupBy("file")
+        .agg(F.sum(F.col("valid").cast("int")).alias("ok"), F.count("*").alias("n"))
+        .collect()
+    )
+
+
+def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool = True) -> Inputs:
+    register_sources(spark)
+    stats = ReadStats()
+    problems = list(layout.problems)
+    notes: list[str] = []
+    root = layout.root
+
+    # ---- segments: one pass over every byte, timed.
+    t0 = time.monotonic()
+    segments = (
+        spark.read.format("isrsim-segments")
+        .option("verify_crc", str(verify_crc).lower())
+        .option("min_partitions", str(spark.sparkContext.defaultParallelism))
+        .load(root)
+        .cache()
+    )
+    by_kind = {
+        r["kind"]: r
+        for r in segments.groupBy("kind").agg(F.count("*").alias("n"), F.sum("size").alias("bytes")).collect()
+    }
+    stats.seconds = time.monotonic() - t0
+    stats.segment_files = int(by_kind["segment"]["n"]) if "segment" in by_kind else 0
+    stats.segment_bytes = int(by_kind["segment"]["bytes"] or 0) if "segment" in by_kind else 0
+    stats.batches = int(by_kind["batch"]["n"]) if "batch" in by_kind else 0
+    if any(k in by_kind for k in (*FATAL_SEGMENT_KINDS, "torn_tail")):
+        for r in segments.filter(F.col("kind").isin(*FATAL_SEGMENT_KINDS, "torn_tail")).collect():
+            where = f"{r['file']} (position {r['position']}, {r['size']} bytes)"
+            if r["kind"] == "torn_tail":
+                stats.torn_tail_bytes += int(r["size"])
+                notes.append(f"{where}: {r['problem']}; ignored, as log recovery would cut it off")
+            else:
+                problems.append(
+                    InputProblem(str(r["file"]), f"{r['kind']}: {r['problem']} at position {r['position']}")
+                )
+    batches = segments.filter(F.col("kind") == "batch").drop("kind", "problem")
+
+    # ---- checkpoints
+    checkpoints = spark.read.format("isrsim-checkpoints").load(root).cache()
+    for r in checkpoints.filter(F.col("kind") == "error").collect():
+        problems.append(InputProblem(str(r["file"]), str(r["problem"])))
+    checkpoints = checkpoints.filter(F.col("kind") != "error")
+
+    # ---- journals
+    broker_j = _jsonl(spark, layout.broker_journals, JOURNAL_SCHEMA).withColumn("source", F.lit("broker"))
+    ctrl_j = _jsonl(spark, layout.controller_journals, JOURNAL_SCHEMA).withColumn(
+        "source", F.lit("controller")
+    )
+    journal_all = broker_j.unionByName(ctrl_j).cache()
+    acked_all = _jsonl(spark, layout.acked_journals, ACKED_SCHEMA).cache()
+    for df, kind in ((journal_all, "journal"), (acked_all, "acked")):
+        for r in _line_counts(df):
+            bad = int(r["n"]) - int(r["ok"])
+            if kind == "journal":
+                stats.journal_lines += int(r["ok"])
+                stats.torn_journal_lines += bad
+            else:
+                stats.acked_lines += int(r["ok"])
+                stats.torn_acked_lines += bad
+            if bad and not int(r["ok"]):
+                problems.append(
+                    InputProblem(str(r["file"]), f"none of its {bad} lines is a JSON journal event")
+                )
+            elif bad:
+                notes.append(
+                    f"{r['file']}: {bad} unreadable line(s) skipped (a torn last line is what kill -9 leaves)"
+                )
+    broker_from_path = F.regexp_extract("file", r"broker-(\d+)/", 1)
+    journal = (
+        journal_all.filter("valid")
+        .withColumn(
+            "owner",
+            F.when(F.col("source") == "controller", F.col("controller_id")).otherwise(
+                F.coalesce(F.col("broker_id"), F.when(broker_from_path != "", broker_from_path.cast("int")))
+            ),
+        )
+        .drop("valid")
+    )
+    acked = acked_all.filter("valid").drop("valid", "seq")
+
+    replicas = _replica_state(spark, layout, segments, checkpoints, journal).cache()
+    fenced = _fenced_at_end(journal)
+    partitions = _partition_state(replicas, journal, fenced).cache()
+    return Inputs(
+        layout,
+        segments,
+        batches,
+        checkpoints,
+        journal,
+        acked,
+        replicas,
+        partitions,
+        fenced,
+        stats,
+        problems,
+        notes,
+    )
+
+
+def _replica_state(
+    spark: SparkSession,
+    layout: ClusterLayout,
+    segments: DataFrame,
+    checkpoints: DataFrame,
+    journal: DataFrame,
+) -> DataFrame:
+    """Per replica: ``leo`` (from the segments), ``hw`` (replication-offset-checkpoint, else the last
+    ``offsets`` journal event), ``log_start``, ``recovery_point``, batch and byte counts."""
+    listed = [(b.broker, p.topic, p.partition, p.path) for b in layout.brokers for p in b.partitions]
+    base = spark.createDataFrame(listed, "broker INT, topic STRING, partition INT, dir STRING")
+    seg = segments.groupBy(*REPLICA).agg(
+        F.max(F.when(F.col("kind") == "batch", F.col("last_offset") + 1)).alias("batch_end"),
+        F.max("segment_base").alias("max_segment_base"),
+        F.min("segment_base").alias("min_segment_base"),
+        F.sum(F.when(F.col("kind") == "batch", 1).otherwise(0)).alias("batches"),
+        F.sum(F.when(F.col("kind") == "segment", F.col("size")).otherwise(0)).alias("bytes"),
+    )
+    cp = checkpoints.groupBy(*REPLICA).agg(
+        *[
+            F.max(F.when(F.col("kind") == k, F.col("offset"))).alias(f"cp_{k}")
+            for k in ("hw", "recovery_point", "log_start")
+        ]
+    )
+    offsets = journal.filter((F.col("source") == "broker") & (F.col("event") == "offsets"))
+    last = offsets.groupBy(F.col("owner").alias("broker"), "topic", "partition").agg(
+        F.max_by("high_watermark", F.struct("ts_ms", "seq")).alias("journal_hw"),
+        F.max_by("log_end_offset", F.struct("ts_ms", "seq")).alias("journal_leo"),
+    )
+    df = base.join(seg, REPLICA, "left").join(cp, REPLICA, "left").join(last, REPLICA, "left")
+    log_start = F.coalesce("cp_log_start", "min_segment_base", F.lit(0))
+    return df.select(
+        *REPLICA,
+        "dir",
+        F.greatest(F.coalesce("batch_end", log_start), F.coalesce("max_segment_base", log_start)).alias(
+            "leo"
+        ),
+        F.coalesce("cp_hw", "journal_hw").alias("hw"),
+        F.when(F.col("cp_hw").isNotNull(), F.lit("checkpoint"))
+        .when(F.col("journal_hw").isNotNull(), F.lit("journal"))
+        .alias("hw_source"),
+        log_start.alias("log_start"),
+        F.col("cp_recovery_point").alias("recovery_point"),
+        "journal_leo",
+        "journal_hw",
+        F.coalesce("batches", F.lit(0)).alias("batches"),
+        F.coalesce("bytes", F.lit(0)).alias("bytes"),
+    )
+
+
+def _fenced_at_end(journal: DataFrame) -> list[int]:
+    ctrl = journal.filter(
+        (F.col("source") == "controller")
+        & F.col("event").isin("broker_fenced", "broker_registered", "broker_unfenced")
+        & F.col("broker_id").isNotNull()
+    )
+    last = ctrl.groupBy("broker_id").agg(F.max_by("event", F.struct("ts_ms", "seq")).alias("event"))
+    return sorted(int(r["broker_id"]) for r in last.filter(F.col("event") == "broker_fenced").collect())
+
+
+def _partition_state(replicas: DataFrame, journal: DataFrame, fenced: list[int]) -> DataFrame:
+    """Per partition: the replicas holding it, the final leader (last ``became_leader`` of a broker or
+    ``leader_elected`` of the controller, the controller winning ties) and the final ISR (last event that
+    carries one), and ``live_isr`` = final ISR minus brokers the controller fenced last."""
+    prio = F.when(F.col("source") == "controller", 1).otherwise(0)
+    ev = journal.filter(F.col("topic").isNotNull()).withColumn("prio", prio)
+    leader_ev = ev.filter(
+        ((F.col("source") == "broker") & (F.col("event") == "became_leader"))
+        | ((F.col("source") == "controller") & (F.col("event") == "leader_elected"))
+    ).withColumn("leader", F.when(F.col("source") == "broker", F.col("owner")).otherwise(F.col("leader_id")))
+    order = F.struct("ts_ms", "prio", "seq")
+    leaders = leader_ev.groupBy(*TP).agg(
+        F.max_by("leader", order).alias("leader"), F.max_by("leader_epoch", order).alias("leader_epoch")
+    )
+    isr_ev = ev.filter(
+        F.col("event").isin("became_leader", "isr_changed", "leader_elected") & F.col("isr").isNotNull()
+    )
+    isrs = isr_ev.groupBy(*TP).agg(F.max_by("isr", order).alias("journal_isr"))
+    holders = replicas.groupBy(*TP).agg(F.sort_array(F.collect_list("broker")).alias("holders"))
+    df = holders.join(leaders, TP, "left").join(isrs, TP, "left")
+    fenced_arr = F.array(*[F.lit(b) for b in fenced]) if fenced else F.array().cast("array<int>")
+    isr = F.coalesce(F.sort_array("journal_isr"), F.col("holders"))
+    return df.select(
+        *TP,
+        "holders",
+        "leader",
+        "leader_epoch",
+        isr.alias("isr"),
+        F.when(F.col("journal_isr").isNull(), F.lit("assumed: every replica (no journal)"))
+        .otherwise(F.lit("journal"))
+        .alias("isr_source"),
+        F.array_except(isr, fenced_arr).alias("live_isr"),
+    )
+
+
+def last_row(df: DataFrame, keys: list[str], order: list[str]) -> DataFrame:
+    w = Window.partitionBy(*keys).orderBy(*[F.col(c).desc() for c in order])
+    return df.withColumn("_rn", F.row_number().over(w)).filter("_rn = 1").drop("_rn")

@@ -1,0 +1,158 @@
+"""The checks on the journals' history.
+
+- ``leader_hw_monotonic``: a leader's HW never moves backwards within its tenure (one leader epoch of one
+  broker process); follower HW drops are listed (not violations) with the truncation that explains them;
+- ``unclean_elections``: the controller's unclean elections, with the records and acknowledged batches
+  each cost.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from spark_jobs.history import cached
+from spark_jobs.inputs import TP, Inputs
+from spark_jobs.result import DEFAULT_MAX_EXAMPLES, CheckResult, finish, rows_of
+
+
+def check_leader_hw(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    ev = cached(inp, "roles")
+    with_hw = ev.filter(F.col("hw").isNotNull())
+    tenure = Window.partitionBy("broker", *TP, "tenure", "incarnation").orderBy("ts_ms", "seq")
+    leaders = (
+        with_hw.filter(F.col("role") == "leader")
+        .withColumn("prev_hw", F.lag("hw").over(tenure))
+        .withColumn("prev_ts", F.lag("ts_ms").over(tenure))
+    )
+    violations = leaders.filter(F.col("hw") < F.col("prev_hw")).select(
+        "broker",
+        *TP,
+        F.col("tenure_epoch").alias("leader_epoch"),
+        "prev_ts",
+        "prev_hw",
+        "ts_ms",
+        "hw",
+        "leo",
+        "event",
+    )
+    # Follower HW drops, each with the last truncation of that replica at or before it.
+    everything = Window.partitionBy("broker", *TP).orderBy("ts_ms", "seq")
+    upto = everything.rowsBetween(Window.unboundedPreceding, 0)
+    fol = (
+        ev.withColumn(
+            "trunc_ts", F.last(F.when(F.col("event") == "truncated", F.col("ts_ms")), True).over(upto)
+        )
+        .withColumn(
+            "trunc_to", F.last(F.when(F.col("event") == "truncated", F.col("truncate_to")), True).over(upto)
+        )
+        .withColumn(
+            "trunc_reason", F.last(F.when(F.col("event") == "truncated", F.col("reason")), True).over(upto)
+        )
+        .filter(F.col("hw").isNotNull())
+        .withColumn("prev_hw", F.lag("hw").over(everything))
+        .filter((F.col("role") != "leader") & (F.col("hw") < F.col("prev_hw")))
+        .select("broker", *TP, "ts_ms", "prev_hw", "hw", "role", "trunc_ts", "trunc_to", "trunc_reason")
+    )
+    drops = rows_of(fol.orderBy(*TP, "broker", "ts_ms"), max_examples)
+    tenures = leaders.select("broker", *TP, "tenure", "incarnation").distinct().count()
+    return finish(
+        "leader_hw_monotonic",
+        "Leader HW never moves backwards",
+        "Within a leader's tenure (one leader epoch of one broker process, from became_leader to the next "
+        "role change or stop) the HW in its journal never decreases. Follower HW drops are listed apart, "
+        "with the truncation that preceded them.",
+        violations,
+        order=[*TP, "broker", "ts_ms"],
+        max_examples=max_examples,
+        checked=tenures,
+        notes=[f"{len(drops)} follower HW drop(s) listed (information, not violations)"] if drops else [],
+        extra={"follower_hw_drops": drops},
+    )
+
+
+def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    j = inp.journal
+    elections = j.filter(
+        (F.col("source") == "controller")
+        & (F.col("event") == "leader_elected")
+        & (F.col("unclean") == F.lit(True))
+    ).select(
+        *TP,
+        F.col("ts_ms").alias("elected_ts"),
+        F.col("leader_id").alias("leader"),
+        F.col("leader_epoch").alias("epoch"),
+        F.array_join(F.col("isr").cast("array<string>"), ",").alias("isr"),
+    )
+    series = cached(inp, "series")
+    # The new leader's LEO when it took over: its became_leader / epoch_assigned for that epoch, else its
+    # last LEO before the election.
+    took_over = (
+        j.filter((F.col("source") == "broker") & F.col("event").isin("became_leader", "epoch_assigned"))
+        .select(
+            F.col("owner").alias("leader"),
+            *TP,
+            F.col("leader_epoch").alias("epoch"),
+            F.coalesce("start_offset", "log_end_offset").alias("start"),
+        )
+        .groupBy("leader", *TP, "epoch")
+        .agg(F.min("start").alias("start"))
+    )
+    e = elections.join(took_over, ["leader", *TP, "epoch"], "left")
+    before = series.join(e.select(*TP, "elected_ts", "leader"), TP).filter(
+        F.col("ts_ms") <= F.col("elected_ts")
+    )
+    last_leo = before.groupBy(*TP, "elected_ts", "leader", "broker").agg(
+        F.max_by("leo", F.struct("ts_ms", "seq")).alias("leo")
+    )
+    agg = last_leo.groupBy(*TP, "elected_ts").agg(
+        F.max(F.when(F.col("broker") != F.col("leader"), F.col("leo"))).alias("others_leo"),
+        F.max(F.when(F.col("broker") == F.col("leader"), F.col("leo"))).alias("leader_leo_before"),
+    )
+    e = e.join(agg, [*TP, "elected_ts"], "left").withColumn(
+        "leader_start", F.coalesce("start", "leader_leo_before")
+    )
+    acked = inp.acked.select(*TP, "acked_ms", "last_offset")
+    lost_acked = (
+        e.join(acked, TP)
+        .filter((F.col("acked_ms") <= F.col("elected_ts")) & (F.col("last_offset") >= F.col("leader_start")))
+        .groupBy(*TP, "elected_ts")
+        .agg(F.count("*").alias("acked_batches_lost"))
+    )
+    e = (
+        e.join(lost_acked, [*TP, "elected_ts"], "left")
+        .select(
+            *TP,
+            "elected_ts",
+            "leader",
+            "epoch",
+            "isr",
+            "leader_start",
+            "others_leo",
+            F.greatest(F.col("others_leo") - F.col("leader_start"), F.lit(0)).alias("records_lost"),
+            F.coalesce("acked_batches_lost", F.lit(0)).alias("acked_batches_lost"),
+        )
+        .cache()
+    )
+    all_rows = rows_of(e.orderBy("elected_ts"), 200)
+    violations = e.filter(
+        F.col("records_lost").isNull() | (F.col("records_lost") > 0) | (F.col("acked_batches_lost") > 0)
+    )
+    notes = []
+    if not inp.layout.controller_journals:
+        notes.append("no controller journal: unclean elections cannot be seen (none counted)")
+    result = finish(
+        "unclean_elections",
+        "No unclean election cost records",
+        "Each leader_elected with unclean=true in the controller journal, with what it cost: records the "
+        "other replicas had beyond the new leader's log end (from the journals) and acknowledged batches "
+        "above it. An unclean election that cost nothing passes; one whose cost cannot be worked out fails.",
+        violations,
+        order=["elected_ts"],
+        max_examples=max_examples,
+        checked=len(all_rows),
+        notes=notes,
+        extra={"elections": all_rows},
+    )
+    e.unpersist()
+    return result

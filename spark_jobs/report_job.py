@@ -1,0 +1,235 @@
+"""The consistency report job: read every replica's segments, checkpoints and journals, run the checks, and
+write ``report.json`` and ``report.html``.
+
+Run it as ``isrsim report --data-dir ROOT`` or ``spark-submit spark_jobs/report_job.py --data-dir ROOT``.
+Exit code: 0 every check passes, 1 a check fails, 2 the input cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __name__ == "__main__" and __package__ in (None, ""):
+    # spark-submit spark_jobs/report_job.py: make the project importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rich.console import Console
+
+from spark_jobs.layout import InputProblem, discover
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_UNREADABLE = 2
+SHIPPED_PACKAGES = ("protocol", "broker", "spark_jobs")
+
+
+@dataclass
+class ReportOutcome:
+    exit_code: int
+    report: dict[str, Any]
+    out_dir: Path
+    problems: list[InputProblem] = field(default_factory=list)
+
+
+def _is_local(master: str) -> bool:
+    return master.startswith("local")
+
+
+def build_session(master: str | None = None, app_name: str = "isrsim-report") -> Any:
+    """A SparkSession on ``master``; default ``local[*]``, or spark-submit's master when run under it."""
+    from pyspark.sql import SparkSession
+
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+    if master is None and not under_submit:
+        master = "local[*]"
+    if master is not None and _is_local(master):
+        # Local Python workers must use this interpreter (the one with the project installed).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
+    if master is not None:
+        builder = builder.master(master)
+    if master is not None and _is_local(master):
+        builder = builder.config("spark.sql.shuffle.partitions", "8")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if not _is_local(spark.sparkContext.master):
+        ship_code(spark)
+    return spark
+
+
+def ship_code(spark: Any) -> None:
+    """Send the project's packages to the executors (``addPyFile``), so the data sources import there.
+    The executors still need the third-party modules the readers use (msgpack, crc32c)."""
+    import importlib
+
+    tmp = Path(tempfile.mkdtemp(prefix="isrsim-report-"))
+    archive = tmp / "isrsim-code.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in SHIPPED_PACKAGES:
+            pkg = Path(importlib.import_module(name).__file__ or "").parent
+            for path in pkg.rglob("*.py"):
+                z.write(path, Path(name) / path.relative_to(pkg))
+    spark.sparkContext.addPyFile(str(archive))
+
+
+class Phases:
+    """A rich status line per phase, and how long each took."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        t0 = time.monotonic()
+        with self.console.status(f"[bold]report[/] {name} ..."):
+            yield
+        self.timings[name] = round(time.monotonic() - t0, 3)
+        self.console.log(f"{name}: {self.timings[name]:.1f}s")
+
+
+def run_report(
+    spark: Any,
+    data_dir: Path,
+    out_dir: Path | None = None,
+    *,
+    console: Console | None = None,
+    verify_crc: bool = True,
+    max_examples: int = 20,
+    max_plots: int = 12,
+) -> ReportOutcome:
+    """Run every check on the cluster root ``data_dir`` and write the report into ``out_dir``."""
+    from spark_jobs import checks, journal_checks
+    from spark_jobs.inputs import load_inputs
+    from spark_jobs.render import render_terminal, unreadable_report, write_html, write_json
+
+    console = console or Console(stderr=True)
+    out = Path(out_dir) if out_dir is not None else Path(data_dir) / "report"
+    phases = Phases(console)
+    started = time.time()
+    with phases.phase("finding files"):
+        layout = discover(data_dir)
+    if layout.problems:
+        return _unreadable(console, data_dir, out, layout.problems, unreadable_report, write_json)
+    with phases.phase(f"reading {layout.segment_bytes / 1e6:.1f} MB of segments, checkpoints and journals"):
+        inputs = load_inputs(spark, layout, verify_crc=verify_crc)
+    s = inputs.stats
+    console.print(
+        f"read {s.segment_bytes:,} bytes of segments ({s.segment_files} files, {s.batches:,} batches) in "
+        f"{s.seconds:.2f}s: {s.mb_per_s:.1f} MB/s"
+    )
+    if inputs.problems:
+        return _unreadable(console, data_dir, out, inputs.problems, unreadable_report, write_json)
+    steps: list[Callable[..., Any]] = [
+        checks.check_convergence,
+        checks.check_log_matching,
+        checks.check_acked,
+        checks.check_contiguous,
+        journal_checks.check_leader_hw,
+        checks.check_epoch_cache,
+        journal_checks.check_unclean_elections,
+        checks.check_batches_intact,
+    ]
+    results = []
+    for step in steps:
+        name = step.__name__.removeprefix("check_").replace("_", " ")
+        with phases.phase(f"check: {name}"):
+            results.append(step(inputs, max_examples))
+    if not verify_crc:
+        results[-1].notes.append("CRCs were not verified (--no-verify-crc)")
+    with phases.phase("drawing timelines"):
+        from spark_jobs.timeline import draw_timelines
+
+        figures, plotted_note = draw_timelines(inputs, max_plots)
+    passed = all(r.passed for r in results)
+    report: dict[str, Any] = {
+        "verdict": "pass" if passed else "fail",
+        "data_dir": str(data_dir),
+        "generated_ms": int(started * 1000),
+        "spark_master": spark.sparkContext.master,
+        "inputs": {
+            "brokers": inputs.layout.broker_ids(),
+            "partitions": len(inputs.layout.partition_names()),
+            "max_replicas_per_partition": inputs.max_replicas,
+            "segment_files": s.segment_files,
+            "segment_bytes": s.segment_bytes,
+            "batches": s.batches,
+            "read_seconds": round(s.seconds, 3),
+            "read_mb_per_s": round(s.mb_per_s, 2),
+            "torn_tail_bytes": s.torn_tail_bytes,
+            "journal_files": len(inputs.layout.broker_journals) + len(inputs.layout.controller_journals),
+            "journal_lines": s.journal_lines,
+            "torn_journal_lines": s.torn_journal_lines,
+            "acked_files": len(inputs.layout.acked_journals),
+            "acked_lines": s.acked_lines,
+            "torn_acked_lines": s.torn_acked_lines,
+            "notes": inputs.notes + ([plotted_note] if plotted_note else []),
+        },
+        "checks": [r.as_dict() for r in results],
+        "timings_s": phases.timings,
+    }
+    with phases.phase("writing report"):
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "report.json", report)
+        write_html(out / "report.html", report, figures)
+    render_terminal(console, report, out)
+    return ReportOutcome(EXIT_OK if passed else EXIT_FAILED, report, out)
+
+
+def _unreadable(
+    console: Console,
+    data_dir: Path,
+    out: Path,
+    problems: list[InputProblem],
+    unreadable_report: Callable[..., dict[str, Any]],
+    write_json: Callable[[Path, dict[str, Any]], None],
+) -> ReportOutcome:
+    report = unreadable_report(data_dir, problems)
+    for p in problems:
+        console.print(f"[bold red]cannot read[/] {p.path}: {p.problem}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "report.json", report)
+    except OSError as exc:
+        console.print(f"cannot write {out / 'report.json'}: {exc}")
+    return ReportOutcome(EXIT_UNREADABLE, report, out, problems)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="report_job.py", description=__doc__.splitlines()[0] if __doc__ else None
+    )
+    p.add_argument(
+        "--data-dir", type=Path, default=Path("isrsim-data"), help="cluster root (default ./isrsim-data)"
+    )
+    p.add_argument("--out", type=Path, default=None, help="report directory (default <data-dir>/report)")
+    p.add_argument("--master", default=None, help="Spark master (default local[*], or spark-submit's)")
+    p.add_argument("--no-verify-crc", action="store_true", help="read headers only, skip CRC checks")
+    p.add_argument("--max-examples", type=int, default=20)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spark = build_session(args.master)
+    try:
+        outcome = run_report(
+            spark, args.data_dir, args.out, verify_crc=not args.no_verify_crc, max_examples=args.max_examples
+        )
+    finally:
+        spark.stop()
+    return outcome.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

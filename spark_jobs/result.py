@@ -1,0 +1,89 @@
+"""The outcome of one check: verdict, how many rows violate it, examples of those rows, notes and extra
+tables (information that is not a violation, e.g. convergence times)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+DEFAULT_MAX_EXAMPLES = 20
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "asDict"):
+        return {k: _plain(v) for k, v in value.asDict(recursive=True).items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def rows_of(df: DataFrame, limit: int) -> list[dict[str, Any]]:
+    return [{k: _plain(v) for k, v in r.asDict(recursive=True).items()} for r in df.limit(limit).collect()]
+
+
+@dataclass
+class CheckResult:
+    name: str
+    title: str
+    description: str
+    passed: bool
+    violations: int
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    extra: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    checked: int | None = None
+
+    @property
+    def verdict(self) -> str:
+        return "pass" if self.passed else "FAIL"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "passed": self.passed,
+            "checked": self.checked,
+            "violations": self.violations,
+            "examples": self.examples,
+            "notes": self.notes,
+            "extra": self.extra,
+        }
+
+
+def finish(
+    name: str,
+    title: str,
+    description: str,
+    violations: DataFrame,
+    *,
+    order: list[str],
+    max_examples: int = DEFAULT_MAX_EXAMPLES,
+    checked: int | None = None,
+    notes: list[str] | None = None,
+    extra: dict[str, list[dict[str, Any]]] | None = None,
+) -> CheckResult:
+    """Count ``violations`` and keep the first ``max_examples`` rows (ordered by ``order``)."""
+    violations = violations.cache()
+    examples = rows_of(violations.orderBy(*order), max_examples)
+    # A second job only when there may be more violations than examples.
+    count = len(examples) if len(examples) < max_examples else violations.count()
+    violations.unpersist()
+    return CheckResult(
+        name,
+        title,
+        description,
+        passed=count == 0,
+        violations=count,
+        examples=examples,
+        notes=list(notes or []),
+        extra=dict(extra or {}),
+        checked=checked,
+    )
