@@ -108,7 +108,10 @@ def run_report(
     max_examples: int = 20,
     max_plots: int = 12,
 ) -> ReportOutcome:
-    """Run every check on the cluster root ``data_dir`` and write the report into ``out_dir``."""
+    """Run every check on the cluster root ``data_dir`` and write the report into ``out_dir``.
+
+    ``spark`` is a SparkSession or a function that makes one (called only once the files are found, so a
+    wrong ``data_dir`` is reported without starting Spark)."""
     from spark_jobs import checks, journal_checks
     from spark_jobs.inputs import load_inputs
     from spark_jobs.render import render_terminal, unreadable_report, write_html, write_json
@@ -121,6 +124,9 @@ def run_report(
         layout = discover(data_dir)
     if layout.problems:
         return _unreadable(console, data_dir, out, layout.problems, unreadable_report, write_json)
+    if callable(spark):
+        with phases.phase("starting Spark"):
+            spark = spark()
     with phases.phase(f"reading {layout.segment_bytes / 1e6:.1f} MB of segments, checkpoints and journals"):
         inputs = load_inputs(spark, layout, verify_crc=verify_crc)
     s = inputs.stats
@@ -219,15 +225,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+class SessionOwner:
+    """Makes the session on first call and stops it at the end, unless one was already running (a caller's
+    session, e.g. in tests, is left alone)."""
+
+    def __init__(self, master: str | None) -> None:
+        self.master = master
+        self.session: Any = None
+        self.owned = False
+
+    def __call__(self) -> Any:
+        from pyspark.sql import SparkSession
+
+        self.owned = SparkSession.getActiveSession() is None
+        self.session = build_session(self.master)
+        return self.session
+
+    def close(self) -> None:
+        if self.session is not None and self.owned:
+            self.session.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    spark = build_session(args.master)
+    owner = SessionOwner(args.master)
     try:
         outcome = run_report(
-            spark, args.data_dir, args.out, verify_crc=not args.no_verify_crc, max_examples=args.max_examples
+            owner, args.data_dir, args.out, verify_crc=not args.no_verify_crc, max_examples=args.max_examples
         )
     finally:
-        spark.stop()
+        owner.close()
     return outcome.exit_code
 
 

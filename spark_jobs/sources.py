@@ -163,24 +163,21 @@ def scan_segment(seg: SegmentFile, verify_crc: bool = True) -> Iterator[tuple[An
 def pack_segments(
     segments: Sequence[SegmentFile], max_bytes: int, open_cost: int, min_partitions: int
 ) -> list[list[SegmentFile]]:
-    """Group segment files into read tasks as Spark's file sources do: a file is never split, small files
-    share a task up to ``max_bytes`` (each file counting ``open_cost`` more than its size), and there are
-    at least ``min_partitions`` tasks when there are that many files. Largest files first."""
-    ordered = sorted(segments, key=lambda s: -s.size)
-    total = sum(s.size + open_cost for s in ordered)
-    target = max(open_cost, min(max_bytes, total // max(min_partitions, 1) + 1))
-    groups: list[list[SegmentFile]] = []
-    sizes: list[int] = []
-    for seg in ordered:
-        cost = seg.size + open_cost
-        # The emptiest group that still has room, else a new one.
-        best = min(range(len(groups)), key=lambda i: sizes[i], default=None)
-        if best is None or sizes[best] + cost > target:
-            groups.append([seg])
-            sizes.append(cost)
-        else:
-            groups[best].append(seg)
-            sizes[best] += cost
+    """Group segment files into read tasks, as Spark's file sources do: a file is never split, small files
+    share a task, each file costs ``open_cost`` more than its size. There are ``total cost / max_bytes``
+    tasks (at least ``min_partitions``, at most one per file), filled largest file first into the task
+    with the least work so far."""
+    if not segments:
+        return []
+    costs = [s.size + open_cost for s in segments]
+    n = max(min_partitions, -(-sum(costs) // max(max_bytes, 1)))
+    n = min(n, len(segments))
+    groups: list[list[SegmentFile]] = [[] for _ in range(n)]
+    load = [0] * n
+    for seg, cost in sorted(zip(segments, costs, strict=True), key=lambda sc: -sc[1]):
+        i = load.index(min(load))
+        groups[i].append(seg)
+        load[i] += cost
     return groups
 
 

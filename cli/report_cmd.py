@@ -1,0 +1,60 @@
+"""``isrsim report``: the PySpark consistency report (see ``docs/report.md``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command("report")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default=Path("isrsim-data"),
+    show_default=True,
+    help="Cluster root (broker-<id>/, controller/, workload/) or one broker's data directory.",
+)
+@click.option(
+    "--out", type=click.Path(path_type=Path), default=None, help="Report directory [<data-dir>/report]."
+)
+@click.option(
+    "--master",
+    default=None,
+    help="Spark master URL [local[*]; under spark-submit, spark-submit's own --master].",
+)
+@click.option(
+    "--verify-crc/--no-verify-crc", default=True, show_default=True, help="Check every batch's CRC."
+)
+@click.option(
+    "--max-examples", type=int, default=20, show_default=True, help="Violating rows kept per check."
+)
+@click.option("--max-plots", type=int, default=12, show_default=True, help="Partitions with a timeline.")
+def report(
+    data_dir: Path, out: Path | None, master: str | None, verify_crc: bool, max_examples: int, max_plots: int
+) -> None:
+    """Did the replicas converge, and was anything acknowledged lost or any log diverged?
+
+    Reads every broker's segments, checkpoints and journals with Spark, runs the checks and writes
+    report.json and report.html. Exit code 0: every check passes; 1: a check fails; 2: the input cannot
+    be read (the message names the file).
+    """
+    from rich.console import Console
+
+    from spark_jobs.report_job import SessionOwner, run_report
+
+    owner = SessionOwner(master)
+    try:
+        outcome = run_report(
+            owner,
+            data_dir,
+            out,
+            console=Console(stderr=True),
+            verify_crc=verify_crc,
+            max_examples=max_examples,
+            max_plots=max_plots,
+        )
+    finally:
+        owner.close()
+    sys.exit(outcome.exit_code)

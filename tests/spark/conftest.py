@@ -1,0 +1,55 @@
+"""One local SparkSession for every Spark test, and cluster data made once per session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.spark.cluster_fixtures import make_single_broker_cluster, make_three_replicas
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("isrsim-report-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def single_broker_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real broker's data: produced to, killed with SIGKILL, restarted, produced to, stopped."""
+    return make_single_broker_cluster(tmp_path_factory.mktemp("single"))
+
+
+@pytest.fixture(scope="session")
+def three_replica_root(single_broker_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("three") / "cluster"
+    shutil.copytree(single_broker_root, root, ignore=shutil.ignore_patterns("report"))
+    make_three_replicas(root)
+    return root
+
+
+@pytest.fixture
+def cluster_copy(three_replica_root: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "cluster"
+    shutil.copytree(three_replica_root, root, ignore=shutil.ignore_patterns("report"))
+    return root

@@ -1,0 +1,266 @@
+"""The report job on clusters made for real (a broker process killed and restarted, its data copied to
+make replicas) and on copies damaged on purpose, one damage per partition."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from cli.report_cmd import report as report_command
+from spark_jobs.layout import discover
+from spark_jobs.report_job import EXIT_FAILED, EXIT_OK, EXIT_UNREADABLE, ReportOutcome, run_report
+from spark_jobs.sources import pack_segments
+from tests.spark.cluster_fixtures import PER_PARTITION, add_kill9_leftovers, damage, make_unreadable
+
+pytestmark = pytest.mark.spark
+
+
+def _run(spark: Any, root: Path, tmp_path: Path) -> ReportOutcome:
+    console = Console(file=(tmp_path / "console.txt").open("w"), width=160)
+    return run_report(spark, root, tmp_path / "report", console=console, max_plots=3)
+
+
+def _check(outcome: ReportOutcome, name: str) -> dict[str, Any]:
+    return next(c for c in outcome.report["checks"] if c["name"] == name)
+
+
+def _partitions(check: dict[str, Any]) -> set[int]:
+    return {row["partition"] for row in check["examples"]}
+
+
+@pytest.fixture(scope="module")
+def clean_run(spark: Any, three_replica_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root = tmp_path_factory.mktemp("clean") / "cluster"
+    shutil.copytree(three_replica_root, root)
+    leftovers = add_kill9_leftovers(root)
+    out = tmp_path_factory.mktemp("clean-report")
+    return _run(spark, root, out), leftovers, out
+
+
+@pytest.fixture(scope="module")
+def damaged_run(spark: Any, three_replica_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root = tmp_path_factory.mktemp("damaged") / "cluster"
+    shutil.copytree(three_replica_root, root)
+    facts = damage(root)
+    return _run(spark, root, tmp_path_factory.mktemp("damaged-report")), facts
+
+
+# ---------------------------------------------------------------------------------------------- clean
+
+
+def test_clean_run_passes_every_check(clean_run: Any) -> None:
+    outcome, _, _ = clean_run
+    failed = [(c["name"], c["examples"][:2]) for c in outcome.report["checks"] if not c["passed"]]
+    assert failed == []
+    assert outcome.exit_code == EXIT_OK
+    assert outcome.report["verdict"] == "pass"
+    assert [c["name"] for c in outcome.report["checks"]] == [
+        "convergence",
+        "log_matching",
+        "acked_not_lost",
+        "offsets_contiguous",
+        "leader_hw_monotonic",
+        "epoch_cache",
+        "unclean_elections",
+        "batches_intact",
+    ]
+    assert _check(outcome, "acked_not_lost")["checked"] == 80
+
+
+def test_clean_run_reads_every_segment_and_tolerates_kill9_leftovers(clean_run: Any) -> None:
+    outcome, leftovers, _ = clean_run
+    inputs = outcome.report["inputs"]
+    layout = discover(outcome.report["data_dir"])
+    assert inputs["segment_bytes"] == layout.segment_bytes
+    assert inputs["segment_files"] == len(layout.segments)
+    assert inputs["batches"] == 3 * 80
+    assert inputs["read_mb_per_s"] > 0
+    assert inputs["brokers"] == [1, 2, 3]
+    assert inputs["torn_tail_bytes"] == leftovers["torn_bytes"]
+    assert inputs["torn_journal_lines"] == 1
+    assert any(leftovers["torn_segment"] in n for n in inputs["notes"])
+    assert any(leftovers["torn_journal"] in n for n in inputs["notes"])
+
+
+def test_clean_run_final_state_and_convergence_time(clean_run: Any) -> None:
+    outcome, _, _ = clean_run
+    conv = _check(outcome, "convergence")
+    parts = conv["extra"]["partitions"]
+    assert len(parts) == 8
+    assert {(p["leader"], p["isr"]) for p in parts} == {(1, "1,2,3")}
+    assert all("LEO 2000 HW 2000" in p["replicas"] for p in parts)
+    # The SIGKILL and the restart of broker 1 are the last faults; each partition converged after them.
+    for row in conv["extra"]["time_to_converge"]:
+        assert row["last_fault_ts"] is not None
+        assert row["time_to_converge_ms"] is not None and row["time_to_converge_ms"] >= 0
+
+
+def test_clean_run_writes_json_html_and_timelines(clean_run: Any) -> None:
+    outcome, _, _ = clean_run
+    data = json.loads((outcome.out_dir / "report.json").read_text())
+    assert data["verdict"] == "pass"
+    assert {c["name"]: c["violations"] for c in data["checks"]} == dict.fromkeys(
+        [c["name"] for c in data["checks"]], 0
+    )
+    page = (outcome.out_dir / "report.html").read_text()
+    assert page.index("PASS") < page.index("Replicas converged")
+    assert page.count("data:image/png;base64,") == 3
+    console = (outcome.out_dir.parent / "console.txt").read_text()
+    assert "bytes of segments" in console and "MB/s" in console
+
+
+def test_single_broker_run_passes_trivially(spark: Any, single_broker_root: Path, tmp_path: Path) -> None:
+    outcome = _run(spark, single_broker_root, tmp_path)
+    assert outcome.exit_code == EXIT_OK
+    assert outcome.report["inputs"]["max_replicas_per_partition"] == 1
+    assert any("single replica" in n for n in _check(outcome, "log_matching")["notes"])
+    # The restart after SIGKILL starts a new leader tenure: HW restarting from the checkpoint is no violation.
+    assert _check(outcome, "leader_hw_monotonic")["passed"]
+
+
+# ---------------------------------------------------------------------------------------------- damaged
+
+
+def test_damaged_run_fails_with_exit_code_1(damaged_run: Any) -> None:
+    outcome, _ = damaged_run
+    assert outcome.exit_code == EXIT_FAILED
+    assert outcome.report["verdict"] == "fail"
+    assert all(not c["passed"] for c in outcome.report["checks"])
+    assert "FAIL" in (outcome.out_dir / "report.html").read_text()
+
+
+def test_convergence_fails_on_hw_above_leo(damaged_run: Any) -> None:
+    check = _check(damaged_run[0], "convergence")
+    assert _partitions(check) == {3}
+    problems = {(r["broker"], r["problem"]) for r in check["examples"]}
+    assert (2, "HW above LEO at the end") in problems
+    assert (None, "live ISR replicas disagree on LEO/HW") in problems
+    above = next(r for r in check["examples"] if r["broker"] == 2)
+    assert above["detail"] == f"HW {PER_PARTITION + 500} (checkpoint) > LEO {PER_PARTITION}"
+
+
+def test_log_matching_lists_the_diverged_replica_and_the_gap(damaged_run: Any) -> None:
+    check = _check(damaged_run[0], "log_matching")
+    assert _partitions(check) == {0, 2}
+    diverged = [r for r in check["examples"] if r["partition"] == 0]
+    assert [r["base_offset"] for r in diverged] == [1000, 1200, 1400, 1600, 1800]
+    first = diverged[0]
+    assert "broker 1: 1000-1199 epoch 0" in first["detail"]
+    assert "broker 2: 1000-1199 epoch 1" in first["detail"]
+    assert "broker 3: 1000-1199 epoch 0" in first["detail"]
+    assert first["smallest_hw"] == PER_PARTITION
+    gap = [r for r in check["examples"] if r["partition"] == 2]
+    assert [(r["base_offset"], r["missing_on"]) for r in gap] == [(600, "3")]
+    # Per-record evidence for the first divergences: broker 2 holds other records at offset 1000.
+    records = {(r["broker"], r["offset"]): r["value"] for r in check["extra"]["first_records"]}
+    assert records[(2, 1000)] == "diverged"
+    assert records[(1, 1000)] != "diverged"
+
+
+def test_acked_check_lists_every_lost_acknowledged_batch(damaged_run: Any) -> None:
+    check = _check(damaged_run[0], "acked_not_lost")
+    rows = check["examples"]
+    assert check["violations"] == 5 + 6 + 1 + 2
+    assert _partitions(check) == {0, 1, 2, 7}
+    lost = sorted((r["base_offset"], r["broker"], r["problem"]) for r in rows if r["partition"] == 1)
+    assert lost == [(b, k, "missing") for b in (1600, 1800) for k in (1, 2, 3)]
+    replaced = {(r["base_offset"], r["broker"]) for r in rows if r["partition"] == 0}
+    assert replaced == {(b, 2) for b in (1000, 1200, 1400, 1600, 1800)}
+    assert all("CRC differs" in r["problem"] for r in rows if r["partition"] == 0)
+    assert {(r["base_offset"], r["broker"]) for r in rows if r["partition"] == 2} == {(600, 3)}
+    # After the unclean election only broker 2 is in t-7's ISR, and it never had 1600-1999.
+    assert {(r["base_offset"], r["broker"], r["role"]) for r in rows if r["partition"] == 7} == {
+        (1600, 2, "leader"),
+        (1800, 2, "leader"),
+    }
+    assert all(r["acks"] == -1 for r in rows)
+
+
+def test_contiguity_fails_on_the_gap_only(damaged_run: Any) -> None:
+    check = _check(damaged_run[0], "offsets_contiguous")
+    assert check["violations"] == 1
+    row = check["examples"][0]
+    assert (row["broker"], row["partition"], row["problem"]) == (3, 2, "gap")
+    assert (row["expected_offset"], row["base_offset"], row["missing_records"]) == (600, 800, 200)
+
+
+def test_leader_hw_fails_on_the_backwards_leader_hw(damaged_run: Any) -> None:
+    check = _check(damaged_run[0], "leader_hw_monotonic")
+    assert check["violations"] == 1
+    row = check["examples"][0]
+    assert (row["broker"], row["partition"], row["leader_epoch"]) == (1, 4, 0)
+    assert (row["prev_hw"], row["hw"]) == (PER_PARTITION, 1200)
+
+
+def test_epoch_cache_fails_on_the_inconsistent_cache(damaged_run: Any) -> None:
+    check = _check(damaged_run[0], "epoch_cache")
+    assert {(r["broker"], r["partition"]) for r in check["examples"]} == {(3, 5)}
+    assert check["violations"] == 6
+    problems = [(r["problem"], r["offset"], r["batch_epoch"], r["cache_epoch"]) for r in check["examples"]]
+    assert ("epochs not increasing", 1400, None, 2) in problems
+    mismatches = [p for p in problems if p[0].startswith("batch epoch differs")]
+    expected = [(1000, 0, 3), (1200, 0, 3), (1400, 0, 2), (1600, 0, 2), (1800, 0, 2)]
+    assert [(o, b, c) for _, o, b, c in mismatches] == expected
+
+
+def test_unclean_election_is_listed_with_its_cost(damaged_run: Any) -> None:
+    outcome, facts = damaged_run
+    check = _check(outcome, "unclean_elections")
+    assert check["violations"] == 1
+    row = check["examples"][0]
+    assert (row["partition"], row["leader"], row["epoch"], row["elected_ts"]) == (
+        7,
+        2,
+        1,
+        facts["elected_ts"],
+    )
+    assert (row["leader_start"], row["others_leo"], row["records_lost"]) == (1600, PER_PARTITION, 400)
+    assert row["acked_batches_lost"] == 2
+
+
+def test_batches_intact_fails_on_the_flipped_byte_only(damaged_run: Any) -> None:
+    check = _check(damaged_run[0], "batches_intact")
+    assert [(r["broker"], r["partition"], r["base_offset"]) for r in check["examples"]] == [(3, 6, 400)]
+
+
+# ---------------------------------------------------------------------------------------------- unreadable
+
+
+def test_unreadable_input_exits_2_naming_the_files(spark: Any, cluster_copy: Path, tmp_path: Path) -> None:
+    bad = make_unreadable(cluster_copy)
+    outcome = _run(spark, cluster_copy, tmp_path)
+    assert outcome.exit_code == EXIT_UNREADABLE
+    paths = {p.path: p.problem for p in outcome.problems}
+    assert set(paths) == {bad["foreign"], bad["checkpoint"]}
+    assert paths[bad["foreign"]].startswith("foreign: not a v2 record batch log")
+    assert "t 0 abc" in paths[bad["checkpoint"]] or "abc" in paths[bad["checkpoint"]]
+    written = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert written["verdict"] == "unreadable"
+    assert len(written["input_problems"]) == 2
+
+
+def test_cli_reports_a_directory_that_is_not_a_cluster(cluster_copy: Path, tmp_path: Path) -> None:
+    (cluster_copy / "broker-4").mkdir()
+    result = CliRunner().invoke(
+        report_command,
+        ["--data-dir", str(cluster_copy), "--out", str(tmp_path / "out")],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == EXIT_UNREADABLE
+    assert "broker-4" in result.output and "meta.properties" in result.output
+
+
+def test_pack_segments_groups_small_files_and_keeps_big_ones_alone(three_replica_root: Path) -> None:
+    segments = discover(three_replica_root).segments
+    groups = pack_segments(segments, max_bytes=64 << 20, open_cost=1 << 20, min_partitions=2)
+    assert len(segments) == 72 and len(groups) == 2  # 72 x (~70 KB + 1 MiB) fits in two 64 MiB tasks
+    assert max(len(g) for g in groups) - min(len(g) for g in groups) <= 1
+    assert sorted(s.path for g in groups for s in g) == sorted(s.path for s in segments)
+    alone = pack_segments(segments, max_bytes=1, open_cost=0, min_partitions=1)
+    assert len(alone) == len(segments)
