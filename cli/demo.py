@@ -265,7 +265,7 @@ def run_report(root: Path, console: Console) -> int:
 )
 @click.option("--keep", is_flag=True, help="Leave the cluster running at the end (and skip the report).")
 @click.option("--rate", type=int, default=5000, show_default=True, help="Workload records per second.")
-@click.option("--seconds", type=int, default=40, show_default=True, help="How long the workload runs.")
+@click.option("--seconds", type=int, default=25, show_default=True, help="How long the workload runs.")
 def demo(data_dir: Path, keep: bool, rate: int, seconds: int) -> None:
     """The main job: a cluster, an acks=all workload through a crash, a clean bounce and a zombie leader,
     then the consistency report."""
