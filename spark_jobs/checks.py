@@ -94,7 +94,11 @@ def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
         max_examples=max_examples,
         checked=len(inp.layout.partition_names()),
         notes=notes,
-        extra={"partitions": rows_of(_final_table(inp), 200), "time_to_converge": times},
+        extra={
+            "partitions": rows_of(_final_table(inp), 200),
+            "time_to_converge": times,
+            "faults": rows_of(cached(inp, "faults").orderBy("ts_ms", "kind", "broker", *TP), 100),
+        },
     )
 
 

@@ -3,8 +3,9 @@ broker's role (leader tenure, follower) at every event.
 
 Faults are:
 
-- ``crash``: a ``broker_started`` not preceded by ``broker_stopped`` (the process was killed); the fault is
-  dated at the broker's last event before the restart;
+- ``crash``: a ``broker_started`` with no ``broker_stopped`` since the broker's previous start (the
+  process was killed); dated at the restart, the first moment the journal shows it (a broker killed and
+  never restarted shows only through the controller's ``broker_fenced``);
 - ``unclean_stop``: ``broker_stopped`` with ``clean: false``;
 - ``fenced``: the controller's ``broker_fenced``;
 - ``isr_shrink``: an ``isr_changed`` whose ISR is smaller than before;
@@ -68,20 +69,17 @@ def _fault(
 def faults(journal: DataFrame) -> DataFrame:
     """Every fault (see the module doc), columns ``FAULT_COLUMNS``."""
     b = _broker_events(journal)
-    w = Window.partitionBy("owner").orderBy("ts_ms", "seq")
-    lifecycle = b.withColumn("prev_event", F.lag("event").over(w)).withColumn(
-        "prev_ts", F.lag("ts_ms").over(w)
-    )
+    before = Window.partitionBy("owner").orderBy("ts_ms", "seq").rowsBetween(Window.unboundedPreceding, -1)
+    life = F.when(F.col("event").isin("broker_started", "broker_stopped"), F.col("event"))
+    lifecycle = b.withColumn("prev_life", F.last(life, ignorenulls=True).over(before))
     crash = lifecycle.filter(
-        (F.col("event") == "broker_started")
-        & F.col("prev_event").isNotNull()
-        & (F.col("prev_event") != "broker_stopped")
+        (F.col("event") == "broker_started") & (F.col("prev_life") == "broker_started")
     ).select(
         *_fault(
-            "prev_ts",
+            "ts_ms",
             "crash",
             "owner",
-            F.format_string("no broker_stopped; restarted at ts %d", F.col("ts_ms")),
+            F.lit("restarted with no broker_stopped since its previous start (killed)"),
             scoped=False,
         )
     )

@@ -111,10 +111,10 @@ def render_terminal(console: Console, report: dict[str, Any], out: Path) -> None
     table.add_column("check")
     table.add_column("verdict")
     table.add_column("violations", justify="right")
-    table.add_column("example")
+    table.add_column("first violation", overflow="ellipsis", no_wrap=True, max_width=90)
     for c in report["checks"]:
         first = c["examples"][0] if c["examples"] else None
-        example = ", ".join(f"{k}={v}" for k, v in list(first.items())[:6]) if first else ""
+        example = " ".join(f"{k}={v}" for k, v in first.items() if v is not None) if first else ""
         style = "green" if c["passed"] else "bold red"
         table.add_row(
             c["name"], f"[{style}]{'pass' if c['passed'] else 'FAIL'}[/]", str(c["violations"]), example

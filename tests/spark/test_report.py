@@ -122,6 +122,9 @@ def test_single_broker_run_passes_trivially(spark: Any, single_broker_root: Path
     assert any("single replica" in n for n in _check(outcome, "log_matching")["notes"])
     # The restart after SIGKILL starts a new leader tenure: HW restarting from the checkpoint is no violation.
     assert _check(outcome, "leader_hw_monotonic")["passed"]
+    faults = _check(outcome, "convergence")["extra"]["faults"]
+    assert [(f["kind"], f["broker"]) for f in faults if f["kind"] == "crash"] == [("crash", 1)]
+    assert sorted(f["partition"] for f in faults if f["kind"] == "leader_change") == list(range(8))
 
 
 # ---------------------------------------------------------------------------------------------- damaged
