@@ -239,7 +239,24 @@ class KafkaApis:
 
     # ------------------------------------------------------------------ controller requests
 
+    def _stale_broker_epoch(self, request_broker_epoch: int, api: str) -> bool:
+        """Kafka's ``isBrokerEpochStale``: a controller request for an earlier registration of this broker."""
+        current = self.replica_manager.broker_epoch()
+        if request_broker_epoch < 0 or current < 0 or request_broker_epoch >= current:
+            return False
+        log.info(
+            "broker %d: ignoring %s with broker epoch %d; this broker's epoch is %d",
+            self.broker_id,
+            api,
+            request_broker_epoch,
+            current,
+        )
+        return True
+
     def handle_leader_and_isr(self, request: Request, req: m.LeaderAndIsrRequest) -> None:
+        if self._stale_broker_epoch(req.broker_epoch, "LEADER_AND_ISR"):
+            request.complete(to_body(m.LeaderAndIsrResponse(error_code=int(Errors.STALE_BROKER_EPOCH))))
+            return
         # Anyone may send controller requests to an unmanaged broker, and a topic name becomes a directory
         # name: refuse names Kafka would never create (INVALID_TOPIC_EXCEPTION) before they reach the disk.
         invalid = {
@@ -288,6 +305,9 @@ class KafkaApis:
         )
 
     def handle_stop_replica(self, request: Request, req: m.StopReplicaRequest) -> None:
+        if self._stale_broker_epoch(req.broker_epoch, "STOP_REPLICA"):
+            request.complete(to_body(m.StopReplicaResponse(error_code=int(Errors.STALE_BROKER_EPOCH))))
+            return
         # A topic name is a directory name, and STOP_REPLICA may delete it: never one outside the data dir.
         invalid = {
             (t.topic_name, p.partition_index): Errors.INVALID_TOPIC_EXCEPTION
@@ -321,6 +341,9 @@ class KafkaApis:
         )
 
     def handle_update_metadata(self, request: Request, req: m.UpdateMetadataRequest) -> None:
+        if self._stale_broker_epoch(req.broker_epoch, "UPDATE_METADATA"):
+            request.complete(to_body(m.UpdateMetadataResponse(error_code=int(Errors.STALE_BROKER_EPOCH))))
+            return
         brokers = [BrokerEndpoint(b.id, b.host, b.port) for b in req.live_brokers]
         partitions = [
             (

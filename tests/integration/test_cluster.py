@@ -152,6 +152,11 @@ def test_controller_restart_fences_the_old_controller_epoch(cluster: Cluster) ->
     }
     resp = cluster.ask(survivor, ApiKeys.LEADER_AND_ISR, stale)
     assert resp["error_code"] == Errors.STALE_CONTROLLER_EPOCH
+    # ... and one meant for an earlier registration of the broker (Kafka's stale broker epoch).
+    registered = [e for e in cluster.controller_events("broker_registered") if e["broker_id"] == survivor][-1]
+    stale_broker = {**stale, "controller_epoch": new_epoch, "broker_epoch": registered["broker_epoch"] - 1}
+    resp = cluster.ask(survivor, ApiKeys.LEADER_AND_ISR, stale_broker)
+    assert resp["error_code"] == Errors.STALE_BROKER_EPOCH
     assert prod.wait(120) == 0
     cluster.cli("broker", "restart", str(victim))
     wait_until(lambda: cluster.isr_full("c"), timeout=30, message="ISR full again")
