@@ -162,7 +162,9 @@ class SocketServer:
                 with trio.move_on_after(CLOSE_DRAIN_TIMEOUT_S):
                     await conn.wait_below(1)
                 nursery.cancel_scope.cancel()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except* (trio.BrokenResourceError, trio.ClosedResourceError):
+            # The peer went away while a response was being written (the write loop's error reaches us
+            # wrapped in the nursery's exception group): the connection is over, the broker is not.
             pass
         finally:
             conn.closed = True
