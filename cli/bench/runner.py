@@ -105,9 +105,14 @@ def run_bench(
                 result = ScenarioResult(scenario.name, scenario.title)
                 results.append(result)
                 progress.update(overall, description=f"[bold]{scenario.title}[/]")
-                ctx.on_step = lambda text, s=scenario: progress.update(
-                    overall, description=f"[bold]{s.title}[/]: {text}"
-                )
+                steps: list[str] = []
+
+                def on_step(text: str, s: Scenario = scenario, steps: list[str] = steps) -> None:
+                    steps.append(text)
+                    del steps[:-20]
+                    progress.update(overall, description=f"[bold]{s.title}[/]: {text}")
+
+                ctx.on_step = on_step
                 ctx.on_note = lambda text: progress.console.print(f"  [yellow]note[/]: {text}")
                 limit = scenario.quick_limit_s if quick else scenario.full_limit_s
                 t0 = time.monotonic()
@@ -122,8 +127,9 @@ def run_bench(
                         result.status, result.reason = "skipped", str(skip)
                     else:
                         result.status = "failed"
-                        result.reason = _first_line(exc)
+                        result.reason = _first_line(exc) + (f" (at: {steps[-1]})" if steps else "")
                         result.details["traceback"] = traceback.format_exc()
+                        result.details["last_steps"] = list(steps)
                 finally:
                     result.duration_s = time.monotonic() - t0
                     _kill_leftovers()
