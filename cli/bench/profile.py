@@ -86,28 +86,47 @@ def _module(frame: str) -> str:
 
 @dataclass
 class ProfileSummary:
+    """Shares (0..1) of the busy samples: those whose leaf is not a thread or event loop waiting."""
+
     samples: int
+    idle_share: float = 0.0
     self_top: list[tuple[str, float]] = field(default_factory=list)
     inclusive_top: list[tuple[str, float]] = field(default_factory=list)
     modules_self: list[tuple[str, float]] = field(default_factory=list)
-    idle_share: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "samples": self.samples,
             "idle_share": round(self.idle_share, 3),
-            "self_top": [[f, round(s, 3)] for f, s in self.self_top],
-            "inclusive_top": [[f, round(s, 3)] for f, s in self.inclusive_top],
-            "modules_self": [[f, round(s, 3)] for f, s in self.modules_self],
+            "busy_self_top": [[f, round(s, 3)] for f, s in self.self_top],
+            "busy_inclusive_top": [[f, round(s, 3)] for f, s in self.inclusive_top],
+            "busy_modules_self": [[f, round(s, 3)] for f, s in self.modules_self],
         }
 
 
-IDLE_LEAVES = ("epoll.poll", "select.epoll", "poll (selectors", "get_events (trio", "_epoll_wait")
+# Leaves that mean "waiting": trio's event loop in epoll, idle worker threads, sleeps.
+IDLE_LEAVES = (
+    "get_events (trio/",
+    "Condition.wait (threading",
+    "WorkerThread._work (trio/",
+    "Event.wait (threading",
+    "Thread._wait_for_tstate_lock",
+    "select (selectors",
+    "poll (selectors",
+)
+_GENERIC = (
+    "<module> (",
+    "_run_code (",
+    "_run_module_as_main (",
+    "Command.",
+    "Group.invoke",
+    "Context.invoke",
+)
 
 
 def summarize(path: Path, top: int = 15) -> ProfileSummary:
-    """Shares of samples (0..1): by leaf function (self), by any function on the stack (inclusive) and by
-    module of the leaf. Samples whose leaf is the event loop waiting for I/O count as idle."""
+    """Where the busy samples are: by leaf function (self), by any function on the stack (inclusive) and by
+    the leaf's module; plus the share of samples that were waiting."""
     self_c: Counter[str] = Counter()
     incl_c: Counter[str] = Counter()
     mod_c: Counter[str] = Counter()
@@ -122,19 +141,23 @@ def summarize(path: Path, top: int = 15) -> ProfileSummary:
         if not frames:
             continue
         total += count
-        leaf = frames[-1]
-        if any(marker in leaf for marker in IDLE_LEAVES) or "get_events" in leaf:
+        leaf = _short(frames[-1])
+        if any(marker in leaf for marker in IDLE_LEAVES):
             idle += count
-        self_c[_short(leaf)] += count
-        mod_c[_module(leaf)] += count
+            continue
+        self_c[leaf] += count
+        mod_c[_module(frames[-1])] += count
         for f in {_short(f) for f in frames}:
-            incl_c[f] += count
-    if total == 0:
-        return ProfileSummary(0)
+            if not f.startswith(_GENERIC):
+                incl_c[f] += count
+    busy = total - idle
+    if busy <= 0:
+        return ProfileSummary(total, 1.0 if total else 0.0)
     return ProfileSummary(
         samples=total,
-        self_top=[(f, n / total) for f, n in self_c.most_common(top)],
-        inclusive_top=[(f, n / total) for f, n in incl_c.most_common(top * 2)],
-        modules_self=[(f, n / total) for f, n in mod_c.most_common(top)],
         idle_share=idle / total,
+        self_top=[(f, n / busy) for f, n in self_c.most_common(top)],
+        # Frames on (nearly) every busy stack (the entry points, trio's run loop) say nothing.
+        inclusive_top=[(f, n / busy) for f, n in incl_c.most_common() if n / busy < 0.9][: top * 2],
+        modules_self=[(f, n / busy) for f, n in mod_c.most_common(top)],
     )

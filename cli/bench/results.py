@@ -70,6 +70,8 @@ class ScenarioResult:
     figures: list[Figure] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
+    # How busy the machine was meanwhile (load average, share of all CPUs busy): this machine is shared.
+    machine_load: dict[str, float | None] = field(default_factory=dict)
 
     def add(self, figure: Figure) -> Figure:
         self.figures.append(figure)
@@ -85,6 +87,7 @@ class ScenarioResult:
             "status": self.status,
             "reason": self.reason,
             "duration_s": round(self.duration_s, 2),
+            "machine_load": self.machine_load,
             "figures": [f.to_json() for f in self.figures],
             "details": self.details,
         }

@@ -6,6 +6,7 @@ The ceiling (scenario 1) always runs first, because every throughput figure is g
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import tempfile
@@ -115,6 +116,7 @@ def run_bench(
                 ctx.on_step = on_step
                 ctx.on_note = lambda text: progress.console.print(f"  [yellow]note[/]: {text}")
                 limit = scenario.quick_limit_s if quick else scenario.full_limit_s
+                load0, cpu0 = _loadavg(), _cpu_ticks()
                 t0 = time.monotonic()
                 try:
                     trio.run(_limited, scenario.run, ctx, result, limit)
@@ -132,6 +134,7 @@ def run_bench(
                         result.details["last_steps"] = list(steps)
                 finally:
                     result.duration_s = time.monotonic() - t0
+                    result.machine_load = _load_during(load0, cpu0)
                     _kill_leftovers()
                     if not scenario.keeps_data and not keep:
                         shutil.rmtree(root / scenario.name, ignore_errors=True)
@@ -159,6 +162,33 @@ async def _limited(fn: ScenarioFn, ctx: BenchContext, result: ScenarioResult, li
         raise RuntimeError(f"did not finish within its limit of {limit:.0f}s") from None
 
 
+def _loadavg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs from ``/proc/stat``."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def _load_during(load0: float | None, cpu0: tuple[int, int] | None) -> dict[str, float | None]:
+    """How busy the whole machine was during a scenario (ours and everyone else's processes)."""
+    cpu1 = _cpu_ticks()
+    busy = None
+    if cpu0 is not None and cpu1 is not None and cpu1[1] > cpu0[1]:
+        busy = round((cpu1[0] - cpu0[0]) / (cpu1[1] - cpu0[1]), 3)
+    return {"loadavg_1m_start": load0, "loadavg_1m_end": _loadavg(), "machine_cpu_busy": busy}
+
+
 def _skip_in(exc: BaseException) -> Skip | None:
     """The :class:`Skip` that ended a scenario, also when a nursery wrapped it in a group."""
     if isinstance(exc, Skip):
@@ -177,7 +207,12 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _print_result(console: Console, result: ScenarioResult) -> None:
-    head = f"[bold]{result.title}[/] ({result.duration_s:.0f}s)"
+    load = result.machine_load
+    busy = load.get("machine_cpu_busy")
+    where = (
+        f", machine CPU {busy * 100:.0f}% busy, load {load.get('loadavg_1m_end')}" if busy is not None else ""
+    )
+    head = f"[bold]{result.title}[/] ({result.duration_s:.0f}s{where})"
     if result.status != "ok":
         style = "yellow" if result.status == "skipped" else "red"
         console.print(f"{head}: [{style}]{result.status}: {result.reason}[/]")

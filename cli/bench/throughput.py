@@ -12,14 +12,15 @@ brokers (as a controller would place them).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 import trio
 
-from cli.bench.cluster import BenchCluster
+from cli.bench.cluster import BenchCluster, cpu_seconds
 from cli.bench.context import BenchContext
-from cli.bench.profile import start_recording, summarize
+from cli.bench.profile import Recording, start_recording, summarize
 from cli.bench.results import Figure, ScenarioResult, Target
 from cli.cluster_client import ClusterClient
 from cli.producer import Producer, ProducerSettings, ProduceStats
@@ -66,6 +67,57 @@ async def produce(
     return stats
 
 
+async def measured_produce(
+    ctx: BenchContext,
+    cluster: BenchCluster,
+    topic: str,
+    settings: ProducerSettings,
+    count: int,
+    *,
+    label: str,
+    profile_as: str,
+) -> tuple[ProduceStats, dict[str, Any]]:
+    """:func:`produce`, measuring the CPU each broker and this process (the producer) used, as a share of
+    one core over the run; with ``--profile``, py-spy samples them all and the summaries go into the
+    returned usage (``profiles``)."""
+    recordings: list[Recording] = []
+    if ctx.params.profile and ctx.out_dir is not None:
+        targets = [(f"{profile_as}-broker-{b.broker_id}", b.pid) for b in cluster.brokers.values()]
+        for name, pid in [*targets, (f"{profile_as}-producer", os.getpid())]:
+            rec = start_recording(name, pid, ctx.out_dir)
+            if rec is not None:
+                recordings.append(rec)
+        if not recordings:
+            ctx.note("--profile: py-spy is not installed (pip install py-spy); running without a profile")
+        else:
+            await trio.sleep(1.0)  # py-spy attaches
+    pids = {f"broker-{b.broker_id}": b.pid for b in cluster.brokers.values()} | {"producer": os.getpid()}
+    cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
+    t0 = time.monotonic()
+    try:
+        stats = await produce(ctx, cluster, topic, settings, count, label=label)
+        wall = time.monotonic() - t0
+        usage: dict[str, Any] = {
+            "cpu_share_of_one_core": {
+                k: round((cpu_seconds(pid) - cpu0[k]) / wall, 3) for k, pid in pids.items()
+            }
+        }
+    finally:
+        outputs = [(rec.name, await trio.to_thread.run_sync(rec.stop)) for rec in recordings]
+    if recordings:
+        ctx.step("summarizing profiles")
+        usage["profiles"] = {
+            name: summarize(out).to_json() | {"file": out.name} for name, out in outputs if out is not None
+        }
+    return stats, usage
+
+
+def cpu_note(usage: dict[str, Any]) -> str:
+    shares = usage["cpu_share_of_one_core"]
+    brokers = "/".join(f"{v * 100:.0f}" for k, v in sorted(shares.items()) if k.startswith("broker"))
+    return f"CPU % of a core: producer {shares['producer'] * 100:.0f}, brokers {brokers}"
+
+
 def percentile(sorted_values: list[float], q: float) -> float:
     """Nearest-rank percentile of already sorted values."""
     if not sorted_values:
@@ -98,34 +150,10 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
     await produce(
         ctx, cluster, "small", small, max(p.small_records // 20, small.batch_records * 6), label="2a warm-up"
     )
-    recordings = []
-    if p.profile and ctx.out_dir is not None:
-        for b in cluster.brokers.values():
-            rec = start_recording(f"throughput-broker-{b.broker_id}", b.pid, ctx.out_dir)
-            if rec is not None:
-                recordings.append(rec)
-        import os
-
-        rec = start_recording("throughput-producer", os.getpid(), ctx.out_dir)
-        if rec is not None:
-            recordings.append(rec)
-        if not recordings:
-            ctx.note("--profile: py-spy is not installed (pip install py-spy); running without a profile")
-        else:
-            await trio.sleep(1.0)  # py-spy attaches
-    cpu0 = {b.broker_id: b.cpu_seconds() for b in cluster.brokers.values()}
-    t0 = time.monotonic()
-    stats = await produce(ctx, cluster, "small", small, p.small_records, label="2a 100-byte records")
-    wall = time.monotonic() - t0
-    cpu = {b.broker_id: b.cpu_seconds() - cpu0[b.broker_id] for b in cluster.brokers.values()}
-    if recordings:
-        ctx.step("writing profiles")
-        profiles = {}
-        for rec in recordings:
-            out = await trio.to_thread.run_sync(rec.stop)
-            if out is not None:
-                profiles[rec.name] = summarize(out).to_json() | {"file": out.name}
-        details["profiles"] = profiles
+    stats, usage = await measured_produce(
+        ctx, cluster, "small", small, p.small_records, label="2a 100-byte records", profile_as="2a"
+    )
+    details["small_cpu"] = usage
     secs = max(stats.elapsed, 1e-9)
     rec_s = stats.records_acked / secs
     mb_s = stats.bytes_acked / secs / 1e6
@@ -136,7 +164,7 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
             rec_s,
             "records/s",
             Target(">=", TARGET_RECORDS_S),
-            note=f"{p.small_batch_records} records/batch, {p.small_partitions} partitions",
+            note=f"{p.small_batch_records} records/batch, {p.small_partitions} partitions; {cpu_note(usage)}",
         )
     )
     result.add(
@@ -156,8 +184,6 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
         "batch_records": p.small_batch_records,
         "partitions": p.small_partitions,
         "retries": stats.retries,
-        "broker_cpu_s": {str(k): round(v, 2) for k, v in cpu.items()},
-        "broker_cpu_share_of_wall": {str(k): round(v / wall, 3) for k, v in cpu.items()},
         "kafka_3_machine_sync_3x_records_s": KAFKA_3X_SYNC_RECORDS_S,
         "ratio_to_kafka": round(rec_s / KAFKA_3X_SYNC_RECORDS_S, 3),
     }
@@ -190,9 +216,16 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
         acks=-1, record_size=LARGE_RECORD_SIZE, batch_records=LARGE_RECORDS_PER_BATCH, max_in_flight=2
     )
     await produce(ctx, cluster, "large", large, LARGE_RECORDS_PER_BATCH * 6, label="2b warm-up")
-    stats = await produce(
-        ctx, cluster, "large", large, p.large_batches * LARGE_RECORDS_PER_BATCH, label="2b 1 MiB batches"
+    stats, usage = await measured_produce(
+        ctx,
+        cluster,
+        "large",
+        large,
+        p.large_batches * LARGE_RECORDS_PER_BATCH,
+        label="2b 1 MiB batches",
+        profile_as="2b",
     )
+    details["large_cpu"] = usage
     secs = max(stats.elapsed, 1e-9)
     mb_s = stats.bytes_acked / secs / 1e6
     ratio = ctx.of_loopback(mb_s)
@@ -205,7 +238,7 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
             Target(">=", 0.10 * ctx.loopback_mb_s, ">= 10% of loopback") if ctx.loopback_mb_s else None,
             ratio=ratio,
             ratio_to="loopback",
-            note=f"{p.large_partitions} partitions",
+            note=f"{p.large_partitions} partitions; {cpu_note(usage)}",
         )
     )
     details["large"] = {
