@@ -234,3 +234,37 @@ def write_results(
     path = out_dir / "results.json"
     path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def markdown_table(doc: dict[str, Any]) -> str:
+    """The figures of a ``results.json`` as a Markdown table (for docs/performance.md)."""
+    lines = ["| scenario | figure | value | ratio | target | |", "|---|---|---:|---:|---:|---|"]
+    for s in doc["scenarios"]:
+        if s["status"] != "ok" and not s["figures"]:
+            lines.append(f"| {s['name']} | {s['status']}: {s['reason']} | | | | |")
+            continue
+        for f in s["figures"]:
+            fig = Figure(
+                f["key"],
+                f["label"],
+                f["value"],
+                f["unit"],
+                Target(**f["target"]) if f.get("target") else None,
+                f.get("ratio"),
+                f.get("ratio_to", ""),
+                f.get("note", ""),
+            )
+            met = fig.met
+            mark = "" if met is None else ("met" if met else "**missed**")
+            label = fig.label + (f" ({fig.note})" if fig.note else "")
+            target = fig.target.describe(fig.unit) if fig.target else ""
+            lines.append(
+                f"| {s['name']} | {label} | {format_value(fig)} | {format_ratio(fig)} | {target} | {mark} |"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import sys as _sys
+
+    print(markdown_table(json.loads(Path(_sys.argv[1]).read_text(encoding="utf-8"))))
