@@ -42,7 +42,8 @@ class ReportOutcome:
 
 
 def _is_local(master: str) -> bool:
-    return master.startswith("local")
+    """``local``/``local[n]``: one JVM and this machine's Python (``local-cluster`` has real executors)."""
+    return master == "local" or master.startswith("local[")
 
 
 def build_session(master: str | None = None, app_name: str = "isrsim-report") -> Any:
@@ -58,10 +59,13 @@ def build_session(master: str | None = None, app_name: str = "isrsim-report") ->
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     if master is not None:
         builder = builder.master(master)
-    if master is not None and _is_local(master):
-        builder = builder.config("spark.sql.shuffle.partitions", "8")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    sc = spark.sparkContext
+    if _is_local(sc.master) and not sc.getConf().contains("spark.sql.shuffle.partitions"):
+        # The inputs are small (metadata, not records): Spark's default of 200 shuffle partitions is all
+        # task overhead on one machine.
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(2, sc.defaultParallelism)))
     if not _is_local(spark.sparkContext.master):
         ship_code(spark)
     return spark
@@ -95,7 +99,7 @@ class Phases:
         with self.console.status(f"[bold]report[/] {name} ..."):
             yield
         self.timings[name] = round(time.monotonic() - t0, 3)
-        self.console.log(f"{name}: {self.timings[name]:.1f}s")
+        self.console.print(f"[dim]{name}: {self.timings[name]:.1f}s[/]")
 
 
 def run_report(
@@ -203,6 +207,8 @@ def _unreadable(
     report = unreadable_report(data_dir, problems)
     for p in problems:
         console.print(f"[bold red]cannot read[/] {p.path}: {p.problem}")
+    if not Path(data_dir).is_dir() and not out.parent.is_dir():
+        return ReportOutcome(EXIT_UNREADABLE, report, out, problems)
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / "report.json", report)
