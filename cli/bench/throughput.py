@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from cli.bench.cluster import BenchCluster, cpu_seconds
+from cli.bench.cluster import BenchCluster, cpu_seconds, status_kib
 from cli.bench.context import BenchContext
 from cli.bench.profile import Recording, start_recording, summarize
 from cli.bench.results import Figure, ScenarioResult, Target
@@ -112,6 +112,17 @@ async def measured_produce(
     return stats, usage
 
 
+def rss_now(cluster: BenchCluster) -> dict[str, dict[str, float]]:
+    """Each broker's current and peak resident set (MiB)."""
+    return {
+        f"broker-{b.broker_id}": {
+            "rss": round(status_kib(b.pid, "VmRSS") / 1024, 1),
+            "peak": round(status_kib(b.pid, "VmHWM") / 1024, 1),
+        }
+        for b in cluster.brokers.values()
+    }
+
+
 def cpu_note(usage: dict[str, Any]) -> str:
     shares = usage["cpu_share_of_one_core"]
     brokers = "/".join(f"{v * 100:.0f}" for k, v in sorted(shares.items()) if k.startswith("broker"))
@@ -154,6 +165,7 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
         ctx, cluster, "small", small, p.small_records, label="2a 100-byte records", profile_as="2a"
     )
     details["small_cpu"] = usage
+    details["rss_mib_after"] = {"2a": rss_now(cluster)}
     secs = max(stats.elapsed, 1e-9)
     rec_s = stats.records_acked / secs
     mb_s = stats.bytes_acked / secs / 1e6
@@ -203,6 +215,7 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
             note=f"{KAFKA_DEFAULT_BATCH_RECORDS} records/batch",
         )
     )
+    details["rss_mib_after"]["2a-16k"] = rss_now(cluster)
     details["small_16k_batches"] = {
         "records": stats.records_acked,
         "seconds": round(secs, 3),
@@ -226,6 +239,7 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
         profile_as="2b",
     )
     details["large_cpu"] = usage
+    details["rss_mib_after"]["2b"] = rss_now(cluster)
     secs = max(stats.elapsed, 1e-9)
     mb_s = stats.bytes_acked / secs / 1e6
     ratio = ctx.of_loopback(mb_s)
