@@ -16,7 +16,7 @@ from cli.report_cmd import report as report_command
 from spark_jobs.layout import discover
 from spark_jobs.report_job import EXIT_FAILED, EXIT_OK, EXIT_UNREADABLE, ReportOutcome, run_report
 from spark_jobs.sources import pack_segments
-from tests.spark.cluster_fixtures import PER_PARTITION, add_kill9_leftovers, damage, make_unreadable
+from tests.spark.cluster_fixtures import PER_PARTITION, add_kill9_leftovers, damage, make_unreadable, truncate
 
 pytestmark = pytest.mark.spark
 
@@ -267,3 +267,41 @@ def test_pack_segments_groups_small_files_and_keeps_big_ones_alone(three_replica
     assert sorted(s.path for g in groups for s in g) == sorted(s.path for s in segments)
     alone = pack_segments(segments, max_bytes=1, open_cost=0, min_partitions=1)
     assert len(alone) == len(segments)
+
+
+def test_acks1_losses_are_listed_but_only_acks_all_losses_fail(
+    spark: Any, cluster_copy: Path, tmp_path: Path
+) -> None:
+    """A batch acknowledged with acks=1 and then gone from every replica (a crashed or zombie leader that
+    acknowledged it alone) is Kafka's documented acks=1 loss: listed, not a violation. With acks=all it is."""
+    acks_all_root = tmp_path / "acks-all-root"
+    shutil.copytree(cluster_copy, acks_all_root)  # a second root: Spark caches file listings per session
+    outcomes = {}
+    for root, acks in ((cluster_copy, 1), (acks_all_root, -1)):
+        journals = {
+            p: [json.loads(line) for line in p.read_text().splitlines()]
+            for p in (root / "workload").glob("acked-*.jsonl")
+        }
+        path, last = max(
+            ((p, a) for p, lines in journals.items() for a in lines if a["partition"] == 3),
+            key=lambda x: x[1]["base_offset"],
+        )
+        for broker in (1, 2, 3):
+            truncate(root, broker, 3, last["base_offset"])
+        last["acks"] = acks
+        path.write_text("".join(json.dumps(a) + "\n" for a in journals[path]))
+        out = tmp_path / f"out{acks}"
+        out.mkdir()
+        outcomes[acks] = (_check(_run(spark, root, out), "acked_not_lost"), last["base_offset"])
+
+    check, base = outcomes[1]
+    assert check["passed"] and check["violations"] == 0
+    listed = {
+        (r["partition"], r["base_offset"], r["broker"], r["acks"]) for r in check["extra"]["acks1_lost"]
+    }
+    assert listed == {(3, base, b, 1) for b in (1, 2, 3)}
+    assert any("acks=1" in n for n in check["notes"])
+    check, base = outcomes[-1]
+    assert not check["passed"] and check["violations"] == 3
+    assert {(r["partition"], r["base_offset"]) for r in check["examples"]} == {(3, base)}
+    assert "acks1_lost" not in check["extra"]
