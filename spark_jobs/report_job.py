@@ -53,10 +53,18 @@ def build_session(master: str | None = None, app_name: str = "isrsim-report") ->
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
     if master is None and not under_submit:
         master = "local[*]"
-    if master is not None and _is_local(master):
-        # Local Python workers must use this interpreter (the one with the project installed).
+    local = master is not None and _is_local(master)
+    if local:
+        # Local Python workers must use this interpreter (the one with the project installed), and a local
+        # job has no reason to listen anywhere but loopback.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
+    if local:
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
+        builder = builder.config("spark.ui.enabled", "false")
     if master is not None:
         builder = builder.master(master)
     spark = builder.getOrCreate()
