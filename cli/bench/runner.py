@@ -53,10 +53,6 @@ SCENARIOS: tuple[Scenario, ...] = (
 NAMES = tuple(s.name for s in SCENARIOS)
 
 
-class BenchInterrupted(Exception):
-    pass
-
-
 def select(only: Sequence[str]) -> list[Scenario]:
     """The scenarios named in ``only`` (comma-separated allowed; all if empty), ceiling first."""
     wanted = {n.strip() for item in only for n in item.split(",") if n.strip()}
@@ -67,10 +63,6 @@ def select(only: Sequence[str]) -> list[Scenario]:
         return list(SCENARIOS)
     wanted.add("ceiling")
     return [s for s in SCENARIOS if s.name in wanted]
-
-
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 def run_bench(
@@ -90,7 +82,8 @@ def run_bench(
     ctx = BenchContext(root=root, params=params, out_dir=out_dir)
     results: list[ScenarioResult] = []
     interrupted = False
-    previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    _TERMINATE["requested"] = False
+    previous_term = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with Progress(
             SpinnerColumn(),
@@ -103,6 +96,9 @@ def run_bench(
         ) as progress:
             overall = progress.add_task("scenarios", total=len(scenarios))
             for scenario in scenarios:
+                if _TERMINATE["requested"]:
+                    interrupted = True
+                    break
                 result = ScenarioResult(scenario.name, scenario.title)
                 results.append(result)
                 progress.update(overall, description=f"[bold]{scenario.title}[/]")
@@ -120,12 +116,14 @@ def run_bench(
                 t0 = time.monotonic()
                 try:
                     trio.run(_limited, scenario.run, ctx, result, limit)
-                except KeyboardInterrupt:
-                    result.status, result.reason = "failed", "interrupted"
-                    interrupted = True
-                except Exception as exc:
-                    skip = _skip_in(exc)
-                    if skip is not None:
+                except BaseException as exc:
+                    if _interrupt_in(exc):
+                        # Ctrl-C (possibly inside a group with what the cancellation caused), or SIGTERM.
+                        result.status, result.reason = "failed", "interrupted"
+                        interrupted = True
+                    elif not isinstance(exc, Exception):
+                        raise
+                    elif (skip := _skip_in(exc)) is not None:
                         result.status, result.reason = "skipped", str(skip)
                     else:
                         result.status = "failed"
@@ -154,12 +152,41 @@ def run_bench(
     return results, interrupted
 
 
+_TERMINATE = {"requested": False}
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    # Outside a scenario: only note it; the loop stops before the next scenario.
+    _TERMINATE["requested"] = True
+
+
 async def _limited(fn: ScenarioFn, ctx: BenchContext, result: ScenarioResult, limit: float) -> None:
-    try:
-        with trio.fail_after(limit):
-            await fn(ctx, result)
-    except trio.TooSlowError:
-        raise RuntimeError(f"did not finish within its limit of {limit:.0f}s") from None
+    """Runs a scenario with a time limit. SIGTERM cancels it (its ``finally`` blocks stop its processes)
+    and then ends the run like Ctrl-C."""
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def watch() -> None:
+                    async for _ in signals:
+                        _TERMINATE["requested"] = True
+                        nursery.cancel_scope.cancel()
+                        return
+
+                nursery.start_soon(watch)
+                try:
+                    with trio.fail_after(limit):
+                        await fn(ctx, result)
+                except trio.TooSlowError:
+                    raise RuntimeError(f"did not finish within its limit of {limit:.0f}s") from None
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The scenario's own exception, not the group the watcher's nursery wrapped it in.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+    if _TERMINATE["requested"]:
+        raise KeyboardInterrupt
 
 
 def _loadavg() -> float | None:
@@ -187,6 +214,14 @@ def _load_during(load0: float | None, cpu0: tuple[int, int] | None) -> dict[str,
     if cpu0 is not None and cpu1 is not None and cpu1[1] > cpu0[1]:
         busy = round((cpu1[0] - cpu0[0]) / (cpu1[1] - cpu0[1]), 3)
     return {"loadavg_1m_start": load0, "loadavg_1m_end": _loadavg(), "machine_cpu_busy": busy}
+
+
+def _interrupt_in(exc: BaseException) -> bool:
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_interrupt_in(e) for e in exc.exceptions)
+    return False
 
 
 def _skip_in(exc: BaseException) -> Skip | None:
