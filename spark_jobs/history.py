@@ -13,6 +13,10 @@ Faults are:
 - ``unclean_election``: a ``leader_elected`` with ``unclean: true``.
 
 ``crash``, ``unclean_stop`` and ``fenced`` concern every partition (``topic`` is null); the others one.
+
+The final stop of the cluster is not a fault: events from the first controlled shutdown after the last
+``broker_started`` of the run (the controller tags those with ``reason: controlled_shutdown``; without a
+controller journal, from the first clean ``broker_stopped`` after it) are left out.
 """
 
 from __future__ import annotations
@@ -66,8 +70,32 @@ def _fault(
     ]
 
 
+def final_shutdown_start(journal: DataFrame) -> int | None:
+    """When the cluster's final stop began (see the module doc); None if it never stopped."""
+    b = _broker_events(journal)
+    last_start = b.filter(F.col("event") == "broker_started").agg(F.max("ts_ms")).first()
+    if last_start is None or last_start[0] is None:
+        return None
+    after = F.col("ts_ms") > F.lit(last_start[0])
+    controlled = journal.filter(
+        (F.col("source") == "controller") & (F.col("reason") == "controlled_shutdown") & after
+    ).agg(F.min("ts_ms"))
+    first = controlled.first()
+    if first is not None and first[0] is not None:
+        return int(first[0])
+    stopped = b.filter((F.col("event") == "broker_stopped") & (F.col("clean") == F.lit(True)) & after)
+    row = stopped.agg(F.min("ts_ms")).first()
+    return None if row is None or row[0] is None else int(row[0])
+
+
 def faults(journal: DataFrame) -> DataFrame:
     """Every fault (see the module doc), columns ``FAULT_COLUMNS``."""
+    every = _all_faults(journal)
+    cutoff = final_shutdown_start(journal)
+    return every if cutoff is None else every.filter(F.col("ts_ms") < F.lit(cutoff))
+
+
+def _all_faults(journal: DataFrame) -> DataFrame:
     b = _broker_events(journal)
     before = Window.partitionBy("owner").orderBy("ts_ms", "seq").rowsBetween(Window.unboundedPreceding, -1)
     life = F.when(F.col("event").isin("broker_started", "broker_stopped"), F.col("event"))
