@@ -162,10 +162,15 @@ class SocketServer:
                 with trio.move_on_after(CLOSE_DRAIN_TIMEOUT_S):
                     await conn.wait_below(1)
                 nursery.cancel_scope.cancel()
-        except* (trio.BrokenResourceError, trio.ClosedResourceError):
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             # The peer went away while a response was being written (the write loop's error reaches us
             # wrapped in the nursery's exception group): the connection is over, the broker is not.
             pass
+        except* Exception as group:
+            # Nothing that happens on one connection may take the broker down: log it, drop the connection.
+            log.error(
+                "%s: closing connection %s after an unexpected error", self.name, conn.peer, exc_info=group
+            )
         finally:
             conn.closed = True
             self.connections.pop(conn.id, None)

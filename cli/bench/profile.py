@@ -55,12 +55,15 @@ def start_recording(name: str, pid: int, out_dir: Path, *, rate: int = 100) -> R
     return Recording(name, pid, output, proc)
 
 
+_REPO_ROOT = str(Path(__file__).resolve().parents[2]) + "/"
+
+
 def _short(frame: str) -> str:
     m = _FRAME.match(frame.strip())
     if not m:
         return frame.strip()
     path = m.group("file")
-    for marker in ("/site-packages/", "/lib/python3", "/work/main/"):
+    for marker in ("/site-packages/", "/lib/python3", _REPO_ROOT):
         if marker in path:
             path = path.split(marker, 1)[1]
     if path.startswith(("11/", "12/", "13/")):  # lib/python3.X/...
