@@ -217,3 +217,16 @@ async def test_delayed_fetch_waits_for_min_bytes_or_a_state_change(
     assert answered == []
     await advance(mock_clock, 0.002)
     assert answered == [params]
+
+
+async def test_operations_completed_early_do_not_pile_up_until_their_deadline() -> None:
+    """10,000 acks=-1 style operations, each completed right after being parked: neither the deadline heap
+    nor the watch lists may keep them (their records) until their 30 s deadline."""
+    purgatory = DelayedOperationPurgatory("Produce", clock=lambda: 0.0)
+    for i in range(10_000):
+        op = Op(30_000)
+        assert not purgatory.try_complete_else_watch(op, [("t", i % 4)])
+        op.ready = True
+        assert purgatory.check_and_complete(("t", i % 4)) == 1
+    assert len(purgatory._heap) < 2 * 64 + 1
+    assert purgatory.watched == 0
