@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from broker import state_changes
 from broker.delayed import DelayedOperationPurgatory
 from broker.delayed_ops import (
     DelayedFetch,
@@ -19,15 +20,14 @@ from broker.delayed_ops import (
     FetchPartitionStatus,
     ProducePartitionStatus,
 )
+from broker.follower_view import FollowerPartitionView
 from broker.journal import Journal, OffsetsJournal
 from broker.log_manager import LogManager
 from broker.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from broker.partition import IsrChange, LeaderAndIsrState, LogReadResult, Partition
 from fetcher.interface import (
-    AppendResult,
     FetcherManagerLike,
     FollowerPartition,
-    InitialFetchState,
     NoFetcherManager,
 )
 from protocol.api_keys import DEBUGGING_REPLICA_ID
@@ -36,8 +36,6 @@ from protocol.errors import Errors, KafkaError
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-# UPDATE_METADATA's leader for a partition being deleted (Kafka's LeaderAndIsr.LeaderDuringDelete).
-LEADER_DURING_DELETE = -2
 AlterCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
 AlterSubmit = Callable[[TopicPartition, int, list[int], int, AlterCallback], bool]
 
@@ -132,7 +130,7 @@ class ReplicaManager:
         hws.update({tp: p.high_watermark for tp, p in self.partitions.items()})
         return {tp: hw for tp, hw in hws.items() if tp in self.log_manager.logs}
 
-    # ------------------------------------------------------------------ LEADER_AND_ISR
+    # ------------------------------------------------------------------ controller requests (state_changes)
 
     def become_leader_or_follower(
         self,
@@ -141,158 +139,14 @@ class ReplicaManager:
         states: Sequence[tuple[TopicPartition, LeaderAndIsrState]],
         live_leaders: Iterable[BrokerEndpoint],
     ) -> tuple[Errors, dict[TopicPartition, Errors]]:
-        if controller_epoch < self.controller_epoch:
-            log.warning(
-                "broker %d ignoring LEADER_AND_ISR from controller %d with epoch %d: current controller "
-                "epoch is %d",
-                self.broker_id,
-                controller_id,
-                controller_epoch,
-                self.controller_epoch,
-            )
-            return Errors.STALE_CONTROLLER_EPOCH, {tp: Errors.STALE_CONTROLLER_EPOCH for tp, _ in states}
-        self.controller_epoch = controller_epoch
-        self.metadata_cache.update_brokers(list(live_leaders), replace=False)
-        errors: dict[TopicPartition, Errors] = {}
-        to_leader: list[tuple[Partition, LeaderAndIsrState]] = []
-        to_follower: list[tuple[Partition, LeaderAndIsrState]] = []
-        for tp, state in states:
-            existing = self.partitions.get(tp)
-            current_epoch = existing.leader_epoch if existing is not None else -1
-            if self.broker_id not in state.replicas:
-                log.warning("broker %d is not a replica of %s-%d in %s", self.broker_id, tp[0], tp[1], state)
-                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if state.leader_epoch <= current_epoch:
-                log.info(
-                    "broker %d ignoring LEADER_AND_ISR for %s-%d: leader epoch %d is not newer than %d",
-                    self.broker_id,
-                    tp[0],
-                    tp[1],
-                    state.leader_epoch,
-                    current_epoch,
-                )
-                errors[tp] = Errors.STALE_CONTROLLER_EPOCH
-                continue
-            partition = self.get_or_create_partition(tp)
-            self.metadata_cache.update_partition(
-                tp,
-                PartitionMetadata(state.leader, state.leader_epoch, list(state.isr), list(state.replicas)),
-            )
-            errors[tp] = Errors.NONE
-            (to_leader if state.leader == self.broker_id else to_follower).append((partition, state))
-        if to_leader:
-            self.make_leaders(to_leader)
-        if to_follower:
-            self.make_followers(to_follower)
-        return Errors.NONE, errors
-
-    def make_leaders(self, items: list[tuple[Partition, LeaderAndIsrState]]) -> None:
-        self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in items])
-        for partition, state in items:
-            partition.make_leader(state)
-            self.journal.emit_partition(
-                "became_leader",
-                partition.tp,
-                leader_epoch=state.leader_epoch,
-                leader_id=self.broker_id,
-                isr=list(state.isr),
-                replicas=list(state.replicas),
-                log_end_offset=partition.log_end_offset,
-                high_watermark=partition.high_watermark,
-            )
-            self.journal.emit_partition(
-                "epoch_assigned",
-                partition.tp,
-                leader_epoch=state.leader_epoch,
-                start_offset=partition.leader_epoch_start_offset,
-            )
-            self.observe_offsets(partition)
-            self._complete_delayed(partition.tp)
-
-    def make_followers(self, items: list[tuple[Partition, LeaderAndIsrState]]) -> None:
-        changed: list[tuple[Partition, LeaderAndIsrState]] = []
-        for partition, state in items:
-            if partition.make_follower(state):
-                changed.append((partition, state))
-                self.journal.emit_partition(
-                    "became_follower",
-                    partition.tp,
-                    leader_epoch=state.leader_epoch,
-                    leader_id=state.leader,
-                    log_end_offset=partition.log_end_offset,
-                    high_watermark=partition.high_watermark,
-                )
-        self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in changed])
-        for partition, _ in changed:
-            self._complete_delayed(partition.tp)
-        initial: dict[TopicPartition, InitialFetchState] = {}
-        for partition, state in changed:
-            leader = self.metadata_cache.alive_broker(state.leader)
-            if leader is None:
-                log.warning(
-                    "broker %d: leader %d of %s is not known alive; not fetching yet",
-                    self.broker_id,
-                    state.leader,
-                    partition.describe(),
-                )
-                continue
-            lg = partition.log
-            # With leader epochs, start at the LEO and let truncation find the divergence point (KIP-101);
-            # without, start at the HW.
-            fetch_offset = (
-                lg.log_end_offset
-                if lg.leader_epoch_cache.latest_epoch() is not None
-                else (partition.high_watermark)
-            )
-            initial[partition.tp] = InitialFetchState(leader, state.leader_epoch, fetch_offset)
-        if initial:
-            self.fetcher_manager.add_fetcher_for_partitions(initial)
-
-    # ------------------------------------------------------------------ STOP_REPLICA / UPDATE_METADATA
+        return state_changes.become_leader_or_follower(
+            self, controller_id, controller_epoch, states, live_leaders
+        )
 
     def stop_replicas(
         self, controller_id: int, controller_epoch: int, states: Sequence[tuple[TopicPartition, int, bool]]
     ) -> tuple[Errors, dict[TopicPartition, Errors]]:
-        """``states``: (tp, leader_epoch, delete_partition). Kafka's epoch rules: an older leader epoch
-        is FENCED_LEADER_EPOCH; -1 (no epoch), -2 (deletion sentinel) or a newer/equal one is done."""
-        if controller_epoch < self.controller_epoch:
-            return Errors.STALE_CONTROLLER_EPOCH, {tp: Errors.STALE_CONTROLLER_EPOCH for tp, _, _ in states}
-        self.controller_epoch = controller_epoch
-        errors: dict[TopicPartition, Errors] = {}
-        to_stop: list[tuple[TopicPartition, bool]] = []
-        for tp, leader_epoch, delete in states:
-            partition = self.partitions.get(tp)
-            if partition is None:
-                errors[tp] = Errors.NONE
-                to_stop.append((tp, delete))
-                continue
-            if leader_epoch in (-1, -2) or leader_epoch >= partition.leader_epoch:
-                errors[tp] = Errors.NONE
-                to_stop.append((tp, delete))
-            else:
-                log.info(
-                    "broker %d ignoring STOP_REPLICA for %s: leader epoch %d is older than %d",
-                    self.broker_id,
-                    partition.describe(),
-                    leader_epoch,
-                    partition.leader_epoch,
-                )
-                errors[tp] = Errors.FENCED_LEADER_EPOCH
-        self.fetcher_manager.remove_fetcher_for_partitions([tp for tp, _ in to_stop])
-        for tp, delete in to_stop:
-            partition = self.partitions.pop(tp, None)
-            if partition is not None:
-                self._complete_delayed(tp)
-            if delete:
-                self.log_manager.delete_log(tp)
-                self._hw_checkpoint.pop(tp, None)
-                self.metadata_cache.remove_partition(tp)
-                self.offsets_journal.forget(tp)
-            elif partition is not None:
-                self._hw_checkpoint[tp] = partition.high_watermark
-            self.journal.emit_partition("partition_stopped", tp, deleted=delete)
-        return Errors.NONE, errors
+        return state_changes.stop_replicas(self, controller_id, controller_epoch, states)
 
     def update_metadata(
         self,
@@ -300,16 +154,11 @@ class ReplicaManager:
         brokers: list[BrokerEndpoint],
         partitions: list[tuple[TopicPartition, PartitionMetadata]],
     ) -> Errors:
-        if controller_epoch < self.controller_epoch:
-            return Errors.STALE_CONTROLLER_EPOCH
-        self.controller_epoch = controller_epoch
-        self.metadata_cache.update_brokers(brokers, replace=True)
-        for tp, meta in partitions:
-            if meta.leader == LEADER_DURING_DELETE:
-                self.metadata_cache.remove_partition(tp)
-            else:
-                self.metadata_cache.update_partition(tp, meta)
-        return Errors.NONE
+        return state_changes.update_metadata(self, controller_epoch, brokers, partitions)
+
+    def host_initial_leaders(self, tps: Iterable[TopicPartition]) -> None:
+        """An unmanaged broker told to lead partitions alone from start-up (``initial.leader.partitions``)."""
+        state_changes.host_initial_leaders(self, tps)
 
     # ------------------------------------------------------------------ produce
 
@@ -573,31 +422,6 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ start-up and shutdown
 
-    def host_initial_leaders(self, tps: Iterable[TopicPartition]) -> None:
-        """An unmanaged broker told to lead partitions alone from start-up (``initial.leader.partitions``)."""
-        for tp in tps:
-            partition = self.get_or_create_partition(tp)
-            latest = partition.log.leader_epoch_cache.latest_epoch()
-            epoch = 0 if latest is None else latest
-            partition.leader_epoch = epoch - 1
-            partition.make_leader(
-                LeaderAndIsrState(self.broker_id, epoch, [self.broker_id], [self.broker_id])
-            )
-            self.metadata_cache.update_partition(
-                tp, PartitionMetadata(self.broker_id, epoch, [self.broker_id], [self.broker_id])
-            )
-            self.journal.emit_partition(
-                "became_leader",
-                tp,
-                leader_epoch=epoch,
-                leader_id=self.broker_id,
-                isr=[self.broker_id],
-                replicas=[self.broker_id],
-                log_end_offset=partition.log_end_offset,
-                high_watermark=partition.high_watermark,
-            )
-            self.observe_offsets(partition)
-
     def checkpoint_high_watermarks(self) -> None:
         self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
 
@@ -615,85 +439,3 @@ def _error_name(code: int) -> str:
         return Errors(code).name
     except ValueError:
         return str(code)
-
-
-class FollowerPartitionView:
-    """A follower partition as the replica fetcher sees it (``fetcher.interface.FollowerPartition``);
-    journals truncations and offset changes."""
-
-    def __init__(self, rm: ReplicaManager, partition: Partition) -> None:
-        self._rm = rm
-        self._p = partition
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._p.log_end_offset
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._p.log_start_offset
-
-    @property
-    def high_watermark(self) -> int:
-        return self._p.high_watermark
-
-    @property
-    def leader_epoch(self) -> int:
-        return self._p.leader_epoch
-
-    def latest_epoch(self) -> int | None:
-        return self._p.log.leader_epoch_cache.latest_epoch()
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return self._p.log.leader_epoch_cache.end_offset_for(epoch, self._p.log_end_offset)
-
-    def _journal_truncation(self, before_leo: int, before_hw: int, offset: int, reason: str) -> None:
-        p = self._p
-        self._rm.journal.emit_partition(
-            "truncated",
-            p.tp,
-            truncate_to=offset,
-            reason=reason,
-            leader_id=p.leader_id,
-            leader_epoch=p.leader_epoch,
-            log_end_offset_before=before_leo,
-            log_end_offset=p.log_end_offset,
-            high_watermark_before=before_hw,
-            high_watermark=p.high_watermark,
-            latest_epoch=self.latest_epoch(),
-        )
-        if offset < before_hw:
-            log.warning(
-                "broker %d: truncating %s to %d below its high watermark %d (%s)",
-                self._rm.broker_id,
-                p.describe(),
-                offset,
-                before_hw,
-                reason,
-            )
-        self._rm.observe_offsets(p)
-
-    def truncate_to(self, offset: int, reason: str) -> None:
-        before_leo, before_hw = self._p.log_end_offset, self._p.high_watermark
-        self._p.truncate_to(offset)
-        self._journal_truncation(before_leo, before_hw, offset, reason)
-
-    def truncate_fully_and_start_at(self, offset: int, reason: str) -> None:
-        before_leo, before_hw = self._p.log_end_offset, self._p.high_watermark
-        self._p.truncate_fully_and_start_at(offset)
-        self._journal_truncation(before_leo, before_hw, offset, reason)
-
-    def append_as_follower(self, records: bytes) -> AppendResult | None:
-        info = self._p.append_records_to_follower(records)
-        self._rm.observe_offsets(self._p)
-        return AppendResult(info.first_offset, info.last_offset, info.num_records, info.valid_bytes)
-
-    def update_high_watermark(self, leader_hw: int) -> int:
-        hw = self._p.update_follower_high_watermark(leader_hw)
-        self._rm.observe_offsets(self._p)
-        return hw
-
-    def maybe_increment_log_start_offset(self, leader_log_start_offset: int) -> None:
-        if self._p.log_start_offset < leader_log_start_offset <= self._p.high_watermark:
-            self._p.maybe_increment_log_start_offset(leader_log_start_offset)
-            self._rm.observe_offsets(self._p)
