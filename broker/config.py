@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 ENV_PREFIX = "ISRSIM_"
 
@@ -224,11 +224,37 @@ def parse_topic_partitions(value: str) -> list[tuple[str, int]]:
 
 
 @dataclass(frozen=True)
-class BrokerConfig:
-    """The typed view of a broker's configuration; ``values`` keeps every key by its Kafka name."""
+class ConfigValues:
+    """Typed values by Kafka key name, as ``resolve`` made them, and the unknown keys that were seen."""
 
     values: dict[str, Any]
     unknown_keys: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(
+        cls,
+        config_file: Path | None = None,
+        overrides: Iterable[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> Self:
+        raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls, settings: Mapping[str, Any]) -> Self:
+        return cls.load(None, [f"{k}={v}" for k, v in settings.items()], environ={})
+
+    def get(self, key: str) -> Any:
+        return self.values[key]
+
+    def get_int(self, key: str) -> int:
+        value = self.values[key]
+        assert isinstance(value, int)
+        return value
+
+
+@dataclass(frozen=True)
+class BrokerConfig(ConfigValues):
+    """The typed view of a broker's configuration; ``values`` keeps every key by its Kafka name."""
 
     @classmethod
     def load(
@@ -244,18 +270,6 @@ class BrokerConfig:
         # Parse the composite values now so a bad one fails at start-up, naming the key.
         _ = (config.listener, config.controller, config.initial_leader_partitions)
         return config
-
-    @classmethod
-    def from_dict(cls, settings: Mapping[str, Any]) -> BrokerConfig:
-        return cls.load(None, [f"{k}={v}" for k, v in settings.items()], environ={})
-
-    def get(self, key: str) -> Any:
-        return self.values[key]
-
-    def get_int(self, key: str) -> int:
-        value = self.values[key]
-        assert isinstance(value, int)
-        return value
 
     @property
     def broker_id(self) -> int:

@@ -286,22 +286,13 @@ class KafkaApis:
         error, errors = self.replica_manager.become_leader_or_follower(
             req.controller_id, req.controller_epoch, states, leaders
         )
-        if error == Errors.NONE:
-            errors.update(invalid)
-        else:
-            errors.update(dict.fromkeys(invalid, error))
+        errors = _with_invalid(error, errors, invalid)
+        partition_errors = [
+            m.LeaderAndIsrResponsePartitionError(topic_name=tp[0], partition_index=tp[1], error_code=int(e))
+            for tp, e in errors.items()
+        ]
         request.complete(
-            to_body(
-                m.LeaderAndIsrResponse(
-                    error_code=int(error),
-                    partition_errors=[
-                        m.LeaderAndIsrResponsePartitionError(
-                            topic_name=tp[0], partition_index=tp[1], error_code=int(e)
-                        )
-                        for tp, e in errors.items()
-                    ],
-                )
-            )
+            to_body(m.LeaderAndIsrResponse(error_code=int(error), partition_errors=partition_errors))
         )
 
     def handle_stop_replica(self, request: Request, req: m.StopReplicaRequest) -> None:
@@ -322,22 +313,13 @@ class KafkaApis:
             for p in t.partition_states
         ]
         error, errors = self.replica_manager.stop_replicas(req.controller_id, req.controller_epoch, states)
-        if error == Errors.NONE:
-            errors.update(invalid)
-        else:
-            errors.update(dict.fromkeys(invalid, error))
+        errors = _with_invalid(error, errors, invalid)
+        partition_errors = [
+            m.StopReplicaResponsePartitionError(topic_name=tp[0], partition_index=tp[1], error_code=int(e))
+            for tp, e in errors.items()
+        ]
         request.complete(
-            to_body(
-                m.StopReplicaResponse(
-                    error_code=int(error),
-                    partition_errors=[
-                        m.StopReplicaResponsePartitionError(
-                            topic_name=tp[0], partition_index=tp[1], error_code=int(e)
-                        )
-                        for tp, e in errors.items()
-                    ],
-                )
-            )
+            to_body(m.StopReplicaResponse(error_code=int(error), partition_errors=partition_errors))
         )
 
     def handle_update_metadata(self, request: Request, req: m.UpdateMetadataRequest) -> None:
@@ -443,6 +425,13 @@ class KafkaApis:
 def is_valid_topic_name(name: str) -> bool:
     """Kafka's rule (``Topic.validate``): 1 to 249 of ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``."""
     return name not in (".", "..") and TOPIC_NAME.fullmatch(name) is not None
+
+
+def _with_invalid(
+    error: Errors, errors: dict[TopicPartition, Errors], invalid: dict[TopicPartition, Errors]
+) -> dict[TopicPartition, Errors]:
+    """Adds the partitions refused before processing (bad topic names); a top-level error covers them too."""
+    return {**errors, **(invalid if error == Errors.NONE else dict.fromkeys(invalid, error))}
 
 
 def _produce_response(

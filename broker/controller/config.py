@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from broker.config import (
     ConfigKey,
+    ConfigValues,
     _parse_bool,
     _parse_int,
     _parse_str,
@@ -64,9 +64,8 @@ CONTROLLER_KEYS_BY_NAME: dict[str, ConfigKey] = {k.name: k for k in CONTROLLER_C
 
 
 @dataclass(frozen=True)
-class ControllerConfig:
-    values: dict[str, Any]
-    unknown_keys: list[str] = field(default_factory=list)
+class ControllerConfig(ConfigValues):
+    """The typed view of the controller's configuration; ``values`` keeps every key by its name."""
 
     @classmethod
     def load(
@@ -81,18 +80,6 @@ class ControllerConfig:
         config = cls(values, unknown)
         _ = config.listener  # a bad listener fails at start-up, naming the key
         return config
-
-    @classmethod
-    def from_dict(cls, settings: Mapping[str, Any]) -> ControllerConfig:
-        return cls.load(None, [f"{k}={v}" for k, v in settings.items()], environ={})
-
-    def get(self, key: str) -> Any:
-        return self.values[key]
-
-    def get_int(self, key: str) -> int:
-        value = self.values[key]
-        assert isinstance(value, int)
-        return value
 
     @property
     def node_id(self) -> int:
