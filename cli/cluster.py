@@ -311,6 +311,8 @@ def cluster_status(data_dir: Path, watch: bool, interval: float, topic: str | No
     except ClusterError as exc:
         raise _fail(exc) from None
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)  # a log or a pipe: do not wrap the offsets column at 80
     if not watch:
         console.print(render(trio.run(gather, info, topic)))
         return
