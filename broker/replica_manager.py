@@ -25,6 +25,7 @@ from broker.journal import Journal, OffsetsJournal
 from broker.log_manager import LogManager
 from broker.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from broker.partition import IsrChange, LeaderAndIsrState, LogReadResult, Partition
+from broker.topic_configs import TopicConfigFetcher
 from fetcher.interface import (
     FetcherManagerLike,
     FollowerPartition,
@@ -86,6 +87,9 @@ class ReplicaManager:
         self.isr_change_listener: Callable[[Partition, IsrChange], None] | None = None
         # Managed mode: ALTER_PARTITION submission (AlterPartitionManager.submit) and the broker epoch.
         self._alter_submit: AlterSubmit | None = None
+        # Topic-level overrides learnt from the controller (managed mode): min.insync.replicas per topic.
+        self.topic_min_isr: dict[str, int] = {}
+        self.topic_config_fetcher: TopicConfigFetcher | None = None
         self.broker_epoch: Callable[[], int] = lambda: -1
 
     # ------------------------------------------------------------------ partitions
@@ -112,12 +116,14 @@ class ReplicaManager:
                 self.log_manager.get_or_create_log(tp),
                 clock_ms=self.clock_ms,
                 replica_lag_time_max_ms=self.settings.replica_lag_time_max_ms,
-                min_insync_replicas=self.settings.min_insync_replicas,
+                min_insync_replicas=self.topic_min_isr.get(tp[0], self.settings.min_insync_replicas),
                 high_watermark=self._hw_checkpoint.get(tp, 0),
             )
             if self._alter_submit is not None:
                 partition.isr_proposer = self._propose_isr
             self.partitions[tp] = partition
+            if self.topic_config_fetcher is not None:
+                self.topic_config_fetcher.want(tp[0])
         return partition
 
     def observe_offsets(self, partition: Partition) -> None:
@@ -308,6 +314,34 @@ class ReplicaManager:
         if self.isr_change_listener is not None:
             self.isr_change_listener(partition, change)
         self.produce_purgatory.check_and_complete(partition.tp)
+
+    # ------------------------------------------------------------------ managed mode: topic configs
+
+    def apply_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
+        """A topic's overrides from the controller: ``min.insync.replicas`` for its partitions here."""
+        raw = configs.get("min.insync.replicas")
+        value = self.settings.min_insync_replicas if raw is None else int(raw)
+        if raw is None:
+            self.topic_min_isr.pop(topic, None)
+        else:
+            self.topic_min_isr[topic] = value
+        for tp, partition in self.partitions.items():
+            if tp[0] == topic and partition.min_insync_replicas != value:
+                log.info(
+                    "broker %d: %s min.insync.replicas=%d (topic config)",
+                    self.broker_id,
+                    partition.describe(),
+                    value,
+                )
+                partition.min_insync_replicas = value
+                if partition.maybe_increment_leader_hw():
+                    self._on_hw_moved(partition)
+
+    def forget_topic(self, topic: str) -> None:
+        """The topic's last partition here was deleted."""
+        self.topic_min_isr.pop(topic, None)
+        if self.topic_config_fetcher is not None:
+            self.topic_config_fetcher.forget(topic)
 
     # ------------------------------------------------------------------ managed mode: ALTER_PARTITION
 

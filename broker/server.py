@@ -24,6 +24,7 @@ from broker.log_manager import LogManager
 from broker.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
+from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
 
@@ -98,6 +99,7 @@ class KafkaServer:
         )
         self.lifecycle: BrokerLifecycleManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
+        self.topic_configs: TopicConfigFetcher | None = None
         controller = c.controller
         if controller is not None:
             # Managed: register and heartbeat; leaders propose ISR changes through ALTER_PARTITION.
@@ -119,6 +121,10 @@ class KafkaServer:
                 self.broker_id, controller_channel, lambda: lifecycle.broker_epoch
             )
             self.replica_manager.enable_alter_partition(self.alter_partition.submit)
+            self.topic_configs = TopicConfigFetcher(
+                self.broker_id, controller_channel, self.replica_manager.apply_topic_configs
+            )
+            self.replica_manager.topic_config_fetcher = self.topic_configs
             self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
 
     def _advertised_host(self, host: str) -> str:
@@ -164,6 +170,8 @@ class KafkaServer:
             if self.lifecycle is not None and self.alter_partition is not None:
                 await nursery.start(self.lifecycle.run)
                 await nursery.start(self.alter_partition.run)
+                if self.topic_configs is not None:
+                    await nursery.start(self.topic_configs.run)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)
             self._start_periodic(nursery)

@@ -180,6 +180,8 @@ def stop_replicas(
             rm._complete_delayed(tp)
         if delete:
             rm.log_manager.delete_log(tp)
+            if not any(t == tp[0] for t, _ in rm.partitions):
+                rm.forget_topic(tp[0])
             rm._hw_checkpoint.pop(tp, None)
             rm.metadata_cache.remove_partition(tp)
             rm.offsets_journal.forget(tp)

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol.schema import Int16, Int32, Int64
+from protocol.schema import Int8, Int16, Int32, Int64
 
 NON_NEGATIVE = {"min": 0}
 
@@ -365,6 +365,50 @@ class DescribeClusterResponse:
     brokers: list[DescribeClusterResponseBroker] = field(default_factory=list)
 
 
+# -------------------------------------------------------------------------------- DESCRIBE_CONFIGS (32)
+
+# Kafka's ConfigResource types; the controller answers for topics.
+CONFIG_RESOURCE_TOPIC = 2
+
+
+@dataclass(slots=True, kw_only=True)
+class DescribeConfigsRequestResource:
+    resource_type: Int8
+    resource_name: str
+    configuration_keys: list[str] | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class DescribeConfigsRequest:
+    """Topic configs as the controller holds them; brokers ask for the topics they host (Kafka's brokers
+    learn them from ZooKeeper or the metadata log)."""
+
+    resources: list[DescribeConfigsRequestResource]
+
+
+@dataclass(slots=True, kw_only=True)
+class DescribeConfigsResponseConfig:
+    name: str
+    value: str | None = None
+    read_only: bool = False
+    is_default: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class DescribeConfigsResponseResult:
+    error_code: Int16 = 0
+    error_message: str | None = None
+    resource_type: Int8
+    resource_name: str
+    configs: list[DescribeConfigsResponseConfig] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class DescribeConfigsResponse:
+    throttle_time_ms: Int32 = 0
+    results: list[DescribeConfigsResponseResult] = field(default_factory=list)
+
+
 # ----------------------------------------------------------------------------- BROKER_REGISTRATION (62)
 
 
@@ -413,6 +457,7 @@ class BrokerHeartbeatResponse:
 
 
 __all__ = [
+    "CONFIG_RESOURCE_TOPIC",
     "AlterPartitionRequest",
     "AlterPartitionRequestPartition",
     "AlterPartitionRequestTopic",
@@ -443,6 +488,11 @@ __all__ = [
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeClusterResponseBroker",
+    "DescribeConfigsRequest",
+    "DescribeConfigsRequestResource",
+    "DescribeConfigsResponse",
+    "DescribeConfigsResponseConfig",
+    "DescribeConfigsResponseResult",
     "LeaderAndIsrRequest",
     "LeaderAndIsrRequestLiveLeader",
     "LeaderAndIsrRequestPartitionState",

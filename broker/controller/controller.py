@@ -45,6 +45,7 @@ CONTROLLER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.DELETE_TOPICS,
     ApiKeys.ALTER_PARTITION,
     ApiKeys.DESCRIBE_CLUSTER,
+    ApiKeys.DESCRIBE_CONFIGS,
     ApiKeys.BROKER_REGISTRATION,
     ApiKeys.BROKER_HEARTBEAT,
 )
@@ -239,6 +240,8 @@ class ControllerApis:
             response = core.metadata(body)
         elif key == ApiKeys.DESCRIBE_CLUSTER:
             response = core.describe_cluster()
+        elif key == ApiKeys.DESCRIBE_CONFIGS:
+            response = core.describe_configs(body)
         else:
             response = m.ApiVersionsResponse(
                 api_keys=[

@@ -516,6 +516,41 @@ class ControllerCore:
     def metadata(self, req: m.MetadataRequest) -> m.MetadataResponse:
         return metadata_response(self.state, self.controller_id, req)
 
+    def describe_configs(self, req: cm.DescribeConfigsRequest) -> cm.DescribeConfigsResponse:
+        """Topic configs: the topic's own values, else the controller's defaults (``is_default``)."""
+        defaults = self.settings.topic_defaults
+        default_values = {
+            "min.insync.replicas": str(defaults.min_insync_replicas),
+            "unclean.leader.election.enable": str(defaults.unclean_leader_election_enable).lower(),
+        }
+        results: list[cm.DescribeConfigsResponseResult] = []
+        for r in req.resources:
+            result = cm.DescribeConfigsResponseResult(
+                resource_type=r.resource_type, resource_name=r.resource_name
+            )
+            topic = self.state.topics.get(r.resource_name)
+            if r.resource_type != cm.CONFIG_RESOURCE_TOPIC:
+                result.error_code = int(Errors.INVALID_REQUEST)
+                result.error_message = f"resource type {r.resource_type}: only topics (2) are described"
+            elif topic is None:
+                result.error_code = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                result.error_message = f"unknown topic {r.resource_name!r}"
+            else:
+                keys = sorted(default_values) if r.configuration_keys is None else r.configuration_keys
+                for key in keys:
+                    if key in topic.configs:
+                        result.configs.append(
+                            cm.DescribeConfigsResponseConfig(name=key, value=topic.configs[key])
+                        )
+                    elif key in default_values:
+                        result.configs.append(
+                            cm.DescribeConfigsResponseConfig(
+                                name=key, value=default_values[key], is_default=True
+                            )
+                        )
+            results.append(result)
+        return cm.DescribeConfigsResponse(results=results)
+
     def describe_cluster(self) -> cm.DescribeClusterResponse:
         return describe_cluster_response(self.state, self.controller_id)
 

@@ -209,3 +209,43 @@ def test_zombie_leader_cannot_acknowledge_acks_all(cluster: Cluster) -> None:
     )
     cluster.wait_converged("z", 1)
     assert cluster.assert_no_acked_batch_lost("z", 1) == 5
+
+
+def test_topic_min_insync_replicas_overrides_the_brokers(cluster: Cluster) -> None:
+    """The brokers say min.insync.replicas=2; topic `strict` says 3 (CREATE_TOPICS config), which its leader
+    learns from the controller (DESCRIBE_CONFIGS) and enforces, as Kafka's topic-level override."""
+    cluster.cli("topic", "create", "strict", "--partitions", "1", "--replication-factor", "3",
+                "--config", "min.insync.replicas=3")  # fmt: skip
+    cluster.cli("topic", "create", "lax", "--partitions", "1", "--replication-factor", "3")
+    strict_leader, lax_leader = cluster.leader("strict", 0), cluster.leader("lax", 0)
+    leader_log = Path(cluster.info.broker(strict_leader).log)
+    wait_until(
+        lambda: (
+            "strict-0" in leader_log.read_text()
+            and "min.insync.replicas=3 (topic config)" in leader_log.read_text()
+        ),
+        timeout=15,
+        message="the leader of strict-0 to apply the topic's min.insync.replicas",
+    )
+    assert (
+        _produce_one(cluster, strict_leader, "strict", 0, acks=-1, timeout_ms=5000)["error_code"]
+        == Errors.NONE
+    )
+    follower = next(b.id for b in cluster.info.brokers if b.id not in (strict_leader, lax_leader))
+    cluster.cli("broker", "kill", str(follower), "--signal", "TERM")
+    wait_until(
+        lambda: follower not in cluster.metadata("strict")[0]["isr_nodes"], timeout=20, message="ISR shrink"
+    )
+    wait_until(
+        lambda: follower not in describe_isr(cluster, strict_leader, "strict"),
+        timeout=20,
+        message="leader's ISR",
+    )
+    refused = _produce_one(cluster, strict_leader, "strict", 0, acks=-1, timeout_ms=2000)
+    assert refused["error_code"] == Errors.NOT_ENOUGH_REPLICAS, refused
+    assert _produce_one(cluster, lax_leader, "lax", 0, acks=-1, timeout_ms=5000)["error_code"] == Errors.NONE
+
+
+def describe_isr(cluster: Cluster, broker_id: int, topic: str) -> list[int]:
+    resp = cluster.ask(broker_id, ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": [{"name": topic}]})
+    return list(resp["partitions"][0]["isr"])

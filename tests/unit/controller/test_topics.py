@@ -156,3 +156,26 @@ def test_metadata_of_an_offline_partition() -> None:
     core.tick(SESSION_MS + 1)
     part = core.metadata(m.MetadataRequest(topics=None)).topics[0].partitions[0]
     assert (part.error_code, part.leader_id, part.offline_replicas) == (Errors.LEADER_NOT_AVAILABLE, -1, [1])
+
+
+def test_describe_configs_gives_overrides_and_defaults() -> None:
+    core = live_core([1, 2, 3])
+    create_topic(core, "strict", 1, 3, {"min.insync.replicas": "3"})
+    create_topic(core, "plain", 1, 3)
+
+    def describe(
+        *names: str, resource_type: int = cm.CONFIG_RESOURCE_TOPIC
+    ) -> list[cm.DescribeConfigsResponseResult]:
+        resources = [
+            cm.DescribeConfigsRequestResource(resource_type=resource_type, resource_name=n) for n in names
+        ]
+        return core.describe_configs(cm.DescribeConfigsRequest(resources=resources)).results
+
+    strict, plain, missing = describe("strict", "plain", "nope")
+    configs = {c.name: (c.value, c.is_default) for c in strict.configs}
+    assert configs["min.insync.replicas"] == ("3", False)
+    assert configs["unclean.leader.election.enable"] == ("false", True)
+    assert all(c.is_default for c in plain.configs)
+    assert missing.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION and not missing.configs
+    (broker,) = describe("1", resource_type=4)
+    assert broker.error_code == Errors.INVALID_REQUEST and "only topics" in (broker.error_message or "")
