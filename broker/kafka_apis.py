@@ -4,7 +4,7 @@ exceptions into Kafka error codes. The only place that does either."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
@@ -257,14 +257,7 @@ class KafkaApis:
         if self._stale_broker_epoch(req.broker_epoch, "LEADER_AND_ISR"):
             request.complete(to_body(m.LeaderAndIsrResponse(error_code=int(Errors.STALE_BROKER_EPOCH))))
             return
-        # Anyone may send controller requests to an unmanaged broker, and a topic name becomes a directory
-        # name: refuse names Kafka would never create (INVALID_TOPIC_EXCEPTION) before they reach the disk.
-        invalid = {
-            (t.topic_name, p.partition_index): Errors.INVALID_TOPIC_EXCEPTION
-            for t in req.topic_states
-            if not is_valid_topic_name(t.topic_name)
-            for p in t.partition_states
-        }
+        invalid = _invalid_topic_partitions(req.topic_states)
         states = [
             (
                 (t.topic_name, p.partition_index),
@@ -299,13 +292,7 @@ class KafkaApis:
         if self._stale_broker_epoch(req.broker_epoch, "STOP_REPLICA"):
             request.complete(to_body(m.StopReplicaResponse(error_code=int(Errors.STALE_BROKER_EPOCH))))
             return
-        # A topic name is a directory name, and STOP_REPLICA may delete it: never one outside the data dir.
-        invalid = {
-            (t.topic_name, p.partition_index): Errors.INVALID_TOPIC_EXCEPTION
-            for t in req.topic_states
-            if not is_valid_topic_name(t.topic_name)
-            for p in t.partition_states
-        }
+        invalid = _invalid_topic_partitions(req.topic_states)
         states = [
             ((t.topic_name, p.partition_index), p.leader_epoch, p.delete_partition)
             for t in req.topic_states
@@ -425,6 +412,18 @@ class KafkaApis:
 def is_valid_topic_name(name: str) -> bool:
     """Kafka's rule (``Topic.validate``): 1 to 249 of ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``."""
     return name not in (".", "..") and TOPIC_NAME.fullmatch(name) is not None
+
+
+def _invalid_topic_partitions(topic_states: Iterable[Any]) -> dict[TopicPartition, Errors]:
+    """Anyone may send controller requests to an unmanaged broker, and a topic name becomes a directory name
+    (STOP_REPLICA may delete it): names Kafka would never create are refused with INVALID_TOPIC_EXCEPTION
+    before they reach the disk."""
+    return {
+        (t.topic_name, p.partition_index): Errors.INVALID_TOPIC_EXCEPTION
+        for t in topic_states
+        if not is_valid_topic_name(t.topic_name)
+        for p in t.partition_states
+    }
 
 
 def _with_invalid(
