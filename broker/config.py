@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 ENV_PREFIX = "ISRSIM_"
 
@@ -230,6 +230,10 @@ class ConfigValues:
     values: dict[str, Any]
     unknown_keys: list[str] = field(default_factory=list)
 
+    # The keys a subclass reads, and those it cannot start without.
+    KEYS: ClassVar[Mapping[str, ConfigKey]] = {}
+    REQUIRED: ClassVar[tuple[str, ...]] = ()
+
     @classmethod
     def load(
         cls,
@@ -237,7 +241,16 @@ class ConfigValues:
         overrides: Iterable[str] = (),
         environ: Mapping[str, str] | None = None,
     ) -> Self:
-        raise NotImplementedError
+        """Defaults, then the file, then ``ISRSIM_<KEY>`` variables, then ``--override`` values."""
+        env = os.environ if environ is None else environ
+        raw = load_raw(config_file, overrides, env, cls.KEYS)
+        values, unknown = resolve(cls.KEYS, raw, required=cls.REQUIRED)
+        config = cls(values, unknown)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        """Parses composite values at start-up, so a bad one fails there, naming its key."""
 
     @classmethod
     def from_dict(cls, settings: Mapping[str, Any]) -> Self:
@@ -256,20 +269,11 @@ class ConfigValues:
 class BrokerConfig(ConfigValues):
     """The typed view of a broker's configuration; ``values`` keeps every key by its Kafka name."""
 
-    @classmethod
-    def load(
-        cls,
-        config_file: Path | None = None,
-        overrides: Iterable[str] = (),
-        environ: Mapping[str, str] | None = None,
-    ) -> BrokerConfig:
-        env = os.environ if environ is None else environ
-        raw = load_raw(config_file, overrides, env, KEYS_BY_NAME)
-        values, unknown = resolve(KEYS_BY_NAME, raw, required=("broker.id",))
-        config = cls(values, unknown)
-        # Parse the composite values now so a bad one fails at start-up, naming the key.
-        _ = (config.listener, config.controller, config.initial_leader_partitions)
-        return config
+    KEYS = KEYS_BY_NAME
+    REQUIRED = ("broker.id",)
+
+    def check(self) -> None:
+        _ = (self.listener, self.controller, self.initial_leader_partitions)
 
     @property
     def broker_id(self) -> int:

@@ -16,6 +16,26 @@ from typing import Any
 TopicPartition = tuple[str, int]
 
 
+def read_journal(path: Path, event: str | None = None) -> list[dict[str, Any]]:
+    """The objects of a ``.jsonl`` journal, optionally only one ``event``. A torn line (a writer killed
+    mid-line) is skipped; a missing file reads as empty."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    out: list[dict[str, Any]] = []
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and (event is None or obj.get("event") == event):
+            out.append(obj)
+    return out
+
+
 class Journal:
     """Writes events for one process. ``owner_field`` is ``broker_id`` (brokers) or ``controller_id``."""
 

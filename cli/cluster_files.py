@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.journal import read_journal
+
 CLUSTER_FILE = "cluster.json"
 CONTROLLER_ID = 1000
 
@@ -107,21 +109,7 @@ def process_state(pid: int | None) -> str:
 
 
 def journal_events(path: Path, event: str) -> list[dict[str, Any]]:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and obj.get("event") == event:
-            out.append(obj)
-    return out
+    return read_journal(path, event)
 
 
 def spawn(args: list[str], log_path: Path) -> subprocess.Popen[bytes]:

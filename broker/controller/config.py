@@ -3,8 +3,6 @@ then ``ISRSIM_<KEY>`` environment variables, then ``--override key=value``)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,9 +12,7 @@ from broker.config import (
     _parse_bool,
     _parse_int,
     _parse_str,
-    load_raw,
     parse_listener,
-    resolve,
 )
 from broker.controller.topics import TopicSettings
 
@@ -67,19 +63,10 @@ CONTROLLER_KEYS_BY_NAME: dict[str, ConfigKey] = {k.name: k for k in CONTROLLER_C
 class ControllerConfig(ConfigValues):
     """The typed view of the controller's configuration; ``values`` keeps every key by its name."""
 
-    @classmethod
-    def load(
-        cls,
-        config_file: Path | None = None,
-        overrides: Iterable[str] = (),
-        environ: Mapping[str, str] | None = None,
-    ) -> ControllerConfig:
-        env = os.environ if environ is None else environ
-        raw = load_raw(config_file, overrides, env, CONTROLLER_KEYS_BY_NAME)
-        values, unknown = resolve(CONTROLLER_KEYS_BY_NAME, raw)
-        config = cls(values, unknown)
-        _ = config.listener  # a bad listener fails at start-up, naming the key
-        return config
+    KEYS = CONTROLLER_KEYS_BY_NAME
+
+    def check(self) -> None:
+        _ = self.listener
 
     @property
     def node_id(self) -> int:

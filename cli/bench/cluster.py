@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from broker.journal import read_journal
 from protocol.api_keys import ApiKeys
 from protocol.client import open_connection
 
@@ -115,21 +116,7 @@ async def wait_for(
 
 def read_events(path: Path, event: str | None = None) -> list[dict[str, Any]]:
     """A ``.jsonl`` journal's objects (a torn last line is skipped; a missing file is empty)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    out = []
-    for raw in data.split(b"\n"):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and (event is None or obj.get("event") == event):
-            out.append(obj)
-    return out
+    return read_journal(path, event)
 
 
 def tail(path: Path, lines: int = 25) -> str:

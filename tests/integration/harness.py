@@ -27,7 +27,6 @@ Usage::
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from broker.journal import read_journal
 from protocol.client import open_connection
 from protocol.framing import FrameDecoder, decode_response, encode_request
 
@@ -101,21 +101,7 @@ async def async_wait_until(
 def events(path: Path | str, event: str | None = None) -> list[dict[str, Any]]:
     """The JSON objects of a ``.jsonl`` journal (optionally only those with ``event``). A torn or partial
     line (a writer killed mid-line, or a line still being written) is skipped; a missing file is empty."""
-    out: list[dict[str, Any]] = []
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return out
-    for raw in data.split(b"\n"):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and (event is None or obj.get("event") == event):
-            out.append(obj)
-    return out
+    return read_journal(Path(path), event)
 
 
 # ------------------------------------------------------------------------------------------- requests

@@ -4,7 +4,6 @@ copies are damaged on purpose, each damage in its own partition."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -15,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from broker.journal import Journal
+from broker.journal import Journal, read_journal
 from broker.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
 from broker.log.log import Log, LogConfig
 from protocol.records import build_simple_batch, iter_batches
@@ -44,11 +43,7 @@ def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for line in path.read_text().splitlines():
-        with contextlib.suppress(json.JSONDecodeError):
-            out.append(json.loads(line))
-    return out
+    return read_journal(path)
 
 
 class BrokerProcess:
