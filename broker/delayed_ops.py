@@ -96,7 +96,7 @@ class DelayedFetch(DelayedOperation):
     def __init__(
         self,
         params: FetchParams,
-        available: Callable[[TopicPartition, FetchPartitionStatus, bool], int | None],
+        available: Callable[[TopicPartition, FetchPartitionStatus, FetchParams], int | None],
         respond: Callable[[FetchParams], None],
     ) -> None:
         super().__init__(params.max_wait_ms)
@@ -107,7 +107,7 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         accumulated = 0
         for tp, status in self.params.partitions.items():
-            n = self._available(tp, status, self.params.is_from_follower)
+            n = self._available(tp, status, self.params)
             if n is None:
                 return self.force_complete()
             accumulated += min(n, status.max_bytes)

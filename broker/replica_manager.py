@@ -227,8 +227,11 @@ class ReplicaManager:
         self.fetch_purgatory.try_complete_else_watch(op, list(params.partitions))
 
     def _available_for_delayed_fetch(
-        self, tp: TopicPartition, status: FetchPartitionStatus, from_follower: bool
+        self, tp: TopicPartition, status: FetchPartitionStatus, params: FetchParams
     ) -> int | None:
+        """Bytes a waiting fetch could read now (None: answer it now, the partition changed). With
+        ``min_bytes`` <= 1 any new data will do, so the log is not read just to count it."""
+        from_follower = params.is_from_follower
         partition = self.partitions.get(tp)
         if partition is None:
             return None
@@ -241,6 +244,8 @@ class ReplicaManager:
             return None
         if end <= status.fetch_offset:
             return 0
+        if params.min_bytes <= 1:
+            return 1
         return len(partition.log.read(status.fetch_offset, status.max_bytes, max_offset=end))
 
     def _read_from_local_log(self, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:
