@@ -25,12 +25,12 @@ import trio
 from broker.lifecycle import CONTROLLER_UNREACHABLE, ControllerChannel
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
+from protocol.common import TopicPartition, error_name
 from protocol.errors import Errors
 from protocol.schema import from_body
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 AlterPartitionCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
 MAX_BACKOFF_S = 2.0
 
@@ -143,7 +143,7 @@ class AlterPartitionManager:
             log.info(
                 "broker %d: ALTER_PARTITION rejected: %s; will retry",
                 self.broker_id,
-                Errors(resp.error_code).name
+                error_name(resp.error_code)
                 if resp.error_code in Errors._value2member_map_
                 else resp.error_code,
             )

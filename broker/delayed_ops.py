@@ -6,9 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.delayed import DelayedOperation
+from protocol.common import TopicPartition
 from protocol.errors import Errors
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(slots=True)

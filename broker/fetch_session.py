@@ -24,15 +24,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from fetcher.fetch_request import (
+from protocol.common import TopicPartition
+from protocol.errors import Errors
+from protocol.fetch_request import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
     FetchMetadata,
     FetchRequestPartitionData,
-    TopicPartition,
     next_epoch,
 )
-from protocol.errors import Errors
 
 if TYPE_CHECKING:
     # Only a type here; the cache module imports this one at run time.
@@ -50,7 +50,6 @@ __all__ = [
     "PartitionResponseData",
     "SessionErrorContext",
     "SessionlessFetchContext",
-    "TopicPartition",
 ]
 
 log = logging.getLogger(__name__)

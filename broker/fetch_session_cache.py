@@ -23,7 +23,8 @@ import random
 from collections.abc import Callable
 
 from broker.fetch_session import CachedPartition, FetchSession
-from fetcher.fetch_request import INITIAL_EPOCH, INVALID_SESSION_ID, TopicPartition, next_epoch
+from protocol.common import TopicPartition
+from protocol.fetch_request import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 
 log = logging.getLogger(__name__)
 

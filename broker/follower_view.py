@@ -7,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.partition import Partition
-from fetcher.interface import AppendResult
+from protocol.replication import AppendResult
 
 if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager

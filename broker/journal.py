@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-TopicPartition = tuple[str, int]
+from protocol.common import TopicPartition
 
 
 def read_journal(path: Path, event: str | None = None) -> list[dict[str, Any]]:

@@ -9,12 +9,10 @@ from typing import Any
 
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.fetch_session import FetchManager, PartitionResponseData
-from broker.log_manager import TOPIC_NAME
-from broker.metadata_cache import BrokerEndpoint, PartitionMetadata
+from broker.metadata_cache import PartitionMetadata
 from broker.network import Request, error_body
 from broker.partition import LeaderAndIsrState
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
-from fetcher.fetch_request import FetchRequestPartitionData
 from protocol import messages as m
 from protocol.api_keys import (
     CONSUMER_REPLICA_ID,
@@ -23,12 +21,12 @@ from protocol.api_keys import (
     LATEST_TIMESTAMP,
     ApiKeys,
 )
+from protocol.common import BrokerEndpoint, TopicPartition, is_valid_topic_name
 from protocol.errors import Errors, InvalidRequestError, KafkaError
+from protocol.fetch_request import FetchRequestPartitionData
 from protocol.schema import from_body, to_body
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 # The APIs a broker serves (the controller's own APIs are answered by the controller process).
 BROKER_APIS: tuple[ApiKeys, ...] = (
@@ -407,11 +405,6 @@ class KafkaApis:
                 )
             )
         )
-
-
-def is_valid_topic_name(name: str) -> bool:
-    """Kafka's rule (``Topic.validate``): 1 to 249 of ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``."""
-    return name not in (".", "..") and TOPIC_NAME.fullmatch(name) is not None
 
 
 def _invalid_topic_partitions(topic_states: Iterable[Any]) -> dict[TopicPartition, Errors]:

@@ -28,6 +28,7 @@ import trio
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed, KafkaConnection, open_connection
+from protocol.common import error_name
 from protocol.errors import Errors
 from protocol.schema import from_body
 
@@ -210,13 +211,13 @@ class BrokerLifecycleManager:
             log.warning(
                 "broker %d: controller answered %s to a heartbeat with broker epoch %d; registering again",
                 self.broker_id,
-                Errors(resp.error_code).name,
+                error_name(resp.error_code),
                 self.broker_epoch,
             )
             self.broker_epoch = -1
             self._wake.set()
         elif resp.error_code != Errors.NONE:
-            log.warning("broker %d: heartbeat failed: %s", self.broker_id, Errors(resp.error_code).name)
+            log.warning("broker %d: heartbeat failed: %s", self.broker_id, error_name(resp.error_code))
         else:
             self._set_fenced(resp.is_fenced)
         return resp
@@ -257,7 +258,7 @@ class BrokerLifecycleManager:
                     log.info(
                         "broker %d: controlled shutdown not complete (%s, still leading %s); retrying",
                         self.broker_id,
-                        Errors(resp.error_code).name,
+                        error_name(resp.error_code),
                         [f"{p.topic_name}-{p.partition_index}" for p in resp.remaining_partitions],
                     )
                 except CONTROLLER_UNREACHABLE as exc:

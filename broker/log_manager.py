@@ -12,10 +12,9 @@ from pathlib import Path
 
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.log import Log, LogConfig
+from protocol.common import TopicPartition, is_valid_topic_name
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -23,7 +22,6 @@ LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
 class InconsistentBrokerIdError(Exception):
@@ -36,7 +34,7 @@ def partition_dir_name(tp: TopicPartition) -> str:
 
 def parse_partition_dir(name: str) -> TopicPartition | None:
     m = _PARTITION_DIR.match(name)
-    if m is None or not TOPIC_NAME.match(m.group("topic")):
+    if m is None or not is_valid_topic_name(m.group("topic")):
         return None
     return m.group("topic"), int(m.group("partition"))
 

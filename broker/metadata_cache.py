@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fetcher.interface import LeaderEndpoint as BrokerEndpoint
+from protocol.common import BrokerEndpoint, TopicPartition
 
-__all__ = ["BrokerEndpoint", "MetadataCache", "PartitionMetadata"]
-
-TopicPartition = tuple[str, int]
+__all__ = ["MetadataCache", "PartitionMetadata"]
 
 
 @dataclass(slots=True)

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 from broker.log.log import Log, LogAppendInfo
 from protocol.api_keys import NO_PARTITION_LEADER_EPOCH, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from protocol.common import TopicPartition
 from protocol.errors import Errors, KafkaError, OffsetOutOfRangeError
 
 log = logging.getLogger(__name__)
 
 UNKNOWN_OFFSET = -1
-TopicPartition = tuple[str, int]
 
 
 @dataclass(slots=True)

@@ -23,7 +23,7 @@ from broker.delayed_ops import (
 from broker.follower_view import FollowerPartitionView
 from broker.journal import Journal, OffsetsJournal
 from broker.log_manager import LogManager
-from broker.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
+from broker.metadata_cache import MetadataCache, PartitionMetadata
 from broker.partition import IsrChange, LeaderAndIsrState, LogReadResult, Partition
 from broker.topic_configs import TopicConfigFetcher
 from fetcher.interface import (
@@ -32,11 +32,11 @@ from fetcher.interface import (
     NoFetcherManager,
 )
 from protocol.api_keys import DEBUGGING_REPLICA_ID
+from protocol.common import BrokerEndpoint, TopicPartition, error_name
 from protocol.errors import Errors, KafkaError
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 AlterCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
 AlterSubmit = Callable[[TopicPartition, int, list[int], int, AlterCallback], bool]
 
@@ -435,7 +435,7 @@ class ReplicaManager:
             "fetch_error",
             tp,
             error_code=error_code,
-            error=_error_name(error_code),
+            error=error_name(error_code),
             reason=message,
             leader_id=None if partition is None else partition.leader_id,
             leader_epoch=None if partition is None else partition.leader_epoch,
@@ -471,10 +471,3 @@ class ReplicaManager:
             self.observe_offsets(partition)
         self.offsets_journal.flush()
         self.log_manager.shutdown(self.high_watermarks())
-
-
-def _error_name(code: int) -> str:
-    try:
-        return Errors(code).name
-    except ValueError:
-        return str(code)

@@ -21,20 +21,17 @@ from broker.kafka_apis import KafkaApis
 from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
 from broker.log.log import LogConfig
 from broker.log_manager import LogManager
-from broker.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.metadata_cache import MetadataCache
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
+from protocol.common import BrokerEndpoint, wall_clock_ms
 
 log = logging.getLogger(__name__)
 
 RECOVERY_POINT_CHECKPOINT_MS = 60_000
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class KafkaServer:

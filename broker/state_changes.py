@@ -9,19 +9,16 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from broker.metadata_cache import BrokerEndpoint, PartitionMetadata
+from broker.metadata_cache import PartitionMetadata
 from broker.partition import LeaderAndIsrState, Partition
-from fetcher.interface import InitialFetchState
+from protocol.common import LEADER_DURING_DELETE, BrokerEndpoint, TopicPartition
 from protocol.errors import Errors
+from protocol.replication import InitialFetchState
 
 if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
-# UPDATE_METADATA's leader for a partition being deleted (Kafka's LeaderAndIsr.LeaderDuringDelete).
-LEADER_DURING_DELETE = -2
 
 
 def become_leader_or_follower(

@@ -13,6 +13,7 @@ import trio
 from broker.lifecycle import CONTROLLER_UNREACHABLE, ControllerChannel
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
+from protocol.common import error_name
 from protocol.errors import Errors
 from protocol.schema import from_body
 
@@ -75,7 +76,7 @@ class TopicConfigFetcher:
                         "broker %d: no configs for topic %s: %s %s",
                         self.broker_id,
                         topic,
-                        Errors(result.error_code).name,
+                        error_name(result.error_code),
                         result.error_message or "",
                     )
                     continue

@@ -13,11 +13,11 @@ import trio
 
 from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed, KafkaConnection, open_connection
+from protocol.common import TopicPartition
 from protocol.errors import Errors
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 Address = tuple[str, int]
 
 

@@ -13,12 +13,11 @@ import trio
 from cli.cluster_client import ClusterClient
 from protocol.api_keys import CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
 from protocol.client import ConnectionClosed
+from protocol.common import error_name
 from protocol.errors import Errors
 from protocol.records import decode_records, iter_batches
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +75,7 @@ class Consumer:
                 p = resp["topics"][0]["partitions"][0]
                 if p["error_code"] == Errors.NONE:
                     return int(p["offset"])
-                log.info("LIST_OFFSETS %s-%d: %s", self.topic, partition, Errors(p["error_code"]).name)
+                log.info("LIST_OFFSETS %s-%d: %s", self.topic, partition, error_name(p["error_code"]))
             except (OSError, ConnectionClosed, trio.TooSlowError) as exc:
                 log.info("LIST_OFFSETS %s-%d: %s", self.topic, partition, exc)
             await trio.sleep(0.2)

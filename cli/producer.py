@@ -22,12 +22,12 @@ import trio
 from cli.cluster_client import ClusterClient
 from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed
+from protocol.common import TopicPartition
 from protocol.errors import RETRIABLE, Errors
 from protocol.records import build_simple_batch, read_header
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 ACKS_BY_NAME = {"all": -1, "-1": -1, "1": 1, "0": 0}
 
 

@@ -15,6 +15,7 @@ from cli.cluster import ask
 from cli.cluster_client import ClientError, parse_address
 from cli.cluster_files import ClusterError, ClusterInfo
 from protocol.api_keys import ApiKeys
+from protocol.common import error_name
 from protocol.errors import Errors
 
 
@@ -102,7 +103,7 @@ def topic_create(
     result = resp["topics"][0]
     if result["error_code"] != 0:
         raise click.ClickException(
-            f"cannot create {name}: {Errors(result['error_code']).name} {result.get('error_message') or ''}"
+            f"cannot create {name}: {error_name(result['error_code'])} {result.get('error_message') or ''}"
         )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -140,7 +141,7 @@ def topic_describe(
     shown = 0
     for t in sorted(meta.get("topics", []), key=lambda t: t["name"]):
         if t["error_code"] != 0:
-            raise click.ClickException(f"topic {t['name']}: {Errors(t['error_code']).name}")
+            raise click.ClickException(f"topic {t['name']}: {error_name(t['error_code'])}")
         for p in sorted(t["partitions"], key=lambda p: p["partition_index"]):
             under = len(p["isr_nodes"]) < len(p["replica_nodes"])
             unavailable = p["leader_id"] < 0 or p["leader_id"] not in live
@@ -170,6 +171,6 @@ def topic_delete(name: str, data_dir: Path | None, bootstrap_server: str | None)
     result = resp["responses"][0]
     if result["error_code"] != 0:
         raise click.ClickException(
-            f"cannot delete {name}: {Errors(result['error_code']).name} {result.get('error_message') or ''}"
+            f"cannot delete {name}: {error_name(result['error_code'])} {result.get('error_message') or ''}"
         )
     click.echo(f"deleted topic {name}")

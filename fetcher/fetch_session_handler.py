@@ -13,14 +13,14 @@ import logging
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from fetcher.fetch_request import (
+from protocol.common import TopicPartition, error_name
+from protocol.errors import Errors
+from protocol.fetch_request import (
     INITIAL,
     INVALID_SESSION_ID,
     FetchMetadata,
     FetchRequestPartitionData,
-    TopicPartition,
 )
-from protocol.errors import Errors
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class FetchSessionHandler:
                 "Node %d was unable to process the fetch request with %s: %s.",
                 self.node_id,
                 self.next_metadata,
-                _error_name(error_code),
+                error_name(error_code),
             )
             if error_code == Errors.FETCH_SESSION_ID_NOT_FOUND:
                 self.next_metadata = INITIAL
@@ -244,10 +244,3 @@ class Builder:
             len(session),
         )
         return FetchRequestData(metadata, next_parts, removed, dict(session))
-
-
-def _error_name(error_code: int) -> str:
-    try:
-        return Errors(error_code).name
-    except ValueError:
-        return str(error_code)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, TypeVar
 
-from fetcher.fetch_request import TopicPartition
+from protocol.common import TopicPartition
 
 # DESCRIBE_REPLICA_STATE fetch_state.state values.
 STATE_TRUNCATING = "truncating"

@@ -11,13 +11,14 @@ from collections.abc import Callable, Iterable, Mapping
 import trio
 
 from fetcher import fetch_state
-from fetcher.interface import FetchStateView as InterfaceFetchStateView
-from fetcher.interface import FollowerReplicaManager, InitialFetchState, LeaderEndpoint
-from fetcher.replica_fetcher import FetcherSettings, ReplicaFetcher, wall_clock_ms
+from fetcher.interface import FollowerReplicaManager
+from fetcher.replica_fetcher import FetcherSettings, ReplicaFetcher
+from protocol.common import BrokerEndpoint, TopicPartition, wall_clock_ms
+from protocol.replication import FetchStateView as InterfaceFetchStateView
+from protocol.replication import InitialFetchState
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 FetcherKey = tuple[int, int]  # (leader broker id, fetcher id)
 
 
@@ -43,7 +44,7 @@ class ReplicaFetcherManager:
         return (31 * zlib.crc32(tp[0].encode()) + tp[1]) % self.num_fetchers
 
     def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, InitialFetchState]) -> None:
-        grouped: dict[tuple[LeaderEndpoint, int], dict[TopicPartition, fetch_state.InitialFetchState]] = {}
+        grouped: dict[tuple[BrokerEndpoint, int], dict[TopicPartition, fetch_state.InitialFetchState]] = {}
         for tp, st in states.items():
             key = (st.leader, self.fetcher_id(tp))
             grouped.setdefault(key, {})[tp] = fetch_state.InitialFetchState(
@@ -60,7 +61,7 @@ class ReplicaFetcherManager:
                 fid,
             )
 
-    def _fetcher_for(self, leader: LeaderEndpoint, fid: int) -> ReplicaFetcher:
+    def _fetcher_for(self, leader: BrokerEndpoint, fid: int) -> ReplicaFetcher:
         key = (leader.broker_id, fid)
         held = self.fetchers.get(key)
         if held is not None:
@@ -75,7 +76,7 @@ class ReplicaFetcherManager:
             return fetcher
         return self._start(leader, fid)
 
-    def _start(self, leader: LeaderEndpoint, fid: int) -> ReplicaFetcher:
+    def _start(self, leader: BrokerEndpoint, fid: int) -> ReplicaFetcher:
         name = f"ReplicaFetcher[broker={self.rm.broker_id}, leader={leader.broker_id}, fetcher={fid}]"
         fetcher = ReplicaFetcher(name, fid, leader, self.rm, self.settings, clock_ms=self.clock_ms)
         scope = trio.CancelScope()

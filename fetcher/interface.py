@@ -7,45 +7,10 @@ The arrow goes one way: ``broker`` implements ``FollowerReplicaManager`` and own
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
-TopicPartition = tuple[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderEndpoint:
-    broker_id: int
-    host: str
-    port: int
-
-
-@dataclass(frozen=True, slots=True)
-class InitialFetchState:
-    """Where a follower starts fetching a partition (Kafka's ``InitialFetchState``)."""
-
-    leader: LeaderEndpoint
-    current_leader_epoch: int
-    init_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FetchStateView:
-    """What DESCRIBE_REPLICA_STATE reports of a follower partition's fetcher."""
-
-    state: str  # "truncating", "fetching", "delayed", "failed"
-    fetch_offset: int
-    lag: int | None
-    leader_id: int
-    current_leader_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    first_offset: int
-    last_offset: int
-    num_records: int
-    valid_bytes: int
+from protocol.common import TopicPartition
+from protocol.replication import AppendResult, FetchStateView, InitialFetchState
 
 
 class FollowerPartition(Protocol):

@@ -12,14 +12,12 @@ partition while the request was in flight.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import trio
 
-from fetcher.fetch_request import FetchRequestPartitionData
 from fetcher.fetch_session_handler import FetchRequestData, FetchSessionHandler
 from fetcher.fetch_state import (
     FetcherPartitions,
@@ -28,7 +26,7 @@ from fetcher.fetch_state import (
     PartitionFetchState,
     ReplicaState,
 )
-from fetcher.interface import FollowerPartition, FollowerReplicaManager, LeaderEndpoint
+from fetcher.interface import FollowerPartition, FollowerReplicaManager
 from fetcher.truncation import (
     EpochData,
     EpochEndOffset,
@@ -46,15 +44,11 @@ from protocol.api_keys import (
     ApiKeys,
 )
 from protocol.client import ConnectionClosed, KafkaConnection, open_connection
+from protocol.common import BrokerEndpoint, TopicPartition, error_name, wall_clock_ms
 from protocol.errors import CorruptRecordError, Errors, KafkaError
+from protocol.fetch_request import FetchRequestPartitionData
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +72,7 @@ class ReplicaFetcher:
         self,
         name: str,
         fetcher_id: int,
-        leader: LeaderEndpoint,
+        leader: BrokerEndpoint,
         replica_manager: FollowerReplicaManager,
         settings: FetcherSettings,
         *,
@@ -380,7 +374,7 @@ class ReplicaFetcher:
         top_error = resp.get("error_code", 0)
         if not self.session.handle_response(resp.get("session_id", 0), top_error, set(partitions)):
             if top_error not in (Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH):
-                log.info("%s: FETCH error %s; backing off", self.name, _name(top_error))
+                log.info("%s: FETCH error %s; backing off", self.name, error_name(top_error))
                 self.partitions.delay_partitions(
                     list(data.session_partitions), self.settings.backoff_ms, self.clock_ms()
                 )
@@ -410,7 +404,7 @@ class ReplicaFetcher:
                 self.rm.on_fetch_error(tp, error, "fenced leader epoch in FETCH")
                 self._fail(tp, "fenced leader epoch in FETCH")
             else:
-                self.rm.on_fetch_error(tp, error, f"FETCH error {_name(error)}")
+                self.rm.on_fetch_error(tp, error, f"FETCH error {error_name(error)}")
                 with_error.append(tp)
         if with_error:
             self.partitions.delay_partitions(with_error, self.settings.backoff_ms, self.clock_ms())
@@ -566,10 +560,3 @@ class ReplicaFetcher:
 
 class _Fenced(Exception):
     """LIST_OFFSETS answered FENCED_LEADER_EPOCH."""
-
-
-def _name(code: int) -> str:
-    try:
-        return Errors(code).name
-    except ValueError:
-        return str(code)

@@ -23,9 +23,9 @@ import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
-from fetcher.fetch_request import TopicPartition
 from fetcher.fetch_state import PartitionFetchState, PartitionStates, ReplicaState
 from protocol.api_keys import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from protocol.common import TopicPartition
 from protocol.errors import Errors
 
 log = logging.getLogger(__name__)

@@ -19,6 +19,7 @@ import trio
 
 from broker.controller.request_batch import OutboundRequest
 from protocol.client import ConnectionClosed, open_connection
+from protocol.common import error_name
 from protocol.errors import Errors
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,7 @@ class ControllerChannelManager:
     def _log_response(self, request: OutboundRequest, body: dict[str, Any]) -> None:
         error = body.get("error_code", 0)
         if error:
-            name = Errors(error).name if error in Errors._value2member_map_ else str(error)
+            name = error_name(error) if error in Errors._value2member_map_ else str(error)
             log.warning(
                 "broker %d answered %s with %s: %s",
                 request.broker_id,
@@ -182,7 +183,7 @@ class ControllerChannelManager:
         for entry in body.get("partition_errors", []) or []:
             code = entry.get("error_code", 0)
             if code:
-                name = Errors(code).name if code in Errors._value2member_map_ else str(code)
+                name = error_name(code) if code in Errors._value2member_map_ else str(code)
                 log.info(
                     "broker %d: %s for %s-%s: %s",
                     request.broker_id,

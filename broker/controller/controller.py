@@ -17,7 +17,6 @@ import logging
 import os
 import random
 import signal
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +31,7 @@ from broker.journal import Journal
 from broker.network import Request, RequestChannel, RequestHandlerPool, SocketServer, error_body
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
+from protocol.common import monotonic_ms, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError
 from protocol.schema import from_body, to_body
 
@@ -49,14 +49,6 @@ CONTROLLER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.BROKER_REGISTRATION,
     ApiKeys.BROKER_HEARTBEAT,
 )
-
-
-def monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class KafkaController:

@@ -30,12 +30,12 @@ from broker.controller.state import (
     BrokerRegistration,
     ClusterState,
     PartitionState,
-    TopicPartition,
     TopicState,
 )
 from broker.controller.topics import TopicSettings, plan_topic
 from protocol import controller_messages as cm
 from protocol import messages as m
+from protocol.common import TopicPartition
 from protocol.errors import Errors
 
 log = logging.getLogger(__name__)

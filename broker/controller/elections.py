@@ -10,16 +10,11 @@ are ``PartitionLeaderElectionAlgorithms``; ``remove_replica_from_isr`` is the Zo
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from broker.controller.state import NO_LEADER, PartitionState
 from protocol.errors import Errors
-
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-
 
 # ------------------------------------------------------------------------------------------ elections
 
@@ -149,19 +144,6 @@ def _replica_index(first: int, second_replica_shift: int, replica_index: int, n:
     return (first + shift) % n
 
 
-def validate_topic_name(name: str) -> str | None:
-    """Kafka's ``Topic.validate``: None if legal, else why not."""
-    if not name:
-        return "topic name is empty"
-    if name in (".", ".."):
-        return f"topic name cannot be {name!r}"
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not _LEGAL_TOPIC.match(name):
-        return f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_' and '-'"
-    return None
-
-
 # ------------------------------------------------------------------------------------- ALTER_PARTITION
 
 
@@ -218,5 +200,4 @@ __all__ = [
     "offline_partition_leader_election",
     "remove_replica_from_isr",
     "validate_alter_partition",
-    "validate_topic_name",
 ]

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker.controller.state import LEADER_DURING_DELETE, ClusterState, PartitionState, TopicPartition
+from broker.controller.state import ClusterState, PartitionState
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
+from protocol.common import LEADER_DURING_DELETE, TopicPartition
 
 ControllerRequestBody = cm.LeaderAndIsrRequest | cm.UpdateMetadataRequest | cm.StopReplicaRequest
 

@@ -14,15 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protocol.common import TopicPartition
+
 STATE_FILE_NAME = "cluster-metadata.json"
 STATE_VERSION = 1
 NO_LEADER = -1
-# Kafka's LeaderAndIsr.LeaderDuringDelete: a partition of a topic being deleted (in UPDATE_METADATA).
-LEADER_DURING_DELETE = -2
 # Kafka's LeaderAndIsr.EpochDuringDelete: the leader epoch STOP_REPLICA carries when deleting.
 EPOCH_DURING_DELETE = -2
-
-TopicPartition = tuple[str, int]
 
 
 class StateError(Exception):
@@ -244,14 +242,12 @@ def start_new_epoch(directory: Path, cluster_id: str) -> ClusterState:
 
 __all__ = [
     "EPOCH_DURING_DELETE",
-    "LEADER_DURING_DELETE",
     "NO_LEADER",
     "STATE_FILE_NAME",
     "BrokerRegistration",
     "ClusterState",
     "PartitionState",
     "StateError",
-    "TopicPartition",
     "TopicState",
     "load_state",
     "save_state",

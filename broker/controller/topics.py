@@ -7,9 +7,10 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from broker.controller.elections import assign_replicas_to_brokers, validate_topic_name
+from broker.controller.elections import assign_replicas_to_brokers
 from broker.controller.state import ClusterState
 from protocol import controller_messages as cm
+from protocol.common import validate_topic_name
 from protocol.errors import Errors
 
 

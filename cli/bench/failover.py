@@ -41,6 +41,7 @@ from cli.bench.results import Figure, ScenarioResult, Target
 from cli.cluster_client import ClientError, ClusterClient
 from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed
+from protocol.common import TopicPartition, error_name
 from protocol.errors import Errors
 from protocol.records import build_simple_batch
 
@@ -50,8 +51,6 @@ HEARTBEAT_MS = 500
 PROBE_INTERVAL_S = 0.01
 METADATA_BACKOFF_S = 0.02
 RECOVERY_TIMEOUT_S = 60.0
-
-TopicPartition = tuple[str, int]
 
 
 def controller_available() -> str | None:
@@ -197,7 +196,7 @@ class Prober:
                 if part["error_code"] == Errors.NONE:
                     self.acks.setdefault(tp, []).append((sent, now))
                 else:
-                    self._error(Errors(part["error_code"]).name)
+                    self._error(error_name(part["error_code"]))
         except (OSError, ConnectionClosed, trio.TooSlowError) as exc:
             self._error(type(exc).__name__)
             address = self.client.brokers.get(leader)

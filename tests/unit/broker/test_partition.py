@@ -4,7 +4,6 @@ the high watermark rules, ISR expansion, leader epochs and the acks=-1 checks.""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 from broker.log.checkpoint import EpochEntry
 from broker.log.log import Log, LogConfig
 from broker.partition import LeaderAndIsrState, Partition
+from protocol.common import MockTime
 from protocol.errors import Errors, KafkaError, OffsetOutOfRangeError
 from protocol.records import build_simple_batch, iter_batches
 
@@ -21,24 +21,13 @@ LEADER = 0
 TP = ("t", 0)
 
 
-@dataclass
-class FakeClock:
-    now_ms: int = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def sleep(self, ms: int) -> None:
-        self.now_ms += ms
-
-
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> MockTime:
+    return MockTime(1_000_000)
 
 
 def make_partition(
-    tmp_path: Path, clock: FakeClock, *, min_isr: int = 1, high_watermark: int = 0, local: int = LEADER
+    tmp_path: Path, clock: MockTime, *, min_isr: int = 1, high_watermark: int = 0, local: int = LEADER
 ) -> Partition:
     log = Log.open(tmp_path / "t-0", "t", 0, LogConfig())
     return Partition(
@@ -62,12 +51,12 @@ def append(p: Partition, records: int, acks: int = 1) -> int:
     return p.log_end_offset
 
 
-def fetch(p: Partition, follower: int, offset: int, clock: FakeClock) -> tuple[bool, object]:
+def fetch(p: Partition, follower: int, offset: int, clock: MockTime) -> tuple[bool, object]:
     """A follower fetch at ``offset`` (it has every offset below it), as the replica manager records it."""
     return p.update_follower_fetch_state(follower, offset, 0, clock(), p.log_end_offset)
 
 
-def leader_with_all_in_isr(tmp_path: Path, clock: FakeClock, *, leo: int = 20, **kw: int) -> Partition:
+def leader_with_all_in_isr(tmp_path: Path, clock: MockTime, *, leo: int = 20, **kw: int) -> Partition:
     """Kafka's getPartitionWithAllReplicasInIsr: replicas and ISR {0, 1, 2}, leader 0, LEO ``leo``."""
     p = make_partition(tmp_path, clock, **kw)
     assert p.make_leader(state(1, [0, 1, 2]))
@@ -79,7 +68,7 @@ def leader_with_all_in_isr(tmp_path: Path, clock: FakeClock, *, leo: int = 20, *
 # ------------------------------------------------------------------------------- IsrExpirationTest
 
 
-def test_isr_expiration_for_stuck_followers(tmp_path: Path, clock: FakeClock) -> None:
+def test_isr_expiration_for_stuck_followers(tmp_path: Path, clock: MockTime) -> None:
     p = leader_with_all_in_isr(tmp_path, clock)
     # The followers catch up to the leader's LEO - 1 and then stop fetching.
     fetch(p, 1, 19, clock)
@@ -94,14 +83,14 @@ def test_isr_expiration_for_stuck_followers(tmp_path: Path, clock: FakeClock) ->
     assert p.isr == [0]
 
 
-def test_isr_expiration_if_no_fetch_request_made(tmp_path: Path, clock: FakeClock) -> None:
+def test_isr_expiration_if_no_fetch_request_made(tmp_path: Path, clock: MockTime) -> None:
     p = leader_with_all_in_isr(tmp_path, clock)
     assert p.out_of_sync_replicas(clock()) == {}
     clock.sleep(LAG_MS + 50)
     assert set(p.out_of_sync_replicas(clock())) == {1, 2}
 
 
-def test_isr_expiration_for_slow_followers(tmp_path: Path, clock: FakeClock) -> None:
+def test_isr_expiration_for_slow_followers(tmp_path: Path, clock: MockTime) -> None:
     p = leader_with_all_in_isr(tmp_path, clock)
     # Fetches that never reach the end of the log: fine for replica.lag.time.max.ms, then out of sync.
     fetch(p, 1, 18, clock)
@@ -116,7 +105,7 @@ def test_isr_expiration_for_slow_followers(tmp_path: Path, clock: FakeClock) -> 
     assert p.out_of_sync_replicas(clock()) == {}
 
 
-def test_caught_up_follower_stays_in_sync_while_the_leader_is_idle(tmp_path: Path, clock: FakeClock) -> None:
+def test_caught_up_follower_stays_in_sync_while_the_leader_is_idle(tmp_path: Path, clock: MockTime) -> None:
     p = leader_with_all_in_isr(tmp_path, clock)
     fetch(p, 1, 20, clock)
     fetch(p, 2, 20, clock)
@@ -131,7 +120,7 @@ def test_caught_up_follower_stays_in_sync_while_the_leader_is_idle(tmp_path: Pat
 
 
 def test_follower_that_fetched_to_the_leo_stays_even_after_a_long_pause(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: MockTime
 ) -> None:
     p = leader_with_all_in_isr(tmp_path, clock)
     fetch(p, 1, 15, clock)
@@ -144,7 +133,7 @@ def test_follower_that_fetched_to_the_leo_stays_even_after_a_long_pause(
 # ------------------------------------------------------------------------------- high watermark
 
 
-def test_high_watermark_is_the_smallest_leo_in_the_isr(tmp_path: Path, clock: FakeClock) -> None:
+def test_high_watermark_is_the_smallest_leo_in_the_isr(tmp_path: Path, clock: MockTime) -> None:
     p = leader_with_all_in_isr(tmp_path, clock)
     assert p.high_watermark == 0  # the followers' LEOs are unknown
     moved, _ = fetch(p, 1, 10, clock)
@@ -157,7 +146,7 @@ def test_high_watermark_is_the_smallest_leo_in_the_isr(tmp_path: Path, clock: Fa
     assert p.high_watermark == 20
 
 
-def test_high_watermark_never_decreases(tmp_path: Path, clock: FakeClock) -> None:
+def test_high_watermark_never_decreases(tmp_path: Path, clock: MockTime) -> None:
     p = leader_with_all_in_isr(tmp_path, clock)
     fetch(p, 1, 15, clock)
     fetch(p, 2, 15, clock)
@@ -169,7 +158,7 @@ def test_high_watermark_never_decreases(tmp_path: Path, clock: FakeClock) -> Non
     assert p.high_watermark == 15
 
 
-def test_high_watermark_ignores_followers_outside_the_isr(tmp_path: Path, clock: FakeClock) -> None:
+def test_high_watermark_ignores_followers_outside_the_isr(tmp_path: Path, clock: MockTime) -> None:
     p = leader_with_all_in_isr(tmp_path, clock)
     fetch(p, 1, 20, clock)
     fetch(p, 2, 5, clock)
@@ -181,7 +170,7 @@ def test_high_watermark_ignores_followers_outside_the_isr(tmp_path: Path, clock:
     assert p.high_watermark == 20
 
 
-def test_high_watermark_frozen_while_isr_below_min_insync_replicas(tmp_path: Path, clock: FakeClock) -> None:
+def test_high_watermark_frozen_while_isr_below_min_insync_replicas(tmp_path: Path, clock: MockTime) -> None:
     p = leader_with_all_in_isr(tmp_path, clock, min_isr=2)
     fetch(p, 1, 10, clock)
     fetch(p, 2, 10, clock)
@@ -201,7 +190,7 @@ def test_high_watermark_frozen_while_isr_below_min_insync_replicas(tmp_path: Pat
     assert moved and p.high_watermark == 25
 
 
-def test_follower_high_watermark_is_clamped_to_its_log(tmp_path: Path, clock: FakeClock) -> None:
+def test_follower_high_watermark_is_clamped_to_its_log(tmp_path: Path, clock: MockTime) -> None:
     p = make_partition(tmp_path, clock, local=1)
     assert p.make_follower(state(1, [0, 1, 2]))
     p.log.append_as_follower(build_simple_batch([b"x"] * 10, partition_leader_epoch=1))
@@ -215,7 +204,7 @@ def test_follower_high_watermark_is_clamped_to_its_log(tmp_path: Path, clock: Fa
 
 
 def test_isr_expansion_requires_the_high_watermark_and_the_epoch_start(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: MockTime
 ) -> None:
     # A log of 20 records and a checkpointed HW of 10; leader in epoch 1 from offset 20, ISR {0, 1}.
     p = make_partition(tmp_path, clock, high_watermark=0)
@@ -239,7 +228,7 @@ def test_isr_expansion_requires_the_high_watermark_and_the_epoch_start(
     assert change.reason == "follower_caught_up"
 
 
-def test_only_assigned_replicas_join_the_isr(tmp_path: Path, clock: FakeClock) -> None:
+def test_only_assigned_replicas_join_the_isr(tmp_path: Path, clock: MockTime) -> None:
     p = make_partition(tmp_path, clock)
     p.make_leader(state(1, [0], replicas=[0, 1]))
     append(p, 5)
@@ -250,7 +239,7 @@ def test_only_assigned_replicas_join_the_isr(tmp_path: Path, clock: FakeClock) -
 
 
 def test_followers_not_in_the_isr_do_not_hold_back_a_re_elected_leaders_hw(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: MockTime
 ) -> None:
     # Kafka's resetReplicaState: on a new leader epoch, a follower outside the new ISR gets
     # lastCaughtUpTime 0, so it is not counted as "about to join" when the HW is computed.
@@ -271,7 +260,7 @@ def test_followers_not_in_the_isr_do_not_hold_back_a_re_elected_leaders_hw(
 # ------------------------------------------------------------------------------- leader epochs
 
 
-def test_make_leader_assigns_the_new_epoch_at_the_leo(tmp_path: Path, clock: FakeClock) -> None:
+def test_make_leader_assigns_the_new_epoch_at_the_leo(tmp_path: Path, clock: MockTime) -> None:
     p = make_partition(tmp_path, clock)
     assert p.make_leader(state(1, [0]))
     cache = p.log.leader_epoch_cache
@@ -291,7 +280,7 @@ def test_make_leader_assigns_the_new_epoch_at_the_leo(tmp_path: Path, clock: Fak
     assert reopened.leader_epoch_cache.entries() == [EpochEntry(1, 0), EpochEntry(3, 7)]
 
 
-def test_make_follower_reports_a_change_of_leader_or_epoch(tmp_path: Path, clock: FakeClock) -> None:
+def test_make_follower_reports_a_change_of_leader_or_epoch(tmp_path: Path, clock: MockTime) -> None:
     p = make_partition(tmp_path, clock, local=1)
     assert p.make_follower(state(1, [0, 1], leader=0))
     assert not p.make_follower(state(1, [0, 1], leader=0))
@@ -310,14 +299,14 @@ def test_make_follower_reports_a_change_of_leader_or_epoch(tmp_path: Path, clock
     ],
 )
 def test_check_current_leader_epoch(
-    tmp_path: Path, clock: FakeClock, requested: int, expected: Errors
+    tmp_path: Path, clock: MockTime, requested: int, expected: Errors
 ) -> None:
     p = make_partition(tmp_path, clock)
     p.make_leader(state(5, [0]))
     assert p.check_current_leader_epoch(requested) == expected
 
 
-def test_epoch_is_checked_before_leadership(tmp_path: Path, clock: FakeClock) -> None:
+def test_epoch_is_checked_before_leadership(tmp_path: Path, clock: MockTime) -> None:
     p = make_partition(tmp_path, clock, local=1)
     p.make_follower(state(5, [0, 1], leader=0))
     with pytest.raises(KafkaError) as fenced:
@@ -332,7 +321,7 @@ def test_epoch_is_checked_before_leadership(tmp_path: Path, clock: FakeClock) ->
     p.check_local_log(5, require_leader=False)  # a follower serves debug reads
 
 
-def test_last_offset_for_leader_epoch(tmp_path: Path, clock: FakeClock) -> None:
+def test_last_offset_for_leader_epoch(tmp_path: Path, clock: MockTime) -> None:
     p = make_partition(tmp_path, clock)
     p.make_leader(state(1, [0]))
     append(p, 10)
@@ -347,7 +336,7 @@ def test_last_offset_for_leader_epoch(tmp_path: Path, clock: FakeClock) -> None:
 # ------------------------------------------------------------------------------- produce and reads
 
 
-def test_acks_all_below_min_insync_replicas_is_refused(tmp_path: Path, clock: FakeClock) -> None:
+def test_acks_all_below_min_insync_replicas_is_refused(tmp_path: Path, clock: MockTime) -> None:
     p = make_partition(tmp_path, clock, min_isr=2)
     p.make_leader(state(1, [0], replicas=[0, 1]))
     with pytest.raises(KafkaError) as exc:
@@ -357,7 +346,7 @@ def test_acks_all_below_min_insync_replicas_is_refused(tmp_path: Path, clock: Fa
     assert append(p, 5, acks=1) == 5
 
 
-def test_append_on_a_follower_is_refused(tmp_path: Path, clock: FakeClock) -> None:
+def test_append_on_a_follower_is_refused(tmp_path: Path, clock: MockTime) -> None:
     p = make_partition(tmp_path, clock, local=1)
     p.make_follower(state(1, [0, 1], leader=0))
     with pytest.raises(KafkaError) as exc:
@@ -365,7 +354,7 @@ def test_append_on_a_follower_is_refused(tmp_path: Path, clock: FakeClock) -> No
     assert exc.value.error == Errors.NOT_LEADER_OR_FOLLOWER
 
 
-def test_check_enough_replicas_reached(tmp_path: Path, clock: FakeClock) -> None:
+def test_check_enough_replicas_reached(tmp_path: Path, clock: MockTime) -> None:
     p = make_partition(tmp_path, clock, min_isr=2)
     p.make_leader(state(1, [0, 1], replicas=[0, 1]))
     required = append(p, 20, acks=-1)
@@ -382,7 +371,7 @@ def test_check_enough_replicas_reached(tmp_path: Path, clock: FakeClock) -> None
     assert p.check_enough_replicas_reached(required) == (False, Errors.NOT_LEADER_OR_FOLLOWER)
 
 
-def test_consumer_reads_stop_at_the_high_watermark(tmp_path: Path, clock: FakeClock) -> None:
+def test_consumer_reads_stop_at_the_high_watermark(tmp_path: Path, clock: MockTime) -> None:
     p = leader_with_all_in_isr(tmp_path, clock, leo=0)
     append(p, 10)
     append(p, 10)

@@ -6,6 +6,7 @@ import pytest
 
 from broker.controller import elections as el
 from broker.controller.state import NO_LEADER, PartitionState
+from protocol.common import validate_topic_name
 from protocol.errors import Errors
 
 
@@ -87,11 +88,11 @@ class TestRemoveReplicaFromIsr:
 class TestTopicNames:
     @pytest.mark.parametrize("name", ["a", "my-topic_1.x", "A" * 249])
     def test_legal(self, name: str) -> None:
-        assert el.validate_topic_name(name) is None
+        assert validate_topic_name(name) is None
 
     @pytest.mark.parametrize("name", ["", ".", "..", "a b", "a/b", "ü", "A" * 250])
     def test_illegal(self, name: str) -> None:
-        assert el.validate_topic_name(name) is not None
+        assert validate_topic_name(name) is not None
 
 
 def _never(_: int) -> str | None:

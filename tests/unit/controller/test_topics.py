@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from broker.controller.state import EPOCH_DURING_DELETE, LEADER_DURING_DELETE
+from broker.controller.state import EPOCH_DURING_DELETE
 from protocol import controller_messages as cm
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
+from protocol.common import LEADER_DURING_DELETE
 from protocol.errors import Errors
 from tests.unit.controller.support import (
     SESSION_MS,

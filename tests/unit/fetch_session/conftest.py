@@ -9,20 +9,8 @@ import pytest
 
 from broker.fetch_session import CachedPartition, FetchManager, PartitionResponseData
 from broker.fetch_session_cache import FetchSessionCache
-from fetcher.fetch_request import FetchRequestPartitionData, TopicPartition
-
-
-@dataclass
-class MockTime:
-    """A manual clock in milliseconds."""
-
-    now_ms: int = 0
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def sleep(self, ms: int) -> None:
-        self.now_ms += ms
+from protocol.common import MockTime, TopicPartition
+from protocol.fetch_request import FetchRequestPartitionData
 
 
 @dataclass

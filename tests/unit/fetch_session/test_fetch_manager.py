@@ -11,14 +11,14 @@ from broker.fetch_session import (
     SessionErrorContext,
     SessionlessFetchContext,
 )
-from fetcher.fetch_request import (
+from protocol.common import TopicPartition
+from protocol.errors import Errors
+from protocol.fetch_request import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
     FetchRequestPartitionData,
-    TopicPartition,
 )
-from protocol.errors import Errors
 
 from .conftest import Env, error_resp, make_env, req, resp
 

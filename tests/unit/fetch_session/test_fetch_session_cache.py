@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from broker.fetch_session import CachedPartition
 from broker.fetch_session_cache import FetchSessionCache
-from fetcher.fetch_request import INVALID_SESSION_ID, TopicPartition
+from protocol.common import TopicPartition
+from protocol.fetch_request import INVALID_SESSION_ID
 
 from .conftest import dummy_create
 

@@ -11,11 +11,10 @@ from hypothesis import strategies as st
 
 from broker.fetch_session import FetchManager, PartitionResponseData
 from broker.fetch_session_cache import FetchSessionCache
-from fetcher.fetch_request import INVALID_SESSION_ID, FetchRequestPartitionData, TopicPartition
 from fetcher.fetch_session_handler import FetchSessionHandler
+from protocol.common import MockTime, TopicPartition
 from protocol.errors import Errors
-
-from .conftest import MockTime
+from protocol.fetch_request import INVALID_SESSION_ID, FetchRequestPartitionData
 
 ALL: list[TopicPartition] = [(t, p) for t in ("a", "b") for p in range(3)]
 

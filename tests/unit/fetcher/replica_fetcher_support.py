@@ -31,8 +31,6 @@ import trio
 from broker.fetch_session import FetchManager, PartitionResponseData
 from broker.fetch_session_cache import FetchSessionCache
 from broker.log.log import Log, LogConfig
-from fetcher.fetch_request import FetchRequestPartitionData
-from fetcher.interface import AppendResult, LeaderEndpoint
 from protocol.api_keys import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -41,10 +39,12 @@ from protocol.api_keys import (
     UNDEFINED_EPOCH_OFFSET,
     ApiKeys,
 )
+from protocol.common import BrokerEndpoint, TopicPartition
 from protocol.errors import Errors
+from protocol.fetch_request import FetchRequestPartitionData
 from protocol.records import build_simple_batch, iter_batches
+from protocol.replication import AppendResult
 
-TopicPartition = tuple[str, int]
 Answer = dict[str, Any] | BaseException | Callable[[dict[str, Any]], dict[str, Any]]
 
 CONFIG = LogConfig(segment_bytes=1 << 20, index_interval_bytes=256)
@@ -219,7 +219,7 @@ class SeenRequest:
 class FakeLeader:
     def __init__(self, broker_id: int = 1, *, session_slots: int = 10, long_poll: bool = False) -> None:
         self.broker_id = broker_id
-        self.endpoint = LeaderEndpoint(broker_id, "leader.invalid", 9092)
+        self.endpoint = BrokerEndpoint(broker_id, "leader.invalid", 9092)
         self.logs: dict[TopicPartition, Log] = {}
         self.leader_epochs: dict[TopicPartition, int] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.fetch_request import (
+from fetcher.fetch_session_handler import FetchRequestData, FetchSessionHandler, find_missing
+from protocol.common import TopicPartition
+from protocol.errors import Errors
+from protocol.fetch_request import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
     FetchRequestPartitionData,
-    TopicPartition,
     next_epoch,
 )
-from fetcher.fetch_session_handler import FetchRequestData, FetchSessionHandler, find_missing
-from protocol.errors import Errors
 
 FOO0: TopicPartition = ("foo", 0)
 FOO1: TopicPartition = ("foo", 1)

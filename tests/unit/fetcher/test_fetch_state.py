@@ -6,7 +6,6 @@ import dataclasses
 
 import pytest
 
-from fetcher.fetch_request import TopicPartition
 from fetcher.fetch_state import (
     FetcherPartitions,
     InitialFetchState,
@@ -15,6 +14,7 @@ from fetcher.fetch_state import (
     ReplicaState,
     partition_fetch_state,
 )
+from protocol.common import TopicPartition
 
 
 def create_map() -> dict[TopicPartition, str]:

@@ -24,13 +24,13 @@ from broker.log.log import Log
 from fetcher import replica_fetcher
 from fetcher.fetch_state import InitialFetchState, PartitionFetchState, ReplicaState
 from fetcher.fetcher_manager import ReplicaFetcherManager
-from fetcher.interface import InitialFetchState as InterfaceInitialFetchState
-from fetcher.interface import LeaderEndpoint
 from fetcher.replica_fetcher import FetcherSettings, FetchFailed, ReplicaFetcher
 from protocol.api_keys import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
 from protocol.client import ConnectionClosed
+from protocol.common import BrokerEndpoint
 from protocol.errors import Errors
 from protocol.records import build_simple_batch
+from protocol.replication import InitialFetchState as InterfaceInitialFetchState
 from tests.unit.fetcher.replica_fetcher_support import (
     FakeFollowerPartition,
     FakeLeader,
@@ -1059,7 +1059,7 @@ async def test_fetcher_manager_runs_one_fetcher_per_leader_and_stops_idle_ones(
 ) -> None:
     rm = FakeReplicaManager(FOLLOWER_ID)
     leaders = {1: FakeLeader(1, long_poll=True), 3: FakeLeader(3, long_poll=True)}
-    leaders[3].endpoint = LeaderEndpoint(3, "leader3.invalid", 9093)
+    leaders[3].endpoint = BrokerEndpoint(3, "leader3.invalid", 9093)
     logs = {}
     for tp, leader_id in ((TP0, 1), (TP1, 3)):
         leader_log = open_log(tmp_path / f"leader-{leader_id}", tp)

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.log.leader_epoch_cache import LeaderEpochFileCache
-from fetcher.fetch_request import TopicPartition
 from fetcher.fetch_state import FetcherPartitions, InitialFetchState, ReplicaState
 from fetcher.truncation import (
     EpochData,
@@ -25,6 +24,7 @@ from fetcher.truncation import (
     update_fetch_offset_and_maybe_mark_truncation_complete,
 )
 from protocol.api_keys import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from protocol.common import TopicPartition
 from protocol.errors import Errors
 
 T1P0: TopicPartition = ("topic1", 0)

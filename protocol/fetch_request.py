@@ -12,8 +12,6 @@ from dataclasses import dataclass
 
 from protocol.api_keys import NO_PARTITION_LEADER_EPOCH
 
-TopicPartition = tuple[str, int]
-
 # The session id used by clients with no session.
 INVALID_SESSION_ID = 0
 # In a request: create (or re-create) a session. Also the epoch of a full request.
