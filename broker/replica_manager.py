@@ -441,10 +441,8 @@ class ReplicaManager:
             leader_epoch=None if partition is None else partition.leader_epoch,
         )
 
-    def on_partition_failed(self, tp: TopicPartition, reason: str) -> None:
-        self.journal.emit_partition(
-            "fetch_error", tp, error_code=int(Errors.FENCED_LEADER_EPOCH), reason=reason
-        )
+    def on_partition_failed(self, tp: TopicPartition, error_code: int, message: str) -> None:
+        self.on_fetch_error(tp, error_code, f"partition marked failed: {message}")
 
     # ------------------------------------------------------------------ OFFSET_FOR_LEADER_EPOCH
 

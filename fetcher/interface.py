@@ -59,7 +59,10 @@ class FollowerReplicaManager(Protocol):
         """Journals a fetch error (``fetch_error``)."""
         ...
 
-    def on_partition_failed(self, tp: TopicPartition, reason: str) -> None: ...
+    def on_partition_failed(self, tp: TopicPartition, error_code: int, message: str) -> None:
+        """The fetcher stopped fetching ``tp`` until the next LEADER_AND_ISR (Kafka's failed partitions): journals
+        one ``fetch_error`` with the error that caused it."""
+        ...
 
 
 class FetcherManagerLike(Protocol):

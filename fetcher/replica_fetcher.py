@@ -248,7 +248,7 @@ class ReplicaFetcher:
             self.rm.on_fetch_error(tp, end_offsets[tp].error_code, "OFFSET_FOR_LEADER_EPOCH error")
         self.partitions.delay_partitions(result.partitions_with_error, self.settings.backoff_ms, now)
         for tp in result.partitions_to_fail:
-            self._fail(tp, "fenced leader epoch in OFFSET_FOR_LEADER_EPOCH")
+            self._fail(tp, Errors.FENCED_LEADER_EPOCH, "fenced leader epoch in OFFSET_FOR_LEADER_EPOCH")
 
     def _log_end_offset(self, tp: TopicPartition) -> int:
         p = self._partition(tp)
@@ -281,10 +281,10 @@ class ReplicaFetcher:
             done[tp] = replace(truncation, offset=min(truncation.offset, p.log_end_offset))
         return done
 
-    def _fail(self, tp: TopicPartition, reason: str) -> None:
+    def _fail(self, tp: TopicPartition, error: Errors, reason: str) -> None:
         log.warning("%s: partition %s-%d marked failed: %s", self.name, tp[0], tp[1], reason)
         self.partitions.mark_partition_failed(tp)
-        self.rm.on_partition_failed(tp, reason)
+        self.rm.on_partition_failed(tp, int(error), reason)
 
     # ------------------------------------------------------------------ fetch
 
@@ -401,8 +401,7 @@ class ReplicaFetcher:
                 if not await self._handle_out_of_range(conn, tp, state):
                     with_error.append(tp)
             elif error == Errors.FENCED_LEADER_EPOCH:
-                self.rm.on_fetch_error(tp, error, "fenced leader epoch in FETCH")
-                self._fail(tp, "fenced leader epoch in FETCH")
+                self._fail(tp, Errors.FENCED_LEADER_EPOCH, "fenced leader epoch in FETCH")
             else:
                 self.rm.on_fetch_error(tp, error, f"FETCH error {error_name(error)}")
                 with_error.append(tp)
@@ -437,8 +436,7 @@ class ReplicaFetcher:
                 state.fetch_offset,
             )
             code = exc.error if isinstance(exc, KafkaError) else Errors.UNKNOWN_SERVER_ERROR
-            self.rm.on_fetch_error(tp, int(code), f"error appending fetched records: {exc}")
-            self._fail(tp, f"error appending fetched records: {exc}")
+            self._fail(tp, code, f"error appending fetched records: {exc}")
         return True
 
     def _process_partition_data(
@@ -489,11 +487,11 @@ class ReplicaFetcher:
             raise FetchFailed(f"LIST_OFFSETS failed: {exc}") from exc
         part = resp["topics"][0]["partitions"][0]
         if part["error_code"] != Errors.NONE:
+            if part["error_code"] == Errors.FENCED_LEADER_EPOCH:
+                raise _Fenced  # the caller marks the partition failed, which journals the error
             self.rm.on_fetch_error(
                 tp, part["error_code"], "LIST_OFFSETS error while resetting an out-of-range offset"
             )
-            if part["error_code"] == Errors.FENCED_LEADER_EPOCH:
-                raise _Fenced
             return None
         return int(part["offset"])
 
@@ -508,7 +506,7 @@ class ReplicaFetcher:
             # Kafka's onPartitionFenced: the leader has a newer epoch; wait for the LEADER_AND_ISR.
             current = self.partitions.partition_states.state_value(tp)
             if current is not None and current.current_leader_epoch == state.current_leader_epoch:
-                self._fail(tp, "fenced leader epoch in LIST_OFFSETS")
+                self._fail(tp, Errors.FENCED_LEADER_EPOCH, "fenced leader epoch in LIST_OFFSETS")
             # Else a new epoch arrived while LIST_OFFSETS was in flight: leave its fresh state alone.
             return True
 

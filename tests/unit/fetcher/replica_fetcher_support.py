@@ -172,8 +172,10 @@ class FakeReplicaManager:
     def on_fetch_error(self, tp: TopicPartition, error_code: int, message: str) -> None:
         self.fetch_errors.append((tp, error_code, message))
 
-    def on_partition_failed(self, tp: TopicPartition, reason: str) -> None:
-        self.failed.append((tp, reason))
+    def on_partition_failed(self, tp: TopicPartition, error_code: int, message: str) -> None:
+        # As the broker does: a failed partition journals one fetch_error with the error that caused it.
+        self.failed.append((tp, message))
+        self.fetch_errors.append((tp, error_code, message))
 
     def error_codes(self, tp: TopicPartition) -> list[int]:
         return [code for t, code, _ in self.fetch_errors if t == tp]
