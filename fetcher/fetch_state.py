@@ -16,6 +16,7 @@ from enum import Enum
 from typing import Generic, TypeVar
 
 from protocol.common import TopicPartition
+from protocol.replication import FetchStateView, InitialFetchState
 
 # DESCRIBE_REPLICA_STATE fetch_state.state values.
 STATE_TRUNCATING = "truncating"
@@ -150,32 +151,16 @@ class PartitionStates(Generic[S]):
                 self._map[tp] = partition_to_state[tp]
 
 
-@dataclass(frozen=True, slots=True)
-class InitialFetchState:
-    """How a partition is handed to a fetcher when this broker becomes its follower (Kafka's
-    ``InitialFetchState``): the leader to fetch from, its epoch, and the offset to start from (the follower's
-    high watermark)."""
-
-    leader_id: int
-    current_leader_epoch: int
-    init_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FetchStateView:
-    """DESCRIBE_REPLICA_STATE's ``fetch_state``."""
-
-    state: str
-    fetch_offset: int
-    lag: int | None
-
-
 def partition_fetch_state(
     current: PartitionFetchState | None, initial: InitialFetchState
 ) -> PartitionFetchState:
     """The state of a partition (re-)added to a fetcher (Kafka's ``partitionFetchState`` without truncation on
     fetch, which isrsim's FETCH does not carry): unchanged if the leader epoch is the same, so a repeated
-    LEADER_AND_ISR does not truncate again; otherwise Truncating from the initial offset."""
+    LEADER_AND_ISR does not truncate again; otherwise Truncating from the initial offset.
+
+    The initial offset is the replica manager's choice (``broker.state_changes``): the follower's log end
+    offset when its log has leader epochs (truncation then finds where it diverges from the leader, KIP-101),
+    else its high watermark (and truncation cuts the log back to it)."""
     if current is not None and current.current_leader_epoch == initial.current_leader_epoch:
         return current
     if initial.init_offset < 0:
@@ -235,16 +220,19 @@ class FetcherPartitions:
         return self.partition_states.state_value(tp)
 
     def describe(
-        self, tp: TopicPartition, now_ms: int, failed_fetch_offset: int = -1
+        self, tp: TopicPartition, now_ms: int, leader_id: int, failed_fetch_offset: int = -1
     ) -> FetchStateView | None:
-        """What DESCRIBE_REPLICA_STATE reports for ``tp``; None if this fetcher does not know it. A failed
-        partition has no fetch state left, so its offset is the caller's (e.g. the log end offset)."""
+        """What DESCRIBE_REPLICA_STATE reports for ``tp`` (fetching from ``leader_id``); None if this fetcher
+        does not know it. A failed partition has no fetch state left, so its offset is the caller's (e.g. the
+        log end offset) and its leader epoch is unknown (-1)."""
         if tp in self.failed_partitions:
-            return FetchStateView(STATE_FAILED, failed_fetch_offset, None)
+            return FetchStateView(STATE_FAILED, failed_fetch_offset, None, leader_id, -1)
         state = self.partition_states.state_value(tp)
         if state is None:
             return None
-        return FetchStateView(state.state_name(now_ms), state.fetch_offset, state.lag)
+        return FetchStateView(
+            state.state_name(now_ms), state.fetch_offset, state.lag, leader_id, state.current_leader_epoch
+        )
 
     @property
     def partition_count(self) -> int:

@@ -1,6 +1,7 @@
 """``ReplicaFetcherManager``: ``num.replica.fetchers`` fetcher tasks per source broker; a partition goes to
 fetcher ``hash(topic, partition) % num.replica.fetchers`` of its leader; fetchers with no partitions left are
-shut down (Kafka's ``AbstractFetcherManager``)."""
+shut down (Kafka's ``AbstractFetcherManager``). Each fetcher gets its own ``RemoteLeaderEndPoint`` (Kafka's
+``ReplicaFetcherManager.createFetcherThread``)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,17 @@ from collections.abc import Callable, Iterable, Mapping
 
 import trio
 
-from fetcher import fetch_state
 from fetcher.interface import FollowerReplicaManager
+from fetcher.leader_endpoint import LeaderEndPoint, RemoteLeaderEndPoint
 from fetcher.replica_fetcher import FetcherSettings, ReplicaFetcher
 from protocol.common import BrokerEndpoint, TopicPartition, wall_clock_ms
-from protocol.replication import FetchStateView as InterfaceFetchStateView
-from protocol.replication import InitialFetchState
+from protocol.replication import FetchStateView, InitialFetchState
 
 log = logging.getLogger(__name__)
 
 FetcherKey = tuple[int, int]  # (leader broker id, fetcher id)
+# Makes the leader endpoint of a new fetcher: (leader, fetcher id) -> endpoint.
+LeaderEndPointFactory = Callable[[BrokerEndpoint, int], LeaderEndPoint]
 
 
 class ReplicaFetcherManager:
@@ -31,12 +33,14 @@ class ReplicaFetcherManager:
         num_fetchers: int,
         *,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        leader_endpoint_factory: LeaderEndPointFactory | None = None,
     ) -> None:
         self._nursery = nursery
         self.rm = replica_manager
         self.settings = settings
         self.num_fetchers = num_fetchers
         self.clock_ms = clock_ms
+        self._leader_endpoint = leader_endpoint_factory or self._remote_leader_endpoint
         self.fetchers: dict[FetcherKey, tuple[ReplicaFetcher, trio.CancelScope]] = {}
 
     def fetcher_id(self, tp: TopicPartition) -> int:
@@ -44,12 +48,9 @@ class ReplicaFetcherManager:
         return (31 * zlib.crc32(tp[0].encode()) + tp[1]) % self.num_fetchers
 
     def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, InitialFetchState]) -> None:
-        grouped: dict[tuple[BrokerEndpoint, int], dict[TopicPartition, fetch_state.InitialFetchState]] = {}
+        grouped: dict[tuple[BrokerEndpoint, int], dict[TopicPartition, InitialFetchState]] = {}
         for tp, st in states.items():
-            key = (st.leader, self.fetcher_id(tp))
-            grouped.setdefault(key, {})[tp] = fetch_state.InitialFetchState(
-                st.leader.broker_id, st.current_leader_epoch, st.init_offset
-            )
+            grouped.setdefault((st.leader, self.fetcher_id(tp)), {})[tp] = st
         for (leader, fid), initial in grouped.items():
             fetcher = self._fetcher_for(leader, fid)
             fetcher.add_partitions(initial)
@@ -65,7 +66,7 @@ class ReplicaFetcherManager:
         key = (leader.broker_id, fid)
         held = self.fetchers.get(key)
         if held is not None:
-            if held[0].leader == leader:
+            if held[0].leader.broker_endpoint == leader:
                 return held[0]
             # The leader moved to another address: restart the fetcher, keeping its partitions.
             old, scope = held
@@ -78,7 +79,8 @@ class ReplicaFetcherManager:
 
     def _start(self, leader: BrokerEndpoint, fid: int) -> ReplicaFetcher:
         name = f"ReplicaFetcher[broker={self.rm.broker_id}, leader={leader.broker_id}, fetcher={fid}]"
-        fetcher = ReplicaFetcher(name, fid, leader, self.rm, self.settings, clock_ms=self.clock_ms)
+        endpoint = self._leader_endpoint(leader, fid)
+        fetcher = ReplicaFetcher(name, fid, endpoint, self.rm, self.settings, clock_ms=self.clock_ms)
         scope = trio.CancelScope()
         self.fetchers[(leader.broker_id, fid)] = (fetcher, scope)
 
@@ -108,24 +110,21 @@ class ReplicaFetcherManager:
             scope.cancel()
         self.fetchers.clear()
 
-    def fetch_state(self, tp: TopicPartition) -> InterfaceFetchStateView | None:
+    def _remote_leader_endpoint(self, leader: BrokerEndpoint, fid: int) -> RemoteLeaderEndPoint:
+        return RemoteLeaderEndPoint(
+            leader,
+            replica_id=self.rm.broker_id,
+            client_id=f"replica-fetcher-{self.rm.broker_id}-{fid}",
+            socket_timeout_ms=self.settings.socket_timeout_ms,
+        )
+
+    def fetch_state(self, tp: TopicPartition) -> FetchStateView | None:
         for fetcher, _ in self.fetchers.values():
             if fetcher.owns(tp):
                 view = fetcher.describe(tp)
                 if view is not None:
-                    return InterfaceFetchStateView(
-                        view.state,
-                        view.fetch_offset,
-                        view.lag,
-                        fetcher.leader.broker_id,
-                        self._epoch(fetcher, tp),
-                    )
+                    return view
         return None
-
-    @staticmethod
-    def _epoch(fetcher: ReplicaFetcher, tp: TopicPartition) -> int:
-        state = fetcher.partitions.fetch_state(tp)
-        return -1 if state is None else state.current_leader_epoch
 
     @property
     def stats(self) -> dict[str, int]:

@@ -1,9 +1,11 @@
 """A replica fetcher task (Kafka's ``ReplicaFetcherThread`` / ``AbstractFetcherThread``): one per leader
-broker and fetcher index, one connection to that leader, and the loop ``do_work = maybe_truncate +
-maybe_fetch``.
+broker and fetcher index, talking to that leader through a ``LeaderEndPoint``, and the loop
+``do_work = maybe_truncate + maybe_fetch``.
 
 The decisions are the pure functions of ``fetcher.truncation``, ``fetcher.fetch_state`` and
-``fetcher.fetch_session_handler``; this module does the I/O. Everything runs on the broker's trio thread:
+``fetcher.fetch_session_handler``; the requests and answers are the leader endpoint's
+(``fetcher.leader_endpoint``); this module sequences them and applies the results to the follower's
+partitions. Everything runs on the broker's trio thread:
 between two awaits nothing else touches the partition states, and every response is checked against the
 current state (leader epoch, fetch offset) before it is applied, because a LEADER_AND_ISR may have moved the
 partition while the request was in flight.
@@ -14,19 +16,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 import trio
 
 from fetcher.fetch_session_handler import FetchRequestData, FetchSessionHandler
-from fetcher.fetch_state import (
-    FetcherPartitions,
-    FetchStateView,
-    InitialFetchState,
-    PartitionFetchState,
-    ReplicaState,
-)
+from fetcher.fetch_state import FetcherPartitions, PartitionFetchState, ReplicaState
 from fetcher.interface import FollowerPartition, FollowerReplicaManager
+from fetcher.leader_endpoint import FetchFailed, LeaderEndPoint
 from fetcher.truncation import (
     EpochData,
     EpochEndOffset,
@@ -36,17 +32,18 @@ from fetcher.truncation import (
     truncate_to_high_watermark,
     update_fetch_offset_and_maybe_mark_truncation_complete,
 )
-from protocol.api_keys import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    UNDEFINED_EPOCH,
-    UNDEFINED_EPOCH_OFFSET,
-    ApiKeys,
-)
-from protocol.client import ConnectionClosed, KafkaConnection, open_connection
-from protocol.common import BrokerEndpoint, TopicPartition, error_name, wall_clock_ms
+from protocol.common import TopicPartition, error_name, wall_clock_ms
 from protocol.errors import CorruptRecordError, Errors, KafkaError
 from protocol.fetch_request import FetchRequestPartitionData
+from protocol.messages import (
+    FetchRequest,
+    FetchRequestForgottenTopic,
+    FetchRequestPartition,
+    FetchRequestTopic,
+    FetchResponse,
+    FetchResponsePartition,
+)
+from protocol.replication import FetchStateView, InitialFetchState
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +60,13 @@ class FetcherSettings:
     socket_timeout_ms: int = 30000
 
 
-class FetchFailed(Exception):
-    """The whole request failed (connection lost, timeout): every partition in it backs off."""
+@dataclass(frozen=True, slots=True)
+class ReplicaFetch:
+    """What ``build_fetch`` returns (Kafka's ``ReplicaFetch``): the fetch session's view of the request (to
+    check the answer against) and the FETCH request to send."""
+
+    data: FetchRequestData
+    request: FetchRequest
 
 
 class ReplicaFetcher:
@@ -72,7 +74,7 @@ class ReplicaFetcher:
         self,
         name: str,
         fetcher_id: int,
-        leader: BrokerEndpoint,
+        leader: LeaderEndPoint,
         replica_manager: FollowerReplicaManager,
         settings: FetcherSettings,
         *,
@@ -85,10 +87,13 @@ class ReplicaFetcher:
         self.settings = settings
         self.clock_ms = clock_ms
         self.partitions = FetcherPartitions()
-        self.session = FetchSessionHandler(leader.broker_id)
+        self.session = FetchSessionHandler(leader.broker_endpoint.broker_id)
         self._changed = trio.Event()
         self.fetch_requests = 0
-        self.fetch_request_bytes = 0
+
+    @property
+    def leader_id(self) -> int:
+        return self.leader.broker_endpoint.broker_id
 
     # ------------------------------------------------------------------ partitions (called synchronously)
 
@@ -113,7 +118,7 @@ class ReplicaFetcher:
     def describe(self, tp: TopicPartition) -> FetchStateView | None:
         partition = self.rm.follower_partition(tp)
         failed_offset = partition.log_end_offset if partition is not None else -1
-        return self.partitions.describe(tp, self.clock_ms(), failed_offset)
+        return self.partitions.describe(tp, self.clock_ms(), self.leader_id, failed_offset)
 
     # ------------------------------------------------------------------ the loop
 
@@ -121,22 +126,15 @@ class ReplicaFetcher:
         """Runs until cancelled by the fetcher manager."""
         while True:
             try:
-                async with open_connection(
-                    self.leader.host,
-                    self.leader.port,
-                    client_id=f"replica-fetcher-{self.rm.broker_id}-{self.fetcher_id}",
-                    connect_timeout=self.settings.socket_timeout_ms / 1000,
-                ) as conn:
-                    log.info("%s: connected to leader %d", self.name, self.leader.broker_id)
+                async with self.leader.connect():
+                    log.info("%s: connected to leader %d", self.name, self.leader_id)
                     while True:
-                        await self.do_work(conn)
-            except (OSError, ConnectionClosed, trio.TooSlowError, FetchFailed) as exc:
+                        await self.do_work()
+            except FetchFailed as exc:
                 log.info(
-                    "%s: error talking to leader %d at %s:%d: %s; backing off %d ms",
+                    "%s: error talking to leader %s: %s; backing off %d ms",
                     self.name,
-                    self.leader.broker_id,
-                    self.leader.host,
-                    self.leader.port,
+                    self.leader,
                     exc or type(exc).__name__,
                     self.settings.backoff_ms,
                 )
@@ -147,7 +145,7 @@ class ReplicaFetcher:
                 log.exception(
                     "%s: unexpected error with leader %d; backing off %d ms",
                     self.name,
-                    self.leader.broker_id,
+                    self.leader_id,
                     self.settings.backoff_ms,
                 )
                 await self._back_off_all(exc, Errors.UNKNOWN_SERVER_ERROR)
@@ -165,10 +163,10 @@ class ReplicaFetcher:
         with trio.move_on_after(timeout_ms / 1000):
             await self._changed.wait()
 
-    async def do_work(self, conn: KafkaConnection) -> None:
+    async def do_work(self) -> None:
         self._drop_unfollowed()
-        await self.maybe_truncate(conn)
-        await self.maybe_fetch(conn)
+        await self.maybe_truncate()
+        await self.maybe_fetch()
 
     def _drop_unfollowed(self) -> None:
         gone = [
@@ -188,51 +186,18 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------------ truncation
 
-    async def maybe_truncate(self, conn: KafkaConnection) -> None:
+    async def maybe_truncate(self) -> None:
         states = self.partitions.partition_states
         with_epochs, without_epochs = fetch_truncating_partitions(states, self._latest_epoch, self.clock_ms())
         if with_epochs:
-            await self._truncate_to_epoch_end_offsets(conn, with_epochs)
+            await self._truncate_to_epoch_end_offsets(with_epochs)
         if without_epochs:
             truncations = truncate_to_high_watermark(states, without_epochs)
             done = self._apply_truncations(truncations, "high_watermark")
             update_fetch_offset_and_maybe_mark_truncation_complete(states, done, self._latest_epoch)
 
-    async def _truncate_to_epoch_end_offsets(
-        self, conn: KafkaConnection, requested: dict[TopicPartition, EpochData]
-    ) -> None:
-        topics: dict[str, list[dict[str, int]]] = {}
-        for (topic, partition), data in requested.items():
-            topics.setdefault(topic, []).append(
-                {
-                    "partition": partition,
-                    "current_leader_epoch": data.current_leader_epoch,
-                    "leader_epoch": data.leader_epoch,
-                }
-            )
-        body = {
-            "replica_id": self.rm.broker_id,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-        }
-        try:
-            resp = await conn.request(
-                ApiKeys.OFFSET_FOR_LEADER_EPOCH, body, timeout=self.settings.socket_timeout_ms / 1000
-            )
-        except (ConnectionClosed, trio.TooSlowError) as exc:
-            raise FetchFailed(f"OFFSET_FOR_LEADER_EPOCH failed: {exc}") from exc
-        end_offsets: dict[TopicPartition, EpochEndOffset] = {}
-        for t in resp.get("topics", []):
-            for p in t["partitions"]:
-                tp = (t["topic"], p["partition"])
-                if tp in requested:
-                    end_offsets[tp] = EpochEndOffset(p["error_code"], p["leader_epoch"], p["end_offset"])
-        # A partition the leader did not answer (e.g. a top-level error such as INVALID_REQUEST) is an error
-        # for that partition, as in Kafka when the request fails: without this it would stay Truncating and
-        # be asked about again at once, in a loop with no back-off.
-        top_error = resp.get("error_code", Errors.NONE) or Errors.UNKNOWN_SERVER_ERROR
-        for tp in requested:
-            if tp not in end_offsets:
-                end_offsets[tp] = EpochEndOffset(int(top_error), UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+    async def _truncate_to_epoch_end_offsets(self, requested: dict[TopicPartition, EpochData]) -> None:
+        end_offsets = await self.leader.fetch_epoch_end_offsets(requested)
         states = self.partitions.partition_states
         result = maybe_truncate_to_epoch_end_offsets(
             states,
@@ -288,7 +253,9 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------------ fetch
 
-    def build_fetch(self) -> tuple[FetchRequestData, dict[str, Any]] | None:
+    def build_fetch(self) -> ReplicaFetch | None:
+        """The next FETCH (Kafka's ``buildFetch``): every partition ready to fetch goes to the fetch session,
+        which decides what the request lists; None if there is nothing to send."""
         now = self.clock_ms()
         builder = self.session.new_builder()
         for tp, state in self.partitions.partition_states.partition_state_map().items():
@@ -309,49 +276,45 @@ class ReplicaFetcher:
         data = builder.build()
         if not data.session_partitions and not data.to_forget:
             return None
-        topics: dict[str, list[dict[str, int]]] = {}
+        return ReplicaFetch(data, self._fetch_request(data))
+
+    def _fetch_request(self, data: FetchRequestData) -> FetchRequest:
+        topics: dict[str, list[FetchRequestPartition]] = {}
         for (topic, partition), pd in data.to_send.items():
             topics.setdefault(topic, []).append(
-                {
-                    "partition": partition,
-                    "current_leader_epoch": pd.current_leader_epoch,
-                    "fetch_offset": pd.fetch_offset,
-                    "log_start_offset": pd.log_start_offset,
-                    "partition_max_bytes": pd.max_bytes,
-                }
+                FetchRequestPartition(
+                    partition=partition,
+                    current_leader_epoch=pd.current_leader_epoch,
+                    fetch_offset=pd.fetch_offset,
+                    log_start_offset=pd.log_start_offset,
+                    partition_max_bytes=pd.max_bytes,
+                )
             )
         forgotten: dict[str, list[int]] = {}
         for topic, partition in data.to_forget:
             forgotten.setdefault(topic, []).append(partition)
-        body = {
-            "replica_id": self.rm.broker_id,
-            "max_wait_ms": self.settings.wait_max_ms,
-            "min_bytes": self.settings.min_bytes,
-            "max_bytes": self.settings.response_max_bytes,
-            "isolation_level": 0,
-            "session_id": data.session_id,
-            "session_epoch": data.epoch,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
-        }
-        return data, body
+        return FetchRequest(
+            replica_id=self.rm.broker_id,
+            max_wait_ms=self.settings.wait_max_ms,
+            min_bytes=self.settings.min_bytes,
+            max_bytes=self.settings.response_max_bytes,
+            isolation_level=0,
+            session_id=data.session_id,
+            session_epoch=data.epoch,
+            topics=[FetchRequestTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[
+                FetchRequestForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()
+            ],
+        )
 
-    async def maybe_fetch(self, conn: KafkaConnection) -> None:
-        built = self.build_fetch()
-        if built is None:
+    async def maybe_fetch(self) -> None:
+        fetch = self.build_fetch()
+        if fetch is None:
             await self._wait_for_change(self._idle_wait_ms())
             return
-        data, body = built
         self.fetch_requests += 1
-        try:
-            resp = await conn.request(
-                ApiKeys.FETCH,
-                body,
-                timeout=(self.settings.socket_timeout_ms + self.settings.wait_max_ms) / 1000,
-            )
-        except (ConnectionClosed, trio.TooSlowError) as exc:
-            raise FetchFailed(f"FETCH failed: {exc}") from exc
-        await self.process_fetch_response(conn, data, resp)
+        response = await self.leader.fetch(fetch.request)
+        await self.process_fetch_response(fetch.data, response)
 
     def _idle_wait_ms(self) -> int:
         """Nothing to fetch: how long to wait for a partition to become ready (or for a change)."""
@@ -364,15 +327,15 @@ class ReplicaFetcher:
                 wait = min(wait, max(0, state.delay_until_ms - now))
         return wait
 
-    async def process_fetch_response(
-        self, conn: KafkaConnection, data: FetchRequestData, resp: dict[str, Any]
-    ) -> None:
-        partitions: dict[TopicPartition, dict[str, Any]] = {}
-        for t in resp.get("responses", []):
-            for p in t["partitions"]:
-                partitions[(t["topic"], p["partition_index"])] = p
-        top_error = resp.get("error_code", 0)
-        if not self.session.handle_response(resp.get("session_id", 0), top_error, set(partitions)):
+    async def process_fetch_response(self, data: FetchRequestData, response: FetchResponse) -> None:
+        partitions: dict[TopicPartition, FetchResponsePartition] = {}
+        for t in response.responses:
+            for p in t.partitions:
+                partitions[(t.topic, p.partition_index)] = p
+        top_error = response.error_code
+        if not self.session.handle_response(
+            response.session_id, top_error, set(partitions), response.throttle_time_ms
+        ):
             if top_error not in (Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH):
                 log.info("%s: FETCH error %s; backing off", self.name, error_name(top_error))
                 self.partitions.delay_partitions(
@@ -393,12 +356,12 @@ class ReplicaFetcher:
                 or state.state is not ReplicaState.FETCHING
             ):
                 continue
-            error = pdata["error_code"]
+            error = pdata.error_code
             if error == Errors.NONE:
                 if not self._try_process_partition_data(tp, state, pdata):
                     with_error.append(tp)
             elif error == Errors.OFFSET_OUT_OF_RANGE:
-                if not await self._handle_out_of_range(conn, tp, state):
+                if not await self._handle_out_of_range(tp, state):
                     with_error.append(tp)
             elif error == Errors.FENCED_LEADER_EPOCH:
                 self._fail(tp, Errors.FENCED_LEADER_EPOCH, "fenced leader epoch in FETCH")
@@ -409,7 +372,7 @@ class ReplicaFetcher:
             self.partitions.delay_partitions(with_error, self.settings.backoff_ms, self.clock_ms())
 
     def _try_process_partition_data(
-        self, tp: TopicPartition, state: PartitionFetchState, pdata: dict[str, Any]
+        self, tp: TopicPartition, state: PartitionFetchState, pdata: FetchResponsePartition
     ) -> bool:
         """``_process_partition_data`` with Kafka's error handling: corrupt records are retried after the
         back-off (returns False); any other failure (records that do not continue the log, a disk error)
@@ -440,23 +403,22 @@ class ReplicaFetcher:
         return True
 
     def _process_partition_data(
-        self, tp: TopicPartition, state: PartitionFetchState, pdata: dict[str, Any]
+        self, tp: TopicPartition, state: PartitionFetchState, pdata: FetchResponsePartition
     ) -> None:
         """Kafka's ``processPartitionData``: append as follower, take the leader's HW and log start offset."""
         p = self._partition(tp)
         if p is None:
             return
-        records: bytes = pdata["records"]
+        records = pdata.records
         next_offset = state.fetch_offset
         if records:
             info = p.append_as_follower(records)
             if info is not None:
                 next_offset = info.last_offset + 1
-        p.update_high_watermark(pdata["high_watermark"])
-        leader_start = pdata.get("log_start_offset", -1)
-        if leader_start is not None and leader_start >= 0:
-            p.maybe_increment_log_start_offset(leader_start)
-        lag = max(0, pdata["high_watermark"] - next_offset)
+        p.update_high_watermark(pdata.high_watermark)
+        if pdata.log_start_offset >= 0:
+            p.maybe_increment_log_start_offset(pdata.log_start_offset)
+        lag = max(0, pdata.high_watermark - next_offset)
         new_state = replace(state, fetch_offset=next_offset, lag=lag, last_fetched_epoch=p.latest_epoch())
         if records:
             # Partitions that returned data go to the end of the order, so others get their turn.
@@ -464,44 +426,26 @@ class ReplicaFetcher:
         else:
             self.partitions.partition_states.update(tp, new_state)
 
-    async def _list_offset(
-        self, conn: KafkaConnection, tp: TopicPartition, epoch: int, timestamp: int
-    ) -> int | None:
-        body = {
-            "replica_id": self.rm.broker_id,
-            "isolation_level": 0,
-            "topics": [
-                {
-                    "name": tp[0],
-                    "partitions": [
-                        {"partition_index": tp[1], "current_leader_epoch": epoch, "timestamp": timestamp}
-                    ],
-                }
-            ],
-        }
+    async def _leader_offset(self, tp: TopicPartition, epoch: int, *, earliest: bool) -> int | None:
+        """The leader's log start (``earliest``) or end offset; None after an error (journaled), for which the
+        partition backs off. Raises ``_Fenced`` if the leader has a newer epoch."""
         try:
-            resp = await conn.request(
-                ApiKeys.LIST_OFFSETS, body, timeout=self.settings.socket_timeout_ms / 1000
-            )
-        except (ConnectionClosed, trio.TooSlowError) as exc:
-            raise FetchFailed(f"LIST_OFFSETS failed: {exc}") from exc
-        part = resp["topics"][0]["partitions"][0]
-        if part["error_code"] != Errors.NONE:
-            if part["error_code"] == Errors.FENCED_LEADER_EPOCH:
-                raise _Fenced  # the caller marks the partition failed, which journals the error
+            if earliest:
+                return await self.leader.fetch_earliest_offset(tp, epoch)
+            return await self.leader.fetch_latest_offset(tp, epoch)
+        except KafkaError as exc:
+            if exc.error == Errors.FENCED_LEADER_EPOCH:
+                raise _Fenced from exc  # the caller marks the partition failed, which journals the error
             self.rm.on_fetch_error(
-                tp, part["error_code"], "LIST_OFFSETS error while resetting an out-of-range offset"
+                tp, int(exc.error), "LIST_OFFSETS error while resetting an out-of-range offset"
             )
             return None
-        return int(part["offset"])
 
-    async def _handle_out_of_range(
-        self, conn: KafkaConnection, tp: TopicPartition, state: PartitionFetchState
-    ) -> bool:
+    async def _handle_out_of_range(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
         """Kafka's ``fetchOffsetAndTruncate``: reset an out-of-range fetch offset from the leader's LEO or log
         start offset. Returns False if the partition should back off."""
         try:
-            return await self._fetch_offset_and_truncate(conn, tp, state)
+            return await self._fetch_offset_and_truncate(tp, state)
         except _Fenced:
             # Kafka's onPartitionFenced: the leader has a newer epoch; wait for the LEADER_AND_ISR.
             current = self.partitions.partition_states.state_value(tp)
@@ -510,14 +454,12 @@ class ReplicaFetcher:
             # Else a new epoch arrived while LIST_OFFSETS was in flight: leave its fresh state alone.
             return True
 
-    async def _fetch_offset_and_truncate(
-        self, conn: KafkaConnection, tp: TopicPartition, state: PartitionFetchState
-    ) -> bool:
+    async def _fetch_offset_and_truncate(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
         p = self._partition(tp)
         if p is None:
             return True
         epoch = state.current_leader_epoch
-        leader_end = await self._list_offset(conn, tp, epoch, LATEST_TIMESTAMP)
+        leader_end = await self._leader_offset(tp, epoch, earliest=False)
         if leader_end is None:
             return False
         current = self.partitions.partition_states.state_value(tp)
@@ -531,7 +473,7 @@ class ReplicaFetcher:
                 self.name,
                 tp[0],
                 tp[1],
-                self.leader.broker_id,
+                self.leader_id,
                 leader_end,
                 replica_end,
             )
@@ -539,7 +481,7 @@ class ReplicaFetcher:
             # Whole batches go: the log may now end below the leader's LEO. Fetch from where it ends.
             offset = min(leader_end, p.log_end_offset)
         else:
-            leader_start = await self._list_offset(conn, tp, epoch, EARLIEST_TIMESTAMP)
+            leader_start = await self._leader_offset(tp, epoch, earliest=True)
             if leader_start is None:
                 return False
             current = self.partitions.partition_states.state_value(tp)

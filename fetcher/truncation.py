@@ -74,8 +74,9 @@ def get_offset_truncation_state(
 ) -> OffsetTruncationState:
     """Where to truncate ``tp`` given the leader's answer (Kafka's ``getOffsetTruncationState``).
 
-    ``fetch_offset``: the partition's current fetch offset (its high watermark when it became a follower, or
-    the offset of the previous truncation round). ``follower_end_offset_for(epoch)``: the follower's own
+    ``fetch_offset``: the partition's current fetch offset (the offset it was handed when it became a follower
+    -- its log end offset, since a log that asks this question has epochs -- or the offset of the previous
+    truncation round). ``follower_end_offset_for(epoch)``: the follower's own
     ``LeaderEpochFileCache.end_offset_for(epoch, log_end_offset)``.
 
     * The leader does not know the offset (UNDEFINED_EPOCH_OFFSET: it has no epoch at or below the one asked

@@ -1,51 +1,38 @@
-"""Fakes for driving ``fetcher.replica_fetcher.ReplicaFetcher`` without sockets.
+"""The follower side and the test world for driving ``fetcher.replica_fetcher.ReplicaFetcher`` without
+sockets (the leader side is ``mock_leader_endpoint.MockLeaderEndPoint``).
 
-* ``FakeLeader`` duck-types ``protocol.client.KafkaConnection.request``. It answers OFFSET_FOR_LEADER_EPOCH,
-  FETCH and LIST_OFFSETS from real ``Log``s (with their real ``LeaderEpochFileCache``) and runs FETCH through
-  the broker's real ``FetchManager``, so full / incremental sessions and session errors behave as on a
-  broker. Any call can be scripted: a queued answer is a response body, an exception to raise, or a
-  callable ``(body) -> response body`` (which may change the world while the request is "in flight" and
-  then call ``leader.answer(api_key, body)`` for the real answer).
 * ``FakeFollowerPartition`` implements ``fetcher.interface.FollowerPartition`` over a real ``Log`` and a
   high watermark field, with the broker's rules (HW clamped to [log start, LEO], log start offset follows
   the leader only up to the HW), and records every truncation.
 * ``FakeReplicaManager`` implements ``fetcher.interface.FollowerReplicaManager`` and records fetch errors
   and failed partitions.
-
-The leader's epoch checks mirror ``broker.partition.Partition.check_current_leader_epoch`` (lower ->
-FENCED_LEADER_EPOCH, higher -> UNKNOWN_LEADER_EPOCH, -1 -> no check).
+* ``World``: one fetcher, its mock leader and its replica manager; ``world.do_work()`` runs one round of the
+  fetcher's loop. Time is trio's autojump clock (the tests take the ``autojump_clock`` fixture): back-offs
+  and long polls take no real time, and the fetcher's ``clock_ms`` reads the same virtual clock.
 """
 
 from __future__ import annotations
 
-import copy
-import random
-from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from broker.fetch_session import FetchManager, PartitionResponseData
-from broker.fetch_session_cache import FetchSessionCache
 from broker.log.log import Log, LogConfig
-from protocol.api_keys import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    NO_PARTITION_LEADER_EPOCH,
-    UNDEFINED_EPOCH,
-    UNDEFINED_EPOCH_OFFSET,
-    ApiKeys,
-)
-from protocol.common import BrokerEndpoint, TopicPartition
-from protocol.errors import Errors
-from protocol.fetch_request import FetchRequestPartitionData
+from fetcher.fetch_state import PartitionFetchState
+from fetcher.replica_fetcher import FetcherSettings, ReplicaFetcher
+from protocol.api_keys import ApiKeys
+from protocol.common import TopicPartition
 from protocol.records import build_simple_batch, iter_batches
-from protocol.replication import AppendResult
+from protocol.replication import AppendResult, InitialFetchState
+from tests.unit.fetcher.mock_leader_endpoint import MockLeaderEndPoint
 
-Answer = dict[str, Any] | BaseException | Callable[[dict[str, Any]], dict[str, Any]]
+TP0: TopicPartition = ("topic", 0)
+TP1: TopicPartition = ("topic", 1)
+LEADER_ID = 1
+FOLLOWER_ID = 2
+BACKOFF_MS = 1000
 
 CONFIG = LogConfig(segment_bytes=1 << 20, index_interval_bytes=256)
 
@@ -181,257 +168,96 @@ class FakeReplicaManager:
         return [code for t, code, _ in self.fetch_errors if t == tp]
 
 
-# ---------------------------------------------------------------------------------------------- leader
+# ---------------------------------------------------------------------------------------------- world
+
+
+def now_ms() -> int:
+    return int(trio.current_time() * 1000)
 
 
 @dataclass
-class SeenRequest:
-    api_key: ApiKeys
-    body: dict[str, Any]
-    at: float  # trio.current_time() when it was sent
+class World:
+    tmp: Path
+    leader: MockLeaderEndPoint
+    rm: FakeReplicaManager
+    fetcher: ReplicaFetcher
 
-    def fetch_partitions(self) -> list[tuple[TopicPartition, int]]:
-        """FETCH: (partition, fetch offset) in request order."""
-        return [
-            ((t["topic"], p["partition"]), p["fetch_offset"])
-            for t in self.body["topics"]
-            for p in t["partitions"]
-        ]
+    def leader_log(self, tp: TopicPartition, leader_epoch: int) -> Log:
+        log = open_log(self.tmp / "leader", tp)
+        self.leader.add_partition(tp, log, leader_epoch)
+        return log
 
-    def forgotten(self) -> list[TopicPartition]:
-        return [(t["topic"], p) for t in self.body["forgotten_topics_data"] for p in t["partitions"]]
+    def follower_log(self, tp: TopicPartition) -> Log:
+        return open_log(self.tmp / "follower", tp)
 
-    def epoch_requests(self) -> list[tuple[TopicPartition, int, int]]:
-        """OFFSET_FOR_LEADER_EPOCH: (partition, current_leader_epoch, leader_epoch)."""
-        return [
-            ((t["topic"], p["partition"]), p["current_leader_epoch"], p["leader_epoch"])
-            for t in self.body["topics"]
-            for p in t["partitions"]
-        ]
-
-    def list_offsets(self) -> list[tuple[TopicPartition, int, int]]:
-        """LIST_OFFSETS: (partition, current_leader_epoch, timestamp)."""
-        return [
-            ((t["name"], p["partition_index"]), p["current_leader_epoch"], p["timestamp"])
-            for t in self.body["topics"]
-            for p in t["partitions"]
-        ]
-
-
-class FakeLeader:
-    def __init__(self, broker_id: int = 1, *, session_slots: int = 10, long_poll: bool = False) -> None:
-        self.broker_id = broker_id
-        self.endpoint = BrokerEndpoint(broker_id, "leader.invalid", 9092)
-        self.logs: dict[TopicPartition, Log] = {}
-        self.leader_epochs: dict[TopicPartition, int] = {}
-        self.high_watermarks: dict[TopicPartition, int] = {}
-        self.requests: list[SeenRequest] = []
-        self.long_poll = long_poll
-        self._script: dict[ApiKeys, deque[Answer]] = {}
-        self.session_cache = FetchSessionCache(session_slots, 120_000, random.Random(7))
-        self.fetch_manager = FetchManager(self.session_cache, lambda: int(trio.current_time() * 1000))
-        # The last fetch offset the leader saw for each partition (its view of the follower's LEO).
-        self.follower_fetch_offsets: dict[TopicPartition, int] = {}
-
-    def add_partition(self, tp: TopicPartition, log: Log, leader_epoch: int) -> None:
-        self.logs[tp] = log
-        self.leader_epochs[tp] = leader_epoch
-
-    def high_watermark(self, tp: TopicPartition) -> int:
-        return self.high_watermarks.get(tp, self.logs[tp].log_end_offset)
-
-    # -- scripting ---------------------------------------------------------------------------------------
-    def script(self, api_key: ApiKeys, *answers: Answer) -> None:
-        self._script.setdefault(api_key, deque()).extend(answers)
-
-    def seen(self, api_key: ApiKeys) -> list[SeenRequest]:
-        return [r for r in self.requests if r.api_key == api_key]
-
-    @property
-    def last(self) -> SeenRequest:
-        return self.requests[-1]
-
-    # -- the connection ----------------------------------------------------------------------------------
-    async def request(
-        self, api_key: int, body: Any, *, api_version: int = 0, timeout: float | None = 30.0
-    ) -> dict[str, Any]:
-        key = ApiKeys(api_key)
-        self.requests.append(SeenRequest(key, copy.deepcopy(body), trio.current_time()))
-        await trio.lowlevel.checkpoint()
-        queued = self._script.get(key)
-        if queued:
-            answer = queued.popleft()
-            if isinstance(answer, BaseException):
-                raise answer
-            if callable(answer):
-                return answer(body)
-            return answer
-        resp = self.answer(key, body)
-        if key == ApiKeys.FETCH and self.long_poll and not _has_records(resp):
-            # A long poll that found nothing (the leader's DelayedFetch expiring).
-            await trio.sleep(body["max_wait_ms"] / 1000)
-        return resp
-
-    def answer(self, api_key: ApiKeys, body: dict[str, Any]) -> dict[str, Any]:
-        if api_key == ApiKeys.OFFSET_FOR_LEADER_EPOCH:
-            return self._offset_for_leader_epoch(body)
-        if api_key == ApiKeys.FETCH:
-            return self._fetch(body)
-        if api_key == ApiKeys.LIST_OFFSETS:
-            return self._list_offsets(body)
-        raise AssertionError(f"the fetcher sent an unexpected {api_key.name}")
-
-    def _check_epoch(self, tp: TopicPartition, current_leader_epoch: int) -> Errors:
-        if tp not in self.logs:
-            return Errors.UNKNOWN_TOPIC_OR_PARTITION
-        epoch = self.leader_epochs[tp]
-        if current_leader_epoch in (NO_PARTITION_LEADER_EPOCH, epoch):
-            return Errors.NONE
-        return Errors.FENCED_LEADER_EPOCH if epoch > current_leader_epoch else Errors.UNKNOWN_LEADER_EPOCH
-
-    def _offset_for_leader_epoch(self, body: dict[str, Any]) -> dict[str, Any]:
-        topics = []
-        for t in body["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                tp = (t["topic"], p["partition"])
-                error = self._check_epoch(tp, p["current_leader_epoch"])
-                epoch, offset = UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-                if error == Errors.NONE:
-                    log = self.logs[tp]
-                    epoch, offset = log.leader_epoch_cache.end_offset_for(
-                        p["leader_epoch"], log.log_end_offset
-                    )
-                    if offset == UNDEFINED_EPOCH_OFFSET:
-                        epoch = UNDEFINED_EPOCH
-                parts.append(
-                    {
-                        "error_code": int(error),
-                        "partition": p["partition"],
-                        "leader_epoch": epoch,
-                        "end_offset": offset,
-                    }
-                )
-            topics.append({"topic": t["topic"], "partitions": parts})
-        return {"throttle_time_ms": 0, "topics": topics}
-
-    def _list_offsets(self, body: dict[str, Any]) -> dict[str, Any]:
-        topics = []
-        for t in body["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                tp = (t["name"], p["partition_index"])
-                error = self._check_epoch(tp, p["current_leader_epoch"])
-                offset, epoch = -1, -1
-                if error == Errors.NONE:
-                    log = self.logs[tp]
-                    if p["timestamp"] == EARLIEST_TIMESTAMP:
-                        offset = log.log_start_offset
-                        found = log.leader_epoch_cache.epoch_for_offset(offset)
-                        epoch = -1 if found is None else found
-                    elif p["timestamp"] == LATEST_TIMESTAMP:
-                        offset = log.log_end_offset
-                        epoch = self.leader_epochs[tp]
-                    else:
-                        error = Errors.UNSUPPORTED_VERSION
-                parts.append(
-                    {
-                        "partition_index": p["partition_index"],
-                        "error_code": int(error),
-                        "timestamp": -1,
-                        "offset": offset,
-                        "leader_epoch": epoch,
-                    }
-                )
-            topics.append({"name": t["name"], "partitions": parts})
-        return {"topics": topics}
-
-    def _read(
-        self, body: dict[str, Any], fetch_data: dict[TopicPartition, FetchRequestPartitionData]
-    ) -> dict[TopicPartition, PartitionResponseData]:
-        updates: dict[TopicPartition, PartitionResponseData] = {}
-        remaining = body["max_bytes"]
-        got_data = False
-        for tp, data in fetch_data.items():
-            error = self._check_epoch(tp, data.current_leader_epoch)
-            if error != Errors.NONE:
-                updates[tp] = PartitionResponseData(int(error))
-                continue
-            log = self.logs[tp]
-            if not log.log_start_offset <= data.fetch_offset <= log.log_end_offset:
-                hw = self.high_watermark(tp)
-                updates[tp] = PartitionResponseData(
-                    int(Errors.OFFSET_OUT_OF_RANGE), hw, hw, log.log_start_offset, b""
-                )
-                continue
-            records = log.read(
-                data.fetch_offset, max(0, min(data.max_bytes, remaining)), min_one_message=not got_data
-            )
-            remaining -= len(records)
-            got_data = got_data or bool(records)
-            hw = self.high_watermark(tp)
-            updates[tp] = PartitionResponseData(int(Errors.NONE), hw, hw, log.log_start_offset, records)
-        return updates
-
-    def _fetch(self, body: dict[str, Any]) -> dict[str, Any]:
-        fetch_data = {
-            (t["topic"], p["partition"]): FetchRequestPartitionData(
-                p["fetch_offset"], p["log_start_offset"], p["partition_max_bytes"], p["current_leader_epoch"]
-            )
-            for t in body["topics"]
-            for p in t["partitions"]
-        }
-        to_forget = [(t["topic"], p) for t in body["forgotten_topics_data"] for p in t["partitions"]]
-        context = self.fetch_manager.new_context(
-            body["session_id"], body["session_epoch"], fetch_data, to_forget, body["replica_id"] >= 0
+    def add(self, tp: TopicPartition, leader_epoch: int, init_offset: int) -> None:
+        """A LEADER_AND_ISR handing ``tp`` to the fetcher as it is."""
+        self.fetcher.add_partitions(
+            {tp: InitialFetchState(self.leader.broker_endpoint, leader_epoch, init_offset)}
         )
-        partitions = dict(context.partitions())
-        for tp, pd in partitions.items():
-            self.follower_fetch_offsets[tp] = pd.fetch_offset
-        data = context.update_and_generate_response_data(self._read(body, partitions))
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for (topic, partition), pr in data.responses.items():
-            topics.setdefault(topic, []).append(
-                {
-                    "partition_index": partition,
-                    "error_code": pr.error_code,
-                    "high_watermark": pr.high_watermark,
-                    "last_stable_offset": pr.last_stable_offset,
-                    "log_start_offset": pr.log_start_offset,
-                    "records": pr.records,
-                }
-            )
-        return {
-            "throttle_time_ms": data.throttle_time_ms,
-            "error_code": int(data.error_code),
-            "session_id": data.session_id,
-            "responses": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-        }
+
+    def follow(
+        self, tp: TopicPartition, log: Log, leader_epoch: int, *, hw: int = 0, init_offset: int | None = None
+    ) -> FakeFollowerPartition:
+        """Make this broker a follower of ``tp`` and hand it to the fetcher the way the replica manager does
+        (``broker.state_changes``): start at the LEO if the log has epochs, else at the HW."""
+        partition = self.rm.partitions.get(tp)
+        if partition is None:
+            partition = FakeFollowerPartition(log, high_watermark=hw, leader_epoch=leader_epoch)
+            self.rm.partitions[tp] = partition
+        partition.epoch = leader_epoch
+        if init_offset is None:
+            has_epochs = log.leader_epoch_cache.latest_epoch() is not None
+            init_offset = log.log_end_offset if has_epochs else partition.high_watermark
+        self.add(tp, leader_epoch, init_offset)
+        return partition
+
+    def new_leader_epoch(self, tp: TopicPartition, epoch: int) -> None:
+        """The leader (re-elected) starts ``epoch`` at its log end."""
+        self.leader.leader_epochs[tp] = epoch
+        log = self.leader.logs[tp]
+        log.leader_epoch_cache.assign(epoch, log.log_end_offset)
+
+    def state(self, tp: TopicPartition) -> PartitionFetchState:
+        state = self.fetcher.partitions.fetch_state(tp)
+        assert state is not None, f"{tp} has no fetch state"
+        return state
+
+    def kinds(self) -> list[ApiKeys]:
+        return self.leader.kinds()
+
+    async def do_work(self) -> None:
+        await self.fetcher.do_work()
 
 
-def _has_records(resp: dict[str, Any]) -> bool:
-    return any(p["records"] for t in resp["responses"] for p in t["partitions"])
+def make_world(tmp_path: Path, **settings: Any) -> World:
+    leader = MockLeaderEndPoint(LEADER_ID, session_slots=settings.pop("session_slots", 10))
+    rm = FakeReplicaManager(FOLLOWER_ID)
+    values: dict[str, Any] = {"wait_max_ms": 500, "backoff_ms": BACKOFF_MS}
+    values.update(settings)
+    fetcher = ReplicaFetcher("test-fetcher", 0, leader, rm, FetcherSettings(**values), clock_ms=now_ms)
+    return World(tmp_path, leader, rm, fetcher)
 
 
-def fetch_response(
-    partitions: dict[TopicPartition, dict[str, Any]], *, error_code: int = 0, session_id: int = 0
-) -> dict[str, Any]:
-    """A hand-made FETCH response body."""
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for (topic, partition), fields in partitions.items():
-        entry = {
-            "partition_index": partition,
-            "error_code": 0,
-            "high_watermark": -1,
-            "last_stable_offset": -1,
-            "log_start_offset": -1,
-            "records": b"",
-        }
-        entry.update(fields)
-        topics.setdefault(topic, []).append(entry)
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error_code,
-        "session_id": session_id,
-        "responses": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-    }
+def kip101_logs(world: World) -> tuple[Log, Log]:
+    """The KIP-101 case. The old leader (now the follower) wrote 3..5 in epoch 2 that no other replica got;
+    the new leader wrote 3..4 in epoch 3. Both have 0..2 from epoch 1."""
+    leader = world.leader_log(TP0, 3)
+    write(leader, 1, 3, tag=0)
+    write(leader, 3, 2, tag=30)
+    follower = world.follower_log(TP0)
+    write(follower, 1, 3, tag=0)
+    write(follower, 2, 3, tag=20)
+    return leader, follower
+
+
+def out_of_range_low_logs(world: World) -> tuple[Log, Log]:
+    """The leader deleted everything below 10 (epoch 2 starts there); the follower has 0..2 of epoch 1."""
+    leader = world.leader_log(TP0, 2)
+    write(leader, 1, 3, tag=0)  # 0..2
+    write(leader, 1, 7, tag=1)  # 3..9
+    leader.maybe_increment_log_start_offset(10)
+    write(leader, 2, 5, tag=2)  # 10..14
+    follower = world.follower_log(TP0)
+    write(follower, 1, 3, tag=0)
+    return leader, follower

@@ -8,13 +8,15 @@ import pytest
 
 from fetcher.fetch_state import (
     FetcherPartitions,
-    InitialFetchState,
     PartitionFetchState,
     PartitionStates,
     ReplicaState,
     partition_fetch_state,
 )
-from protocol.common import TopicPartition
+from protocol.common import BrokerEndpoint, TopicPartition
+from protocol.replication import InitialFetchState
+
+LEADER = BrokerEndpoint(1, "leader.invalid", 9092)
 
 
 def create_map() -> dict[TopicPartition, str]:
@@ -134,7 +136,7 @@ def test_partition_fetch_state_flags_and_names() -> None:
 
 
 def test_partition_fetch_state_on_add() -> None:
-    initial = InitialFetchState(leader_id=1, current_leader_epoch=3, init_offset=7)
+    initial = InitialFetchState(leader=LEADER, current_leader_epoch=3, init_offset=7)
     new = partition_fetch_state(None, initial)
     assert new == PartitionFetchState(7, None, 3, None, ReplicaState.TRUNCATING, None)
     current = fetching(offset=42)
@@ -149,14 +151,23 @@ def test_partition_fetch_state_on_add() -> None:
 def test_fetcher_partitions_bookkeeping() -> None:
     partitions = FetcherPartitions()
     a, b = ("t", 0), ("t", 1)
-    assert partitions.add_partitions({a: InitialFetchState(1, 1, 0), b: InitialFetchState(1, 1, 10)}) == {
+    assert partitions.add_partitions(
+        {a: InitialFetchState(LEADER, 1, 0), b: InitialFetchState(LEADER, 1, 10)}
+    ) == {
         a,
         b,
     }
     assert partitions.partition_count == 2
-    view = partitions.describe(b, 0)
-    assert view is not None and (view.state, view.fetch_offset, view.lag) == ("truncating", 10, None)
-    assert partitions.describe(("x", 0), 0) is None
+    view = partitions.describe(b, 0, LEADER.broker_id)
+    assert view is not None
+    assert (view.state, view.fetch_offset, view.lag, view.leader_id, view.current_leader_epoch) == (
+        "truncating",
+        10,
+        None,
+        1,
+        1,
+    )
+    assert partitions.describe(("x", 0), 0, LEADER.broker_id) is None
 
     partitions.delay_partitions([a], 100, now_ms=0)
     state_a = partitions.fetch_state(a)
@@ -169,6 +180,14 @@ def test_fetcher_partitions_bookkeeping() -> None:
 
     partitions.mark_partition_failed(a)
     assert partitions.failed_partitions == {a}
+    failed = partitions.describe(a, 0, LEADER.broker_id, failed_fetch_offset=3)
+    assert failed is not None
+    assert (failed.state, failed.fetch_offset, failed.lag, failed.current_leader_epoch) == (
+        "failed",
+        3,
+        None,
+        -1,
+    )
     assert partitions.remove_all_partitions().keys() == {b}
     assert partitions.partition_count == 0
     assert partitions.remove_partitions([b]) == {}

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.log.leader_epoch_cache import LeaderEpochFileCache
-from fetcher.fetch_state import FetcherPartitions, InitialFetchState, ReplicaState
+from fetcher.fetch_state import FetcherPartitions, ReplicaState
 from fetcher.truncation import (
     EpochData,
     EpochEndOffset,
@@ -24,9 +24,11 @@ from fetcher.truncation import (
     update_fetch_offset_and_maybe_mark_truncation_complete,
 )
 from protocol.api_keys import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-from protocol.common import TopicPartition
+from protocol.common import BrokerEndpoint, TopicPartition
 from protocol.errors import Errors
+from protocol.replication import InitialFetchState
 
+LEADER = BrokerEndpoint(1, "leader.invalid", 9092)
 T1P0: TopicPartition = ("topic1", 0)
 T1P1: TopicPartition = ("topic1", 1)
 T2P1: TopicPartition = ("topic2", 1)
@@ -189,7 +191,7 @@ def run_truncation(
 
 def follower_partitions(tp: TopicPartition, leader_epoch: int, init_offset: int) -> FetcherPartitions:
     partitions = FetcherPartitions()
-    partitions.add_partitions({tp: InitialFetchState(1, leader_epoch, init_offset)})
+    partitions.add_partitions({tp: InitialFetchState(LEADER, leader_epoch, init_offset)})
     return partitions
 
 
@@ -212,7 +214,7 @@ def test_should_move_partitions_out_of_truncating_log_state() -> None:
     follower = Replica(cache_of((4, 0)), leo=0)
     leader = Replica(cache_of((4, 0)), leo=1)
     partitions = FetcherPartitions()
-    partitions.add_partitions({T1P0: InitialFetchState(1, 4, 0), T1P1: InitialFetchState(1, 4, 0)})
+    partitions.add_partitions({T1P0: InitialFetchState(LEADER, 4, 0), T1P1: InitialFetchState(LEADER, 4, 0)})
     assert [s.state for s in partitions.partition_states.partition_state_values()] == [
         ReplicaState.TRUNCATING
     ] * 2
@@ -263,12 +265,12 @@ def test_truncation_skipped_if_no_epoch_change() -> None:
     assert follower.truncations == [0]
     before = partitions.fetch_state(T1P0)
     # The same leader epoch again (a repeated LEADER_AND_ISR): the state is kept, no new truncation.
-    partitions.add_partitions({T1P0: InitialFetchState(1, 5, 3)})
+    partitions.add_partitions({T1P0: InitialFetchState(LEADER, 5, 3)})
     assert partitions.fetch_state(T1P0) == before
     run_truncation(partitions, T1P0, follower, leader)
     assert follower.truncations == [0]
     # A new epoch truncates again.
-    partitions.add_partitions({T1P0: InitialFetchState(1, 6, 3)})
+    partitions.add_partitions({T1P0: InitialFetchState(LEADER, 6, 3)})
     state = partitions.fetch_state(T1P0)
     assert state is not None and state.state is ReplicaState.TRUNCATING and state.fetch_offset == 3
 
@@ -280,7 +282,7 @@ def test_truncate_to_epoch_end_offsets_during_remove_partitions() -> None:
     # While the request is out, the partition is removed and re-added with the next epoch.
     partitions.remove_partitions([T1P0])
     assert filter_epoch_end_offsets(partitions.partition_states, with_epochs, {T1P0: ok(0, 1)}) == {}
-    partitions.add_partitions({T1P0: InitialFetchState(1, 1, 0)})
+    partitions.add_partitions({T1P0: InitialFetchState(LEADER, 1, 0)})
     result = maybe_truncate_to_epoch_end_offsets(
         partitions.partition_states,
         {T1P0: ok(0, 1)},
@@ -321,10 +323,10 @@ def test_fenced_truncation_fails_partition() -> None:
         partitions.mark_partition_failed(tp)
     assert partitions.fetch_state(T1P0) is None
     assert T1P0 in partitions.failed_partitions
-    view = partitions.describe(T1P0, 0, failed_fetch_offset=7)
+    view = partitions.describe(T1P0, 0, LEADER.broker_id, failed_fetch_offset=7)
     assert view is not None and (view.state, view.fetch_offset) == ("failed", 7)
     # The next LEADER_AND_ISR brings it back.
-    partitions.add_partitions({T1P0: InitialFetchState(1, 1, 0)})
+    partitions.add_partitions({T1P0: InitialFetchState(LEADER, 1, 0)})
     assert T1P0 not in partitions.failed_partitions
 
 
@@ -343,7 +345,7 @@ def test_unknown_leader_epoch_in_truncation_is_retried_after_back_off() -> None:
     # Delayed partitions are not picked for truncation until the back-off is over.
     assert fetch_truncating_partitions(partitions.partition_states, lambda _: 0, 999) == ({}, [])
     assert fetch_truncating_partitions(partitions.partition_states, lambda _: 0, 1000)[0] == with_epochs
-    view = partitions.describe(T1P0, 500)
+    view = partitions.describe(T1P0, 500, LEADER.broker_id)
     assert view is not None and view.state == "delayed"
 
 
