@@ -47,15 +47,6 @@ class FetchRequestData:
     def epoch(self) -> int:
         return self.metadata.epoch
 
-    def __str__(self) -> str:
-        if self.metadata.is_full:
-            return f"FullFetchRequest(toSend=({_tps(self.to_send)}))"
-        implied = [tp for tp in self.session_partitions if tp not in self.to_send]
-        return (
-            f"IncrementalFetchRequest(toSend=({_tps(self.to_send)}), toForget=({_tps(self.to_forget)}), "
-            f"implied=({_tps(implied)}))"
-        )
-
 
 def _tps(tps: Iterable[TopicPartition]) -> str:
     return ", ".join(f"{t}-{p}" for t, p in tps)
@@ -79,9 +70,6 @@ class FetchSessionHandler:
     @property
     def session_id(self) -> int:
         return self.next_metadata.session_id
-
-    def session_topic_partitions(self) -> list[TopicPartition]:
-        return list(self.session_partitions)
 
     def new_builder(self) -> Builder:
         return Builder(self)
@@ -166,10 +154,6 @@ class FetchSessionHandler:
             return True
         self.next_metadata = self.next_metadata.next_incremental()
         return True
-
-    def notify_close(self) -> None:
-        """Make the next request close the session (and not open a new one)."""
-        self.next_metadata = self.next_metadata.next_close_existing()
 
     def handle_error(self, error: BaseException | None = None) -> None:
         """The request could not be sent or its response was lost: close the session on the next request and

@@ -8,7 +8,6 @@ from fetcher.fetch_session_handler import FetchRequestData, FetchSessionHandler,
 from protocol.common import TopicPartition
 from protocol.errors import Errors
 from protocol.fetch_request import (
-    FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
     FetchRequestPartitionData,
@@ -246,15 +245,14 @@ def test_epochs_increase_with_each_incremental_response() -> None:
         assert handler.handle_response(9, Errors.NONE, set())
 
 
-def test_handle_error_and_notify_close() -> None:
+def test_handle_error_closes_the_session_and_asks_for_a_new_one() -> None:
     handler = FetchSessionHandler(1)
     build(handler, (FOO0, pd(0, 0, 1)))
     assert handler.handle_response(9, Errors.NONE, {FOO0})
     handler.handle_error(ConnectionResetError())
     data = build(handler, (FOO0, pd(0, 0, 1)))
     assert (data.session_id, data.epoch) == (9, INITIAL_EPOCH)
+    assert data.metadata.is_full
     assert handler.handle_response(10, Errors.NONE, {FOO0})
-    handler.notify_close()
     data2 = build(handler, (FOO0, pd(0, 0, 1)))
-    assert (data2.session_id, data2.epoch) == (10, FINAL_EPOCH)
-    assert data2.metadata.is_full
+    assert (data2.session_id, data2.epoch) == (10, 1)
