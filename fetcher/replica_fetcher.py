@@ -374,11 +374,11 @@ class ReplicaFetcher:
     def _try_process_partition_data(
         self, tp: TopicPartition, state: PartitionFetchState, pdata: FetchResponsePartition
     ) -> bool:
-        """``_process_partition_data`` with Kafka's error handling: corrupt records are retried after the
+        """``process_partition_data`` with Kafka's error handling: corrupt records are retried after the
         back-off (returns False); any other failure (records that do not continue the log, a disk error)
         marks the partition failed, and the fetcher and its other partitions carry on."""
         try:
-            self._process_partition_data(tp, state, pdata)
+            self.process_partition_data(tp, state, pdata)
         except CorruptRecordError as exc:
             log.warning(
                 "%s: invalid records for %s-%d at offset %d: %s",
@@ -402,7 +402,7 @@ class ReplicaFetcher:
             self._fail(tp, code, f"error appending fetched records: {exc}")
         return True
 
-    def _process_partition_data(
+    def process_partition_data(
         self, tp: TopicPartition, state: PartitionFetchState, pdata: FetchResponsePartition
     ) -> None:
         """Kafka's ``processPartitionData``: append as follower, take the leader's HW and log start offset."""
