@@ -60,8 +60,8 @@ class FollowerReplicaManager(Protocol):
         ...
 
     def on_partition_failed(self, tp: TopicPartition, error_code: int, message: str) -> None:
-        """The fetcher stopped fetching ``tp`` until the next LEADER_AND_ISR (Kafka's failed partitions): journals
-        one ``fetch_error`` with the error that caused it."""
+        """The fetcher stopped fetching ``tp`` until the next LEADER_AND_ISR (Kafka's failed partitions):
+        journals one ``fetch_error`` with the error that caused it."""
         ...
 
 
