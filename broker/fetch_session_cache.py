@@ -98,10 +98,6 @@ class CachedPartition:
         )
 
     @property
-    def topic_partition(self) -> TopicPartition:
-        return (self.topic, self.partition)
-
-    @property
     def req_data(self) -> FetchRequestPartitionData:
         return FetchRequestPartitionData(
             fetch_offset=self.fetch_offset,

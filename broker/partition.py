@@ -152,14 +152,6 @@ class Partition:
     # ------------------------------------------------------------------ views
 
     @property
-    def topic(self) -> str:
-        return self.tp[0]
-
-    @property
-    def partition(self) -> int:
-        return self.tp[1]
-
-    @property
     def is_leader(self) -> bool:
         return self.leader_id == self.local_broker_id
 
