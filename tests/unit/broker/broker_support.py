@@ -29,7 +29,7 @@ from protocol.api_keys import ApiKeys
 from protocol.common import BrokerEndpoint, MockTime, TopicPartition
 from protocol.errors import Errors
 from protocol.framing import decode_request, decode_response, encode_request
-from protocol.records import build_simple_batch
+from protocol.records import build_simple_batch, iter_batches
 from protocol.replication import FetchStateView, InitialFetchState
 from protocol.schema import from_body, to_body
 
@@ -46,6 +46,10 @@ def endpoint(broker_id: int) -> BrokerEndpoint:
 
 def batch(count: int) -> bytes:
     return build_simple_batch([b"v%d" % i for i in range(count)], base_timestamp=1_000)
+
+
+def record_count(records: bytes) -> int:
+    return sum(h.records_count for _, h in iter_batches(records))
 
 
 @dataclass
@@ -74,14 +78,11 @@ class Broker:
         self.journal_path = tmp_path / "events.jsonl"
         self.journal = Journal(self.journal_path, LOCAL, clock_ms=self.clock)
         self.log_dir = tmp_path / "data"
-        self.log_manager = LogManager(
-            self.log_dir, LOCAL, "cluster", LogConfig(), clock=lambda: self.clock() / 1000
-        )
+        self.log_manager = LogManager(self.log_dir, LOCAL, "cluster", LogConfig(), clock=self.seconds)
         self.log_manager.check_meta_properties()
         self.log_manager.load_logs()
-        seconds = lambda: self.clock() / 1000  # noqa: E731  (the purgatories' clock is in seconds)
-        self.produce_purgatory = DelayedOperationPurgatory("Produce", clock=seconds)
-        self.fetch_purgatory = DelayedOperationPurgatory("Fetch", clock=seconds)
+        self.produce_purgatory = DelayedOperationPurgatory("Produce", clock=self.seconds)
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch", clock=self.seconds)
         self.metadata_cache = MetadataCache(endpoint(LOCAL))
         self.rm = ReplicaManager(
             ReplicaManagerSettings(
@@ -98,6 +99,10 @@ class Broker:
         self.rm.fetcher_manager = self.fetchers
         self.session_cache = FetchSessionCache(10, 1_000, random.Random(7))
         self.apis = KafkaApis(self.rm, FetchManager(self.session_cache, self.clock))
+
+    def seconds(self) -> float:
+        """The same clock in seconds, for the logs and the purgatories."""
+        return self.clock() / 1000
 
     # ------------------------------------------------------------------ the controller's word
 

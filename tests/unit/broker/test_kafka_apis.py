@@ -14,7 +14,6 @@ from broker.network import Request
 from protocol import messages as m
 from protocol.api_keys import DEBUGGING_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
 from protocol.errors import Errors
-from protocol.records import iter_batches
 
 from .broker_support import (
     LOCAL,
@@ -24,6 +23,7 @@ from .broker_support import (
     fetch_request,
     make_request,
     produce_request,
+    record_count,
     response,
     response_body,
 )
@@ -95,10 +95,6 @@ def fetched(request: Request) -> m.FetchResponsePartition:
     [topic] = response(request, m.FetchResponse).responses
     [partition] = topic.partitions
     return partition
-
-
-def record_count(records: bytes) -> int:
-    return sum(h.records_count for _, h in iter_batches(records))
 
 
 # ---------------------------------------------------------------------------- the request envelope

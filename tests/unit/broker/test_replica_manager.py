@@ -14,10 +14,9 @@ from broker.replica_manager import FetchPartitionResult
 from protocol.api_keys import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from protocol.common import TopicPartition
 from protocol.errors import Errors, KafkaError
-from protocol.records import iter_batches
 from protocol.replication import FetchStateView, InitialFetchState
 
-from .broker_support import LAG_MS, LOCAL, TP, Broker, batch, endpoint
+from .broker_support import LAG_MS, LOCAL, TP, Broker, batch, endpoint, record_count
 
 FOLLOWER = 1
 
@@ -44,10 +43,6 @@ def fetch(
     b.rm.fetch_messages(params, results.append)
     [result] = results
     return result[tp]
-
-
-def record_count(records: bytes) -> int:
-    return sum(h.records_count for _, h in iter_batches(records))
 
 
 def only(events: list[dict[str, object]]) -> dict[str, object]:
