@@ -62,7 +62,6 @@ class FetchPartitionResult:
     high_watermark: int
     log_start_offset: int
     records: bytes
-    error_message: str = ""
 
 
 class ReplicaManager:
@@ -424,7 +423,7 @@ class ReplicaManager:
             except KafkaError as exc:
                 hw = partition.high_watermark if partition is not None else -1
                 lso = partition.log_start_offset if partition is not None else -1
-                results[tp] = FetchPartitionResult(exc.error, hw, lso, b"", exc.message)
+                results[tp] = FetchPartitionResult(exc.error, hw, lso, b"")
                 continue
             remaining -= len(read.records)
             if read.records:
