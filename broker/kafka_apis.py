@@ -191,31 +191,17 @@ class KafkaApis:
 
     def handle_metadata(self, request: Request, req: m.MetadataRequest) -> None:
         cache = self.replica_manager.metadata_cache
-        known = cache.topics()
-        names = sorted(known) if req.topics is None else [t.name for t in req.topics]
-        topics: list[m.MetadataResponseTopic] = []
-        for name in names:
-            parts = known.get(name)
-            if parts is None:
-                topics.append(
-                    m.MetadataResponseTopic(name=name, error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION))
-                )
-                continue
-            topics.append(
-                m.MetadataResponseTopic(
-                    name=name,
-                    partitions=[
-                        _metadata_partition(idx, meta, set(cache.brokers))
-                        for idx, meta in sorted(parts.items())
-                    ],
-                )
-            )
+        names = None if req.topics is None else [t.name for t in req.topics]
         brokers = [
             m.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port)
             for b in cache.brokers.values()
         ]
         request.complete(
-            to_body(m.MetadataResponse(brokers=brokers, controller_id=cache.controller_id, topics=topics))
+            to_body(
+                m.MetadataResponse(
+                    brokers=brokers, controller_id=cache.controller_id, topics=cache.topic_metadata(names)
+                )
+            )
         )
 
     # ------------------------------------------------------------------ controller requests
@@ -392,17 +378,3 @@ def _produce_response(
             )
         topics.append(m.ProduceResponseTopic(name=name, partition_responses=parts))
     return m.ProduceResponse(responses=topics)
-
-
-def _metadata_partition(index: int, meta: PartitionMetadata, live: set[int]) -> m.MetadataResponsePartition:
-    offline = sorted(set(meta.offline_replicas) | {r for r in meta.replicas if r not in live})
-    error = Errors.NONE if meta.leader >= 0 and meta.leader in live else Errors.LEADER_NOT_AVAILABLE
-    return m.MetadataResponsePartition(
-        error_code=int(error),
-        partition_index=index,
-        leader_id=meta.leader,
-        leader_epoch=meta.leader_epoch,
-        replica_nodes=list(meta.replicas),
-        isr_nodes=list(meta.isr),
-        offline_replicas=offline,
-    )

@@ -369,6 +369,17 @@ async def test_offset_for_leader_epoch(broker: Broker) -> None:
 # ---------------------------------------------------------------------------- UPDATE_METADATA, METADATA
 
 
+def metadata_partition(index: int, leader: int, replicas: list[int]) -> m.UpdateMetadataRequestPartitionState:
+    return m.UpdateMetadataRequestPartitionState(
+        partition_index=index,
+        controller_epoch=1,
+        leader=leader,
+        leader_epoch=4,
+        isr=[leader],
+        replicas=replicas,
+    )
+
+
 async def test_update_metadata_then_metadata(broker: Broker) -> None:
     update = m.UpdateMetadataRequest(
         controller_id=9,
@@ -376,16 +387,7 @@ async def test_update_metadata_then_metadata(broker: Broker) -> None:
         topic_states=[
             m.UpdateMetadataRequestTopicState(
                 topic_name="t",
-                partition_states=[
-                    m.UpdateMetadataRequestPartitionState(
-                        partition_index=0,
-                        controller_epoch=1,
-                        leader=1,
-                        leader_epoch=4,
-                        isr=[1, 0],
-                        replicas=[0, 1],
-                    )
-                ],
+                partition_states=[metadata_partition(0, 1, [0, 1]), metadata_partition(1, 2, [1, 2])],
             )
         ],
         live_brokers=[
@@ -393,30 +395,22 @@ async def test_update_metadata_then_metadata(broker: Broker) -> None:
             m.UpdateMetadataRequestBroker(id=1, host="127.0.0.1", port=9001),
         ],
     )
-    assert (
-        response(await handle(broker, ApiKeys.UPDATE_METADATA, update), m.UpdateMetadataResponse).error_code
-        == 0
-    )
-    metadata = response(await handle(broker, ApiKeys.METADATA, m.MetadataRequest()), m.MetadataResponse)
+    updated = response(await handle(broker, ApiKeys.UPDATE_METADATA, update), m.UpdateMetadataResponse)
+    assert updated.error_code == 0
+
+    wanted = m.MetadataRequest(topics=[m.MetadataRequestTopic(name="t"), m.MetadataRequestTopic(name="gone")])
+    metadata = response(await handle(broker, ApiKeys.METADATA, wanted), m.MetadataResponse)
     assert metadata.controller_id == 9
     assert sorted(b.node_id for b in metadata.brokers) == [0, 1]
-    [topic] = metadata.topics
-    [partition] = topic.partitions
-    assert (partition.error_code, partition.leader_id, partition.leader_epoch, partition.isr_nodes) == (
-        0,
-        1,
-        4,
-        [1, 0],
-    )
+    t, gone = metadata.topics
+    assert (gone.name, gone.error_code) == ("gone", Errors.UNKNOWN_TOPIC_OR_PARTITION)
+    led, leaderless = t.partitions
+    assert (led.error_code, led.leader_id, led.leader_epoch, led.offline_replicas) == (0, 1, 4, [])
+    # Its leader, broker 2, is not among the live brokers: no leader to send to, and 2 is offline.
+    assert (leaderless.error_code, leaderless.offline_replicas) == (Errors.LEADER_NOT_AVAILABLE, [2])
 
     stale = m.UpdateMetadataRequest(controller_id=8, controller_epoch=0, topic_states=[], live_brokers=[])
-    assert (
-        response(await handle(broker, ApiKeys.UPDATE_METADATA, stale), m.UpdateMetadataResponse).error_code
-        == 11
-    )
-    assert (
-        response(
-            await handle(broker, ApiKeys.METADATA, m.MetadataRequest()), m.MetadataResponse
-        ).controller_id
-        == 9
-    )
+    refused = response(await handle(broker, ApiKeys.UPDATE_METADATA, stale), m.UpdateMetadataResponse)
+    assert refused.error_code == Errors.STALE_CONTROLLER_EPOCH
+    after = response(await handle(broker, ApiKeys.METADATA, m.MetadataRequest()), m.MetadataResponse)
+    assert after.controller_id == 9 and len(after.brokers) == 2
