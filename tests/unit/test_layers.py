@@ -42,19 +42,6 @@ FRONT_DOORS: dict[str, frozenset[str]] = {
     "spark_jobs": frozenset({"spark_jobs.report_job"}),
 }
 
-# Inside ``broker``, fetch_session/fetch_session_cache and replica_manager/state_changes/follower_view still
-# import each other; they are being taken apart on their own branch. Each entry is one strongly connected
-# set of modules as it stands today: the test fails if one changes shape or disappears, so the list shrinks
-# to empty as the cycles go (delete an entry once its cycle is gone; add none).
-KNOWN_CYCLES_BEING_REMOVED: frozenset[frozenset[str]] = frozenset(
-    {
-        # fetch_session.py builds sessions the cache holds; the cache imports the session types back.
-        frozenset({"broker.fetch_session", "broker.fetch_session_cache"}),
-        # state_changes and follower_view are pieces of the replica manager that import it back.
-        frozenset({"broker.follower_view", "broker.replica_manager", "broker.state_changes"}),
-    }
-)
-
 
 @dataclass(frozen=True)
 class Import:
@@ -213,13 +200,8 @@ def test_applications_go_through_the_front_doors() -> None:
 
 def test_no_import_cycles() -> None:
     cycles = import_cycles()
-    new = [c for c in cycles if c not in KNOWN_CYCLES_BEING_REMOVED]
-    assert not new, "import cycles (break them: move the shared part into a module both import):\n" + (
-        "\n".join(describe(c) for c in new)
-    )
-    gone = [c for c in KNOWN_CYCLES_BEING_REMOVED if c not in cycles]
-    assert not gone, "no longer cycles as listed; update KNOWN_CYCLES_BEING_REMOVED:\n" + "\n".join(
-        "{" + ", ".join(sorted(c)) + "}" for c in gone
+    assert not cycles, "import cycles (break them: move the shared part into a module both import):\n" + (
+        "\n".join(describe(c) for c in cycles)
     )
 
 
