@@ -128,31 +128,7 @@ class KafkaApis:
                 for tp, r in results.items()
             }
             data = context.update_and_generate_response_data(updates)
-            topics: dict[str, m.FetchResponseTopic] = {}
-            for (topic, partition), pr in data.responses.items():
-                entry = topics.get(topic)
-                if entry is None:
-                    entry = topics[topic] = m.FetchResponseTopic(topic=topic)
-                entry.partitions.append(
-                    m.FetchResponsePartition(
-                        partition_index=partition,
-                        error_code=pr.error_code,
-                        high_watermark=pr.high_watermark,
-                        last_stable_offset=pr.last_stable_offset,
-                        log_start_offset=pr.log_start_offset,
-                        records=pr.records,
-                    )
-                )
-            request.complete(
-                to_body(
-                    m.FetchResponse(
-                        throttle_time_ms=data.throttle_time_ms,
-                        error_code=data.error_code,
-                        session_id=data.session_id,
-                        responses=list(topics.values()),
-                    )
-                )
-            )
+            request.complete(to_body(data.to_response()))
 
         if not params.partitions:
             respond({})
