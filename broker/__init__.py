@@ -1,0 +1,66 @@
+"""The broker and the controller (``broker/controller/``): processes that serve the protocol.
+
+This module is the package's front door: what the CLI and the report may use, imported from here
+(``from broker import BrokerConfig, run_broker``). Everything else in the package is its inside, free to
+move; tests/unit/test_layers.py keeps code outside the package from reaching past this door.
+
+- Running a broker: ``BrokerConfig`` (``BrokerConfig.load(file, overrides)``; ``ConfigError`` when it
+  cannot be used), ``run_broker(config)`` (under ``trio.run``; ``InconsistentBrokerIdError`` when the data
+  directory belongs to another broker).
+- Running the controller: ``ControllerConfig``, ``run_controller(config)`` (``StateError`` when its
+  metadata file cannot be used).
+- Reading what brokers leave on disk: ``read_journal`` (``events.jsonl``), the Kafka checkpoint files
+  ``OffsetCheckpointFile`` and ``LeaderEpochCheckpointFile`` (``CheckpointError``).
+
+The names load on first use, so ``import broker`` costs nothing, and reading a journal does not load the
+server (trio, the log, the fetchers).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig, ConfigError
+    from broker.controller.config import ControllerConfig
+    from broker.controller.controller import run_controller
+    from broker.controller.state import StateError
+    from broker.journal import read_journal
+    from broker.log.checkpoint import CheckpointError, LeaderEpochCheckpointFile, OffsetCheckpointFile
+    from broker.log_manager import InconsistentBrokerIdError
+    from broker.server import run_broker
+
+# Each exported name and the module that defines it (the imports above say the same to type checkers;
+# tests/unit/test_layers.py checks that the two agree).
+_EXPORTS: dict[str, str] = {
+    "BrokerConfig": "broker.config",
+    "ConfigError": "broker.config",
+    "ControllerConfig": "broker.controller.config",
+    "run_controller": "broker.controller.controller",
+    "StateError": "broker.controller.state",
+    "read_journal": "broker.journal",
+    "CheckpointError": "broker.log.checkpoint",
+    "LeaderEpochCheckpointFile": "broker.log.checkpoint",
+    "OffsetCheckpointFile": "broker.log.checkpoint",
+    "InconsistentBrokerIdError": "broker.log_manager",
+    "run_broker": "broker.server",
+}
+
+__all__ = [
+    "BrokerConfig",
+    "CheckpointError",
+    "ConfigError",
+    "ControllerConfig",
+    "InconsistentBrokerIdError",
+    "LeaderEpochCheckpointFile",
+    "OffsetCheckpointFile",
+    "StateError",
+    "read_journal",
+    "run_broker",
+    "run_controller",
+]
+
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

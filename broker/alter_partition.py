@@ -5,7 +5,7 @@ A leader that wants to expand or shrink its ISR *proposes* the new ISR with :met
 changes only when the controller's answer arrives, through the callback. Until then the leader computes
 its high watermark over the *maximal ISR* (the committed ISR plus the replicas it proposed to add; a
 replica proposed for removal still counts), as Kafka's ``PendingExpandIsr`` / ``PendingShrinkIsr``:
-:func:`maximal_isr`.
+``Partition.maximal_isr``.
 
 At most one proposal per partition is in flight. Proposals made while a request is out are sent together
 in the next ALTER_PARTITION. When the controller cannot be reached, answers NOT_CONTROLLER, or rejects the
@@ -33,16 +33,6 @@ log = logging.getLogger(__name__)
 
 AlterPartitionCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
 MAX_BACKOFF_S = 2.0
-
-
-def maximal_isr(isr: Sequence[int], pending_isr: Sequence[int] | None) -> list[int]:
-    """The replicas a leader counts for its high watermark while a proposal is in flight: the committed
-    ISR and every replica the proposal adds (an expansion counts at once, a shrink only once committed)."""
-    out = list(isr)
-    for r in pending_isr or ():
-        if r not in out:
-            out.append(r)
-    return out
 
 
 @dataclass(slots=True)
@@ -182,4 +172,4 @@ class AlterPartitionManager:
         return retry
 
 
-__all__ = ["AlterPartitionCallback", "AlterPartitionItem", "AlterPartitionManager", "maximal_isr"]
+__all__ = ["AlterPartitionCallback", "AlterPartitionItem", "AlterPartitionManager"]

@@ -1,4 +1,8 @@
-"""Broker configuration: Kafka's keys and defaults, read from a ``server.properties``-style file.
+"""Configuration: Kafka's keys and defaults, read from a ``server.properties``-style file.
+
+One way in for every process: a subclass of :class:`ConfigValues` names its keys (:class:`ConfigKey`s,
+built with the value parsers ``parse_int``, ``parse_bool``, ``parse_str``) and ``load`` reads them.
+:class:`BrokerConfig` is the broker's; the controller's (``broker.controller.config``) is built the same way.
 
 Precedence (lowest to highest): defaults, the file, environment variables ``ISRSIM_<KEY>`` (dots to
 underscores, upper case: ``ISRSIM_BROKER_ID=2``), ``--override key=value``.
@@ -19,7 +23,7 @@ class ConfigError(ValueError):
     """A configuration that cannot be used; the message names the key and the problem."""
 
 
-def _parse_bool(raw: str) -> bool:
+def parse_bool(raw: str) -> bool:
     value = raw.strip().lower()
     if value in ("true", "1", "yes"):
         return True
@@ -28,16 +32,19 @@ def _parse_bool(raw: str) -> bool:
     raise ValueError(f"expected true or false, got {raw!r}")
 
 
-def _parse_int(raw: str) -> int:
+def parse_int(raw: str) -> int:
     return int(raw.strip())
 
 
-def _parse_str(raw: str) -> str:
+def parse_str(raw: str) -> str:
     return raw.strip()
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigKey:
+    """One key: its Kafka name, the parser of its text value, its default, a line of documentation, and
+    for numbers the smallest value allowed."""
+
     name: str
     parse: Callable[[str], Any]
     default: Any
@@ -45,66 +52,76 @@ class ConfigKey:
     minimum: int | None = None
 
 
-def _k(
-    name: str, parse: Callable[[str], Any], default: Any, doc: str, minimum: int | None = None
-) -> ConfigKey:
-    return ConfigKey(name, parse, default, doc, minimum)
-
-
 # Kafka's keys with Kafka's defaults, plus the few that are isrsim's own (marked).
 BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
-    _k("broker.id", _parse_int, None, "This broker's id.", 0),
-    _k("cluster.id", _parse_str, "isrsim", "Cluster id written to meta.properties."),
-    _k(
+    ConfigKey("broker.id", parse_int, None, "This broker's id.", 0),
+    ConfigKey("cluster.id", parse_str, "isrsim", "Cluster id written to meta.properties."),
+    ConfigKey(
         "listeners",
-        _parse_str,
+        parse_str,
         "PLAINTEXT://127.0.0.1:9092",
         "Where the broker listens (host:port accepted).",
     ),
-    _k("advertised.listeners", _parse_str, "", "Address given to others; defaults to listeners."),
-    _k("log.dirs", _parse_str, "./isrsim-logs", "The data directory."),
-    _k("journal.dir", _parse_str, "", "isrsim: where events.jsonl goes; defaults to log.dirs."),
-    _k("controller.quorum.voters", _parse_str, "", "Controller address id@host:port; empty = unmanaged."),
-    _k("num.io.threads", _parse_int, 8, "Request handler tasks.", 1),
-    _k("queued.max.requests", _parse_int, 500, "Requests queued for the handlers before reads pause.", 1),
-    _k("num.replica.fetchers", _parse_int, 1, "Fetcher tasks per source broker.", 1),
-    _k("replica.fetch.wait.max.ms", _parse_int, 500, "Follower fetch long-poll time.", 0),
-    _k("replica.fetch.min.bytes", _parse_int, 1, "Follower fetch min bytes.", 0),
-    _k("replica.fetch.max.bytes", _parse_int, 1048576, "Follower fetch bytes per partition.", 1),
-    _k("replica.fetch.response.max.bytes", _parse_int, 10485760, "Follower fetch bytes per response.", 1),
-    _k("replica.fetch.backoff.ms", _parse_int, 1000, "Back-off after a fetch error.", 0),
-    _k("replica.lag.time.max.ms", _parse_int, 30000, "A follower behind this long leaves the ISR.", 1),
-    _k("replica.high.watermark.checkpoint.interval.ms", _parse_int, 5000, "HW checkpoint period.", 1),
-    _k("replica.socket.timeout.ms", _parse_int, 30000, "Follower request timeout.", 1),
-    _k("min.insync.replicas", _parse_int, 1, "Minimum ISR size for acks=-1 produce.", 1),
-    _k("unclean.leader.election.enable", _parse_bool, False, "Elect out-of-ISR replicas as a last resort."),
-    _k("max.incremental.fetch.session.cache.slots", _parse_int, 1000, "Fetch session cache size.", 0),
-    _k(
+    ConfigKey("advertised.listeners", parse_str, "", "Address given to others; defaults to listeners."),
+    ConfigKey("log.dirs", parse_str, "./isrsim-logs", "The data directory."),
+    ConfigKey("journal.dir", parse_str, "", "isrsim: where events.jsonl goes; defaults to log.dirs."),
+    ConfigKey(
+        "controller.quorum.voters", parse_str, "", "Controller address id@host:port; empty = unmanaged."
+    ),
+    ConfigKey("num.io.threads", parse_int, 8, "Request handler tasks.", 1),
+    ConfigKey(
+        "queued.max.requests", parse_int, 500, "Requests queued for the handlers before reads pause.", 1
+    ),
+    ConfigKey("num.replica.fetchers", parse_int, 1, "Fetcher tasks per source broker.", 1),
+    ConfigKey("replica.fetch.wait.max.ms", parse_int, 500, "Follower fetch long-poll time.", 0),
+    ConfigKey("replica.fetch.min.bytes", parse_int, 1, "Follower fetch min bytes.", 0),
+    ConfigKey("replica.fetch.max.bytes", parse_int, 1048576, "Follower fetch bytes per partition.", 1),
+    ConfigKey(
+        "replica.fetch.response.max.bytes", parse_int, 10485760, "Follower fetch bytes per response.", 1
+    ),
+    ConfigKey("replica.fetch.backoff.ms", parse_int, 1000, "Back-off after a fetch error.", 0),
+    ConfigKey("replica.lag.time.max.ms", parse_int, 30000, "A follower behind this long leaves the ISR.", 1),
+    ConfigKey("replica.high.watermark.checkpoint.interval.ms", parse_int, 5000, "HW checkpoint period.", 1),
+    ConfigKey("replica.socket.timeout.ms", parse_int, 30000, "Follower request timeout.", 1),
+    ConfigKey("min.insync.replicas", parse_int, 1, "Minimum ISR size for acks=-1 produce.", 1),
+    ConfigKey(
+        "unclean.leader.election.enable", parse_bool, False, "Elect out-of-ISR replicas as a last resort."
+    ),
+    ConfigKey("max.incremental.fetch.session.cache.slots", parse_int, 1000, "Fetch session cache size.", 0),
+    ConfigKey(
         "min.incremental.fetch.session.eviction.ms",
-        _parse_int,
+        parse_int,
         120000,
         "Idle time before a session is stale.",
         0,
     ),
-    _k("broker.heartbeat.interval.ms", _parse_int, 2000, "Heartbeat period to the controller.", 1),
-    _k("broker.session.timeout.ms", _parse_int, 9000, "Controller fences a broker silent this long.", 1),
-    _k("log.segment.bytes", _parse_int, 1073741824, "Segment size before a roll.", 1024),
-    _k("log.index.interval.bytes", _parse_int, 4096, "Bytes between sparse index entries.", 1),
-    _k("message.max.bytes", _parse_int, 1048588, "Largest record batch accepted.", 100),
-    _k("socket.request.max.bytes", _parse_int, 104857600, "Largest request frame accepted.", 1),
-    _k("request.timeout.ms", _parse_int, 30000, "Client-side timeout for broker-to-broker requests.", 1),
-    _k("controlled.shutdown.enable", _parse_bool, True, "On SIGTERM, move leaderships away before stopping."),
-    _k(
+    ConfigKey("broker.heartbeat.interval.ms", parse_int, 2000, "Heartbeat period to the controller.", 1),
+    ConfigKey(
+        "broker.session.timeout.ms", parse_int, 9000, "Controller fences a broker silent this long.", 1
+    ),
+    ConfigKey("log.segment.bytes", parse_int, 1073741824, "Segment size before a roll.", 1024),
+    ConfigKey("log.index.interval.bytes", parse_int, 4096, "Bytes between sparse index entries.", 1),
+    ConfigKey("message.max.bytes", parse_int, 1048588, "Largest record batch accepted.", 100),
+    ConfigKey("socket.request.max.bytes", parse_int, 104857600, "Largest request frame accepted.", 1),
+    ConfigKey(
+        "request.timeout.ms", parse_int, 30000, "Client-side timeout for broker-to-broker requests.", 1
+    ),
+    ConfigKey(
+        "controlled.shutdown.enable", parse_bool, True, "On SIGTERM, move leaderships away before stopping."
+    ),
+    ConfigKey(
         "controlled.shutdown.timeout.ms",
-        _parse_int,
+        parse_int,
         15000,
         "isrsim: how long a controlled shutdown may retry before the broker stops anyway.",
         0,
     ),
-    _k("journal.offsets.interval.ms", _parse_int, 100, "isrsim: min period of `offsets` journal events.", 1),
-    _k(
+    ConfigKey(
+        "journal.offsets.interval.ms", parse_int, 100, "isrsim: min period of `offsets` journal events.", 1
+    ),
+    ConfigKey(
         "initial.leader.partitions",
-        _parse_str,
+        parse_str,
         "",
         "isrsim: topic-partitions (t-0,t-1) this broker leads alone from start-up, with no LEADER_AND_ISR.",
     ),
@@ -126,7 +143,7 @@ def parse_properties(text: str, *, source: str = "<text>") -> dict[str, str]:
     return out
 
 
-def env_overrides(environ: Mapping[str, str], keys: Iterable[str]) -> dict[str, str]:
+def _env_overrides(environ: Mapping[str, str], keys: Iterable[str]) -> dict[str, str]:
     """``ISRSIM_LOG_DIRS=/data`` -> ``{"log.dirs": "/data"}`` for the known keys."""
     out: dict[str, str] = {}
     for key in keys:
@@ -136,7 +153,7 @@ def env_overrides(environ: Mapping[str, str], keys: Iterable[str]) -> dict[str, 
     return out
 
 
-def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+def _parse_overrides(items: Iterable[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
         if "=" not in item:
@@ -146,7 +163,7 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def resolve(
+def _resolve(
     keys: Mapping[str, ConfigKey], raw: Mapping[str, str], *, required: Iterable[str] = ()
 ) -> tuple[dict[str, Any], list[str]]:
     """Typed values for every key, and the unknown keys seen (Kafka warns about those, and so do we)."""
@@ -169,7 +186,7 @@ def resolve(
     return values, unknown
 
 
-def load_raw(
+def _load_raw(
     config_file: Path | None, overrides: Iterable[str], environ: Mapping[str, str], keys: Iterable[str]
 ) -> dict[str, str]:
     raw: dict[str, str] = {}
@@ -179,8 +196,8 @@ def load_raw(
         except OSError as exc:
             raise ConfigError(f"cannot read config file {config_file}: {exc.strerror}") from None
         raw.update(parse_properties(text, source=str(config_file)))
-    raw.update(env_overrides(environ, keys))
-    raw.update(parse_overrides(overrides))
+    raw.update(_env_overrides(environ, keys))
+    raw.update(_parse_overrides(overrides))
     return raw
 
 
@@ -243,8 +260,8 @@ class ConfigValues:
     ) -> Self:
         """Defaults, then the file, then ``ISRSIM_<KEY>`` variables, then ``--override`` values."""
         env = os.environ if environ is None else environ
-        raw = load_raw(config_file, overrides, env, cls.KEYS)
-        values, unknown = resolve(cls.KEYS, raw, required=cls.REQUIRED)
+        raw = _load_raw(config_file, overrides, env, cls.KEYS)
+        values, unknown = _resolve(cls.KEYS, raw, required=cls.REQUIRED)
         config = cls(values, unknown)
         config.check()
         return config

@@ -1,5 +1,7 @@
-"""Incremental fetch sessions on the broker (KIP-227): Kafka's ``CachedPartition``, ``FetchSession``, the
-``FetchContext`` kinds and ``FetchManager``. The session store itself is ``broker.fetch_session_cache``.
+"""Incremental fetch sessions on the broker (KIP-227): the ``FetchContext`` kinds and ``FetchManager``, which
+turn a FETCH request's session metadata into what to read and what to answer. The sessions and their store
+(Kafka's ``CachedPartition``, ``FetchSession``, ``FetchSessionCache``) are ``broker.fetch_session_cache``;
+this module re-exports the session types, as the public face of fetch sessions.
 
 A FETCH request carries ``(session_id, session_epoch)``:
 
@@ -20,10 +22,16 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
+from broker.fetch_session_cache import (
+    CachedPartition,
+    FetchSession,
+    FetchSessionCache,
+    PartitionResponseData,
+)
+from protocol import messages as m
 from protocol.common import TopicPartition
 from protocol.errors import Errors
 from protocol.fetch_request import (
@@ -33,10 +41,6 @@ from protocol.fetch_request import (
     FetchRequestPartitionData,
     next_epoch,
 )
-
-if TYPE_CHECKING:
-    # Only a type here; the cache module imports this one at run time.
-    from broker.fetch_session_cache import FetchSessionCache
 
 __all__ = [
     "CachedPartition",
@@ -54,22 +58,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Kafka's FetchResponse.INVALID_HIGH_WATERMARK etc.: what a partition with an error reports.
-INVALID_HIGH_WATERMARK = -1
-INVALID_LAST_STABLE_OFFSET = -1
-INVALID_LOG_START_OFFSET = -1
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionResponseData:
-    """One partition of a FETCH response. Only ``len(records)`` matters to the session logic."""
-
-    error_code: int = Errors.NONE
-    high_watermark: int = INVALID_HIGH_WATERMARK
-    last_stable_offset: int = INVALID_LAST_STABLE_OFFSET
-    log_start_offset: int = INVALID_LOG_START_OFFSET
-    records: bytes = b""
-
 
 @dataclass(frozen=True, slots=True)
 class FetchResponseData:
@@ -81,154 +69,28 @@ class FetchResponseData:
     responses: dict[TopicPartition, PartitionResponseData]
     throttle_time_ms: int = 0
 
-
-@dataclass(slots=True)
-class CachedPartition:
-    """A partition cached in a fetch session: the last request parameters the fetcher sent for it and the last
-    high watermark / log start offset the broker told it, so that unchanged partitions can be left out of both
-    the next request and the next response.
-
-    ``fetcher_log_start_offset`` is the fetching replica's log start offset (from the request);
-    ``local_log_start_offset`` is this broker's (from the last response).
-    """
-
-    topic: str
-    partition: int
-    max_bytes: int = -1
-    fetch_offset: int = -1
-    high_watermark: int = -1
-    leader_epoch: int = -1
-    fetcher_log_start_offset: int = -1
-    local_log_start_offset: int = -1
-
-    @classmethod
-    def from_request(
-        cls,
-        tp: TopicPartition,
-        req: FetchRequestPartitionData,
-        resp: PartitionResponseData | None = None,
-    ) -> CachedPartition:
-        return cls(
-            topic=tp[0],
-            partition=tp[1],
-            max_bytes=req.max_bytes,
-            fetch_offset=req.fetch_offset,
-            high_watermark=-1 if resp is None else resp.high_watermark,
-            leader_epoch=req.current_leader_epoch,
-            fetcher_log_start_offset=req.log_start_offset,
-            local_log_start_offset=-1 if resp is None else resp.log_start_offset,
-        )
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return (self.topic, self.partition)
-
-    @property
-    def req_data(self) -> FetchRequestPartitionData:
-        return FetchRequestPartitionData(
-            fetch_offset=self.fetch_offset,
-            log_start_offset=self.fetcher_log_start_offset,
-            max_bytes=self.max_bytes,
-            current_leader_epoch=self.leader_epoch,
-        )
-
-    def update_request_params(self, req: FetchRequestPartitionData) -> None:
-        self.max_bytes = req.max_bytes
-        self.fetch_offset = req.fetch_offset
-        self.fetcher_log_start_offset = req.log_start_offset
-        self.leader_epoch = req.current_leader_epoch
-
-    def maybe_update_response_data(self, resp: PartitionResponseData, update_response_data: bool) -> bool:
-        """Whether this partition must be in an incremental response (Kafka's ``maybeUpdateResponseData``):
-        it has records, its high watermark or log start offset changed, or it has an error. With
-        ``update_response_data`` the cached high watermark / log start offset take the response's values; an
-        error resets the cached high watermark to -1 so the partition is re-sent once the error clears."""
-        must_respond = False
-        if len(resp.records) > 0:
-            must_respond = True
-        if self.high_watermark != resp.high_watermark:
-            must_respond = True
-            if update_response_data:
-                self.high_watermark = resp.high_watermark
-        if self.local_log_start_offset != resp.log_start_offset:
-            must_respond = True
-            if update_response_data:
-                self.local_log_start_offset = resp.log_start_offset
-        if resp.error_code != Errors.NONE:
-            if update_response_data:
-                self.high_watermark = -1
-            must_respond = True
-        return must_respond
-
-
-@dataclass(slots=True, eq=False)
-class FetchSession:
-    """One incremental fetch session.
-
-    ``epoch`` is the epoch the *next* request must carry. ``partition_map`` keeps insertion order (the order
-    partitions are read in for an incremental request); partitions that returned records are moved to its end.
-    ``cached_size`` is the size the cache last accounted for (-1 while not in a cache); only the cache's
-    ``touch`` updates it and ``last_used_ms``.
-    """
-
-    id: int
-    privileged: bool
-    partition_map: dict[TopicPartition, CachedPartition]
-    creation_ms: int
-    last_used_ms: int
-    epoch: int
-    cached_size: int = field(default=-1)
-
-    @property
-    def size(self) -> int:
-        return len(self.partition_map)
-
-    def is_empty(self) -> bool:
-        return not self.partition_map
-
-    @property
-    def last_used_key(self) -> tuple[int, int]:
-        return (self.last_used_ms, self.id)
-
-    @property
-    def evictable_key(self) -> tuple[bool, int, int]:
-        return (self.privileged, self.cached_size, self.id)
-
-    @property
-    def metadata(self) -> FetchMetadata:
-        return FetchMetadata(self.id, self.epoch)
-
-    def get_fetch_offset(self, tp: TopicPartition) -> int | None:
-        cached = self.partition_map.get(tp)
-        return None if cached is None else cached.fetch_offset
-
-    def update(
-        self,
-        fetch_data: Mapping[TopicPartition, FetchRequestPartitionData],
-        to_forget: Iterable[TopicPartition],
-    ) -> tuple[list[TopicPartition], list[TopicPartition], list[TopicPartition]]:
-        """Apply an incremental request: new partitions are appended, known ones take the new parameters (and
-        keep their place), forgotten ones are dropped. Returns (added, updated, removed)."""
-        added: list[TopicPartition] = []
-        updated: list[TopicPartition] = []
-        removed: list[TopicPartition] = []
-        for tp, req in fetch_data.items():
-            cached = self.partition_map.get(tp)
-            if cached is None:
-                self.partition_map[tp] = CachedPartition.from_request(tp, req)
-                added.append(tp)
-            else:
-                cached.update_request_params(req)
-                updated.append(tp)
-        for tp in to_forget:
-            if self.partition_map.pop(tp, None) is not None:
-                removed.append(tp)
-        return added, updated, removed
-
-    def __str__(self) -> str:
-        return (
-            f"FetchSession(id={self.id}, privileged={self.privileged}, partitions={self.size}, "
-            f"creation_ms={self.creation_ms}, last_used_ms={self.last_used_ms}, epoch={self.epoch})"
+    def to_response(self) -> m.FetchResponse:
+        """The FETCH response message: partitions grouped by topic, in the order to send them."""
+        topics: dict[str, m.FetchResponseTopic] = {}
+        for (topic, partition), pr in self.responses.items():
+            entry = topics.get(topic)
+            if entry is None:
+                entry = topics[topic] = m.FetchResponseTopic(topic=topic)
+            entry.partitions.append(
+                m.FetchResponsePartition(
+                    partition_index=partition,
+                    error_code=pr.error_code,
+                    high_watermark=pr.high_watermark,
+                    last_stable_offset=pr.last_stable_offset,
+                    log_start_offset=pr.log_start_offset,
+                    records=pr.records,
+                )
+            )
+        return m.FetchResponse(
+            throttle_time_ms=self.throttle_time_ms,
+            error_code=self.error_code,
+            session_id=self.session_id,
+            responses=list(topics.values()),
         )
 
 

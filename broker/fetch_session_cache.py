@@ -1,4 +1,7 @@
-"""The broker's store of incremental fetch sessions (Kafka's ``FetchSessionCache``, one shard of it).
+"""The broker's store of incremental fetch sessions (KIP-227): the sessions themselves (Kafka's
+``CachedPartition`` and ``FetchSession``) and the cache that holds them (Kafka's ``FetchSessionCache``, one
+shard of it). The ``FetchContext`` kinds and ``FetchManager``, which use the cache, are in
+``broker.fetch_session``.
 
 Eviction follows Kafka's ``tryEvict``. When the cache is full, a new session may take the place of:
 
@@ -20,17 +23,187 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
-from broker.fetch_session import CachedPartition, FetchSession
 from protocol.common import TopicPartition
-from protocol.fetch_request import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from protocol.errors import Errors
+from protocol.fetch_request import (
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchMetadata,
+    FetchRequestPartitionData,
+    next_epoch,
+)
 
 log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
 
 EvictableKey = tuple[bool, int, int]
+
+
+# Kafka's FetchResponse.INVALID_HIGH_WATERMARK etc.: what a partition with an error reports.
+INVALID_HIGH_WATERMARK = -1
+INVALID_LAST_STABLE_OFFSET = -1
+INVALID_LOG_START_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResponseData:
+    """One partition of a FETCH response. Only ``len(records)`` matters to the session logic."""
+
+    error_code: int = Errors.NONE
+    high_watermark: int = INVALID_HIGH_WATERMARK
+    last_stable_offset: int = INVALID_LAST_STABLE_OFFSET
+    log_start_offset: int = INVALID_LOG_START_OFFSET
+    records: bytes = b""
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """A partition cached in a fetch session: the last request parameters the fetcher sent for it and the last
+    high watermark / log start offset the broker told it, so that unchanged partitions can be left out of both
+    the next request and the next response.
+
+    ``fetcher_log_start_offset`` is the fetching replica's log start offset (from the request);
+    ``local_log_start_offset`` is this broker's (from the last response).
+    """
+
+    topic: str
+    partition: int
+    max_bytes: int = -1
+    fetch_offset: int = -1
+    high_watermark: int = -1
+    leader_epoch: int = -1
+    fetcher_log_start_offset: int = -1
+    local_log_start_offset: int = -1
+
+    @classmethod
+    def from_request(
+        cls,
+        tp: TopicPartition,
+        req: FetchRequestPartitionData,
+        resp: PartitionResponseData | None = None,
+    ) -> CachedPartition:
+        return cls(
+            topic=tp[0],
+            partition=tp[1],
+            max_bytes=req.max_bytes,
+            fetch_offset=req.fetch_offset,
+            high_watermark=-1 if resp is None else resp.high_watermark,
+            leader_epoch=req.current_leader_epoch,
+            fetcher_log_start_offset=req.log_start_offset,
+            local_log_start_offset=-1 if resp is None else resp.log_start_offset,
+        )
+
+    @property
+    def req_data(self) -> FetchRequestPartitionData:
+        return FetchRequestPartitionData(
+            fetch_offset=self.fetch_offset,
+            log_start_offset=self.fetcher_log_start_offset,
+            max_bytes=self.max_bytes,
+            current_leader_epoch=self.leader_epoch,
+        )
+
+    def update_request_params(self, req: FetchRequestPartitionData) -> None:
+        self.max_bytes = req.max_bytes
+        self.fetch_offset = req.fetch_offset
+        self.fetcher_log_start_offset = req.log_start_offset
+        self.leader_epoch = req.current_leader_epoch
+
+    def maybe_update_response_data(self, resp: PartitionResponseData, update_response_data: bool) -> bool:
+        """Whether this partition must be in an incremental response (Kafka's ``maybeUpdateResponseData``):
+        it has records, its high watermark or log start offset changed, or it has an error. With
+        ``update_response_data`` the cached high watermark / log start offset take the response's values; an
+        error resets the cached high watermark to -1 so the partition is re-sent once the error clears."""
+        must_respond = False
+        if len(resp.records) > 0:
+            must_respond = True
+        if self.high_watermark != resp.high_watermark:
+            must_respond = True
+            if update_response_data:
+                self.high_watermark = resp.high_watermark
+        if self.local_log_start_offset != resp.log_start_offset:
+            must_respond = True
+            if update_response_data:
+                self.local_log_start_offset = resp.log_start_offset
+        if resp.error_code != Errors.NONE:
+            if update_response_data:
+                self.high_watermark = -1
+            must_respond = True
+        return must_respond
+
+
+@dataclass(slots=True, eq=False)
+class FetchSession:
+    """One incremental fetch session.
+
+    ``epoch`` is the epoch the *next* request must carry. ``partition_map`` keeps insertion order (the order
+    partitions are read in for an incremental request); partitions that returned records are moved to its end.
+    ``cached_size`` is the size the cache last accounted for (-1 while not in a cache); only the cache's
+    ``touch`` updates it and ``last_used_ms``.
+    """
+
+    id: int
+    privileged: bool
+    partition_map: dict[TopicPartition, CachedPartition]
+    creation_ms: int
+    last_used_ms: int
+    epoch: int
+    cached_size: int = field(default=-1)
+
+    @property
+    def size(self) -> int:
+        return len(self.partition_map)
+
+    def is_empty(self) -> bool:
+        return not self.partition_map
+
+    @property
+    def last_used_key(self) -> tuple[int, int]:
+        return (self.last_used_ms, self.id)
+
+    @property
+    def evictable_key(self) -> tuple[bool, int, int]:
+        return (self.privileged, self.cached_size, self.id)
+
+    @property
+    def metadata(self) -> FetchMetadata:
+        return FetchMetadata(self.id, self.epoch)
+
+    def get_fetch_offset(self, tp: TopicPartition) -> int | None:
+        cached = self.partition_map.get(tp)
+        return None if cached is None else cached.fetch_offset
+
+    def update(
+        self,
+        fetch_data: Mapping[TopicPartition, FetchRequestPartitionData],
+        to_forget: Iterable[TopicPartition],
+    ) -> tuple[list[TopicPartition], list[TopicPartition], list[TopicPartition]]:
+        """Apply an incremental request: new partitions are appended, known ones take the new parameters (and
+        keep their place), forgotten ones are dropped. Returns (added, updated, removed)."""
+        added: list[TopicPartition] = []
+        updated: list[TopicPartition] = []
+        removed: list[TopicPartition] = []
+        for tp, req in fetch_data.items():
+            cached = self.partition_map.get(tp)
+            if cached is None:
+                self.partition_map[tp] = CachedPartition.from_request(tp, req)
+                added.append(tp)
+            else:
+                cached.update_request_params(req)
+                updated.append(tp)
+        for tp in to_forget:
+            if self.partition_map.pop(tp, None) is not None:
+                removed.append(tp)
+        return added, updated, removed
+
+    def __str__(self) -> str:
+        return (
+            f"FetchSession(id={self.id}, privileged={self.privileged}, partitions={self.size}, "
+            f"creation_ms={self.creation_ms}, last_used_ms={self.last_used_ms}, epoch={self.epoch})"
+        )
 
 
 class FetchSessionCache:

@@ -14,13 +14,7 @@ from broker.network import Request, error_body
 from broker.partition import LeaderAndIsrState
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
 from protocol import messages as m
-from protocol.api_keys import (
-    CONSUMER_REPLICA_ID,
-    DEBUGGING_REPLICA_ID,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    ApiKeys,
-)
+from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, ApiKeys
 from protocol.common import BrokerEndpoint, TopicPartition, is_valid_topic_name
 from protocol.errors import Errors, InvalidRequestError, KafkaError
 from protocol.fetch_request import FetchRequestPartitionData
@@ -134,31 +128,7 @@ class KafkaApis:
                 for tp, r in results.items()
             }
             data = context.update_and_generate_response_data(updates)
-            topics: dict[str, m.FetchResponseTopic] = {}
-            for (topic, partition), pr in data.responses.items():
-                entry = topics.get(topic)
-                if entry is None:
-                    entry = topics[topic] = m.FetchResponseTopic(topic=topic)
-                entry.partitions.append(
-                    m.FetchResponsePartition(
-                        partition_index=partition,
-                        error_code=pr.error_code,
-                        high_watermark=pr.high_watermark,
-                        last_stable_offset=pr.last_stable_offset,
-                        log_start_offset=pr.log_start_offset,
-                        records=pr.records,
-                    )
-                )
-            request.complete(
-                to_body(
-                    m.FetchResponse(
-                        throttle_time_ms=data.throttle_time_ms,
-                        error_code=data.error_code,
-                        session_id=data.session_id,
-                        responses=list(topics.values()),
-                    )
-                )
-            )
+            request.complete(to_body(data.to_response()))
 
         if not params.partitions:
             respond({})
@@ -168,38 +138,27 @@ class KafkaApis:
     # ------------------------------------------------------------------ LIST_OFFSETS
 
     def handle_list_offsets(self, request: Request, req: m.ListOffsetsRequest) -> None:
-        rm = self.replica_manager
+        client_request = req.replica_id == CONSUMER_REPLICA_ID
+        fetch_only_from_leader = req.replica_id != DEBUGGING_REPLICA_ID
         topics: list[m.ListOffsetsResponseTopic] = []
         for t in req.topics:
             out = m.ListOffsetsResponseTopic(name=t.name)
             for p in t.partitions:
                 resp = m.ListOffsetsResponsePartition(partition_index=p.partition_index)
                 try:
-                    partition = rm.get_partition_or_error((t.name, p.partition_index))
-                    partition.check_local_log(
-                        p.current_leader_epoch, require_leader=req.replica_id != DEBUGGING_REPLICA_ID
+                    found = self.replica_manager.fetch_offset_for_timestamp(
+                        (t.name, p.partition_index),
+                        p.timestamp,
+                        p.current_leader_epoch,
+                        client_request=client_request,
+                        fetch_only_from_leader=fetch_only_from_leader,
                     )
-                    cache = partition.log.leader_epoch_cache
-                    if p.timestamp == EARLIEST_TIMESTAMP:
-                        resp.offset = partition.log_start_offset
-                        epoch = cache.epoch_for_offset(resp.offset)
-                        resp.leader_epoch = -1 if epoch is None else epoch
-                    elif p.timestamp == LATEST_TIMESTAMP:
-                        consumer = req.replica_id == CONSUMER_REPLICA_ID
-                        resp.offset = partition.high_watermark if consumer else partition.log_end_offset
-                        latest = cache.latest_epoch()
-                        resp.leader_epoch = (
-                            partition.leader_epoch
-                            if partition.is_leader
-                            else (-1 if latest is None else latest)
-                        )
-                    else:
-                        raise KafkaError(
-                            Errors.UNSUPPORTED_VERSION,
-                            f"timestamp {p.timestamp}: only -1 (latest) and -2 (earliest) are supported",
-                        )
                 except KafkaError as exc:
                     resp.error_code = int(exc.error)
+                else:
+                    resp.timestamp = found.timestamp
+                    resp.offset = found.offset
+                    resp.leader_epoch = found.leader_epoch
                 out.partitions.append(resp)
             topics.append(out)
         request.complete(to_body(m.ListOffsetsResponse(topics=topics)))
@@ -208,31 +167,17 @@ class KafkaApis:
 
     def handle_metadata(self, request: Request, req: m.MetadataRequest) -> None:
         cache = self.replica_manager.metadata_cache
-        known = cache.topics()
-        names = sorted(known) if req.topics is None else [t.name for t in req.topics]
-        topics: list[m.MetadataResponseTopic] = []
-        for name in names:
-            parts = known.get(name)
-            if parts is None:
-                topics.append(
-                    m.MetadataResponseTopic(name=name, error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION))
-                )
-                continue
-            topics.append(
-                m.MetadataResponseTopic(
-                    name=name,
-                    partitions=[
-                        _metadata_partition(idx, meta, set(cache.brokers))
-                        for idx, meta in sorted(parts.items())
-                    ],
-                )
-            )
+        names = None if req.topics is None else [t.name for t in req.topics]
         brokers = [
             m.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port)
             for b in cache.brokers.values()
         ]
         request.complete(
-            to_body(m.MetadataResponse(brokers=brokers, controller_id=cache.controller_id, topics=topics))
+            to_body(
+                m.MetadataResponse(
+                    brokers=brokers, controller_id=cache.controller_id, topics=cache.topic_metadata(names)
+                )
+            )
         )
 
     # ------------------------------------------------------------------ controller requests
@@ -322,9 +267,9 @@ class KafkaApis:
             for t in req.topic_states
             for p in t.partition_states
         ]
-        error = self.replica_manager.update_metadata(req.controller_epoch, brokers, partitions)
-        if error == Errors.NONE:
-            self.replica_manager.metadata_cache.controller_id = req.controller_id
+        error = self.replica_manager.update_metadata(
+            req.controller_id, req.controller_epoch, brokers, partitions
+        )
         request.complete(to_body(m.UpdateMetadataResponse(error_code=int(error))))
 
     # ------------------------------------------------------------------ the rest
@@ -354,46 +299,8 @@ class KafkaApis:
         request.complete(to_body(m.OffsetForLeaderEpochResponse(topics=topics)))
 
     def handle_describe_replica_state(self, request: Request, req: m.DescribeReplicaStateRequest) -> None:
-        rm = self.replica_manager
-        wanted = None if req.topics is None else {t.name for t in req.topics}
-        out: list[m.DescribeReplicaStateResponsePartition] = []
-        for tp, partition in sorted(rm.partitions.items()):
-            if wanted is not None and tp[0] not in wanted:
-                continue
-            role = (
-                "leader"
-                if partition.is_leader
-                else ("follower" if partition.leader_id is not None else "none")
-            )
-            entry = m.DescribeReplicaStateResponsePartition(
-                topic=tp[0],
-                partition=tp[1],
-                role=role,
-                leader_id=-1 if partition.leader_id is None else partition.leader_id,
-                leader_epoch=partition.leader_epoch,
-                log_start_offset=partition.log_start_offset,
-                log_end_offset=partition.log_end_offset,
-                high_watermark=partition.high_watermark,
-                isr=list(partition.isr),
-            )
-            if partition.is_leader:
-                entry.followers = [
-                    m.DescribeReplicaStateResponseFollower(
-                        broker_id=r.broker_id,
-                        log_end_offset=r.log_end_offset,
-                        last_caught_up_ms=r.last_caught_up_time_ms,
-                    )
-                    for r in partition.remote_replicas.values()
-                ]
-            else:
-                view = rm.fetcher_manager.fetch_state(tp)
-                if view is not None:
-                    entry.fetch_state = m.DescribeReplicaStateResponseFetchState(
-                        state=view.state,
-                        fetch_offset=view.fetch_offset,
-                        lag=-1 if view.lag is None else view.lag,
-                    )
-            out.append(entry)
+        topics = None if req.topics is None else {t.name for t in req.topics}
+        partitions = self.replica_manager.describe_replica_state(topics)
         cache = self.fetch_manager.cache
         sessions = m.DescribeReplicaStateResponseFetchSessions(
             count=cache.size, partitions_cached=cache.total_partitions, evictions=cache.num_evictions
@@ -401,7 +308,7 @@ class KafkaApis:
         request.complete(
             to_body(
                 m.DescribeReplicaStateResponse(
-                    broker_id=self.broker_id, partitions=out, fetch_sessions=sessions
+                    broker_id=self.broker_id, partitions=partitions, fetch_sessions=sessions
                 )
             )
         )
@@ -447,17 +354,3 @@ def _produce_response(
             )
         topics.append(m.ProduceResponseTopic(name=name, partition_responses=parts))
     return m.ProduceResponse(responses=topics)
-
-
-def _metadata_partition(index: int, meta: PartitionMetadata, live: set[int]) -> m.MetadataResponsePartition:
-    offline = sorted(set(meta.offline_replicas) | {r for r in meta.replicas if r not in live})
-    error = Errors.NONE if meta.leader >= 0 and meta.leader in live else Errors.LEADER_NOT_AVAILABLE
-    return m.MetadataResponsePartition(
-        error_code=int(error),
-        partition_index=index,
-        leader_id=meta.leader,
-        leader_epoch=meta.leader_epoch,
-        replica_nodes=list(meta.replicas),
-        isr_nodes=list(meta.isr),
-        offline_replicas=offline,
-    )

@@ -7,7 +7,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from broker.log.checkpoint import OffsetCheckpointFile
@@ -119,9 +119,6 @@ class LogManager:
 
     # ------------------------------------------------------------------ logs
 
-    def get_log(self, tp: TopicPartition) -> Log | None:
-        return self.logs.get(tp)
-
     def get_or_create_log(self, tp: TopicPartition) -> Log:
         existing = self.logs.get(tp)
         if existing is not None:
@@ -162,6 +159,3 @@ class LogManager:
         self.checkpoint_high_watermarks(hws)
         for lg in self.logs.values():
             lg.close()
-
-    def all_partitions(self) -> Iterable[TopicPartition]:
-        return self.logs.keys()

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from protocol import messages as m
 from protocol.common import BrokerEndpoint, TopicPartition
+from protocol.errors import Errors
 
 __all__ = ["MetadataCache", "PartitionMetadata"]
 
@@ -52,3 +54,38 @@ class MetadataCache:
         for (topic, partition), meta in self.partitions.items():
             out.setdefault(topic, {})[partition] = meta
         return out
+
+    def topic_metadata(self, names: list[str] | None) -> list[m.MetadataResponseTopic]:
+        """METADATA's topics (Kafka's ``getTopicMetadata``), for ``names`` (None: every known topic, sorted):
+        an unknown topic is UNKNOWN_TOPIC_OR_PARTITION; a partition whose leader is not a live broker is
+        LEADER_NOT_AVAILABLE; replicas not alive are listed offline."""
+        known = self.topics()
+        live = set(self.brokers)
+        out: list[m.MetadataResponseTopic] = []
+        for name in sorted(known) if names is None else names:
+            parts = known.get(name)
+            if parts is None:
+                unknown = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                out.append(m.MetadataResponseTopic(name=name, error_code=unknown))
+                continue
+            out.append(
+                m.MetadataResponseTopic(
+                    name=name,
+                    partitions=[_partition_metadata(idx, meta, live) for idx, meta in sorted(parts.items())],
+                )
+            )
+        return out
+
+
+def _partition_metadata(index: int, meta: PartitionMetadata, live: set[int]) -> m.MetadataResponsePartition:
+    offline = sorted(set(meta.offline_replicas) | {r for r in meta.replicas if r not in live})
+    error = Errors.NONE if meta.leader >= 0 and meta.leader in live else Errors.LEADER_NOT_AVAILABLE
+    return m.MetadataResponsePartition(
+        error_code=int(error),
+        partition_index=index,
+        leader_id=meta.leader,
+        leader_epoch=meta.leader_epoch,
+        replica_nodes=list(meta.replicas),
+        isr_nodes=list(meta.isr),
+        offline_replicas=offline,
+    )

@@ -11,8 +11,14 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from broker.log.log import Log, LogAppendInfo
-from protocol.api_keys import NO_PARTITION_LEADER_EPOCH, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from broker.log.log import NO_TIMESTAMP, Log, LogAppendInfo
+from protocol.api_keys import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_PARTITION_LEADER_EPOCH,
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+)
 from protocol.common import TopicPartition
 from protocol.errors import Errors, KafkaError, OffsetOutOfRangeError
 
@@ -92,8 +98,15 @@ class LogReadResult:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
-    error: Errors = Errors.NONE
-    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """What LIST_OFFSETS answers for one partition (Kafka's ``TimestampAndOffset``)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
 
 
 @dataclass(slots=True)
@@ -137,14 +150,6 @@ class Partition:
         self._high_watermark = min(max(high_watermark, log_.log_start_offset), log_.log_end_offset)
 
     # ------------------------------------------------------------------ views
-
-    @property
-    def topic(self) -> str:
-        return self.tp[0]
-
-    @property
-    def partition(self) -> int:
-        return self.tp[1]
 
     @property
     def is_leader(self) -> bool:
@@ -252,6 +257,32 @@ class Partition:
         if offset == UNDEFINED_EPOCH_OFFSET:
             return Errors.NONE, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         return Errors.NONE, epoch, offset
+
+    def fetch_offset_for_timestamp(
+        self, timestamp: int, current_leader_epoch: int, *, client_request: bool, fetch_only_from_leader: bool
+    ) -> TimestampAndOffset:
+        """Kafka's ``fetchOffsetForTimestamp`` for the two special timestamps. Latest is the HW for a client
+        (the last offset it may read), the LEO for a broker or the debug replica id; earliest is the log start
+        offset. Epoch and leadership are checked first (``fetch_only_from_leader`` False: any replica
+        answers)."""
+        self.check_local_log(current_leader_epoch, require_leader=fetch_only_from_leader)
+        cache = self.log.leader_epoch_cache
+        if timestamp == EARLIEST_TIMESTAMP:
+            offset = self.log_start_offset
+            epoch = cache.epoch_for_offset(offset)
+            return TimestampAndOffset(NO_TIMESTAMP, offset, UNDEFINED_EPOCH if epoch is None else epoch)
+        if timestamp == LATEST_TIMESTAMP:
+            offset = self._high_watermark if client_request else self.log_end_offset
+            if self.is_leader:
+                epoch = self.leader_epoch
+            else:
+                latest = cache.latest_epoch()
+                epoch = UNDEFINED_EPOCH if latest is None else latest
+            return TimestampAndOffset(NO_TIMESTAMP, offset, epoch)
+        raise KafkaError(
+            Errors.UNSUPPORTED_VERSION,
+            f"timestamp {timestamp}: only -1 (latest) and -2 (earliest) are supported",
+        )
 
     # ------------------------------------------------------------------ leader: produce
 

@@ -1,5 +1,12 @@
-"""Kafka's ``ReplicaManager``: the partitions this broker hosts, leader and follower transitions, produce
-and fetch on the leader, and the follower-side operations the replica fetchers call.
+"""Kafka's ``ReplicaManager``: the partitions this broker hosts and everything done to them.
+
+* the controller's word: LEADER_AND_ISR (``become_leader_or_follower``), STOP_REPLICA, UPDATE_METADATA;
+* the leader's data path: produce (``append_records``), fetch (``fetch_messages``), LIST_OFFSETS and
+  OFFSET_FOR_LEADER_EPOCH, the HW and the ISR (shrunk by the isr-expiration task, expanded by follower
+  fetches, committed by the controller in managed mode through ALTER_PARTITION);
+* the follower side the replica fetchers call (``fetcher.interface.FollowerReplicaManager``).
+
+Every change of a replica's state is reported to one ``ReplicaStateListener``, which journals it.
 
 Synchronous: KafkaApis calls it on the broker's one trio thread. Responses that wait (acks=-1, long-poll
 fetches) go through the purgatories, whose reaper tasks the server runs.
@@ -8,10 +15,9 @@ fetches) go through the purgatories, whose reaper tasks the server runs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from broker import state_changes
 from broker.delayed import DelayedOperationPurgatory
 from broker.delayed_ops import (
     DelayedFetch,
@@ -21,19 +27,21 @@ from broker.delayed_ops import (
     ProducePartitionStatus,
 )
 from broker.follower_view import FollowerPartitionView
-from broker.journal import Journal, OffsetsJournal
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache, PartitionMetadata
-from broker.partition import IsrChange, LeaderAndIsrState, LogReadResult, Partition
+from broker.partition import IsrChange, LeaderAndIsrState, LogReadResult, Partition, TimestampAndOffset
+from broker.replica_state_listener import ReplicaStateListener
 from broker.topic_configs import TopicConfigFetcher
 from fetcher.interface import (
     FetcherManagerLike,
     FollowerPartition,
     NoFetcherManager,
 )
+from protocol import messages as m
 from protocol.api_keys import DEBUGGING_REPLICA_ID
-from protocol.common import BrokerEndpoint, TopicPartition, error_name
+from protocol.common import LEADER_DURING_DELETE, BrokerEndpoint, TopicPartition
 from protocol.errors import Errors, KafkaError
+from protocol.replication import InitialFetchState
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +54,6 @@ class ReplicaManagerSettings:
     broker_id: int
     replica_lag_time_max_ms: int
     min_insync_replicas: int
-    max_message_bytes: int
 
 
 @dataclass(slots=True)
@@ -55,7 +62,6 @@ class FetchPartitionResult:
     high_watermark: int
     log_start_offset: int
     records: bytes
-    error_message: str = ""
 
 
 class ReplicaManager:
@@ -64,7 +70,7 @@ class ReplicaManager:
         settings: ReplicaManagerSettings,
         log_manager: LogManager,
         metadata_cache: MetadataCache,
-        journal: Journal,
+        state_listener: ReplicaStateListener,
         *,
         clock_ms: Callable[[], int],
         produce_purgatory: DelayedOperationPurgatory,
@@ -74,8 +80,7 @@ class ReplicaManager:
         self.broker_id = settings.broker_id
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
-        self.journal = journal
-        self.offsets_journal = OffsetsJournal(journal)
+        self.state_listener = state_listener
         self.clock_ms = clock_ms
         self.produce_purgatory = produce_purgatory
         self.fetch_purgatory = fetch_purgatory
@@ -83,8 +88,6 @@ class ReplicaManager:
         self.controller_epoch = 0
         self.fetcher_manager: FetcherManagerLike = NoFetcherManager()
         self._hw_checkpoint = log_manager.high_watermarks()
-        # Called with ISR changes a leader made (unmanaged) or the controller committed (managed).
-        self.isr_change_listener: Callable[[Partition, IsrChange], None] | None = None
         # Managed mode: ALTER_PARTITION submission (AlterPartitionManager.submit) and the broker epoch.
         self._alter_submit: AlterSubmit | None = None
         # Topic-level overrides learnt from the controller (managed mode): min.insync.replicas per topic.
@@ -93,9 +96,6 @@ class ReplicaManager:
         self.broker_epoch: Callable[[], int] = lambda: -1
 
     # ------------------------------------------------------------------ partitions
-
-    def get_partition(self, tp: TopicPartition) -> Partition | None:
-        return self.partitions.get(tp)
 
     def get_partition_or_error(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)
@@ -126,17 +126,12 @@ class ReplicaManager:
                 self.topic_config_fetcher.want(tp[0])
         return partition
 
-    def observe_offsets(self, partition: Partition) -> None:
-        self.offsets_journal.observe(
-            partition.tp, partition.log_end_offset, partition.high_watermark, partition.log_start_offset
-        )
-
     def high_watermarks(self) -> dict[TopicPartition, int]:
         hws = dict(self._hw_checkpoint)
         hws.update({tp: p.high_watermark for tp, p in self.partitions.items()})
         return {tp: hw for tp, hw in hws.items() if tp in self.log_manager.logs}
 
-    # ------------------------------------------------------------------ controller requests (state_changes)
+    # ------------------------------------------------------------------ LEADER_AND_ISR
 
     def become_leader_or_follower(
         self,
@@ -145,26 +140,177 @@ class ReplicaManager:
         states: Sequence[tuple[TopicPartition, LeaderAndIsrState]],
         live_leaders: Iterable[BrokerEndpoint],
     ) -> tuple[Errors, dict[TopicPartition, Errors]]:
-        return state_changes.become_leader_or_follower(
-            self, controller_id, controller_epoch, states, live_leaders
-        )
+        """Kafka's ``becomeLeaderOrFollower``: a request from an older controller is refused whole
+        (STALE_CONTROLLER_EPOCH); a partition this broker is not a replica of gets UNKNOWN_TOPIC_OR_PARTITION,
+        one whose leader epoch is not newer than the current one STALE_CONTROLLER_EPOCH; the rest become
+        leaders or followers."""
+        if controller_epoch < self.controller_epoch:
+            log.warning(
+                "broker %d ignoring LEADER_AND_ISR from controller %d with epoch %d: current controller "
+                "epoch is %d",
+                self.broker_id,
+                controller_id,
+                controller_epoch,
+                self.controller_epoch,
+            )
+            return Errors.STALE_CONTROLLER_EPOCH, {tp: Errors.STALE_CONTROLLER_EPOCH for tp, _ in states}
+        self.controller_epoch = controller_epoch
+        self.metadata_cache.update_brokers(list(live_leaders), replace=False)
+        errors: dict[TopicPartition, Errors] = {}
+        to_leader: list[tuple[Partition, LeaderAndIsrState]] = []
+        to_follower: list[tuple[Partition, LeaderAndIsrState]] = []
+        for tp, state in states:
+            existing = self.partitions.get(tp)
+            current_epoch = existing.leader_epoch if existing is not None else -1
+            if self.broker_id not in state.replicas:
+                log.warning("broker %d is not a replica of %s-%d in %s", self.broker_id, tp[0], tp[1], state)
+                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if state.leader_epoch <= current_epoch:
+                log.info(
+                    "broker %d ignoring LEADER_AND_ISR for %s-%d: leader epoch %d is not newer than %d",
+                    self.broker_id,
+                    tp[0],
+                    tp[1],
+                    state.leader_epoch,
+                    current_epoch,
+                )
+                errors[tp] = Errors.STALE_CONTROLLER_EPOCH
+                continue
+            partition = self.get_or_create_partition(tp)
+            self.metadata_cache.update_partition(
+                tp,
+                PartitionMetadata(state.leader, state.leader_epoch, list(state.isr), list(state.replicas)),
+            )
+            errors[tp] = Errors.NONE
+            (to_leader if state.leader == self.broker_id else to_follower).append((partition, state))
+        if to_leader:
+            self._make_leaders(to_leader)
+        if to_follower:
+            self._make_followers(to_follower)
+        return Errors.NONE, errors
+
+    def _make_leaders(self, items: list[tuple[Partition, LeaderAndIsrState]]) -> None:
+        """Kafka's ``makeLeaders``: stop fetching, then lead from this broker's LEO in the new epoch."""
+        self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in items])
+        for partition, state in items:
+            partition.make_leader(state)
+            self.state_listener.on_became_leader(partition)
+            self.state_listener.on_epoch_assigned(partition)
+            self._complete_delayed(partition.tp)
+
+    def _make_followers(self, items: list[tuple[Partition, LeaderAndIsrState]]) -> None:
+        """Kafka's ``makeFollowers``: partitions whose leader or epoch changed restart their fetcher at the
+        LEO (truncation then finds the divergence point, KIP-101) or, with no leader epochs yet, at the HW."""
+        changed: list[tuple[Partition, LeaderAndIsrState]] = []
+        for partition, state in items:
+            if partition.make_follower(state):
+                changed.append((partition, state))
+                self.state_listener.on_became_follower(partition)
+        self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in changed])
+        for partition, _ in changed:
+            self._complete_delayed(partition.tp)
+        initial: dict[TopicPartition, InitialFetchState] = {}
+        for partition, state in changed:
+            leader = self.metadata_cache.alive_broker(state.leader)
+            if leader is None:
+                log.warning(
+                    "broker %d: leader %d of %s is not known alive; not fetching yet",
+                    self.broker_id,
+                    state.leader,
+                    partition.describe(),
+                )
+                continue
+            lg = partition.log
+            fetch_offset = (
+                lg.log_end_offset
+                if lg.leader_epoch_cache.latest_epoch() is not None
+                else partition.high_watermark
+            )
+            initial[partition.tp] = InitialFetchState(leader, state.leader_epoch, fetch_offset)
+        if initial:
+            self.fetcher_manager.add_fetcher_for_partitions(initial)
+
+    def host_initial_leaders(self, tps: Iterable[TopicPartition]) -> None:
+        """An unmanaged broker told to lead partitions alone from start-up (``initial.leader.partitions``):
+        it leads in the latest epoch its log has (0 for a new log)."""
+        for tp in tps:
+            partition = self.get_or_create_partition(tp)
+            latest = partition.log.leader_epoch_cache.latest_epoch()
+            epoch = 0 if latest is None else latest
+            partition.leader_epoch = epoch - 1
+            partition.make_leader(
+                LeaderAndIsrState(self.broker_id, epoch, [self.broker_id], [self.broker_id])
+            )
+            self.metadata_cache.update_partition(
+                tp, PartitionMetadata(self.broker_id, epoch, [self.broker_id], [self.broker_id])
+            )
+            self.state_listener.on_became_leader(partition)
+
+    # ------------------------------------------------------------------ STOP_REPLICA
 
     def stop_replicas(
         self, controller_id: int, controller_epoch: int, states: Sequence[tuple[TopicPartition, int, bool]]
     ) -> tuple[Errors, dict[TopicPartition, Errors]]:
-        return state_changes.stop_replicas(self, controller_id, controller_epoch, states)
+        """Kafka's ``stopReplicas``. ``states``: (tp, leader_epoch, delete_partition). An older leader epoch
+        is FENCED_LEADER_EPOCH; -1 (no epoch), -2 (deletion sentinel) or a newer/equal one is done."""
+        if controller_epoch < self.controller_epoch:
+            return Errors.STALE_CONTROLLER_EPOCH, {tp: Errors.STALE_CONTROLLER_EPOCH for tp, _, _ in states}
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, Errors] = {}
+        to_stop: list[tuple[TopicPartition, bool]] = []
+        for tp, leader_epoch, delete in states:
+            partition = self.partitions.get(tp)
+            if partition is None or leader_epoch in (-1, -2) or leader_epoch >= partition.leader_epoch:
+                errors[tp] = Errors.NONE
+                to_stop.append((tp, delete))
+            else:
+                log.info(
+                    "broker %d ignoring STOP_REPLICA for %s: leader epoch %d is older than %d",
+                    self.broker_id,
+                    partition.describe(),
+                    leader_epoch,
+                    partition.leader_epoch,
+                )
+                errors[tp] = Errors.FENCED_LEADER_EPOCH
+        self.fetcher_manager.remove_fetcher_for_partitions([tp for tp, _ in to_stop])
+        for tp, delete in to_stop:
+            partition = self.partitions.pop(tp, None)
+            if partition is not None:
+                self._complete_delayed(tp)
+            if delete:
+                self.log_manager.delete_log(tp)
+                if not any(t == tp[0] for t, _ in self.partitions):
+                    self._forget_topic(tp[0])
+                self._hw_checkpoint.pop(tp, None)
+                self.metadata_cache.remove_partition(tp)
+            elif partition is not None:
+                self._hw_checkpoint[tp] = partition.high_watermark
+            self.state_listener.on_partition_stopped(tp, delete)
+        return Errors.NONE, errors
+
+    # ------------------------------------------------------------------ UPDATE_METADATA
 
     def update_metadata(
         self,
+        controller_id: int,
         controller_epoch: int,
         brokers: list[BrokerEndpoint],
         partitions: list[tuple[TopicPartition, PartitionMetadata]],
     ) -> Errors:
-        return state_changes.update_metadata(self, controller_epoch, brokers, partitions)
-
-    def host_initial_leaders(self, tps: Iterable[TopicPartition]) -> None:
-        """An unmanaged broker told to lead partitions alone from start-up (``initial.leader.partitions``)."""
-        state_changes.host_initial_leaders(self, tps)
+        """Kafka's ``maybeUpdateMetadataCache``: the live brokers replace the known ones; a partition whose
+        leader is LEADER_DURING_DELETE leaves the cache."""
+        if controller_epoch < self.controller_epoch:
+            return Errors.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = controller_epoch
+        self.metadata_cache.controller_id = controller_id
+        self.metadata_cache.update_brokers(brokers, replace=True)
+        for tp, meta in partitions:
+            if meta.leader == LEADER_DURING_DELETE:
+                self.metadata_cache.remove_partition(tp)
+            else:
+                self.metadata_cache.update_partition(tp, meta)
+        return Errors.NONE
 
     # ------------------------------------------------------------------ produce
 
@@ -189,7 +335,7 @@ class ReplicaManager:
                 partition.log_start_offset,
                 acks_pending=required_acks == -1,
             )
-            self.observe_offsets(partition)
+            self.state_listener.on_offsets_changed(partition)
             # New data: wake fetches waiting on this partition (followers and, if the HW moved, consumers).
             self.fetch_purgatory.check_and_complete(tp)
             self.produce_purgatory.check_and_complete(tp)
@@ -277,7 +423,7 @@ class ReplicaManager:
             except KafkaError as exc:
                 hw = partition.high_watermark if partition is not None else -1
                 lso = partition.log_start_offset if partition is not None else -1
-                results[tp] = FetchPartitionResult(exc.error, hw, lso, b"", exc.message)
+                results[tp] = FetchPartitionResult(exc.error, hw, lso, b"")
                 continue
             remaining -= len(read.records)
             if read.records:
@@ -298,26 +444,16 @@ class ReplicaManager:
     # ------------------------------------------------------------------ ISR and HW events
 
     def _on_hw_moved(self, partition: Partition) -> None:
-        self.observe_offsets(partition)
+        self.state_listener.on_offsets_changed(partition)
         self.produce_purgatory.check_and_complete(partition.tp)
         self.fetch_purgatory.check_and_complete(partition.tp)
 
     def _on_isr_change(self, partition: Partition, change: IsrChange) -> None:
-        self.journal.emit_partition(
-            "isr_changed",
-            partition.tp,
-            leader_epoch=partition.leader_epoch,
-            old_isr=change.old_isr,
-            isr=change.new_isr,
-            reason=change.reason,
-            high_watermark=partition.high_watermark,
-            log_end_offset=partition.log_end_offset,
-        )
+        """An ISR change a leader made (unmanaged) or the controller committed (managed)."""
+        self.state_listener.on_isr_changed(partition, change)
         meta = self.metadata_cache.partitions.get(partition.tp)
         if meta is not None:
             meta.isr = list(change.new_isr)
-        if self.isr_change_listener is not None:
-            self.isr_change_listener(partition, change)
         self.produce_purgatory.check_and_complete(partition.tp)
 
     # ------------------------------------------------------------------ managed mode: topic configs
@@ -342,7 +478,7 @@ class ReplicaManager:
                 if partition.maybe_increment_leader_hw():
                     self._on_hw_moved(partition)
 
-    def forget_topic(self, topic: str) -> None:
+    def _forget_topic(self, topic: str) -> None:
         """The topic's last partition here was deleted."""
         self.topic_min_isr.pop(topic, None)
         if self.topic_config_fetcher is not None:
@@ -427,24 +563,33 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is None or partition.is_leader or partition.leader_id is None:
             return None
-        return FollowerPartitionView(self, partition)
+        return FollowerPartitionView(partition, self.state_listener)
 
     def on_fetch_error(self, tp: TopicPartition, error_code: int, message: str) -> None:
-        partition = self.partitions.get(tp)
-        self.journal.emit_partition(
-            "fetch_error",
-            tp,
-            error_code=error_code,
-            error=error_name(error_code),
-            reason=message,
-            leader_id=None if partition is None else partition.leader_id,
-            leader_epoch=None if partition is None else partition.leader_epoch,
-        )
+        self.state_listener.on_fetch_error(tp, self.partitions.get(tp), error_code, message)
 
     def on_partition_failed(self, tp: TopicPartition, error_code: int, message: str) -> None:
+        """Kafka's failed partitions: the fetcher stopped fetching ``tp`` until the next LEADER_AND_ISR."""
         self.on_fetch_error(tp, error_code, f"partition marked failed: {message}")
 
-    # ------------------------------------------------------------------ OFFSET_FOR_LEADER_EPOCH
+    # ------------------------------------------------------------------ LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH
+
+    def fetch_offset_for_timestamp(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        current_leader_epoch: int,
+        *,
+        client_request: bool,
+        fetch_only_from_leader: bool,
+    ) -> TimestampAndOffset:
+        """Kafka's ``fetchOffsetForTimestamp``; raises ``KafkaError`` for the partition's error."""
+        return self.get_partition_or_error(tp).fetch_offset_for_timestamp(
+            timestamp,
+            current_leader_epoch,
+            client_request=client_request,
+            fetch_only_from_leader=fetch_only_from_leader,
+        )
 
     def last_offset_for_leader_epoch(
         self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int, fetch_only_from_leader: bool
@@ -457,6 +602,55 @@ class ReplicaManager:
             current_leader_epoch, leader_epoch, fetch_only_from_leader
         )
 
+    # ------------------------------------------------------------------ DESCRIBE_REPLICA_STATE
+
+    def describe_replica_state(
+        self, topics: Collection[str] | None
+    ) -> list[m.DescribeReplicaStateResponsePartition]:
+        """Every hosted partition (of ``topics``, None: all), in topic-partition order: its role, epoch,
+        offsets and ISR; a leader adds its view of each follower, a follower its fetcher's state (as Kafka's
+        ``describeLogDirs`` answers with the response's own types)."""
+        out: list[m.DescribeReplicaStateResponsePartition] = []
+        for tp, partition in sorted(self.partitions.items()):
+            if topics is not None and tp[0] not in topics:
+                continue
+            if partition.is_leader:
+                role = "leader"
+            elif partition.leader_id is not None:
+                role = "follower"
+            else:
+                role = "none"
+            entry = m.DescribeReplicaStateResponsePartition(
+                topic=tp[0],
+                partition=tp[1],
+                role=role,
+                leader_id=-1 if partition.leader_id is None else partition.leader_id,
+                leader_epoch=partition.leader_epoch,
+                log_start_offset=partition.log_start_offset,
+                log_end_offset=partition.log_end_offset,
+                high_watermark=partition.high_watermark,
+                isr=list(partition.isr),
+            )
+            if partition.is_leader:
+                entry.followers = [
+                    m.DescribeReplicaStateResponseFollower(
+                        broker_id=r.broker_id,
+                        log_end_offset=r.log_end_offset,
+                        last_caught_up_ms=r.last_caught_up_time_ms,
+                    )
+                    for r in partition.remote_replicas.values()
+                ]
+            else:
+                view = self.fetcher_manager.fetch_state(tp)
+                if view is not None:
+                    entry.fetch_state = m.DescribeReplicaStateResponseFetchState(
+                        state=view.state,
+                        fetch_offset=view.fetch_offset,
+                        lag=-1 if view.lag is None else view.lag,
+                    )
+            out.append(entry)
+        return out
+
     # ------------------------------------------------------------------ start-up and shutdown
 
     def checkpoint_high_watermarks(self) -> None:
@@ -466,6 +660,6 @@ class ReplicaManager:
         self.produce_purgatory.complete_all()
         self.fetch_purgatory.complete_all()
         for partition in self.partitions.values():
-            self.observe_offsets(partition)
-        self.offsets_journal.flush()
+            self.state_listener.on_offsets_changed(partition)
+        self.state_listener.flush_offsets()
         self.log_manager.shutdown(self.high_watermarks())

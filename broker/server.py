@@ -24,6 +24,7 @@ from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
+from broker.replica_state_listener import ReplicaStateListener
 from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
@@ -59,16 +60,16 @@ class KafkaServer:
         self.metadata_cache = MetadataCache(BrokerEndpoint(self.broker_id, self._advertised_host(host), port))
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
+        self.state_listener = ReplicaStateListener(self.journal)
         self.replica_manager = ReplicaManager(
             ReplicaManagerSettings(
                 broker_id=self.broker_id,
                 replica_lag_time_max_ms=c.get_int("replica.lag.time.max.ms"),
                 min_insync_replicas=c.get_int("min.insync.replicas"),
-                max_message_bytes=c.get_int("message.max.bytes"),
             ),
             self.log_manager,
             self.metadata_cache,
-            self.journal,
+            self.state_listener,
             clock_ms=wall_clock_ms,
             produce_purgatory=self.produce_purgatory,
             fetch_purgatory=self.fetch_purgatory,
@@ -205,7 +206,11 @@ class KafkaServer:
                 c.get_int("replica.high.watermark.checkpoint.interval.ms") / 1000.0,
                 rm.checkpoint_high_watermarks,
             ),
-            ("offsets-journal", c.get_int("journal.offsets.interval.ms") / 1000.0, rm.offsets_journal.flush),
+            (
+                "offsets-journal",
+                c.get_int("journal.offsets.interval.ms") / 1000.0,
+                self.state_listener.flush_offsets,
+            ),
             (
                 "recovery-point-checkpoint",
                 RECOVERY_POINT_CHECKPOINT_MS / 1000.0,

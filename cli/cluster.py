@@ -24,8 +24,8 @@ from cli.cluster_files import (
     wait_started,
     write_properties,
 )
-from protocol.api_keys import ApiKeys
-from protocol.client import open_connection
+from cli.node_query import ask_sync
+from protocol import ApiKeys
 
 DEFAULT_ROOT = Path("isrsim-data")
 START_TIMEOUT_S = 30.0
@@ -44,27 +44,6 @@ def root_option(f: Any) -> Any:
 
 def _fail(exc: Exception) -> click.ClickException:
     return click.ClickException(str(exc))
-
-
-# ---------------------------------------------------------------------------------------------- requests
-
-
-async def ask(
-    host: str, port: int, api_key: int, body: dict[str, Any], timeout: float = 2.0
-) -> dict[str, Any] | None:
-    """One request; None if the process does not answer in time (stopped, paused, busy)."""
-    try:
-        with trio.fail_after(timeout):
-            async with open_connection(host, port, client_id="isrsim-cli", connect_timeout=timeout) as conn:
-                return await conn.request(api_key, body, timeout=timeout)
-    except (OSError, trio.TooSlowError, Exception):
-        return None
-
-
-def ask_sync(
-    entry: ProcessEntry, api_key: int, body: dict[str, Any], timeout: float = 2.0
-) -> dict[str, Any] | None:
-    return trio.run(ask, entry.host, entry.port, api_key, body, timeout)
 
 
 # ---------------------------------------------------------------------------------------------- starting

@@ -11,10 +11,7 @@ from typing import Any
 
 import trio
 
-from protocol.api_keys import ApiKeys
-from protocol.client import ConnectionClosed, KafkaConnection, open_connection
-from protocol.common import TopicPartition
-from protocol.errors import Errors
+from protocol import ApiKeys, ConnectionClosed, Errors, KafkaConnection, TopicPartition, open_connection
 
 log = logging.getLogger(__name__)
 

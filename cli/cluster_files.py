@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.journal import read_journal
+from broker import read_journal
 
 CLUSTER_FILE = "cluster.json"
 CONTROLLER_ID = 1000

@@ -11,11 +11,17 @@ from dataclasses import dataclass
 import trio
 
 from cli.cluster_client import ClusterClient
-from protocol.api_keys import CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
-from protocol.client import ConnectionClosed
-from protocol.common import error_name
-from protocol.errors import Errors
-from protocol.records import decode_records, iter_batches
+from protocol import (
+    CONSUMER_REPLICA_ID,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ApiKeys,
+    ConnectionClosed,
+    Errors,
+    decode_records,
+    error_name,
+    iter_batches,
+)
 
 log = logging.getLogger(__name__)
 

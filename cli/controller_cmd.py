@@ -32,10 +32,7 @@ def controller_start(config_file: Path | None, overrides: tuple[str, ...], log_l
     and its journal in metadata.log.dir/events.jsonl. Brokers find it through controller.quorum.voters
     (id@host:port).
     """
-    from broker.config import ConfigError
-    from broker.controller.config import ControllerConfig
-    from broker.controller.controller import run_controller
-    from broker.controller.state import StateError
+    from broker import ConfigError, ControllerConfig, StateError, run_controller
 
     try:
         config = ControllerConfig.load(config_file, list(overrides))

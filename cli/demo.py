@@ -17,7 +17,6 @@ import click
 from rich.console import Console
 
 from cli.cluster import (
-    ask_sync,
     create_layout,
     start_broker,
     start_controller,
@@ -25,7 +24,8 @@ from cli.cluster import (
     wait_healthy,
 )
 from cli.cluster_files import ClusterError, ClusterInfo, process_state, send_signal, stop_process
-from protocol.api_keys import ApiKeys
+from cli.node_query import ask_sync
+from protocol import ApiKeys
 
 TOPIC = "demo"
 DEMO_SETTINGS = (

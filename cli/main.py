@@ -73,9 +73,7 @@ def broker_start(
     With no controller.quorum.voters the broker is unmanaged: it obeys LEADER_AND_ISR, STOP_REPLICA and
     UPDATE_METADATA from any client, and its leaders manage their own ISR.
     """
-    from broker.config import BrokerConfig, ConfigError
-    from broker.log_manager import InconsistentBrokerIdError
-    from broker.server import run_broker
+    from broker import BrokerConfig, ConfigError, InconsistentBrokerIdError, run_broker
 
     items = list(overrides)
     if broker_id is not None:
@@ -285,9 +283,9 @@ def consume(
 @click.option("--timeout", type=float, default=3.0, show_default=True)
 def health(address: str, timeout: float) -> None:
     """Exit 0 if the broker or controller at ADDRESS (host:port) answers API_VERSIONS (for healthchecks)."""
-    from cli.cluster import ask
     from cli.cluster_client import ClientError, parse_address
-    from protocol.api_keys import ApiKeys
+    from cli.node_query import ask
+    from protocol import ApiKeys
 
     try:
         host, port = parse_address(address)

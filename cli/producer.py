@@ -20,11 +20,15 @@ from pathlib import Path
 import trio
 
 from cli.cluster_client import ClusterClient
-from protocol.api_keys import ApiKeys
-from protocol.client import ConnectionClosed
-from protocol.common import TopicPartition
-from protocol.errors import RETRIABLE, Errors
-from protocol.records import build_simple_batch, read_header
+from protocol import (
+    RETRIABLE,
+    ApiKeys,
+    ConnectionClosed,
+    Errors,
+    TopicPartition,
+    build_simple_batch,
+    read_header,
+)
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from cli.cluster_files import ClusterInfo, process_state
-from protocol.api_keys import ApiKeys
+from cli.node_query import ask, first_query_error
+from protocol import ApiKeys
 
 
 @dataclass
@@ -23,12 +24,7 @@ class StatusData:
     replicas: dict[int, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
 
 
-async def _ask(
-    host: str, port: int, api_key: int, body: dict[str, Any], timeout: float = 1.5
-) -> dict[str, Any] | None:
-    from cli.cluster import ask
-
-    return await ask(host, port, api_key, body, timeout)
+STATUS_TIMEOUT_S = 1.5
 
 
 async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
@@ -37,17 +33,25 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
     results: dict[str, dict[str, Any] | None] = {}
 
     async def fetch(key: str, host: str, port: int, api: int, body: dict[str, Any]) -> None:
-        results[key] = await _ask(host, port, api, body)
+        results[key] = await ask(host, port, api, body, STATUS_TIMEOUT_S)
 
     topics = None if topic is None else [{"name": topic}]
-    async with trio.open_nursery() as nursery:
-        if cstate == "running":
-            nursery.start_soon(fetch, "cluster", c.host, c.port, ApiKeys.DESCRIBE_CLUSTER, {})
-            nursery.start_soon(fetch, "metadata", c.host, c.port, ApiKeys.METADATA, {"topics": topics})
-        for b in info.brokers:
-            if process_state(b.pid) == "running":
-                body = {"topics": topics}
-                nursery.start_soon(fetch, f"b{b.id}", b.host, b.port, ApiKeys.DESCRIBE_REPLICA_STATE, body)
+    try:
+        async with trio.open_nursery() as nursery:
+            if cstate == "running":
+                nursery.start_soon(fetch, "cluster", c.host, c.port, ApiKeys.DESCRIBE_CLUSTER, {})
+                nursery.start_soon(fetch, "metadata", c.host, c.port, ApiKeys.METADATA, {"topics": topics})
+            for b in info.brokers:
+                if process_state(b.pid) == "running":
+                    body = {"topics": topics}
+                    nursery.start_soon(
+                        fetch, f"b{b.id}", b.host, b.port, ApiKeys.DESCRIBE_REPLICA_STATE, body
+                    )
+    except BaseExceptionGroup as group:
+        error = first_query_error(group)
+        if error is None:
+            raise
+        raise error from error.__cause__
     cluster = results.get("cluster") or {}
     fenced = {x["broker_id"]: x.get("fenced", False) for x in cluster.get("brokers", [])}
     data = StatusData(

@@ -11,12 +11,10 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
-from cli.cluster import ask
 from cli.cluster_client import ClientError, parse_address
 from cli.cluster_files import ClusterError, ClusterInfo
-from protocol.api_keys import ApiKeys
-from protocol.common import error_name
-from protocol.errors import Errors
+from cli.node_query import ask
+from protocol import ApiKeys, Errors, error_name
 
 
 def _controller(data_dir: Path | None, bootstrap_server: str | None) -> tuple[str, int]:

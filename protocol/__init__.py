@@ -1,0 +1,76 @@
+"""The wire protocol (SPEC §1-3): framing, API schemas, error codes, record batches, the async client.
+
+This module is the package's front door for code outside the replication core (the CLI, the report): a
+client's names, imported from here (``from protocol import ApiKeys, open_connection``). The broker and the
+fetcher, which implement the protocol, use its modules directly.
+
+The names load on first use, so ``import protocol`` costs nothing: a caller that only needs ``Errors``
+does not load trio (``protocol.client``) or msgpack and crc32c (``protocol.records``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from protocol.api_keys import CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
+    from protocol.client import ConnectionClosed, KafkaConnection, open_connection
+    from protocol.common import TopicPartition, error_name
+    from protocol.errors import RETRIABLE, CorruptRecordError, Errors
+    from protocol.records import (
+        ATTRIBUTES_OFFSET,
+        BATCH_HEADER_SIZE,
+        build_simple_batch,
+        decode_records,
+        iter_batches,
+        read_header,
+    )
+
+# Each exported name and the module that defines it (the imports above say the same to type checkers;
+# tests/unit/test_layers.py checks that the two agree).
+_EXPORTS: dict[str, str] = {
+    "ApiKeys": "protocol.api_keys",
+    "CONSUMER_REPLICA_ID": "protocol.api_keys",
+    "EARLIEST_TIMESTAMP": "protocol.api_keys",
+    "LATEST_TIMESTAMP": "protocol.api_keys",
+    "ConnectionClosed": "protocol.client",
+    "KafkaConnection": "protocol.client",
+    "open_connection": "protocol.client",
+    "TopicPartition": "protocol.common",
+    "error_name": "protocol.common",
+    "CorruptRecordError": "protocol.errors",
+    "Errors": "protocol.errors",
+    "RETRIABLE": "protocol.errors",
+    "ATTRIBUTES_OFFSET": "protocol.records",
+    "BATCH_HEADER_SIZE": "protocol.records",
+    "build_simple_batch": "protocol.records",
+    "decode_records": "protocol.records",
+    "iter_batches": "protocol.records",
+    "read_header": "protocol.records",
+}
+
+__all__ = [
+    "ATTRIBUTES_OFFSET",
+    "BATCH_HEADER_SIZE",
+    "CONSUMER_REPLICA_ID",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "RETRIABLE",
+    "ApiKeys",
+    "ConnectionClosed",
+    "CorruptRecordError",
+    "Errors",
+    "KafkaConnection",
+    "TopicPartition",
+    "build_simple_batch",
+    "decode_records",
+    "error_name",
+    "iter_batches",
+    "open_connection",
+    "read_header",
+]
+
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

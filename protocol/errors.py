@@ -149,10 +149,6 @@ class KafkaError(Exception):
         self.error = error
         self.message = message or error.name
 
-    @property
-    def retriable(self) -> bool:
-        return self.error in RETRIABLE
-
 
 class InvalidRequestError(KafkaError):
     """A body that does not match the API's schema (INVALID_REQUEST, 42)."""
@@ -171,13 +167,3 @@ class CorruptRecordError(KafkaError):
 class OffsetOutOfRangeError(KafkaError):
     def __init__(self, message: str) -> None:
         super().__init__(Errors.OFFSET_OUT_OF_RANGE, message)
-
-
-class NotLeaderOrFollowerError(KafkaError):
-    def __init__(self, message: str) -> None:
-        super().__init__(Errors.NOT_LEADER_OR_FOLLOWER, message)
-
-
-class UnknownTopicOrPartitionError(KafkaError):
-    def __init__(self, message: str) -> None:
-        super().__init__(Errors.UNKNOWN_TOPIC_OR_PARTITION, message)

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_jobs.layout import ClusterLayout, InputProblem
@@ -294,8 +294,3 @@ def _partition_state(replicas: DataFrame, journal: DataFrame, fenced: list[int])
         .alias("isr_source"),
         F.array_except(isr, fenced_arr).alias("live_isr"),
     )
-
-
-def last_row(df: DataFrame, keys: list[str], order: list[str]) -> DataFrame:
-    w = Window.partitionBy(*keys).orderBy(*[F.col(c).desc() for c in order])
-    return df.withColumn("_rn", F.row_number().over(w)).filter("_rn = 1").drop("_rn")

@@ -84,8 +84,7 @@ def scan_segment(seg: SegmentFile, verify_crc: bool = True) -> Iterator[tuple[An
     """Rows (see ``SEGMENTS_SCHEMA``) for one segment file. Never raises for bad content."""
     from crc32c import crc32c
 
-    from protocol.errors import CorruptRecordError
-    from protocol.records import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, read_header
+    from protocol import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, CorruptRecordError, read_header
 
     key = (seg.broker, seg.topic, seg.partition, seg.path, seg.base_offset)
 
@@ -232,7 +231,7 @@ def scan_checkpoints(
     broker: int, data_dir: str, partition_dirs: Sequence[tuple[str, int, str]]
 ) -> Iterator[tuple[Any, ...]]:
     """Rows (see ``CHECKPOINTS_SCHEMA``) for the checkpoints of one data directory."""
-    from broker.log.checkpoint import CheckpointError, LeaderEpochCheckpointFile, OffsetCheckpointFile
+    from broker import CheckpointError, LeaderEpochCheckpointFile, OffsetCheckpointFile
 
     base = Path(data_dir)
     for kind, name in (
@@ -300,8 +299,7 @@ def _preview(data: bytes | None) -> str | None:
 
 def decode_batches(file: str, items: Sequence[tuple[int, int]]) -> Iterator[tuple[Any, ...]]:
     """Rows (see ``RECORDS_SCHEMA``) for the batches at the given positions of one segment file."""
-    from protocol.errors import CorruptRecordError
-    from protocol.records import BATCH_HEADER_SIZE, decode_records, read_header
+    from protocol import BATCH_HEADER_SIZE, CorruptRecordError, decode_records, read_header
 
     try:
         f = open(file, "rb")  # noqa: SIM115 (closed by `with f` below)

@@ -9,48 +9,48 @@ from pathlib import Path
 from broker.config import (
     ConfigKey,
     ConfigValues,
-    _parse_bool,
-    _parse_int,
-    _parse_str,
+    parse_bool,
+    parse_int,
     parse_listener,
+    parse_str,
 )
 from broker.controller.topics import TopicSettings
 
 CONTROLLER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
-        "node.id", _parse_int, 1000, "The controller's id (brokers name it in controller.quorum.voters).", 0
+        "node.id", parse_int, 1000, "The controller's id (brokers name it in controller.quorum.voters).", 0
     ),
-    ConfigKey("cluster.id", _parse_str, "isrsim", "Brokers registering with another cluster.id are refused."),
-    ConfigKey("listeners", _parse_str, "PLAINTEXT://127.0.0.1:9093", "Where the controller listens."),
+    ConfigKey("cluster.id", parse_str, "isrsim", "Brokers registering with another cluster.id are refused."),
+    ConfigKey("listeners", parse_str, "PLAINTEXT://127.0.0.1:9093", "Where the controller listens."),
     ConfigKey(
         "metadata.log.dir",
-        _parse_str,
+        parse_str,
         "./isrsim-controller",
         "The controller's directory: cluster-metadata.json and events.jsonl.",
     ),
-    ConfigKey("broker.session.timeout.ms", _parse_int, 9000, "A broker silent this long is fenced.", 1),
+    ConfigKey("broker.session.timeout.ms", parse_int, 9000, "A broker silent this long is fenced.", 1),
     ConfigKey(
         "unclean.leader.election.enable",
-        _parse_bool,
+        parse_bool,
         False,
         "Default for topics: elect an out-of-ISR replica when no ISR member is live.",
     ),
-    ConfigKey("default.replication.factor", _parse_int, 1, "CREATE_TOPICS replication factor -1.", 1),
-    ConfigKey("num.partitions", _parse_int, 1, "CREATE_TOPICS partitions -1.", 1),
-    ConfigKey("min.insync.replicas", _parse_int, 1, "Default min.insync.replicas recorded for topics.", 1),
-    ConfigKey("num.io.threads", _parse_int, 4, "Request handler tasks.", 1),
-    ConfigKey("queued.max.requests", _parse_int, 500, "Requests queued for the handlers.", 1),
-    ConfigKey("socket.request.max.bytes", _parse_int, 104857600, "Largest request frame accepted.", 1),
+    ConfigKey("default.replication.factor", parse_int, 1, "CREATE_TOPICS replication factor -1.", 1),
+    ConfigKey("num.partitions", parse_int, 1, "CREATE_TOPICS partitions -1.", 1),
+    ConfigKey("min.insync.replicas", parse_int, 1, "Default min.insync.replicas recorded for topics.", 1),
+    ConfigKey("num.io.threads", parse_int, 4, "Request handler tasks.", 1),
+    ConfigKey("queued.max.requests", parse_int, 500, "Requests queued for the handlers.", 1),
+    ConfigKey("socket.request.max.bytes", parse_int, 104857600, "Largest request frame accepted.", 1),
     ConfigKey(
         "controller.socket.timeout.ms",
-        _parse_int,
+        parse_int,
         30000,
         "Timeout of a controller-to-broker request before it is retried on a new connection.",
         1,
     ),
     ConfigKey(
         "controller.retry.backoff.ms",
-        _parse_int,
+        parse_int,
         100,
         "isrsim: wait before re-sending to a broker after a failure (doubles up to 2s).",
         1,

@@ -15,14 +15,11 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from broker.log.index import MAX_RELATIVE, OffsetIndex
+from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from protocol.errors import CorruptRecordError
 from protocol.records import BATCH_HEADER_SIZE, BatchHeader, read_header, scan_valid_prefix
-
-if TYPE_CHECKING:
-    from broker.log.leader_epoch_cache import LeaderEpochFileCache
 
 logger = logging.getLogger(__name__)
 

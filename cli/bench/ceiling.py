@@ -122,7 +122,6 @@ async def run(ctx: BenchContext, result: ScenarioResult) -> None:
     directory = ctx.scenario_dir("ceiling")
     disk, reads = await trio.to_thread.run_sync(file_rounds, directory, p.ceiling_file_bytes, rounds)
     ctx.loopback_mb_s = max(tcp)
-    ctx.append_mb_s = max(disk)
     ctx.read_mb_s = max(reads)
     result.add(Figure("loopback_mb_s", "loopback TCP, trio, 1 MiB chunks (best of 3)", max(tcp), "MB/s"))
     result.add(

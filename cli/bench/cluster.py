@@ -24,9 +24,8 @@ from typing import Any, TypeVar
 
 import trio
 
-from broker.journal import read_journal
-from protocol.api_keys import ApiKeys
-from protocol.client import open_connection
+from broker import read_journal
+from protocol import ApiKeys, open_connection
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 30.0

@@ -98,7 +98,6 @@ class BenchContext:
     on_step: Callable[[str], None] = lambda text: None
     on_note: Callable[[str], None] = lambda text: None
     loopback_mb_s: float | None = None
-    append_mb_s: float | None = None
     read_mb_s: float | None = None
     # Cluster roots that scenarios left behind (name -> root), for the report job.
     data_roots: dict[str, Path] = field(default_factory=dict)
@@ -118,9 +117,6 @@ class BenchContext:
 
     def of_loopback(self, mb_s: float) -> float | None:
         return mb_s / self.loopback_mb_s if self.loopback_mb_s else None
-
-    def of_append(self, mb_s: float) -> float | None:
-        return mb_s / self.append_mb_s if self.append_mb_s else None
 
     def of_read(self, mb_s: float) -> float | None:
         return mb_s / self.read_mb_s if self.read_mb_s else None

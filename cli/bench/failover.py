@@ -1,7 +1,6 @@
 """Scenario 4: producer-visible unavailability when a leader goes away.
 
-Needs the controller (``broker.controller`` and ``isrsim controller start``); without it the scenario is
-reported as skipped. Each case runs on a fresh managed cluster: a controller and three brokers
+Each case runs on a fresh managed cluster: a controller and three brokers
 (``broker.session.timeout.ms`` and ``broker.heartbeat.interval.ms`` below), a topic with replication factor
 3 and ``min.insync.replicas=2`` created through the controller with 3 x N partitions, so that the controller's
 round-robin placement gives each broker N leaderships (N = 1 and 100).
@@ -16,7 +15,6 @@ worst partition (every partition writable again), the median is in the details.
 
 from __future__ import annotations
 
-import importlib.util
 import signal
 import statistics
 import time
@@ -36,14 +34,10 @@ from cli.bench.cluster import (
     spawn,
     wait_for,
 )
-from cli.bench.context import BenchContext, Skip
+from cli.bench.context import BenchContext
 from cli.bench.results import Figure, ScenarioResult, Target
 from cli.cluster_client import ClientError, ClusterClient
-from protocol.api_keys import ApiKeys
-from protocol.client import ConnectionClosed
-from protocol.common import TopicPartition, error_name
-from protocol.errors import Errors
-from protocol.records import build_simple_batch
+from protocol import ApiKeys, ConnectionClosed, Errors, TopicPartition, build_simple_batch, error_name
 
 CONTROLLER_ID = 1000
 SESSION_TIMEOUT_MS = 3000
@@ -51,20 +45,6 @@ HEARTBEAT_MS = 500
 PROBE_INTERVAL_S = 0.01
 METADATA_BACKOFF_S = 0.02
 RECOVERY_TIMEOUT_S = 60.0
-
-
-def controller_available() -> str | None:
-    """None if the controller can be used; else why not."""
-    if importlib.util.find_spec("broker.controller") is None:
-        return "broker.controller is not importable"
-    try:
-        from cli.main import cli
-    except ImportError as exc:
-        return f"cli.main does not import: {exc}"
-    group = cli.commands.get("controller")
-    if group is None or "start" not in getattr(group, "commands", {}):
-        return "`isrsim controller start` does not exist"
-    return None
 
 
 class ManagedCluster(BenchCluster):
@@ -275,9 +255,6 @@ async def _case(ctx: BenchContext, n: int, mode: str, trial: int) -> dict[str, A
 
 
 async def run(ctx: BenchContext, result: ScenarioResult) -> None:
-    why = controller_available()
-    if why is not None:
-        raise Skip(f"needs the controller ({why})")
     p = ctx.params
     cases: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for n in p.failover_partition_counts:

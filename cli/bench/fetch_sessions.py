@@ -33,7 +33,7 @@ from cli.bench.cluster import BenchBroker, BenchCluster, wait_for
 from cli.bench.context import BenchContext
 from cli.bench.profile import start_recording, summarize
 from cli.bench.results import Figure, ScenarioResult, Target
-from protocol.api_keys import ApiKeys
+from protocol import ApiKeys
 
 FETCH_WAIT_MS = 100
 _LEN = struct.Struct(">I")

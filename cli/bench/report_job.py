@@ -4,7 +4,7 @@ Runs ``python -m spark_jobs.report_job --data-dir ROOT --master local[<cores>]``
 latency scenario left (stopped cleanly; or, when that did not run, on a small cluster it fills itself),
 and takes the job's own measurement of reading the segments (``inputs.read_mb_per_s`` of its
 ``report.json``), besides the wall time of the whole job (JVM start-up and every check included).
-Skipped when the job or Java is not there.
+Skipped when pyspark or Java is not there.
 """
 
 from __future__ import annotations
@@ -27,11 +27,6 @@ FILL_RECORDS = 300_000
 
 
 def report_job_available() -> str | None:
-    if (
-        importlib.util.find_spec("spark_jobs") is None
-        or importlib.util.find_spec("spark_jobs.report_job") is None
-    ):
-        return "spark_jobs.report_job does not exist"
     if importlib.util.find_spec("pyspark") is None:
         return "pyspark is not installed"
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):

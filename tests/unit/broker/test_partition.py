@@ -386,3 +386,29 @@ def test_consumer_reads_stop_at_the_high_watermark(tmp_path: Path, clock: MockTi
     for offset in (-1, 21):
         with pytest.raises(OffsetOutOfRangeError):
             p.read_records(offset, -1, 1 << 20, from_follower=True)
+
+
+def test_maximal_isr_counts_a_pending_expansion_but_not_a_pending_shrink(
+    tmp_path: Path, clock: MockTime
+) -> None:
+    """Managed mode (KIP-497): ISR changes are proposals until the controller commits them; meanwhile the HW
+    is computed over the maximal ISR (Kafka's PendingExpandIsr / PendingShrinkIsr)."""
+    p = make_partition(tmp_path, clock)
+    assert p.make_leader(state(1, [0, 1]))
+    proposals: list[list[int]] = []
+    p.isr_proposer = lambda _p, isr, _reason: proposals.append(isr) is None
+    append(p, 5)
+    fetch(p, 1, 5, clock)
+    assert fetch(p, 2, 5, clock)[1] is None  # follower 2 caught up: proposed, not applied
+    assert proposals == [[0, 1, 2]] and p.isr == [0, 1]
+    assert p.pending_isr == [0, 1, 2] and p.maximal_isr == [0, 1, 2]
+    assert not p.set_isr([0, 1, 2], 1)  # committed
+    assert p.pending_isr is None and p.maximal_isr == [0, 1, 2]
+
+    clock.sleep(LAG_MS + 1)
+    append(p, 1)
+    fetch(p, 1, 6, clock)
+    assert p.maybe_shrink_isr() is None  # follower 2 lags: a proposal to drop it
+    assert proposals[-1] == [0, 1] and p.pending_isr == [0, 1]
+    assert p.maximal_isr == [0, 1, 2]  # it still counts until the controller commits the shrink
+    assert p.high_watermark == 5  # so the HW waits for follower 2 (at 5), not only for follower 1 (at 6)

@@ -10,7 +10,7 @@ from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.common import LEADER_DURING_DELETE
 from protocol.errors import Errors
-from tests.unit.controller.support import (
+from tests.unit.broker.controller.support import (
     SESSION_MS,
     create_topic,
     events_named,

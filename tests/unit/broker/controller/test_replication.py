@@ -10,7 +10,7 @@ from broker.controller.state import NO_LEADER, PartitionState
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
-from tests.unit.controller.support import (
+from tests.unit.broker.controller.support import (
     SESSION_MS,
     create_topic,
     events_named,

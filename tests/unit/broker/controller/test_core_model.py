@@ -14,7 +14,7 @@ from broker.controller.core import Effects
 from broker.controller.state import NO_LEADER
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
-from tests.unit.controller.support import SESSION_MS, make_core, registration
+from tests.unit.broker.controller.support import SESSION_MS, make_core, registration
 
 BROKERS = st.integers(1, 4)
 TOPICS = st.sampled_from(["a", "b", "c"])

@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from broker.alter_partition import AlterPartitionManager, maximal_isr
+from broker.alter_partition import AlterPartitionManager
 from broker.lifecycle import BrokerLifecycleManager
 from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed
@@ -44,12 +44,6 @@ class ScriptedChannel:
 @pytest.fixture
 def autojump_clock() -> trio.testing.MockClock:
     return trio.testing.MockClock(autojump_threshold=0)
-
-
-def test_maximal_isr() -> None:
-    assert maximal_isr([1, 2], None) == [1, 2]
-    assert maximal_isr([1, 2], [1, 2, 3]) == [1, 2, 3]  # expansion counts at once
-    assert maximal_isr([1, 2, 3], [1]) == [1, 2, 3]  # a shrink only once committed
 
 
 def echo(api_key: ApiKeys, body: dict[str, Any], error: int = 0) -> dict[str, Any]:

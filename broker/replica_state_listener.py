@@ -1,0 +1,125 @@
+"""The one listener of a broker's replica state changes (SPEC §5): the replica manager and the follower view
+call it on every leadership change, epoch assignment, truncation, ISR change, offset change, fetch error and
+stopped partition, and it writes the journal line. No other module writes a replica's state to the journal
+(``KafkaServer`` writes only ``broker_started`` / ``broker_stopped``); this is also where per-broker replica
+metrics belong.
+
+``offsets`` lines are rate-limited: changes are collected as they happen and written by ``flush_offsets``,
+which the broker calls every ``journal.offsets.interval.ms`` and at clean stop.
+"""
+
+from __future__ import annotations
+
+from broker.journal import Journal, OffsetsJournal
+from broker.partition import IsrChange, Partition
+from protocol.common import TopicPartition, error_name
+
+
+class ReplicaStateListener:
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._offsets = OffsetsJournal(journal)
+
+    # ------------------------------------------------------------------ leadership
+
+    def on_became_leader(self, partition: Partition) -> None:
+        self._journal.emit_partition(
+            "became_leader",
+            partition.tp,
+            leader_epoch=partition.leader_epoch,
+            leader_id=partition.local_broker_id,
+            isr=list(partition.isr),
+            replicas=list(partition.assigned_replicas),
+            log_end_offset=partition.log_end_offset,
+            high_watermark=partition.high_watermark,
+        )
+        self.on_offsets_changed(partition)
+
+    def on_epoch_assigned(self, partition: Partition) -> None:
+        """A leader cached its new epoch at its LEO (``leader_epoch_start_offset``)."""
+        self._journal.emit_partition(
+            "epoch_assigned",
+            partition.tp,
+            leader_epoch=partition.leader_epoch,
+            start_offset=partition.leader_epoch_start_offset,
+        )
+
+    def on_became_follower(self, partition: Partition) -> None:
+        self._journal.emit_partition(
+            "became_follower",
+            partition.tp,
+            leader_epoch=partition.leader_epoch,
+            leader_id=partition.leader_id,
+            log_end_offset=partition.log_end_offset,
+            high_watermark=partition.high_watermark,
+        )
+
+    def on_partition_stopped(self, tp: TopicPartition, deleted: bool) -> None:
+        if deleted:
+            self._offsets.forget(tp)
+        self._journal.emit_partition("partition_stopped", tp, deleted=deleted)
+
+    # ------------------------------------------------------------------ replica state
+
+    def on_isr_changed(self, partition: Partition, change: IsrChange) -> None:
+        self._journal.emit_partition(
+            "isr_changed",
+            partition.tp,
+            leader_epoch=partition.leader_epoch,
+            old_isr=change.old_isr,
+            isr=change.new_isr,
+            reason=change.reason,
+            high_watermark=partition.high_watermark,
+            log_end_offset=partition.log_end_offset,
+        )
+
+    def on_truncated(
+        self,
+        partition: Partition,
+        truncate_to: int,
+        reason: str,
+        *,
+        log_end_offset_before: int,
+        high_watermark_before: int,
+    ) -> None:
+        self._journal.emit_partition(
+            "truncated",
+            partition.tp,
+            truncate_to=truncate_to,
+            reason=reason,
+            leader_id=partition.leader_id,
+            leader_epoch=partition.leader_epoch,
+            log_end_offset_before=log_end_offset_before,
+            log_end_offset=partition.log_end_offset,
+            high_watermark_before=high_watermark_before,
+            high_watermark=partition.high_watermark,
+            latest_epoch=partition.log.leader_epoch_cache.latest_epoch(),
+        )
+        self.on_offsets_changed(partition)
+
+    def on_fetch_error(
+        self, tp: TopicPartition, partition: Partition | None, error_code: int, message: str
+    ) -> None:
+        """A follower's fetch of ``tp`` failed; ``partition`` (None if no longer hosted) gives the leader it
+        was fetching from."""
+        self._journal.emit_partition(
+            "fetch_error",
+            tp,
+            error_code=error_code,
+            error=error_name(error_code),
+            reason=message,
+            leader_id=None if partition is None else partition.leader_id,
+            leader_epoch=None if partition is None else partition.leader_epoch,
+        )
+
+    # ------------------------------------------------------------------ offsets
+
+    def on_offsets_changed(self, partition: Partition) -> None:
+        """LEO, HW or log start offset may have moved (cheap: written at the next ``flush_offsets``)."""
+        self._offsets.observe(
+            partition.tp, partition.log_end_offset, partition.high_watermark, partition.log_start_offset
+        )
+
+    def flush_offsets(self) -> int:
+        """Writes one ``offsets`` line per partition whose offsets changed since the last flush."""
+        return self._offsets.flush()

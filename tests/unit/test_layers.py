@@ -1,0 +1,218 @@
+"""The packages' layering, read from the source with ``ast`` (nothing is imported).
+
+The arrow goes one way: ``cli`` and ``spark_jobs`` -> ``broker`` -> ``fetcher`` -> ``protocol``. The
+applications (the CLI and the report) reach ``broker``, ``fetcher`` and ``protocol`` only through their front
+doors (the package's ``__init__``, or a module listed in ``FRONT_DOORS``), so the packages' insides can move
+without breaking them. And no module imports itself back, however far round: every import counts, including
+those inside functions and under ``if TYPE_CHECKING:`` (a cycle that only the type checker sees still ties
+the two modules' designs together).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("protocol", "fetcher", "broker", "cli", "spark_jobs")
+
+# What each package may import from the others (a package always may import from itself).
+ALLOWED: dict[str, frozenset[str]] = {
+    "protocol": frozenset(),
+    "fetcher": frozenset({"protocol"}),
+    "broker": frozenset({"protocol", "fetcher"}),
+    "cli": frozenset({"protocol", "broker", "spark_jobs"}),
+    "spark_jobs": frozenset({"protocol", "broker"}),
+}
+
+# The applications: they use the library packages only through their front doors.
+APPLICATIONS = frozenset({"cli", "spark_jobs"})
+
+# The modules of a package that an application may import: its ``__init__`` (the package name), which
+# exports what applications need, and any module designed to be used from outside. (Inside the library,
+# ``broker`` and ``fetcher`` implement the protocol and use ``protocol``'s modules directly.)
+FRONT_DOORS: dict[str, frozenset[str]] = {
+    "protocol": frozenset({"protocol"}),
+    "fetcher": frozenset({"fetcher"}),
+    "broker": frozenset({"broker"}),
+    "spark_jobs": frozenset({"spark_jobs.report_job"}),
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    imported: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.importer} (line {self.line}) imports {self.imported}"
+
+
+def module_files() -> dict[str, Path]:
+    """Every module of the packages by dotted name; a package by its own name (its ``__init__``)."""
+    out: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+MODULES = module_files()
+
+
+def _resolve(importer: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    is_package = MODULES[importer].name == "__init__.py"
+    base = importer.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def imports_of(module: str) -> Iterator[Import]:
+    """The project modules ``module`` imports anywhere in its file. ``from a import b`` is an import of
+    ``a.b`` when that is a module, else of ``a``; ``import a.b`` is an import of ``a.b``."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"), filename=str(MODULES[module]))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(module, node)
+            names = [
+                f"{source}.{alias.name}" if f"{source}.{alias.name}" in MODULES else source
+                for alias in node.names
+            ]
+        else:
+            continue
+        for name in dict.fromkeys(names):
+            if name in MODULES:
+                yield Import(module, name, node.lineno)
+
+
+GRAPH: dict[str, list[Import]] = {m: list(imports_of(m)) for m in MODULES}
+
+
+def package_of(module: str) -> str:
+    return module.split(".")[0]
+
+
+def cross_package_imports() -> Iterator[Import]:
+    for edges in GRAPH.values():
+        for edge in edges:
+            if package_of(edge.importer) != package_of(edge.imported):
+                yield edge
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Tarjan's algorithm, iteratively: the sets of modules that reach each other (with a self-import, a
+    set of one)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[frozenset[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                members: set[str] = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.add(member)
+                    if member == node:
+                        break
+                if len(members) > 1 or node in graph[node]:
+                    out.append(frozenset(members))
+    return out
+
+
+def import_cycles() -> list[frozenset[str]]:
+    return strongly_connected({m: {e.imported for e in edges} for m, edges in GRAPH.items()})
+
+
+def describe(cycle: frozenset[str]) -> str:
+    lines = [f"  {edge}" for m in sorted(cycle) for edge in GRAPH[m] if edge.imported in cycle]
+    return "{" + ", ".join(sorted(cycle)) + "}:\n" + "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- the tests
+
+
+def test_every_package_is_found() -> None:
+    for package in PACKAGES:
+        assert package in MODULES, f"{package}/__init__.py is missing"
+    assert len(MODULES) > 50
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_imports_only_the_layers_below_it(package: str) -> None:
+    wrong = [
+        str(e)
+        for e in cross_package_imports()
+        if package_of(e.importer) == package and package_of(e.imported) not in ALLOWED[package]
+    ]
+    assert not wrong, (
+        f"{package} may import only from {sorted(ALLOWED[package])}; move the shared code down a layer:\n"
+        + "\n".join(wrong)
+    )
+
+
+def test_applications_go_through_the_front_doors() -> None:
+    wrong = [
+        f"{e}, which is not one of {sorted(FRONT_DOORS[package_of(e.imported)])}"
+        for e in cross_package_imports()
+        if package_of(e.importer) in APPLICATIONS and e.imported not in FRONT_DOORS[package_of(e.imported)]
+    ]
+    assert not wrong, (
+        "import another package through its front door (export the name there if it is missing):\n"
+        + "\n".join(wrong)
+    )
+
+
+def test_no_import_cycles() -> None:
+    cycles = import_cycles()
+    assert not cycles, "import cycles (break them: move the shared part into a module both import):\n" + (
+        "\n".join(describe(c) for c in cycles)
+    )
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}, "f": {"d"}}
+    assert sorted(map(sorted, strongly_connected(graph))) == [["a", "b", "c"], ["e"]]
+
+
+def test_relative_and_from_imports_resolve_to_modules() -> None:
+    edges = {e.imported for e in GRAPH["broker.controller.config"]}
+    assert "broker.config" in edges
+    # ``from protocol import controller_messages as cm`` is an import of the module, not of the package.
+    users = [m for m, es in GRAPH.items() if any(e.imported == "protocol.controller_messages" for e in es)]
+    assert users
