@@ -61,6 +61,9 @@ class FetcherSettings:
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
     truncation_mode: TruncationMode = TruncationMode.LEADER_EPOCH
+    # unclean.leader.election.enable: in the older truncation modes a follower ahead of its leader may be
+    # truncated only if it is true (else the broker exits, as Kafka <= 2.0 did).
+    unclean_leader_election_enable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -486,6 +489,22 @@ class ReplicaFetcher:
         if current is None or current.current_leader_epoch != epoch or self._partition(tp) is None:
             return True
         replica_end = p.log_end_offset
+        if (
+            leader_end < replica_end
+            and self.settings.truncation_mode is not TruncationMode.LEADER_EPOCH
+            and not self.settings.unclean_leader_election_enable
+        ):
+            # Kafka 0.10.1 - 2.0 (ReplicaFetcherThread.handleOffsetOutOfRange; KAFKA-7414 made it non-fatal
+            # in 2.1): truncating below this replica's log end could lose committed records, so it exits.
+            message = (
+                f"Exiting because log truncation is not allowed for partition {tp[0]}-{tp[1]}: current "
+                f"leader {self.leader_id}'s latest offset {leader_end} is less than replica "
+                f"{self.rm.broker_id}'s latest offset {replica_end}"
+            )
+            log.critical("%s: %s", self.name, message)
+            self.partitions.mark_partition_failed(tp)
+            self.rm.on_fatal_error(tp, message)
+            return True
         if leader_end < replica_end:
             # Only possible after an unclean election (or without epochs): the leader's log is shorter.
             log.warning(
