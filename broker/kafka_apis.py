@@ -308,7 +308,10 @@ class KafkaApis:
         request.complete(
             to_body(
                 m.DescribeReplicaStateResponse(
-                    broker_id=self.broker_id, partitions=partitions, fetch_sessions=sessions
+                    broker_id=self.broker_id,
+                    partitions=partitions,
+                    fetch_sessions=sessions,
+                    truncation_mode=str(self.replica_manager.settings.truncation_mode),
                 )
             )
         )
