@@ -107,3 +107,34 @@ def test_follower_restarted_after_a_kill_truncates_to_its_checkpointed_hw_only_i
         # The leader's answer for the follower's latest epoch (2) is its LEO: nothing is cut.
         assert all(before == after == 10 for _, before, after in cut), cut
         assert all(e["reason"].startswith(mode.replace("-", "_") + ": ") for e in truncations)
+
+
+@pytest.mark.parametrize("mode", ["leader-epoch", "high-watermark"])
+def test_follower_ahead_of_its_new_leader_exits_in_high_watermark_mode(
+    broker_launcher: BrokerLauncher, mode: str
+) -> None:
+    """Broker 2 led alone and has 5 records; broker 3, with an empty log, becomes the leader (as after an
+    unclean election, which is disabled here). Kafka 0.10, truncating to its HW (5), fetches out of range
+    and exits rather than truncate below its log end; by default the leader's epochs say where to truncate
+    (its epoch 2 starts at 0, so the follower's epoch 1 ends there) and it goes on."""
+    b2, b3 = broker_launcher.start_many([2, 3], {"replication.truncation.mode": mode})
+    send_leader_and_isr(
+        [b2], leader_and_isr_body([b2, b3], TOPIC, [0], leader=2, leader_epoch=1, isr=[2], replicas=[2])
+    )
+    assert _produce(b2, 5) == 0
+    body = leader_and_isr_body([b2, b3], TOPIC, [0], leader=3, leader_epoch=2, isr=[3], replicas=[3, 2])
+    send_leader_and_isr([b3, b2], body)
+
+    if mode == "high-watermark":
+        assert b2.wait_exit() == 1
+        stopped = b2.events("broker_stopped")[-1]
+        assert stopped["exit_code"] == 1
+        assert "log truncation is not allowed" in stopped["reason"]
+        assert "latest offset 0 is less than replica 2's latest offset 5" in stopped["reason"]
+        assert _since_last_start(b2, "truncated") == []
+    else:
+        assert wait_converged([b2, b3], TOPIC, [0]) == {(TOPIC, 0): (0, 0)}
+        assert b2.is_running()
+        [truncated] = _since_last_start(b2, "truncated")
+        assert truncated["reason"] == "leader_epoch: leader epoch 1 ends at 0"
+        assert (truncated["truncate_to"], truncated["log_end_offset_before"]) == (0, 5)
