@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from fetcher.fetch_state import FetcherPartitions, ReplicaState
@@ -70,9 +72,10 @@ class Replica:
 
     def truncate_to(self, offset: int) -> None:
         self.truncations.append(offset)
-        if offset < self.leo:
-            del self.records[offset:]
-            self.cache.truncate_from_end(offset)
+        del self.records[offset:]
+        # As broker.log.Log.truncate_to: at or past the log end, the epoch cache is still trimmed to it (an
+        # epoch a leader cached at its log end and never wrote in goes).
+        self.cache.truncate_from_end(self.leo)
         self.hw = min(self.hw, self.leo)
 
     def answer(self, epoch: int) -> EpochEndOffset:
@@ -367,3 +370,34 @@ def test_mode_parse_names_the_allowed_values() -> None:
     assert TruncationMode.parse(" High-Watermark ") is HW
     with pytest.raises(ValueError, match="allowed: leader-epoch, leader-epoch-pre-kip-279, high-watermark"):
         TruncationMode.parse("zookeeper")
+
+
+# -- the default converges on any history of leader changes
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([1, 2]), st.integers(0, 3), st.booleans()),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_default_mode_follower_always_ends_with_the_leaders_log(
+    history: list[tuple[int, int, bool]],
+) -> None:
+    """Two replicas; each step elects one of them in a new epoch (clean or not), it writes some records,
+    and the other either follows it at once or is down until a later step. At the end the replica that is
+    not leading follows the leader: in the default mode its log is then the leader's, record for record."""
+    replicas = {1: Replica(1, DEFAULT), 2: Replica(2, DEFAULT)}
+    names = iter(range(10_000))
+    leader_id = 1
+    for epoch, (leader_id, count, replicate) in enumerate(history):
+        leader = replicas[leader_id]
+        leader.become_leader(epoch)
+        leader.write_as_leader(epoch, *(f"m{next(names)}" for _ in range(count)))
+        if replicate:
+            follow(replicas[3 - leader_id], leader, epoch)
+    leader, follower = replicas[leader_id], replicas[3 - leader_id]
+    follow(follower, leader, len(history) - 1)
+    assert follower.records == leader.records
