@@ -204,7 +204,7 @@ class World:
         self, tp: TopicPartition, log: Log, leader_epoch: int, *, hw: int = 0, init_offset: int | None = None
     ) -> FakeFollowerPartition:
         """Make this broker a follower of ``tp`` and hand it to the fetcher the way the replica manager does
-        (``broker.state_changes``): start at the LEO if the log has epochs, else at the HW."""
+        (``ReplicaManager._make_followers``): start at the LEO if the log has epochs, else at the HW."""
         partition = self.rm.partitions.get(tp)
         if partition is None:
             partition = FakeFollowerPartition(log, high_watermark=hw, leader_epoch=leader_epoch)
