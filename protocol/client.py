@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from protocol.fault_injector import current_faults
 from protocol.framing import FrameDecoder, decode_response, encode_request
 from protocol.schema import to_body
 
@@ -261,8 +262,14 @@ async def open_connection(
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> AsyncIterator[KafkaConnection]:
     """Connect to ``host:port``; raises ``OSError`` if the connection is refused and ``trio.TooSlowError``
-    after ``connect_timeout`` seconds."""
+    after ``connect_timeout`` seconds.
+
+    Inside a node process with network faults in force (``protocol.fault_injector.current_faults``), a
+    connect to a node partitioned from this one hangs until the partition heals or the timeout fires."""
+    faults = current_faults.get()
     with trio.fail_after(connect_timeout):
+        if faults is not None:
+            await faults.wait_connectable(host, port)
         stream = await trio.open_tcp_stream(host, port)
     async with connect_stream(stream, client_id=client_id, max_response_bytes=max_response_bytes) as conn:
         yield conn
