@@ -142,7 +142,7 @@ def create_layout(root: Path, brokers: int, base_port: int, overrides: tuple[str
             "node.id": CONTROLLER_ID,
             "listeners": f"PLAINTEXT://127.0.0.1:{controller_port}",
             "metadata.log.dir": cdir,
-            **{k: v for k, v in settings.items() if k in _CONTROLLER_SHARED_KEYS},
+            **{k: v for k, v in settings.items() if k in _CONTROLLER_SHARED_KEYS | _CONTROLLER_ONLY_KEYS},
         },
     )
     info = ClusterInfo(
@@ -170,7 +170,7 @@ def create_layout(root: Path, brokers: int, base_port: int, overrides: tuple[str
                 "log.dirs": entry.data_dir,
                 "journal.dir": bdir,
                 "controller.quorum.voters": f"{CONTROLLER_ID}@127.0.0.1:{controller_port}",
-                **settings,
+                **{k: v for k, v in settings.items() if k not in _CONTROLLER_ONLY_KEYS},
             },
         )
         info.brokers.append(entry)
@@ -185,6 +185,8 @@ _CONTROLLER_SHARED_KEYS = {
     "default.replication.factor",
     "num.partitions",
 }
+# Keys only the controller has (`cluster up --override` passes them to it and not to the brokers).
+_CONTROLLER_ONLY_KEYS = {"controller.socket.timeout.ms", "controller.retry.backoff.ms"}
 
 
 # ---------------------------------------------------------------------------------------------- commands

@@ -108,6 +108,12 @@ def find_cluster(data_dir: Path | None, bootstrap_server: str | None) -> NetClus
         nodes = {body["node"]: Node(body["node"], host, port, "unknown")}
         for peer in body.get("peers", []):
             nodes.setdefault(peer["node"], Node(peer["node"], peer["host"], peer["port"], "unknown"))
+        controller = nodes.get(CONTROLLER)
+        if controller is not None and body["node"] != CONTROLLER:
+            # The controller knows every registered broker (a broker only those in its metadata).
+            answer = trio.run(_ask, controller.host, controller.port, {"operation": "describe"})
+            for peer in (answer or {}).get("peers", []):
+                nodes.setdefault(peer["node"], Node(peer["node"], peer["host"], peer["port"], "unknown"))
         return NetCluster(nodes, data_dir)
     raise NetError(f"no node at {bootstrap_server} answers NET_FAULTS (is the cluster up?)")
 
