@@ -264,6 +264,10 @@ def _run(
         params = {**params, "seed": seed}
     if cluster.root is not None:
         append_fault(cluster.root, action, names, params)
+    else:
+        click.echo(
+            "not recorded in faults.jsonl: give --data-dir with --bootstrap-server to record it", err=True
+        )
     if change.skipped:
         click.echo(f"not set on {', '.join(change.skipped)} (down: a node starts healed)", err=True)
     return cluster, change
