@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from protocol.common import wall_clock_ms
+from protocol import wall_clock_ms
 
 FAULTS_FILE = "faults.jsonl"
 NET_ACTIONS = ("partition", "isolate", "delay", "loss", "heal")

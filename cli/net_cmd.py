@@ -24,11 +24,17 @@ import trio
 from cli.cluster_client import ClientError, parse_address
 from cli.cluster_files import ClusterError, ClusterInfo, process_state
 from cli.fault_journal import append_fault
-from protocol.api_keys import ApiKeys
-from protocol.client import open_connection
-from protocol.fault_injector import rule_to_wire, rules_from_body
-from protocol.faults import CONTROLLER, FaultError, FaultSet, LinkFault
-from protocol.schema import to_body
+from cli.node_query import NO_ANSWER
+from protocol import (
+    CONTROLLER,
+    ApiKeys,
+    FaultError,
+    FaultSet,
+    LinkFault,
+    net_faults_set_body,
+    open_connection,
+    rules_from_body,
+)
 
 CLIENT_ID = "isrsim-net"
 REQUEST_TIMEOUT_S = 3.0
@@ -125,7 +131,7 @@ async def _ask(host: str, port: int, body: dict[str, Any]) -> dict[str, Any] | N
                 host, port, client_id=CLIENT_ID, connect_timeout=REQUEST_TIMEOUT_S
             ) as c:
                 return await c.request(ApiKeys.NET_FAULTS, body, timeout=REQUEST_TIMEOUT_S)
-    except (OSError, trio.TooSlowError, Exception):
+    except NO_ANSWER:
         return None
 
 
@@ -148,11 +154,7 @@ async def read_tables(cluster: NetCluster) -> dict[str, list[LinkFault] | None]:
 
 async def _set_table(node: Node, rules: list[LinkFault], seed: int | None) -> str | None:
     """None on success, else why not."""
-    body = await _ask(
-        node.host,
-        node.port,
-        {"operation": "set", "rules": [to_body(rule_to_wire(r)) for r in rules], "seed": seed},
-    )
+    body = await _ask(node.host, node.port, net_faults_set_body(rules, seed))
     if body is None:
         return f"node {node.name} ({node.address}) did not answer"
     if body.get("error_code", 0) != 0:

@@ -252,6 +252,16 @@ async def connect_stream(
         await trio.aclose_forcefully(stream)
 
 
+async def open_tcp_stream(host: str, port: int) -> trio.SocketStream:
+    """``trio.open_tcp_stream``; inside a node process with network faults in force
+    (``protocol.fault_injector.current_faults``), a connect to a node partitioned from this one hangs until
+    the partition heals (the caller's timeout bounds it, as SYN retransmissions that get no answer)."""
+    faults = current_faults.get()
+    if faults is not None:
+        await faults.wait_connectable(host, port)
+    return await trio.open_tcp_stream(host, port)
+
+
 @asynccontextmanager
 async def open_connection(
     host: str,
@@ -262,15 +272,9 @@ async def open_connection(
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> AsyncIterator[KafkaConnection]:
     """Connect to ``host:port``; raises ``OSError`` if the connection is refused and ``trio.TooSlowError``
-    after ``connect_timeout`` seconds.
-
-    Inside a node process with network faults in force (``protocol.fault_injector.current_faults``), a
-    connect to a node partitioned from this one hangs until the partition heals or the timeout fires."""
-    faults = current_faults.get()
+    after ``connect_timeout`` seconds (network faults: see :func:`open_tcp_stream`)."""
     with trio.fail_after(connect_timeout):
-        if faults is not None:
-            await faults.wait_connectable(host, port)
-        stream = await trio.open_tcp_stream(host, port)
+        stream = await open_tcp_stream(host, port)
     async with connect_stream(stream, client_id=client_id, max_response_bytes=max_response_bytes) as conn:
         yield conn
 
@@ -281,4 +285,5 @@ __all__ = [
     "KafkaConnection",
     "connect_stream",
     "open_connection",
+    "open_tcp_stream",
 ]

@@ -67,6 +67,11 @@ def rule_from_wire(rule: NetFaultsRule) -> LinkFault:
     )
 
 
+def net_faults_set_body(rules: list[LinkFault], seed: int | None = None) -> dict[str, Any]:
+    """The body of a NET_FAULTS ``set`` request that gives a node exactly ``rules``."""
+    return to_body(NetFaultsRequest(operation="set", rules=[rule_to_wire(r) for r in rules], seed=seed))
+
+
 def rules_from_body(body: dict[str, Any]) -> list[LinkFault]:
     """A NET_FAULTS describe response's rules as :class:`LinkFault` values."""
     resp = from_body(NetFaultsResponse, body)
@@ -186,6 +191,7 @@ __all__ = [
     "EXEMPT_APIS",
     "FaultInjector",
     "current_faults",
+    "net_faults_set_body",
     "rule_from_wire",
     "rule_to_wire",
     "rules_from_body",
