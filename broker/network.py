@@ -296,7 +296,7 @@ class SocketServer:
                 frame = request.response_frame
                 if frame is None:
                     continue
-                if self.faults is not None:
+                if self.faults is not None and self.faults.active:
                     decision = self.faults.outbound(request.header.client_id, request.api_key)
                     if decision.drop:
                         continue
