@@ -279,3 +279,39 @@ def run_net(*args: str) -> str:
     res = subprocess.run(python_cmd("net", *args), cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     return res.stdout
+
+
+def test_one_way_partition_to_the_controller_fences_the_broker_until_healed(cluster: Cluster) -> None:
+    """Broker 2's requests to the controller are lost (heartbeats), the controller's to broker 2 are not:
+    the controller fences it after broker.session.timeout.ms and moves its leaderships; after the heal its
+    heartbeats get through again and it is unfenced."""
+    cluster.cli("topic", "create", "c", "--partitions", "3", "--replication-factor", "3")
+    wait_until(lambda: cluster.isr_full("c"), timeout=30, message="a full ISR")
+    cluster.cli("net", "partition", "2", "controller", "--one-way")
+    cut_ms = last_fault(cluster, "partition")["ts_ms"]
+    status = cluster.cli("net", "status").stdout
+    assert "2 -> controller" in status and "controller -> 2" not in status
+    fenced = wait_until(
+        lambda: [e for e in cluster.controller_events("broker_fenced") if e["ts_ms"] > cut_ms],
+        timeout=20,
+        message="the controller fencing broker 2",
+    )[0]
+    assert fenced["broker_id"] == 2
+    wait_until(
+        lambda: all(p["leader_id"] != 2 for p in cluster.metadata("c").values()),
+        timeout=20,
+        message=lambda: f"leaderships moved off broker 2: {cluster.metadata('c')}",
+    )
+    cluster.cli("net", "heal", "2", "controller")
+    healed_ms = last_fault(cluster, "heal")["ts_ms"]
+    wait_until(
+        lambda: [
+            e
+            for e in cluster.controller_events("broker_unfenced")
+            if e["ts_ms"] > healed_ms and e["broker_id"] == 2
+        ],
+        timeout=30,
+        message=lambda: f"broker 2 unfenced: {cluster.controller_events()[-5:]}",
+    )
+    wait_until(lambda: cluster.isr_full("c"), timeout=30, message="broker 2 back in every ISR")
+    print(f"broker 2 fenced {fenced['ts_ms'] - cut_ms} ms after its link to the controller was cut")
