@@ -209,6 +209,9 @@ async def change_faults(
         table = tables[name]
         share = after.for_node(name)
         if table is None:
+            if cluster.nodes[name].state == "paused" and set(before.for_node(name)) != set(share):
+                # A paused node keeps its rules and would wake up with them: change them all or none.
+                raise NetError(_down_reason(cluster.nodes[name]))
             if share:
                 skipped.append(name)
             continue

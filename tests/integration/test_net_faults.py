@@ -251,6 +251,8 @@ def test_bad_input_process_faults_and_bootstrap(cluster: Cluster) -> None:
     assert "3 -> controller" not in status and "1 -> 2" in status and "2 -> 1" not in status
     cluster.cli("broker", "pause", "2")
     assert "paused" in fails("net", "partition", "2", "1")
+    # Broker 2 holds the rule 1 -> 2 and cannot be told while paused: the heal changes nothing.
+    assert "paused" in fails("net", "heal", "1", "2")
     cluster.cli("broker", "resume", "2")
     # --bootstrap-server: one broker names every node.
     b1 = cluster.info.broker(1)
