@@ -119,6 +119,13 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         0,
     ),
     ConfigKey(
+        "metrics.port",
+        parse_int,
+        0,
+        "isrsim: the port of the Prometheus /metrics endpoint on the listener's host; 0 = off.",
+        0,
+    ),
+    ConfigKey(
         "journal.offsets.interval.ms", parse_int, 100, "isrsim: min period of `offsets` journal events.", 1
     ),
     ConfigKey(

@@ -58,6 +58,8 @@ class Request:
     response_frame: bytes | None = None
     done: bool = False
     completed_at: float = 0.0
+    # Called once when the response is ready (request metrics, ``broker.metrics.request_metrics``).
+    on_complete: Callable[[Request], None] | None = None
 
     @property
     def api_key(self) -> int:
@@ -72,6 +74,8 @@ class Request:
             self.completed_at = trio.current_time()  # a delayed response's delay counts from here
         except RuntimeError:  # completed outside trio (a test driving KafkaApis directly)
             self.completed_at = self.received_at
+        if self.on_complete is not None:
+            self.on_complete(self)
         if body is not None:
             self.response_frame = encode_response(self.header.correlation_id, body)
         self.connection.response_ready()

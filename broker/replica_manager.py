@@ -491,6 +491,7 @@ class ReplicaManager:
                     value,
                 )
                 partition.min_insync_replicas = value
+                self.state_listener.on_partition_config_changed(partition)
                 if partition.maybe_increment_leader_hw():
                     self._on_hw_moved(partition)
 

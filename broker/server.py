@@ -17,11 +17,13 @@ from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
 from broker.journal import Journal
-from broker.kafka_apis import KafkaApis
+from broker.kafka_apis import BROKER_APIS, KafkaApis
 from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
 from broker.log.log import LogConfig
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
+from broker.metrics.broker_metrics import BrokerMetrics
+from broker.metrics.http_server import MetricsHttpServer
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
@@ -64,7 +66,18 @@ class KafkaServer:
         self.metadata_cache = MetadataCache(BrokerEndpoint(self.broker_id, self._advertised_host(host), port))
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
-        self.state_listener = ReplicaStateListener(self.journal)
+        fetch_session_cache = FetchSessionCache(
+            c.get_int("max.incremental.fetch.session.cache.slots"),
+            c.get_int("min.incremental.fetch.session.eviction.ms"),
+            random.Random(),
+        )
+        self.metrics = BrokerMetrics(
+            BROKER_APIS,
+            self.log_manager,
+            fetch_session_cache,
+            (self.produce_purgatory, self.fetch_purgatory),
+        )
+        self.state_listener = ReplicaStateListener(self.journal, self.metrics.replica_manager)
         self.replica_manager = ReplicaManager(
             ReplicaManagerSettings(
                 broker_id=self.broker_id,
@@ -80,14 +93,7 @@ class KafkaServer:
             fetch_purgatory=self.fetch_purgatory,
         )
         self.replica_manager.fatal_error_handler = self._fatal
-        self.fetch_manager = FetchManager(
-            FetchSessionCache(
-                c.get_int("max.incremental.fetch.session.cache.slots"),
-                c.get_int("min.incremental.fetch.session.eviction.ms"),
-                random.Random(),
-            ),
-            wall_clock_ms,
-        )
+        self.fetch_manager = FetchManager(fetch_session_cache, wall_clock_ms)
         self.apis = KafkaApis(self.replica_manager, self.fetch_manager)
         self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
         self.channel = RequestChannel(c.get_int("queued.max.requests"))
@@ -101,8 +107,16 @@ class KafkaServer:
             faults=self.faults,
         )
         self.handler_pool = RequestHandlerPool(
-            self.channel, self.apis.handle, c.get_int("num.io.threads"), f"broker {self.broker_id}"
+            self.channel,
+            self.metrics.requests.instrument(self.apis.handle),
+            c.get_int("num.io.threads"),
+            f"broker {self.broker_id}",
         )
+        self.metrics_server: MetricsHttpServer | None = None
+        if c.get_int("metrics.port") > 0:
+            self.metrics_server = MetricsHttpServer(
+                self.metrics.registry, host, c.get_int("metrics.port"), f"broker {self.broker_id}"
+            )
         self.lifecycle: BrokerLifecycleManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self.topic_configs: TopicConfigFetcher | None = None
@@ -200,6 +214,9 @@ class KafkaServer:
                 clock_ms=wall_clock_ms,
             )
             self.replica_manager.fetcher_manager = self.fetcher_manager
+            self.metrics.state.fetcher_manager = self.fetcher_manager
+            if self.metrics_server is not None:
+                await nursery.start(self.metrics_server.serve)
             nursery.start_soon(self.handler_pool.run)
             if self.lifecycle is not None and self.alter_partition is not None:
                 await nursery.start(self.lifecycle.run)
