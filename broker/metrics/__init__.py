@@ -9,3 +9,8 @@
 * ``controller_metrics``: the controller's registry;
 * ``http_server``: the ``/metrics`` endpoint.
 """
+
+from prometheus_client import disable_created_metrics
+
+# Counters without their ``_created`` twin series, as the JMX exporter publishes Kafka's meters.
+disable_created_metrics()  # type: ignore[no-untyped-call]
