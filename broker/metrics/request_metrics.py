@@ -87,6 +87,13 @@ class ApiRequestMetrics:
         self.remote.observe((completed - local_done) * 1000.0)
         self.total.observe((completed - received) * 1000.0)
 
+    def record_ms(self, queue: float, local: float, remote: float, total: float) -> None:
+        self.requests += 1
+        self.queue.observe(queue)
+        self.local.observe(local)
+        self.remote.observe(remote)
+        self.total.observe(total)
+
 
 class RequestMetrics(Collector):
     def __init__(self, api_keys: Iterable[int], registry: CollectorRegistry | None = None) -> None:
@@ -110,6 +117,7 @@ class RequestMetrics(Collector):
     def instrument(self, handler: Handler) -> Handler:
         """``handler`` with every request it handles recorded."""
         by_key = self.by_key
+        fetch_api = by_key.get(int(ApiKeys.FETCH))
         current_time = trio.current_time
 
         async def metered(request: Request) -> None:
@@ -123,15 +131,20 @@ class RequestMetrics(Collector):
             def completed(req: Request) -> None:
                 end = req.completed_at
                 local = end if local_done is None else local_done
-                api.record(req.received_at, dequeued, local, end)
-                if api.name == "Fetch":
+                received = req.received_at
+                times = (
+                    (dequeued - received) * 1000.0,
+                    (local - dequeued) * 1000.0,
+                    (end - local) * 1000.0,
+                    (end - received) * 1000.0,
+                )
+                api.record_ms(*times)
+                if api is fetch_api:
                     replica_id = req.body.get("replica_id")
-                    fetch = (
-                        self.fetch_follower
-                        if isinstance(replica_id, int) and replica_id >= 0
-                        else self.fetch_consumer
-                    )
-                    fetch.record(req.received_at, dequeued, local, end)
+                    if isinstance(replica_id, int) and replica_id >= 0:
+                        self.fetch_follower.record_ms(*times)
+                    else:
+                        self.fetch_consumer.record_ms(*times)
 
             request.on_complete = completed
             await handler(request)

@@ -19,23 +19,20 @@ class LatencyWindow:
     def __init__(self) -> None:
         self.count = 0
         self.total = 0.0
-        self._samples: list[float] = []
+        self._samples: list[float] = [0.0] * RESERVOIR_SIZE
         self._next = 0
 
     def observe(self, value: float) -> None:
         self.count += 1
         self.total += value
-        samples = self._samples
-        if len(samples) < RESERVOIR_SIZE:
-            samples.append(value)
-        else:
-            samples[self._next] = value
-            self._next = (self._next + 1) % RESERVOIR_SIZE
+        i = self._next
+        self._samples[i] = value
+        self._next = 0 if i == RESERVOIR_SIZE - 1 else i + 1
 
     def quantiles(self) -> list[tuple[float, float]]:
         """(quantile, value) for each of ``QUANTILES`` over the window (0.0 with no samples, as Kafka)."""
-        ordered = sorted(self._samples)
-        n = len(ordered)
+        n = min(self.count, RESERVOIR_SIZE)
         if n == 0:
             return [(q, 0.0) for q in QUANTILES]
+        ordered = sorted(self._samples[:n] if n < RESERVOIR_SIZE else self._samples)
         return [(q, ordered[min(n - 1, int(q * n))]) for q in QUANTILES]
