@@ -79,15 +79,8 @@ class ApiRequestMetrics:
         self.remote = LatencyWindow()
         self.total = LatencyWindow()
 
-    def record(self, received: float, dequeued: float, local_done: float, completed: float) -> None:
-        """Times in seconds (trio's clock); ``local_done`` <= ``completed``."""
-        self.requests += 1
-        self.queue.observe((dequeued - received) * 1000.0)
-        self.local.observe((local_done - dequeued) * 1000.0)
-        self.remote.observe((completed - local_done) * 1000.0)
-        self.total.observe((completed - received) * 1000.0)
-
     def record_ms(self, queue: float, local: float, remote: float, total: float) -> None:
+        """One answered request's times, in ms."""
         self.requests += 1
         self.queue.observe(queue)
         self.local.observe(local)
