@@ -44,7 +44,14 @@ class MetricsHttpServer:
         self.scrapes = 0
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        listeners = await trio.open_tcp_listeners(self.port, host=self.host or None)
+        try:
+            listeners = await trio.open_tcp_listeners(self.port, host=self.host or None)
+        except OSError as exc:
+            raise OSError(
+                exc.errno,
+                f"{self.name}: cannot serve metrics on {self.host}:{self.port}: {exc.strerror}; "
+                "choose another metrics.port (0 turns metrics off)",
+            ) from exc
         self.bound_port = int(listeners[0].socket.getsockname()[1])
         log.info("%s serving metrics on http://%s:%d/metrics", self.name, self.host, self.bound_port)
         task_status.started(self.bound_port)

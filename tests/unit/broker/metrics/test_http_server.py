@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 from prometheus_client import Gauge
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -46,4 +47,17 @@ async def test_metrics_404_head_and_bad_method() -> None:
         status, _, _ = await http(port, b"nonsense\r\n\r\n")
         assert status == "HTTP/1.1 400 Bad Request"
         assert server.scrapes == 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_port_in_use_names_the_setting() -> None:
+    registry = CollectorRegistry()
+    first = MetricsHttpServer(registry, "127.0.0.1", 0, "broker 1")
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(first.serve)
+        second = MetricsHttpServer(registry, "127.0.0.1", port, "broker 2")
+        with pytest.raises(
+            OSError, match=r"broker 2: cannot serve metrics on 127\.0\.0\.1:\d+: .*metrics\.port"
+        ):
+            await second.serve()
         nursery.cancel_scope.cancel()
