@@ -4,9 +4,10 @@ process's own nursery (the broker's or the controller's).
 Why a trio task rather than prometheus_client's own thread server: the collectors read the broker's state
 (logs, fetchers, fetch sessions, the controller's cluster state) when scraped, and on the trio thread they
 can do so without locks, as every other reader does; the server also starts and stops with its owner like
-any other task. The cost is that a scrape runs on the event loop: rendering is linear in the number of
-partitions (about a millisecond per few hundred partitions), and a scrape at Prometheus's usual 15 s
-interval is negligible beside the data path.
+any other task. The cost is that a scrape runs on the event loop, and prometheus_client's text rendering
+is the bulk of it: about 10 ms per thousand samples (a hosted partition has four log samples, a followed
+one a lag sample besides), measured at 15 ms for a broker hosting 300 partitions. Requests in flight wait
+that long once per scrape interval (15 s by default in Prometheus, 5 s in the compose profile).
 
 HTTP/1.0-style: one request per connection, answered and closed; requests are limited in size and time so
 a stuck client cannot hold a task.
