@@ -349,6 +349,10 @@ def _produce_response(
                     base_offset=s.base_offset if ok else -1,
                     log_append_time_ms=-1,
                     log_start_offset=s.log_start_offset if ok else -1,
+                    record_errors=[
+                        m.ProduceResponseRecordError(batch_index=i, batch_index_error_message=text)
+                        for i, text in s.record_errors
+                    ],
                     error_message=None if ok else s.error_message,
                 )
             )

@@ -40,7 +40,7 @@ from fetcher.interface import (
 from protocol import messages as m
 from protocol.api_keys import DEBUGGING_REPLICA_ID
 from protocol.common import LEADER_DURING_DELETE, BrokerEndpoint, TopicPartition
-from protocol.errors import Errors, KafkaError
+from protocol.errors import Errors, InvalidRecordError, KafkaError
 from protocol.replication import InitialFetchState
 
 log = logging.getLogger(__name__)
@@ -327,7 +327,15 @@ class ReplicaManager:
                 partition = self.get_partition_or_error(tp)
                 info = partition.append_records_to_leader(records, required_acks)
             except KafkaError as exc:
-                statuses[tp] = ProducePartitionStatus(-1, -1, -1, exc.error, exc.message, acks_pending=False)
+                statuses[tp] = ProducePartitionStatus(
+                    -1,
+                    -1,
+                    -1,
+                    exc.error,
+                    exc.message,
+                    acks_pending=False,
+                    record_errors=exc.record_errors if isinstance(exc, InvalidRecordError) else [],
+                )
                 continue
             statuses[tp] = ProducePartitionStatus(
                 info.last_offset + 1,

@@ -1,8 +1,9 @@
 """The log of one partition replica (Kafka's ``UnifiedLog`` + ``LocalLog``): segments, the leader epoch
 cache, the log start offset and the recovery point.
 
-The data path never decodes records. ``append_as_leader`` validates each batch's header and CRC, rewrites
-base offsets and the partition leader epoch in place (the CRC does not cover them) and appends the bytes;
+``append_as_leader`` validates each batch as Kafka's ``LogValidator`` does (``log_validator``: header, CRC,
+the records against the header, attributes), rewrites base offsets and the partition leader epoch in place
+(the CRC does not cover them) and appends the bytes, never re-encoding them;
 ``append_as_follower`` validates and appends the bytes exactly as fetched; ``read`` returns file bytes made
 of whole batches.
 
@@ -38,6 +39,7 @@ from pathlib import Path
 from broker.log.checkpoint import LeaderEpochCheckpointFile
 from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from broker.log.loader import load_segments
+from broker.log.log_validator import validate_records_as_leader
 from broker.log.segment import LogSegment
 from protocol.errors import CorruptRecordError, Errors, KafkaError, OffsetOutOfRangeError
 from protocol.records import BatchHeader, assign_offsets_and_epoch, iter_batches, read_header
@@ -252,6 +254,15 @@ class Log:
         except CorruptRecordError as e:
             raise CorruptRecordError(f"{self._topic}-{self._partition}: {e.message}") from e
 
+    def _validate_as_leader(self, records: Records) -> list[tuple[int, BatchHeader]]:
+        if len(records) == 0:
+            raise CorruptRecordError(f"{self._topic}-{self._partition}: append of zero bytes")
+        try:
+            return validate_records_as_leader(records)
+        except KafkaError as e:
+            e.message = f"{self._topic}-{self._partition}: {e.message}"
+            raise
+
     def _check_append_size(self, nbytes: int) -> None:
         if nbytes > self.config.segment_bytes:
             raise KafkaError(
@@ -261,9 +272,10 @@ class Log:
             )
 
     def append_as_leader(self, records: Records, leader_epoch: int) -> LogAppendInfo:
-        """Validate ``records``, give them offsets from the log end offset, stamp ``leader_epoch`` into
-        every batch and append them. The log is unchanged if anything is invalid."""
-        batches = self._validate(records)
+        """Validate ``records`` as Kafka's ``LogValidator`` does (``log_validator``: header, CRC, the records
+        against the header, attributes), give them offsets from the log end offset, stamp ``leader_epoch``
+        into every batch and append them. The log is unchanged if anything is invalid."""
+        batches = self._validate_as_leader(records)
         limit = self.config.max_message_bytes
         for position, header in batches:
             if header.size > limit:
