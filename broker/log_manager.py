@@ -1,5 +1,13 @@
 """The broker's data directory (Kafka's ``LogManager``): ``meta.properties``, one ``Log`` per
-``<topic>-<partition>`` directory, and the three offset checkpoint files (SPEC §4)."""
+``<topic>-<partition>`` directory, the three offset checkpoint files (SPEC §4) and the clean-shutdown
+marker.
+
+A clean stop flushes every log, writes the checkpoints, closes the logs and then writes the marker
+``.kafka_cleanshutdown`` (Kafka's name). The next start sees it, loads the logs without recovering them,
+and deletes it; without it (a crash, kill -9) the segments past each recovery point are recovered.
+
+What the broker cannot start from is refused with a :class:`LogDirLoadError`: one line naming the file,
+what is wrong and what to do."""
 
 from __future__ import annotations
 
@@ -10,7 +18,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.checkpoint import CheckpointError, OffsetCheckpointFile, fsync_directory
 from broker.log.log import Log, LogConfig
 from protocol.common import TopicPartition, is_valid_topic_name
 
@@ -20,11 +28,24 @@ HW_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+# What a damaged checkpoint costs if the operator deletes it, for the refusal's message.
+_IF_DELETED = {
+    HW_CHECKPOINT: "the high watermarks then restart from each log's start and catch up from the leaders",
+    RECOVERY_POINT_CHECKPOINT: "every segment is then recovered on the next start",
+    LOG_START_CHECKPOINT: "each log then starts at its first segment",
+}
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 
-class InconsistentBrokerIdError(Exception):
+class LogDirLoadError(Exception):
+    """The broker refuses to start from its data directory. ``str()`` is one line: the file, the problem,
+    what to do."""
+
+
+class InconsistentBrokerIdError(LogDirLoadError):
     pass
 
 
@@ -70,7 +91,14 @@ class LogManager:
         path = self.log_dir / META_PROPERTIES
         if path.exists():
             props: dict[str, str] = {}
-            for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise LogDirLoadError(
+                    f"{path} cannot be read ({e}); restore it, or delete it if this directory belongs to "
+                    f"broker {self.broker_id} (it is then written again)"
+                ) from None
+            for line in text.splitlines():
                 if "=" in line and not line.lstrip().startswith("#"):
                     key, value = line.split("=", 1)
                     props[key.strip()] = value.strip()
@@ -84,9 +112,19 @@ class LogManager:
         _write_atomically(path, f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n")
 
     def load_logs(self) -> None:
-        """Opens every partition directory, recovering segments past the recovery point."""
-        recovery = self.recovery_checkpoint.read()
-        starts = self.log_start_checkpoint.read()
+        """Opens every partition directory, recovering segments past the recovery point unless the last
+        stop was clean (see the module's docstring). Raises :class:`LogDirLoadError` for what it cannot
+        start from."""
+        marker = self.log_dir / CLEAN_SHUTDOWN_FILE
+        had_clean_shutdown = marker.exists()
+        recovery = self._read_checkpoint(self.recovery_checkpoint)
+        starts = self._read_checkpoint(self.log_start_checkpoint)
+        hws = self._read_checkpoint(self.hw_checkpoint)
+        log.info(
+            "loading logs from %s after %s stop",
+            self.log_dir,
+            "a clean" if had_clean_shutdown else "an unclean (no .kafka_cleanshutdown)",
+        )
         for entry in sorted(self.log_dir.iterdir()):
             if not entry.is_dir():
                 continue
@@ -97,25 +135,67 @@ class LogManager:
             if tp is None:
                 log.warning("ignoring %s: not a <topic>-<partition> directory", entry)
                 continue
-            self.logs[tp] = Log.open(
-                entry,
-                tp[0],
-                tp[1],
-                self.config,
-                log_start_offset=starts.get(tp, 0),
-                recovery_point=recovery.get(tp, 0),
-                clock=self.clock,
-            )
+            try:
+                opened = Log.open(
+                    entry,
+                    tp[0],
+                    tp[1],
+                    self.config,
+                    log_start_offset=starts.get(tp, 0),
+                    recovery_point=recovery.get(tp, 0),
+                    clock=self.clock,
+                    had_clean_shutdown=had_clean_shutdown,
+                )
+            except CheckpointError as e:
+                raise LogDirLoadError(
+                    f"{e}; repair it, or delete it (leader epochs then come only from recovered batches)"
+                ) from None
+            except OSError as e:
+                raise LogDirLoadError(
+                    f"{entry}: cannot load partition {tp[0]}-{tp[1]} ({e.strerror or e}: "
+                    f"{e.filename or entry}); fix the file's permissions or the disk, or move the "
+                    "directory away to let the replica fetch the partition again"
+                ) from None
+            self.logs[tp] = opened
+            hw = hws.get(tp)
+            if hw is not None and opened.log_end_offset < hw:
+                log.error(
+                    "%s-%d: recovery left the log end offset at %d, BELOW the high watermark %d checkpointed "
+                    "in %s: %d committed offsets are missing on this replica. As a follower it fetches them "
+                    "again from the leader; if it is elected leader before that, they are lost",
+                    tp[0],
+                    tp[1],
+                    opened.log_end_offset,
+                    hw,
+                    HW_CHECKPOINT,
+                    hw - opened.log_end_offset,
+                )
             log.info(
                 "loaded log %s-%d: log start %d, LEO %d",
                 tp[0],
                 tp[1],
-                self.logs[tp].log_start_offset,
-                self.logs[tp].log_end_offset,
+                opened.log_start_offset,
+                opened.log_end_offset,
             )
+        if had_clean_shutdown:
+            # From now on a crash must lead to recovery.
+            marker.unlink()
+            fsync_directory(self.log_dir)
+
+    def _read_checkpoint(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+        try:
+            return checkpoint.read()
+        except CheckpointError as e:
+            raise LogDirLoadError(
+                f"{e}; repair it, or delete it ({_IF_DELETED.get(checkpoint.path.name, 'it is rebuilt')})"
+            ) from None
+        except OSError as e:
+            raise LogDirLoadError(
+                f"{checkpoint.path} cannot be read ({e.strerror or e}); fix its permissions or the disk"
+            ) from None
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
-        return self.hw_checkpoint.read()
+        return self._read_checkpoint(self.hw_checkpoint)
 
     # ------------------------------------------------------------------ logs
 
@@ -153,9 +233,14 @@ class LogManager:
         self.recovery_checkpoint.write({tp: lg.recovery_point for tp, lg in self.logs.items()})
 
     def shutdown(self, hws: dict[TopicPartition, int]) -> None:
-        """Clean stop: flush every log, then write all three checkpoints."""
+        """Clean stop: flush every log, write all three checkpoints, close the logs, and only then write
+        the clean-shutdown marker (so that a stop interrupted earlier is recovered as a crash)."""
         self.checkpoint_recovery_points(flush=True)
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks(hws)
         for lg in self.logs.values():
             lg.close()
+        marker = self.log_dir / CLEAN_SHUTDOWN_FILE
+        with open(marker, "wb") as f:
+            os.fsync(f.fileno())
+        fsync_directory(self.log_dir)

@@ -40,6 +40,7 @@ class KafkaServer:
         self.config = config
         self.broker_id = config.broker_id
         self._stop = trio.Event()
+        self._loaded = False
         self.bound_port: int | None = None
         self.started = trio.Event()
         c = config
@@ -137,9 +138,18 @@ class KafkaServer:
         """Asks the server to stop cleanly (SIGTERM)."""
         self._stop.set()
 
-    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    def load(self) -> None:
+        """Checks ``meta.properties`` and loads the logs (recovering them after an unclean stop). Raises
+        ``LogDirLoadError`` (one line: the file and what to do) if the data directory cannot be used.
+        :meth:`run` calls it if it was not called first."""
+        if self._loaded:
+            return
         self.log_manager.check_meta_properties()
         self.log_manager.load_logs()
+        self._loaded = True
+
+    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        self.load()
         c = self.config
         for unknown in self.config.unknown_keys:
             log.warning("broker %d: unknown configuration key %r ignored", self.broker_id, unknown)
@@ -241,8 +251,10 @@ async def run_broker(config: BrokerConfig) -> None:
     import signal
 
     server = KafkaServer(config)
-    async with trio.open_nursery() as nursery:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    # Outside any nursery, so a refusal to start reaches the caller as itself, not in an exception group.
+    server.load()
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
 
             async def watch() -> None:
                 async for _ in signals:
@@ -250,5 +262,7 @@ async def run_broker(config: BrokerConfig) -> None:
                     return
 
             nursery.start_soon(watch)
-            await server.run()
-            nursery.cancel_scope.cancel()
+            try:
+                await server.run()
+            finally:
+                nursery.cancel_scope.cancel()

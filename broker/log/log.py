@@ -24,6 +24,9 @@ Deliberate differences from Kafka, for a simpler model of the same behaviour:
   that to its retention thread).
 - The epoch checkpoint is written synchronously on every change (Kafka flushes truncations in the
   background).
+- A log start offset checkpointed beyond the log end is ignored with an error and the data kept (Kafka
+  deletes every segment, assuming the files were removed by hand; here it is more likely a damaged
+  checkpoint, and replication trims a follower that really is behind the leader's log start).
 """
 
 from __future__ import annotations
@@ -133,13 +136,16 @@ class Log:
         log_start_offset: int = 0,
         recovery_point: int = 0,
         clock: Callable[[], float] = time.time,
+        had_clean_shutdown: bool = False,
     ) -> Log:
         """Open (or create) the log in ``dir``, the partition's own directory.
 
-        Segments holding offsets at or after ``recovery_point`` are recovered: every batch is validated and
-        the first invalid or partial one is cut off with everything after it, later segments included
-        (Kafka's ``LogLoader``). Earlier segments are trusted unless their index looks wrong, in which case
-        that segment is recovered too. The epoch cache is then trimmed to ``[log start, log end)``.
+        Unless ``had_clean_shutdown``, segments holding offsets at or after ``recovery_point`` are
+        recovered: every batch is validated and the first invalid, partial or out-of-order one is cut off
+        with everything after it, later segments included (Kafka's ``LogLoader``). Other segments are
+        trusted unless their index or tail looks wrong, in which case that segment is recovered too. A
+        ``log_start_offset`` beyond the log end is ignored with an error (Kafka deletes the data). The
+        epoch cache is then trimmed to ``[log start, log end)``.
         """
         directory = Path(dir)
         directory.mkdir(parents=True, exist_ok=True)
@@ -147,7 +153,9 @@ class Log:
         cache = LeaderEpochFileCache(
             LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT), log_prefix=prefix
         )
-        segments = load_segments(directory, config.index_interval_bytes, recovery_point, cache, prefix)
+        segments = load_segments(
+            directory, config.index_interval_bytes, recovery_point, cache, prefix, had_clean_shutdown
+        )
         if not segments:
             segments = [
                 LogSegment.create(
@@ -156,21 +164,19 @@ class Log:
             ]
         log_end = segments[-1].next_offset
         if log_end < log_start_offset:
-            logger.warning(
-                "%sdeleting all segments: log end offset %d is below the log start offset %d",
+            # Kafka deletes every segment here (it assumes segment files were removed by hand). A log start
+            # checkpointed beyond the data more likely means a damaged checkpoint: keep the data, say so.
+            logger.error(
+                "%sthe checkpointed log start offset %d is beyond the log end offset %d: ignoring it and "
+                "keeping the log's %d segments (log start %d). If the segment files were removed on purpose, "
+                "delete the partition directory and let the replica fetch it again",
                 prefix,
-                log_end,
                 log_start_offset,
+                log_end,
+                len(segments),
+                segments[0].base_offset,
             )
-            for segment in segments:
-                segment.delete()
-            segments = [
-                LogSegment.create(
-                    directory, log_start_offset, index_interval_bytes=config.index_interval_bytes
-                )
-            ]
-            cache.clear_and_flush()
-            log_end = log_start_offset
+            log_start_offset = segments[0].base_offset
         log_start = max(log_start_offset, segments[0].base_offset)
         cache.truncate_from_end(log_end)
         cache.truncate_from_start(log_start)
