@@ -20,7 +20,9 @@ from pathlib import Path
 
 from broker.log.checkpoint import CheckpointError, OffsetCheckpointFile, fsync_directory
 from broker.log.log import Log, LogConfig
+from broker.log.log_dir_failure import LogDirFailureChannel
 from protocol.common import TopicPartition, is_valid_topic_name
+from protocol.errors import KafkaStorageError
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,7 @@ class LogManager:
         self.config = config
         self.clock = clock
         self.logs: dict[TopicPartition, Log] = {}
+        self.failure_channel = LogDirFailureChannel()
         self.hw_checkpoint = OffsetCheckpointFile(log_dir / HW_CHECKPOINT)
         self.recovery_checkpoint = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT)
         self.log_start_checkpoint = OffsetCheckpointFile(log_dir / LOG_START_CHECKPOINT)
@@ -145,6 +148,7 @@ class LogManager:
                     recovery_point=recovery.get(tp, 0),
                     clock=self.clock,
                     had_clean_shutdown=had_clean_shutdown,
+                    failure_channel=self.failure_channel,
                 )
             except CheckpointError as e:
                 raise LogDirLoadError(
@@ -199,11 +203,24 @@ class LogManager:
 
     # ------------------------------------------------------------------ logs
 
+    @property
+    def offline(self) -> bool:
+        """Whether the log directory failed (see ``log_dir_failure``)."""
+        return self.failure_channel.has_offline_log_dir(str(self.log_dir))
+
     def get_or_create_log(self, tp: TopicPartition) -> Log:
         existing = self.logs.get(tp)
         if existing is not None:
             return existing
-        created = Log.open(self.log_dir / partition_dir_name(tp), tp[0], tp[1], self.config, clock=self.clock)
+        with self.failure_channel.guard(str(self.log_dir), f"creating the log of {tp[0]}-{tp[1]}"):
+            created = Log.open(
+                self.log_dir / partition_dir_name(tp),
+                tp[0],
+                tp[1],
+                self.config,
+                clock=self.clock,
+                failure_channel=self.failure_channel,
+            )
         self.logs[tp] = created
         return created
 
@@ -221,26 +238,55 @@ class LogManager:
     # ------------------------------------------------------------------ checkpoints
 
     def checkpoint_high_watermarks(self, hws: dict[TopicPartition, int]) -> None:
-        self.hw_checkpoint.write(hws)
+        self._checkpoint("writing " + HW_CHECKPOINT, lambda: self.hw_checkpoint.write(hws))
 
     def checkpoint_log_start_offsets(self) -> None:
-        self.log_start_checkpoint.write({tp: lg.log_start_offset for tp, lg in self.logs.items()})
+        self._checkpoint(
+            "writing " + LOG_START_CHECKPOINT,
+            lambda: self.log_start_checkpoint.write(
+                {tp: lg.log_start_offset for tp, lg in self.logs.items()}
+            ),
+        )
 
     def checkpoint_recovery_points(self, flush: bool) -> None:
-        if flush:
-            for lg in self.logs.values():
-                lg.flush()
-        self.recovery_checkpoint.write({tp: lg.recovery_point for tp, lg in self.logs.items()})
+        def write() -> None:
+            if flush:
+                for lg in self.logs.values():
+                    lg.flush()
+            self.recovery_checkpoint.write({tp: lg.recovery_point for tp, lg in self.logs.items()})
+
+        self._checkpoint("writing " + RECOVERY_POINT_CHECKPOINT, write)
+
+    def _checkpoint(self, what: str, write: Callable[[], None]) -> None:
+        """A periodic write: skipped once the directory is offline; a failure takes it offline (logged
+        once by the failure channel, not at every period)."""
+        try:
+            with self.failure_channel.guard(str(self.log_dir), what):
+                write()
+        except KafkaStorageError:
+            pass
 
     def shutdown(self, hws: dict[TopicPartition, int]) -> None:
         """Clean stop: flush every log, write all three checkpoints, close the logs, and only then write
-        the clean-shutdown marker (so that a stop interrupted earlier is recovered as a crash)."""
-        self.checkpoint_recovery_points(flush=True)
-        self.checkpoint_log_start_offsets()
-        self.checkpoint_high_watermarks(hws)
+        the clean-shutdown marker (so that a stop interrupted earlier is recovered as a crash). An offline
+        directory gets none of it: the next start recovers it."""
+        if not self.offline:
+            self.checkpoint_recovery_points(flush=True)
+            self.checkpoint_log_start_offsets()
+            self.checkpoint_high_watermarks(hws)
         for lg in self.logs.values():
             lg.close()
-        marker = self.log_dir / CLEAN_SHUTDOWN_FILE
-        with open(marker, "wb") as f:
-            os.fsync(f.fileno())
-        fsync_directory(self.log_dir)
+        if self.offline:
+            log.warning(
+                "log dir %s is offline: no checkpoints and no clean-shutdown marker written; the next start "
+                "recovers its logs",
+                self.log_dir,
+            )
+            return
+        try:
+            with self.failure_channel.guard(str(self.log_dir), "writing " + CLEAN_SHUTDOWN_FILE):
+                with open(self.log_dir / CLEAN_SHUTDOWN_FILE, "wb") as f:
+                    os.fsync(f.fileno())
+                fsync_directory(self.log_dir)
+        except KafkaStorageError:
+            pass

@@ -186,7 +186,7 @@ class Partition:
             start = self.log.log_end_offset
             # Cache the new epoch at the LEO now, before any record is written in it, so a follower that has
             # entries from a later epoch than any in this log still finds the right truncation point.
-            self.log.leader_epoch_cache.assign(state.leader_epoch, start)
+            self.log.assign_epoch(state.leader_epoch, start)
             for replica in self.remote_replicas.values():
                 replica.reset(now, start, is_new_leader, replica.broker_id in state.isr)
             self.leader_epoch = state.leader_epoch

@@ -180,6 +180,7 @@ class KafkaServer:
                 await nursery.start(self.alter_partition.run)
                 if self.topic_configs is not None:
                     await nursery.start(self.topic_configs.run)
+            nursery.start_soon(self._handle_log_dir_failures)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)
             self._start_periodic(nursery)
@@ -205,6 +206,25 @@ class KafkaServer:
         self.journal.emit("broker_stopped", clean=True)
         self.journal.close()
         log.info("broker %d stopped cleanly", self.broker_id)
+
+    async def _handle_log_dir_failures(self) -> None:
+        """Kafka's ``LogDirFailureHandler``: a failed log dir (reported synchronously by the failure
+        channel) takes its partitions offline here, and the controller is told with the next heartbeat."""
+        failed = trio.Event()
+        channel = self.log_manager.failure_channel
+        channel.add_listener(lambda _dir: failed.set())
+        if channel.offline_log_dirs:
+            failed.set()
+        handled: set[str] = set()
+        while True:
+            await failed.wait()
+            failed = trio.Event()
+            for log_dir in channel.offline_log_dirs:
+                if log_dir not in handled:
+                    handled.add(log_dir)
+                    self.replica_manager.handle_log_dir_failure(log_dir)
+            if self.lifecycle is not None:
+                self.lifecycle.report_offline_log_dirs(channel.offline_log_dirs)
 
     def _start_periodic(self, nursery: trio.Nursery) -> None:
         c = self.config

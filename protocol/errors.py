@@ -178,3 +178,11 @@ class InvalidRecordError(KafkaError):
     def __init__(self, message: str, record_errors: list[tuple[int, str]] | None = None) -> None:
         super().__init__(Errors.INVALID_RECORD, message)
         self.record_errors = record_errors or []
+
+
+class KafkaStorageError(KafkaError):
+    """The log directory holding a partition failed (an I/O error, a full disk) and is offline
+    (KAFKA_STORAGE_ERROR, 56; retriable: the client moves to the new leader)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Errors.KAFKA_STORAGE_ERROR, message)

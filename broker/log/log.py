@@ -38,16 +38,38 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from broker.log.checkpoint import LeaderEpochCheckpointFile
 from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from broker.log.loader import load_segments
+from broker.log.log_dir_failure import LogDirFailureChannel
 from broker.log.log_validator import validate_records_as_leader
 from broker.log.segment import LogSegment
 from protocol.errors import CorruptRecordError, Errors, KafkaError, OffsetOutOfRangeError
 from protocol.records import BatchHeader, assign_offsets_and_epoch, iter_batches, read_header
 
 logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _disk(what: str) -> Callable[[Callable[Concatenate[Log, P], R]], Callable[Concatenate[Log, P], R]]:
+    """Runs a ``Log`` method under its log directory's failure channel: an ``OSError`` marks the
+    directory offline and becomes KafkaStorageError, and an offline directory refuses at once."""
+
+    def decorate(method: Callable[Concatenate[Log, P], R]) -> Callable[Concatenate[Log, P], R]:
+        def guarded(self: Log, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            with self.failure_channel.guard(str(self._dir.parent), f"{what} {self._topic}-{self._partition}"):
+                return method(self, *args, **kwargs)
+
+        guarded.__name__ = method.__name__
+        guarded.__doc__ = method.__doc__
+        return guarded
+
+    return decorate
+
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 NO_TIMESTAMP = -1
@@ -109,6 +131,7 @@ class Log:
         recovery_point: int,
         leader_epoch_cache: LeaderEpochFileCache,
         clock: Callable[[], float],
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self._dir = directory
         self._topic = topic
@@ -122,6 +145,7 @@ class Log:
         self._clock = clock
         self._active_created = clock()
         self._prefix = f"[Log {topic}-{partition} dir={directory}] "
+        self.failure_channel = failure_channel or LogDirFailureChannel()
 
     # ------------------------------------------------------------------ loading
 
@@ -137,6 +161,7 @@ class Log:
         recovery_point: int = 0,
         clock: Callable[[], float] = time.time,
         had_clean_shutdown: bool = False,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> Log:
         """Open (or create) the log in ``dir``, the partition's own directory.
 
@@ -190,6 +215,7 @@ class Log:
             recovery_point=min(recovery_point, log_end),
             leader_epoch_cache=cache,
             clock=clock,
+            failure_channel=failure_channel,
         )
         logger.info(
             "%sloaded %d segments, log start %d, log end %d, epochs %r",
@@ -277,6 +303,7 @@ class Log:
                 f"{self.config.segment_bytes}",
             )
 
+    @_disk("appending to")
     def append_as_leader(self, records: Records, leader_epoch: int) -> LogAppendInfo:
         """Validate ``records`` as Kafka's ``LogValidator`` does (``log_validator``: header, CRC, the records
         against the header, attributes), give them offsets from the log end offset, stamp ``leader_epoch``
@@ -299,6 +326,7 @@ class Log:
         self._append(buf, headers)
         return self._append_info(headers, len(buf))
 
+    @_disk("appending to")
     def append_as_follower(self, records: Records) -> LogAppendInfo:
         """Validate ``records`` fetched from the leader and append them as they are. They must start at
         the log end offset and be contiguous (else :class:`OffsetsOutOfOrderError`). Each batch's
@@ -347,6 +375,12 @@ class Log:
             leader_epoch=last.partition_leader_epoch if last.partition_leader_epoch >= 0 else None,
         )
 
+    @_disk("assigning a leader epoch in")
+    def assign_epoch(self, leader_epoch: int, start_offset: int) -> None:
+        """Record in the epoch cache (and its checkpoint) that ``leader_epoch`` starts at ``start_offset``."""
+        self._epoch_cache.assign(leader_epoch, start_offset)
+
+    @_disk("rolling")
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
         active = self._segments[-1]
@@ -364,6 +398,7 @@ class Log:
 
     # ------------------------------------------------------------------ reads
 
+    @_disk("reading")
     def read(
         self,
         start_offset: int,
@@ -405,6 +440,7 @@ class Log:
 
     # ------------------------------------------------------------------ truncation
 
+    @_disk("truncating")
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every batch with an offset >= ``target_offset`` (the batch containing it included).
 
@@ -438,6 +474,7 @@ class Log:
         )
         return True
 
+    @_disk("truncating")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete everything and start an empty log at ``new_offset`` (which becomes the log start)."""
         for segment in self._segments:
@@ -453,6 +490,7 @@ class Log:
         self._recovery_point = new_offset
         logger.info("%struncated fully, log now starts at offset %d", self._prefix, new_offset)
 
+    @_disk("moving the log start of")
     def maybe_increment_log_start_offset(self, new_start: int) -> bool:
         """Move the log start up to ``new_start`` (DeleteRecords, or following the leader's log start).
 
@@ -483,6 +521,7 @@ class Log:
 
     # ------------------------------------------------------------------ lifecycle
 
+    @_disk("flushing")
     def flush(self) -> None:
         """fsync every segment that may hold data past the recovery point, then move it to the log end."""
         for segment in self._segments:

@@ -244,24 +244,43 @@ class LogSegment:
     # ------------------------------------------------------------------ writes
 
     def append(self, data: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]) -> None:
-        """Append validated batches ``data`` whose headers (offsets already final) are ``headers``."""
+        """Append validated batches ``data`` whose headers (offsets already final) are ``headers``.
+
+        The data is written first and the index entries after it, so an index never points past the data.
+        If the write fails (a full disk) the file is cut back to where it was, so no partial batch stays at
+        the end (recovery would cut it anyway after a crash), and the ``OSError`` propagates."""
         if not headers:
             return
         view = memoryview(data)
+        entries: list[tuple[int, int]] = []
+        since_entry = self._bytes_since_index_entry
         position = self._size
         for header in headers:
-            if self._bytes_since_index_entry > self._index_interval:
-                self.index.append(header.base_offset, position)
-                self._bytes_since_index_entry = 0
-            self._bytes_since_index_entry += header.size
+            if since_entry > self._index_interval:
+                entries.append((header.base_offset, position))
+                since_entry = 0
+            since_entry += header.size
             position += header.size
         if position - self._size != len(view):
             raise ValueError(f"headers describe {position - self._size} bytes but {len(view)} were given")
         written = 0
-        while written < len(view):
-            written += os.pwrite(self._fd, view[written:], self._size + written)
+        try:
+            while written < len(view):
+                written += os.pwrite(self._fd, view[written:], self._size + written)
+        except OSError:
+            if written:
+                try:
+                    os.ftruncate(self._fd, self._size)
+                except OSError:
+                    logger.error(
+                        "%s: could not cut a partial write back to byte %d", self.log_path, self._size
+                    )
+            raise
         self._size = position
         self._next_offset = headers[-1].next_offset
+        self._bytes_since_index_entry = since_entry
+        for offset, entry_position in entries:
+            self.index.append(offset, entry_position)
 
     def truncate_to(self, offset: int) -> int:
         """Cut the log at the batch that contains ``offset`` (or the first batch after it): no batch with
