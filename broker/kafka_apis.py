@@ -282,13 +282,13 @@ class KafkaApis:
         request.complete(to_body(m.ApiVersionsResponse(api_keys=keys)))
 
     def handle_offset_for_leader_epoch(self, request: Request, req: m.OffsetForLeaderEpochRequest) -> None:
-        fetch_only_from_leader = req.replica_id != DEBUGGING_REPLICA_ID
+        # Only the leader answers, whatever the replica_id (Kafka's fetchOnlyFromLeader = true).
         topics: list[m.OffsetForLeaderEpochResponseTopic] = []
         for t in req.topics:
             out = m.OffsetForLeaderEpochResponseTopic(topic=t.topic)
             for p in t.partitions:
                 error, epoch, offset = self.replica_manager.last_offset_for_leader_epoch(
-                    (t.topic, p.partition), p.current_leader_epoch, p.leader_epoch, fetch_only_from_leader
+                    (t.topic, p.partition), p.current_leader_epoch, p.leader_epoch
                 )
                 out.partitions.append(
                     m.OffsetForLeaderEpochResponsePartition(
@@ -308,7 +308,10 @@ class KafkaApis:
         request.complete(
             to_body(
                 m.DescribeReplicaStateResponse(
-                    broker_id=self.broker_id, partitions=partitions, fetch_sessions=sessions
+                    broker_id=self.broker_id,
+                    partitions=partitions,
+                    fetch_sessions=sessions,
+                    truncation_mode=str(self.replica_manager.settings.truncation_mode),
                 )
             )
         )

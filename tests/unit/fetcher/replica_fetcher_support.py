@@ -152,6 +152,7 @@ class FakeReplicaManager:
     partitions: dict[TopicPartition, FakeFollowerPartition] = field(default_factory=dict)
     fetch_errors: list[tuple[TopicPartition, int, str]] = field(default_factory=list)
     failed: list[tuple[TopicPartition, str]] = field(default_factory=list)
+    fatal: list[tuple[TopicPartition, str]] = field(default_factory=list)
 
     def follower_partition(self, tp: TopicPartition) -> FakeFollowerPartition | None:
         return self.partitions.get(tp)
@@ -163,6 +164,9 @@ class FakeReplicaManager:
         # As the broker does: a failed partition journals one fetch_error with the error that caused it.
         self.failed.append((tp, message))
         self.fetch_errors.append((tp, error_code, message))
+
+    def on_fatal_error(self, tp: TopicPartition, message: str) -> None:
+        self.fatal.append((tp, message))
 
     def error_codes(self, tp: TopicPartition) -> list[int]:
         return [code for t, code, _ in self.fetch_errors if t == tp]
@@ -200,7 +204,7 @@ class World:
         self, tp: TopicPartition, log: Log, leader_epoch: int, *, hw: int = 0, init_offset: int | None = None
     ) -> FakeFollowerPartition:
         """Make this broker a follower of ``tp`` and hand it to the fetcher the way the replica manager does
-        (``broker.state_changes``): start at the LEO if the log has epochs, else at the HW."""
+        (``ReplicaManager._make_followers``): start at the LEO if the log has epochs, else at the HW."""
         partition = self.rm.partitions.get(tp)
         if partition is None:
             partition = FakeFollowerPartition(log, high_watermark=hw, leader_epoch=leader_epoch)
