@@ -923,3 +923,48 @@ async def test_mutated_requests_never_get_unknown_server_error(broker_launcher: 
     assert not failures, "\n".join(failures)
     assert b.is_running()
     assert (await request(b.host, b.port, ApiKeys.API_VERSIONS, {}))["error_code"] == 0
+
+
+# ---------------------------------------------------------------------------------------- request lists
+
+
+async def test_metadata_naming_one_topic_many_times_answers_it_once(broker: BrokerProcess) -> None:
+    """The issue's METADATA amplification, at this broker's request size limit: a topic named 20,000 times
+    is described once, as Kafka (which takes the topics as a set) does."""
+    resp = await request(broker.host, broker.port, ApiKeys.METADATA, {"topics": [{"name": "t"}] * 20_000})
+    assert [t["name"] for t in resp["topics"]] == ["t"]
+    names = [{"name": "nosuch"}, {"name": "t"}, {"name": "nosuch"}]
+    resp = await request(broker.host, broker.port, ApiKeys.METADATA, {"topics": names})
+    assert [(t["name"], t["error_code"]) for t in resp["topics"]] == [("nosuch", 3), ("t", 0)]
+
+
+async def test_produce_naming_a_partition_twice_gets_one_answer(
+    broker: BrokerProcess, intact: Snapshot
+) -> None:
+    batch = build_simple_batch([b"twice"])
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 5000,
+        "topic_data": [
+            {"name": "t", "partition_data": [{"index": 1, "records": batch}, {"index": 1, "records": batch}]},
+            {"name": "t", "partition_data": [{"index": 1, "records": batch}]},
+        ],
+    }
+    resp = await produce_raw(broker, body)
+    [topic] = resp["responses"]
+    [part] = topic["partition_responses"]
+    assert part["index"] == 1 and part["error_code"] == 0 and part["base_offset"] == intact.leo[("t", 1)]
+    intact.appended.add(("t", 1))
+    assert await list_offset(broker.host, broker.port, "t", 1) == intact.leo[("t", 1)] + 1  # appended once
+
+
+async def test_list_offsets_naming_a_partition_twice_is_invalid_request(broker: BrokerProcess) -> None:
+    body = list_offsets_body("t", 0, -1, -1)
+    body["topics"][0]["partitions"] *= 2
+    body["topics"].append(list_offsets_body("t", 1, -1, -1)["topics"][0])
+    resp = await request(broker.host, broker.port, ApiKeys.LIST_OFFSETS, body)
+    codes = [
+        (t["name"], p["partition_index"], p["error_code"]) for t in resp["topics"] for p in t["partitions"]
+    ]
+    assert codes == [("t", 0, 42), ("t", 0, 42), ("t", 1, 0)]
