@@ -11,6 +11,7 @@ space is back the next start recovers a log holding exactly the acknowledged bat
 from __future__ import annotations
 
 import resource
+import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ import trio
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.records import build_simple_batch, iter_batches, read_header
+from tests.integration.cluster_support import Cluster, cluster_up
 from tests.integration.harness import (
     BrokerLauncher,
     BrokerProcess,
@@ -30,6 +32,7 @@ from tests.integration.harness import (
     list_offset,
     read_partition,
     request,
+    wait_until,
 )
 
 pytestmark = pytest.mark.integration
@@ -146,3 +149,79 @@ def test_full_disk_takes_the_log_dir_offline_and_answers_kafka_storage_error(
     assert [h.crc for _, h in iter_batches(stored)] == [read_header(a).crc for a in acked]
     assert trio.run(lambda: list_offset(b.host, b.port, "t", 0, replica_id=-2)) == len(acked)
     b.kill(signal.SIGKILL)
+
+
+@pytest.fixture
+def two_brokers(tmp_path: Path) -> Iterator[Cluster]:
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    if not _mount(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(probe)]):
+        pytest.skip("needs to mount a tmpfs (root); the single-broker test above covers the broker side")
+    _mount(["umount", "-l", str(probe)])
+    yield from cluster_up(tmp_path / "root", brokers=2)
+
+
+def test_managed_broker_with_a_full_disk_loses_its_leaderships(two_brokers: Cluster) -> None:
+    """Kafka's handleLogDirFailure in a managed cluster: broker 1's log dir fills up; it reports the dir
+    offline in its heartbeat, the controller fences it, and broker 2 leads every partition alone."""
+    cluster = two_brokers
+    cluster.cli("topic", "create", "t", "--partitions", "2", "--replication-factor", "2")
+    cluster.wait_converged("t", 2)
+    data = Path(cluster.info.broker(1).data_dir)
+    cluster.cli("broker", "kill", "1", "--signal", "TERM")
+    wait_until(lambda: cluster.leader("t", 0) == 2 and cluster.leader("t", 1) == 2, 30, message="failover")
+    saved = data.with_name("data.saved")
+    data.rename(saved)
+    data.mkdir()
+    assert _mount(["mount", "-t", "tmpfs", "-o", f"size={SMALL}", "tmpfs", str(data)])
+    try:
+        shutil.copytree(saved, data, dirs_exist_ok=True)
+        cluster.cli("broker", "restart", "1")
+        wait_until(lambda: cluster.isr_full("t"), 60, message="broker 1 back in every ISR")
+        b1 = cluster.info.broker(1)
+        leaders = {p: cluster.info.broker(cluster.leader("t", p)) for p in (0, 1)}
+
+        async def fill() -> int:
+            for i in range(200):
+                body = _produce_body("t", i % 2, build_simple_batch([bytes([i % 256]) * VALUE]))
+                body["acks"] = -1
+                leader = leaders[i % 2]
+                resp = await request(leader.host, leader.port, ApiKeys.PRODUCE, body)
+                code = resp["responses"][0]["partition_responses"][0]["error_code"]
+                if code:
+                    return int(code)
+            raise AssertionError("broker 1's disk never filled up")
+
+        # 56 from broker 1 as leader; from broker 2, acks=-1 waits on follower 1 until it leaves the ISR.
+        assert trio.run(fill) in (
+            Errors.KAFKA_STORAGE_ERROR,
+            Errors.NOT_ENOUGH_REPLICAS,
+            Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+            Errors.REQUEST_TIMED_OUT,
+        )
+        fenced = wait_until(
+            lambda: [
+                e for e in cluster.controller_events("broker_fenced") if e.get("reason") == "log_dir_offline"
+            ],
+            30,
+            message="the controller to fence broker 1 for its offline log dir",
+        )
+        assert fenced[0]["broker_id"] == 1
+        wait_until(
+            lambda: all(
+                p["leader_id"] == 2 and p["isr_nodes"] == [2] for p in cluster.metadata("t").values()
+            ),
+            30,
+            message=lambda: f"broker 2 to lead alone: {cluster.metadata('t')}",
+        )
+        assert process_running(b1.pid)  # it keeps serving what needs no disk
+        assert trio.run(request, b1.host, b1.port, ApiKeys.API_VERSIONS, {})["error_code"] == 0
+    finally:
+        cluster.stop()
+        _mount(["umount", "-l", str(data)])
+
+
+def process_running(pid: int) -> bool:
+    from cli.cluster_files import process_state
+
+    return process_state(pid) == "running"
