@@ -307,11 +307,13 @@ def _register() -> None:
     from cli.cluster import register
     from cli.controller_cmd import controller
     from cli.demo import demo
+    from cli.net_cmd import net
     from cli.topic_cmd import topic
 
     cli.add_command(demo)
     cli.add_command(controller)
     cli.add_command(topic)
+    cli.add_command(net)
     register(cli, broker, controller)
     try:
         from cli.bench.command import bench

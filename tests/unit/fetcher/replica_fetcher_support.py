@@ -22,10 +22,11 @@ import trio
 from broker.log.log import Log, LogConfig
 from fetcher.fetch_state import PartitionFetchState
 from fetcher.replica_fetcher import FetcherSettings, ReplicaFetcher
+from fetcher.truncation import initial_fetch_offset
 from protocol.api_keys import ApiKeys
 from protocol.common import TopicPartition
 from protocol.records import build_simple_batch, iter_batches
-from protocol.replication import AppendResult, InitialFetchState
+from protocol.replication import AppendResult, InitialFetchState, TruncationMode
 from tests.unit.fetcher.mock_leader_endpoint import MockLeaderEndPoint
 
 TP0: TopicPartition = ("topic", 0)
@@ -211,8 +212,12 @@ class World:
             self.rm.partitions[tp] = partition
         partition.epoch = leader_epoch
         if init_offset is None:
-            has_epochs = log.leader_epoch_cache.latest_epoch() is not None
-            init_offset = log.log_end_offset if has_epochs else partition.high_watermark
+            init_offset = initial_fetch_offset(
+                TruncationMode.LEADER_EPOCH,
+                log_end_offset=log.log_end_offset,
+                high_watermark=partition.high_watermark,
+                has_epochs=log.leader_epoch_cache.latest_epoch() is not None,
+            )
         self.add(tp, leader_epoch, init_offset)
         return partition
 
