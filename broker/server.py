@@ -21,6 +21,7 @@ from broker.kafka_apis import KafkaApis
 from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
 from broker.log.log import LogConfig
 from broker.log_manager import LogManager
+from broker.memory_pool import ConnectionQuotas, MemoryPool
 from broker.metadata_cache import MetadataCache
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
@@ -100,6 +101,9 @@ class KafkaServer:
             supported=self.apis.supported,
             name=f"broker {self.broker_id}",
             faults=self.faults,
+            memory_pool=MemoryPool(c.get_int("queued.max.request.bytes")),
+            quotas=ConnectionQuotas(c.get_int("max.connections"), c.get_int("max.connections.per.ip")),
+            connections_max_idle_ms=c.get_int("connections.max.idle.ms"),
         )
         self.handler_pool = RequestHandlerPool(
             self.channel, self.apis.handle, c.get_int("num.io.threads"), f"broker {self.broker_id}"
