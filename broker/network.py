@@ -250,7 +250,24 @@ class SocketServer:
                 )
                 failing_since, failures = None, 0
             backoff = ACCEPT_BACKOFF_MIN_S
-            nursery.start_soon(self._handle_connection, stream)
+            try:
+                address, port = stream.socket.getpeername()[:2]
+            except OSError:
+                address, port = "?", 0
+            # Counted here, before the next accept, so max.connections holds however fast clients connect.
+            if self.quotas.inc(address):
+                nursery.start_soon(self._handle_connection, stream, address, f"{address}:{port}")
+                continue
+            log.info(
+                "%s rejected connection from %s:%s: it already has %d connections (max.connections.per.ip)",
+                self.name,
+                address,
+                port,
+                self.quotas.count(address),
+            )
+            with trio.move_on_after(1) as scope:
+                scope.shield = True
+                await stream.aclose()
 
     async def _expire_idle_connections(self) -> None:
         """Closes connections with nothing in flight and no traffic for ``connections.max.idle.ms``."""
@@ -293,23 +310,8 @@ class SocketServer:
 
     # ------------------------------------------------------------------ one connection
 
-    async def _handle_connection(self, stream: trio.SocketStream) -> None:
-        try:
-            address, port = stream.socket.getpeername()[:2]
-            peer = f"{address}:{port}"
-        except OSError:
-            address, peer = "?", "?"
-        if not self.quotas.inc(address):
-            log.info(
-                "%s rejected connection from %s: it already has %d connections (max.connections.per.ip)",
-                self.name,
-                peer,
-                self.quotas.count(address),
-            )
-            with trio.move_on_after(1) as scope:
-                scope.shield = True
-                await stream.aclose()
-            return
+    async def _handle_connection(self, stream: trio.SocketStream, address: str, peer: str) -> None:
+        """Serves one connection, already counted in the quotas under ``address``."""
         conn = Connection(next(self._ids), peer, stream, address=address, last_active=trio.current_time())
         self.connections[conn.id] = conn
         try:
