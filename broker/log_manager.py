@@ -88,9 +88,23 @@ class LogManager:
 
     # ------------------------------------------------------------------ start-up
 
+    def check_log_dir(self) -> None:
+        """Refuses a ``log.dirs`` that exists and is not a directory."""
+        if self.log_dir.exists() and not self.log_dir.is_dir():
+            raise LogDirLoadError(
+                f"log.dirs {self.log_dir} is not a directory; point log.dirs at a directory"
+            )
+
     def check_meta_properties(self) -> None:
         """Writes ``meta.properties`` on first start; refuses a directory that belongs to another broker."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.check_log_dir()
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise LogDirLoadError(
+                f"log.dirs {self.log_dir} cannot be created ({e.strerror or e}); "
+                "check the path and its permissions"
+            ) from None
         path = self.log_dir / META_PROPERTIES
         if path.exists():
             props: dict[str, str] = {}
@@ -187,6 +201,7 @@ class LogManager:
             fsync_directory(self.log_dir)
 
     def _read_checkpoint(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+        self.check_log_dir()
         try:
             return checkpoint.read()
         except CheckpointError as e:

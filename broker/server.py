@@ -20,7 +20,7 @@ from broker.journal import Journal
 from broker.kafka_apis import KafkaApis
 from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
 from broker.log.log import LogConfig
-from broker.log_manager import LogManager
+from broker.log_manager import LogDirLoadError, LogManager
 from broker.memory_pool import ConnectionQuotas, MemoryPool
 from broker.metadata_cache import MetadataCache
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
@@ -30,6 +30,7 @@ from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
 from protocol.common import BrokerEndpoint, wall_clock_ms
+from protocol.errors import KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
 
@@ -49,7 +50,6 @@ class KafkaServer:
         # Why the broker stopped itself (a fatal error), if it did: it then exits with status 1.
         self.fatal_reason: str | None = None
         c = config
-        self.journal = Journal(c.journal_dir / "events.jsonl", self.broker_id, clock_ms=wall_clock_ms)
         self.log_manager = LogManager(
             c.log_dir,
             self.broker_id,
@@ -61,6 +61,15 @@ class KafkaServer:
             ),
             clock=time.time,
         )
+        self.log_manager.check_log_dir()
+        journal_path = c.journal_dir / "events.jsonl"
+        try:
+            self.journal = Journal(journal_path, self.broker_id, clock_ms=wall_clock_ms)
+        except OSError as e:
+            raise LogDirLoadError(
+                f"the journal {journal_path} cannot be opened ({e.strerror or e}); check journal.dir "
+                "(default: log.dirs)"
+            ) from None
         host, port = c.listener
         self.host = host
         self.metadata_cache = MetadataCache(BrokerEndpoint(self.broker_id, self._advertised_host(host), port))
@@ -196,7 +205,12 @@ class KafkaServer:
             local = self.metadata_cache.local
             self.metadata_cache.local = BrokerEndpoint(local.broker_id, local.host, self.bound_port)
             self.metadata_cache.brokers[self.broker_id] = self.metadata_cache.local
-            self.replica_manager.host_initial_leaders(self.config.initial_leader_partitions)
+            try:
+                self.replica_manager.host_initial_leaders(self.config.initial_leader_partitions)
+            except KafkaStorageError as e:
+                raise LogDirLoadError(
+                    f"cannot host initial.leader.partitions: {e.message}; fix the log dir {c.log_dir}"
+                ) from None
             self.fetcher_manager = ReplicaFetcherManager(
                 nursery,
                 self.replica_manager,
@@ -312,23 +326,32 @@ class KafkaServer:
 
 async def run_broker(config: BrokerConfig) -> int:
     """Runs a broker until SIGTERM or SIGINT, then stops it cleanly. Returns the process's exit status: 0, or
-    1 after a fatal error (the broker stopped itself)."""
+    1 after a fatal error (the broker stopped itself). A refusal to start raises ``LogDirLoadError`` itself,
+    never wrapped in an exception group."""
     import signal
 
     server = KafkaServer(config)
-    # Outside any nursery, so a refusal to start reaches the caller as itself, not in an exception group.
     server.load()
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with trio.open_nursery() as nursery:
+    try:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with trio.open_nursery() as nursery:
 
-            async def watch() -> None:
-                async for _ in signals:
-                    server.stop()
-                    return
+                async def watch() -> None:
+                    async for _ in signals:
+                        server.stop()
+                        return
 
-            nursery.start_soon(watch)
-            try:
-                await server.run()
-            finally:
-                nursery.cancel_scope.cancel()
+                nursery.start_soon(watch)
+                try:
+                    await server.run()
+                finally:
+                    nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        refusal = group.subgroup(LogDirLoadError)
+        if refusal is None:
+            raise
+        first: BaseException = refusal
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None
     return 0 if server.fatal_reason is None else 1

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 from pathlib import Path
 from typing import Any
@@ -151,3 +152,26 @@ def test_refusal_to_start_is_one_line_naming_the_file(
     [error] = [line for line in run.splitlines() if line.startswith("Error:")]
     assert error.startswith("Error: broker 1 refuses to start: ") and str(path) in error, error
     assert expected in error, error
+
+
+@pytest.mark.parametrize(
+    ("replaced", "expected"),
+    [
+        ("", "is not a directory; point log.dirs at a directory"),
+        ("t-0", "cannot host initial.leader.partitions: error while creating the log of t-0: File exists"),
+    ],
+    ids=["log.dirs-is-a-file", "partition-dir-is-a-file"],
+)
+def test_a_file_where_a_directory_belongs_is_refused_in_one_line(
+    filled: BrokerProcess, replaced: str, expected: str
+) -> None:
+    filled.stop()
+    target = filled.log_dir / replaced if replaced else filled.log_dir
+    shutil.rmtree(target)
+    target.write_text("not a directory")
+    filled.launch()
+    assert filled.wait_exit() == 1
+    run = filled.stderr_path.read_text().split("---- start #2 ----")[1]
+    assert "Traceback" not in run, run
+    [error] = [line for line in run.splitlines() if line.startswith("Error:")]
+    assert error.startswith("Error: broker 1 refuses to start: ") and expected in error, error
