@@ -2,7 +2,8 @@
 directory is marked offline for good (until the broker restarts).
 
 Anything that writes or reads a log directory runs under :meth:`LogDirFailureChannel.guard` (the ``Log``
-methods, the checkpoint writes). An ``OSError`` there (ENOSPC, EIO, EROFS ...) marks the directory offline,
+methods, the checkpoint writes). An ``OSError`` there (ENOSPC, EIO, EROFS ...; not EMFILE/ENFILE, see
+``TRANSIENT_ERRNOS``) marks the directory offline,
 is logged once as one ERROR line, and becomes :class:`~protocol.errors.KafkaStorageError`
 (KAFKA_STORAGE_ERROR, 56), which requests answer per partition. From then on every guarded operation on
 that directory fails at once with the same error, without touching the disk. Listeners (the broker's
@@ -12,6 +13,7 @@ controller.
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,11 +22,17 @@ from protocol.errors import KafkaStorageError
 
 logger = logging.getLogger(__name__)
 
+# Out of file descriptors: the process's limit, not the disk. The operation fails (KAFKA_STORAGE_ERROR, which
+# clients retry) but the directory stays online, so a flood of connections cannot take the logs offline
+# until a restart. (Kafka marks the directory offline for any IOException, "Too many open files" included.)
+TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
+
 
 class LogDirFailureChannel:
     def __init__(self) -> None:
         self._offline: dict[str, str] = {}
         self._listeners: list[Callable[[str], None]] = []
+        self.transient_failures = 0  # since the last guarded operation that worked
 
     def add_listener(self, listener: Callable[[str], None]) -> None:
         """``listener(log_dir)`` is called once when a directory goes offline; it must not block."""
@@ -61,5 +69,17 @@ class LogDirFailureChannel:
             yield
         except OSError as e:
             message = f"error while {what}: {e.strerror or e}" + (f" ({e.filename})" if e.filename else "")
+            if e.errno in TRANSIENT_ERRNOS:
+                if not self.transient_failures:
+                    logger.warning(
+                        "%s; the log dir stays online, the operation is refused until it works", message
+                    )
+                self.transient_failures += 1
+                raise KafkaStorageError(message) from e
             self.maybe_add_offline_log_dir(log_dir, message)
             raise KafkaStorageError(message) from e
+        if self.transient_failures:
+            logger.warning(
+                "log dir %s usable again after %d refused operations", log_dir, self.transient_failures
+            )
+            self.transient_failures = 0
