@@ -19,6 +19,7 @@ import trio
 
 from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed, open_connection
+from protocol.records import build_simple_batch
 from tests.integration.harness import BrokerLauncher, BrokerProcess, RawConnection, request, wait_until
 
 pytestmark = pytest.mark.integration
@@ -195,6 +196,17 @@ def test_open_files_limit_backs_off_and_logs_once(broker_launcher: BrokerLaunche
             s.close()
     wait_until(lambda: answers(b), 20, message="the broker to accept again")
     log_text = b.stderr_tail(1000)
+    # The log dir was not taken offline by the lack of descriptors: t-0 still takes writes.
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 5000,
+        "topic_data": [
+            {"name": "t", "partition_data": [{"index": 0, "records": build_simple_batch([b"x"])}]}
+        ],
+    }
+    resp = trio.run(request, b.host, b.port, ApiKeys.PRODUCE, body)
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
     assert log_text.count("cannot accept connections") == 1, log_text[-3000:]
     assert "accepting connections again after" in log_text
     assert "Traceback" not in log_text
