@@ -10,11 +10,11 @@ single ``send_all``.
 
 Memory and connections (docs/protocol.md, "Limits"): a connection that has read a request's length prefix
 takes that many bytes from the ``MemoryPool`` (``queued.max.request.bytes``) before it reads the rest, and
-stops reading while the pool has none left; the request gives them back once answered. Accepting waits
-while ``max.connections`` are open; a connection beyond ``max.connections.per.ip`` is closed at once; a
-connection with nothing in flight and no traffic for ``connections.max.idle.ms`` is closed. When accepting
-fails for lack of file descriptors (or memory), the acceptor backs off (0.1 s doubling to 2 s) and logs
-one line when it starts failing and one when it recovers.
+stops reading while the pool has none left; the request gives them back once handled (or answered).
+Accepting waits while ``max.connections`` are open; a connection beyond ``max.connections.per.ip`` is closed
+at once; a connection with nothing in flight and no traffic for ``connections.max.idle.ms`` is closed. When
+accepting fails for lack of file descriptors (or memory), the acceptor backs off (0.1 s doubling to 2 s)
+and logs one line when it starts failing and one when it recovers.
 
 Network faults (docs/faults.md): with a :class:`~protocol.fault_injector.FaultInjector`, every request frame
 read is first shown to it (dropped: never handled; delayed: held, in order, on the connection) and so is
@@ -72,7 +72,7 @@ class Request:
     response_frame: bytes | None = None
     done: bool = False
     completed_at: float = 0.0
-    pool: MemoryPool | None = None  # holds ``size`` bytes of it until answered (queued.max.request.bytes)
+    pool: MemoryPool | None = None  # holds ``size`` bytes of it until handled (queued.max.request.bytes)
 
     @property
     def api_key(self) -> int:
@@ -518,6 +518,7 @@ class RequestHandlerPool:
             except trio.EndOfChannel:
                 return
             if request.connection.closed:
+                request.release_memory()
                 continue
             try:
                 await self.handler(request)
@@ -526,3 +527,8 @@ class RequestHandlerPool:
                 request.complete(
                     error_body(Errors.UNKNOWN_SERVER_ERROR, "unexpected server error; see broker log")
                 )
+            finally:
+                # As Kafka's handler: the request's bytes go back to the pool once it has been handled, not
+                # when a delayed response (acks=-1, a long-poll FETCH) is sent, so requests parked in a
+                # purgatory never keep the reads they wait for (follower fetches) out of the pool.
+                request.release_memory()
