@@ -20,7 +20,14 @@ import trio
 from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed, open_connection
 from protocol.records import build_simple_batch
-from tests.integration.harness import BrokerLauncher, BrokerProcess, RawConnection, request, wait_until
+from tests.integration.harness import (
+    BrokerLauncher,
+    BrokerProcess,
+    RawConnection,
+    list_offset,
+    request,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -210,3 +217,63 @@ def test_open_files_limit_backs_off_and_logs_once(broker_launcher: BrokerLaunche
     assert log_text.count("cannot accept connections") == 1, log_text[-3000:]
     assert "accepting connections again after" in log_text
     assert "Traceback" not in log_text
+
+
+def test_produce_parked_for_acks_all_gives_its_bytes_back(broker_launcher: BrokerLauncher) -> None:
+    """acks=-1 produce requests waiting for a follower that never fetches hold no pool memory (Kafka releases
+    a request's buffer once its handler has run), so other requests are still read."""
+    b = broker_launcher.start(
+        1, {"queued.max.request.bytes": str(1 * MB), "replica.lag.time.max.ms": "600000"}
+    )
+    lair = {
+        "controller_id": 9000,
+        "controller_epoch": 1,
+        "broker_epoch": -1,
+        "topic_states": [
+            {
+                "topic_name": "h",
+                "partition_states": [
+                    {
+                        "partition_index": 0,
+                        "controller_epoch": 1,
+                        "leader": 1,
+                        "leader_epoch": 1,
+                        "isr": [1, 2],
+                        "partition_epoch": 1,
+                        "replicas": [1, 2],
+                        "is_new": True,
+                    }
+                ],
+            }
+        ],
+        "live_leaders": [],
+    }
+    assert trio.run(request, b.host, b.port, ApiKeys.LEADER_AND_ISR, lair)["error_code"] == 0
+    big = build_simple_batch([b"v" * 600_000])
+
+    async def run() -> None:
+        parked: list[RawConnection] = []
+        # Without the release the third request is not even read (the pool is used up) until the first
+        # two time out after 20 s; everything here must happen well before that.
+        with trio.fail_after(8):
+            for i in range(3):
+                conn = await RawConnection(b.host, b.port).__aenter__()
+                parked.append(conn)
+                body = {
+                    "transactional_id": None,
+                    "acks": -1,
+                    "timeout_ms": 20_000,
+                    "topic_data": [{"name": "h", "partition_data": [{"index": 0, "records": big}]}],
+                }
+                await conn.send_request(ApiKeys.PRODUCE, body, correlation_id=i)
+            # 1.8 MB of acks=-1 requests are parked in the purgatory; a 1 MB pool still reads this one.
+            wait_for = trio.current_time()
+            while await list_offset(b.host, b.port, "h", 0) < 3:
+                assert trio.current_time() - wait_for < 8
+                await trio.sleep(0.02)
+            resp = await request(b.host, b.port, ApiKeys.API_VERSIONS, {})
+            assert resp["error_code"] == 0
+        for conn in parked:
+            await conn.__aexit__()
+
+    trio.run(run)
