@@ -138,9 +138,11 @@ class LogManager:
         starts = self._read_checkpoint(self.log_start_checkpoint)
         hws = self._read_checkpoint(self.hw_checkpoint)
         log.info(
-            "loading logs from %s after %s stop",
+            "loading logs from %s: %s",
             self.log_dir,
-            "a clean" if had_clean_shutdown else "an unclean (no .kafka_cleanshutdown)",
+            "clean-shutdown marker found, no recovery"
+            if had_clean_shutdown
+            else "no clean-shutdown marker, segments past the recovery points are recovered",
         )
         for entry in sorted(self.log_dir.iterdir()):
             if not entry.is_dir():
@@ -197,7 +199,12 @@ class LogManager:
             )
         if had_clean_shutdown:
             # From now on a crash must lead to recovery.
-            marker.unlink()
+            try:
+                marker.unlink()
+            except OSError as e:
+                raise LogDirLoadError(
+                    f"{marker} cannot be removed ({e.strerror or e}); the log dir must be writable"
+                ) from None
             fsync_directory(self.log_dir)
 
     def _read_checkpoint(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
