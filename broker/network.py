@@ -157,6 +157,11 @@ class RequestChannel:
     async def receive_request(self) -> Request:
         return await self._receive.receive()
 
+    @property
+    def queue_size(self) -> int:
+        """Requests waiting for a handler (Kafka's ``RequestQueueSize``)."""
+        return self._send.statistics().current_buffer_used
+
     def close(self) -> None:
         self._send.close()
 

@@ -120,6 +120,7 @@ class KafkaServer:
             quotas=ConnectionQuotas(c.get_int("max.connections"), c.get_int("max.connections.per.ip")),
             connections_max_idle_ms=c.get_int("connections.max.idle.ms"),
         )
+        self.metrics.watch_socket_server(self.socket_server, self.channel)
         self.handler_pool = RequestHandlerPool(
             self.channel,
             self.metrics.requests.instrument(self.apis.handle),

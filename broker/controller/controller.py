@@ -103,6 +103,7 @@ class KafkaController:
                 config.get_int("metrics.port"),
                 f"controller {self.controller_id}",
             )
+        self.metrics.watch_socket_server(self.socket_server, self.request_channel)
         self.handler_pool = RequestHandlerPool(
             self.request_channel,
             self.metrics.requests.instrument(self.apis.handle),

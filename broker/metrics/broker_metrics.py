@@ -16,8 +16,10 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session_cache import FetchSessionCache
 from broker.log_manager import LogManager
+from broker.metrics.network_metrics import SocketServerCollector
 from broker.metrics.replica_metrics import ReplicaManagerMetrics
 from broker.metrics.request_metrics import RequestMetrics
+from broker.network import RequestChannel, SocketServer
 from fetcher.fetcher_manager import ReplicaFetcherManager
 
 # Kafka's ReplicaFetcherManager metrics carry clientId=Replica.
@@ -171,3 +173,7 @@ class BrokerMetrics:
         self.registry.register(self.state)
         if process:
             ProcessCollector(registry=self.registry)
+
+    def watch_socket_server(self, socket_server: SocketServer, channel: RequestChannel) -> None:
+        """Publishes the socket server's gauges (queue size, memory pool, connections)."""
+        self.registry.register(SocketServerCollector(socket_server, channel))

@@ -14,7 +14,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from broker.controller.state import NO_LEADER, ClusterState
+from broker.metrics.network_metrics import SocketServerCollector
 from broker.metrics.request_metrics import RequestMetrics
+from broker.network import RequestChannel, SocketServer
 
 
 class ControllerStateCollector(Collector):
@@ -92,6 +94,10 @@ class ControllerMetrics:
         )
         if process:
             ProcessCollector(registry=self.registry)
+
+    def watch_socket_server(self, socket_server: SocketServer, channel: RequestChannel) -> None:
+        """Publishes the socket server's gauges (queue size, memory pool, connections)."""
+        self.registry.register(SocketServerCollector(socket_server, channel))
 
     def on_events(self, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
         """The controller's journal events of one round of effects."""
