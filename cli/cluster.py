@@ -433,11 +433,3 @@ def controller_restart(data_dir: Path) -> None:
     click.echo(
         f"controller restarted on {info.controller.address} (pid {info.controller.pid}), epoch {epoch}"
     )
-
-
-def register(cli: click.Group, broker_group: click.Group, controller_group: click.Group) -> None:
-    cli.add_command(cluster)
-    for cmd in (broker_kill, broker_restart, broker_pause, broker_resume):
-        broker_group.add_command(cmd)
-    controller_group.add_command(controller_kill)
-    controller_group.add_command(controller_restart)
