@@ -27,6 +27,7 @@ from cli.cluster_files import (
 )
 from cli.fault_journal import append_fault
 from cli.node_query import ask_sync
+from cli.output import OUTPUT_OPTION, echo_json
 from protocol import ApiKeys
 
 DEFAULT_ROOT = Path("isrsim-data")
@@ -531,18 +532,24 @@ def cluster_down(data_dir: Path) -> None:
 @click.option("--watch", is_flag=True, help="Refresh every --interval seconds until Ctrl-C.")
 @click.option("--interval", type=float, default=1.0, show_default=True)
 @click.option("--topic", default=None, help="Only this topic.")
-def cluster_status(data_dir: Path, watch: bool, interval: float, topic: str | None) -> None:
+@OUTPUT_OPTION
+def cluster_status(data_dir: Path, watch: bool, interval: float, topic: str | None, output: str) -> None:
     """Brokers (alive, paused, fenced), then one row per partition: leader, epoch, replicas, ISR, and each
     replica's LEO, HW and lag."""
-    from rich.console import Console
-    from rich.live import Live
-
-    from cli.status_view import gather, render
+    from cli.status_view import gather, render, status_document
 
     try:
         info = ClusterInfo.load(data_dir)
     except ClusterError as exc:
         raise _fail(exc) from None
+    if output == "json":
+        if watch:
+            raise click.BadParameter("--watch draws on a terminal; with -o json, run the command again")
+        echo_json(status_document(trio.run(gather, info, topic)))
+        return
+    from rich.console import Console
+    from rich.live import Live
+
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)  # a log or a pipe: do not wrap the offsets column at 80
