@@ -13,7 +13,6 @@ from cli.output import OUTPUT_OPTION, echo_json
 from protocol import CorruptRecordError, batch_crc, decode_records, read_header
 
 
-
 def segment_files(path: Path) -> list[Path]:
     """The ``.log`` segments at ``path``: the file itself, or a partition directory's, by base offset."""
     if path.is_dir():
