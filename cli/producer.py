@@ -44,10 +44,16 @@ class AckJournal:
     """``acked-<producer_id>.jsonl``: one line per acknowledged batch, one ``write`` per line."""
 
     def __init__(self, directory: Path, producer_id: str) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
         self.path = directory / f"acked-{producer_id}.jsonl"
         self.producer_id = producer_id
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd: int | None = None  # opened at the first acknowledgement: no batch, no file
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
 
     def acked(
         self,
@@ -71,10 +77,12 @@ class AckJournal:
             "sent_ms": sent_ms,
             "acked_ms": acked_ms,
         }
-        os.write(self._fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
+        os.write(self._open(), (json.dumps(line, separators=(",", ":")) + "\n").encode())
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 @dataclass

@@ -114,9 +114,10 @@ class _ProduceRun:
     "--acked-journal",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Directory for acked-<producer_id>.jsonl (default: <data-dir>/workload, also with "
-    "--bootstrap-server when a cluster root exists there).",
+    help="Directory for acked-<producer_id>.jsonl (default: <data-dir>/workload, with --bootstrap-server "
+    "too, so that the report can check every acknowledged batch).",
 )
+@click.option("--no-acked-journal", is_flag=True, help="Write no workload journal.")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: on a terminal).")
 @DATA_DIR_OPTION
 @BOOTSTRAP_OPTION
@@ -133,6 +134,7 @@ def produce(
     retry_backoff_ms: int,
     retry_backoff_max_ms: int,
     acked_journal: Path | None,
+    no_acked_journal: bool,
     progress: bool | None,
     data_dir: Path | None,
     bootstrap_server: str | None,
@@ -158,12 +160,9 @@ def produce(
         retry_backoff_ms=retry_backoff_ms,
         retry_backoff_max_ms=max(retry_backoff_ms, retry_backoff_max_ms),
     )
-    journal_dir = acked_journal
-    if journal_dir is None:
-        root = data_dir or Path("isrsim-data")
-        # With --bootstrap-server the journal still goes to a cluster root or a data dir that was named.
-        if not bootstrap_server or data_dir is not None or (root / "cluster.json").exists():
-            journal_dir = root / "workload"
+    journal_dir = (
+        None if no_acked_journal else (acked_journal or (data_dir or Path("isrsim-data")) / "workload")
+    )
     show = sys.stderr.isatty() if progress is None else progress
     run = _ProduceRun()
 
