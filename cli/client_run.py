@@ -18,7 +18,7 @@ T = TypeVar("T")
 
 
 def _first(group: BaseExceptionGroup[BaseException], kind: type[BaseException]) -> BaseException | None:
-    matched, _ = group.split(kind)
+    matched: BaseException | None = group.split(kind)[0]
     while isinstance(matched, BaseExceptionGroup):
         matched = matched.exceptions[0]
     return matched

@@ -155,5 +155,5 @@ def test_node_id_is_kraft_name_for_broker_id(tmp_path: Path) -> None:
     assert load(tmp_path, "node.id=4\n").broker_id == 4
     assert load(tmp_path, ISRSIM_NODE_ID="5").broker_id == 5
     assert load(tmp_path, "node.id=6\nbroker.id=6\n").unknown_keys == []
-    with pytest.raises(ConfigError, match="node.id=6 and broker.id=7 disagree"):
+    with pytest.raises(ConfigError, match=r"node\.id=6 and broker\.id=7 disagree"):
         load(tmp_path, "node.id=6\nbroker.id=7\n")

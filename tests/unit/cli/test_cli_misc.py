@@ -43,7 +43,17 @@ def test_a_command_loads_only_its_own_module() -> None:
 
 def test_every_listed_command_loads() -> None:
     runner = CliRunner()
-    for name in ("broker", "controller", "cluster", "topic", "produce", "consume", "net", "dump-log", "health"):
+    for name in (
+        "broker",
+        "controller",
+        "cluster",
+        "topic",
+        "produce",
+        "consume",
+        "net",
+        "dump-log",
+        "health",
+    ):
         result = runner.invoke(cli, [name, "--help"])
         assert result.exit_code == 0, (name, result.output)
 
