@@ -20,7 +20,8 @@ from broker.journal import Journal
 from broker.kafka_apis import KafkaApis
 from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
 from broker.log.log import LogConfig
-from broker.log_manager import LogManager
+from broker.log_manager import LogDirLoadError, LogManager
+from broker.memory_pool import ConnectionQuotas, MemoryPool
 from broker.metadata_cache import MetadataCache
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
@@ -29,6 +30,7 @@ from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
 from protocol.common import BrokerEndpoint, wall_clock_ms
+from protocol.errors import KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
 
@@ -42,6 +44,7 @@ class KafkaServer:
         self.config = config
         self.broker_id = config.broker_id
         self._stop = trio.Event()
+        self._loaded = False
         self.bound_port: int | None = None
         self.started = trio.Event()
         # Why the broker stopped itself (a fatal error), if it did: it then exits with status 1.
@@ -50,7 +53,6 @@ class KafkaServer:
         self.controlled_shutdown = "not tried"
         self._controlled = True
         c = config
-        self.journal = Journal(c.journal_dir / "events.jsonl", self.broker_id, clock_ms=wall_clock_ms)
         self.log_manager = LogManager(
             c.log_dir,
             self.broker_id,
@@ -62,6 +64,15 @@ class KafkaServer:
             ),
             clock=time.time,
         )
+        self.log_manager.check_log_dir()
+        journal_path = c.journal_dir / "events.jsonl"
+        try:
+            self.journal = Journal(journal_path, self.broker_id, clock_ms=wall_clock_ms)
+        except OSError as e:
+            raise LogDirLoadError(
+                f"the journal {journal_path} cannot be opened ({e.strerror or e}); check journal.dir "
+                "(default: log.dirs)"
+            ) from None
         host, port = c.listener
         self.host = host
         self.metadata_cache = MetadataCache(BrokerEndpoint(self.broker_id, self._advertised_host(host), port))
@@ -102,6 +113,9 @@ class KafkaServer:
             supported=self.apis.supported,
             name=f"broker {self.broker_id}",
             faults=self.faults,
+            memory_pool=MemoryPool(c.get_int("queued.max.request.bytes")),
+            quotas=ConnectionQuotas(c.get_int("max.connections"), c.get_int("max.connections.per.ip")),
+            connections_max_idle_ms=c.get_int("connections.max.idle.ms"),
         )
         self.handler_pool = RequestHandlerPool(
             self.channel, self.apis.handle, c.get_int("num.io.threads"), f"broker {self.broker_id}"
@@ -175,9 +189,18 @@ class KafkaServer:
             self.fatal_reason = reason
         self.stop()
 
-    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    def load(self) -> None:
+        """Checks ``meta.properties`` and loads the logs (recovering them after an unclean stop). Raises
+        ``LogDirLoadError`` (one line: the file and what to do) if the data directory cannot be used.
+        :meth:`run` calls it if it was not called first."""
+        if self._loaded:
+            return
         self.log_manager.check_meta_properties()
         self.log_manager.load_logs()
+        self._loaded = True
+
+    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        self.load()
         c = self.config
         for unknown in self.config.unknown_keys:
             log.warning("broker %d: unknown configuration key %r ignored", self.broker_id, unknown)
@@ -188,7 +211,12 @@ class KafkaServer:
             local = self.metadata_cache.local
             self.metadata_cache.local = BrokerEndpoint(local.broker_id, local.host, self.bound_port)
             self.metadata_cache.brokers[self.broker_id] = self.metadata_cache.local
-            self.replica_manager.host_initial_leaders(self.config.initial_leader_partitions)
+            try:
+                self.replica_manager.host_initial_leaders(self.config.initial_leader_partitions)
+            except KafkaStorageError as e:
+                raise LogDirLoadError(
+                    f"cannot host initial.leader.partitions: {e.message}; fix the log dir {c.log_dir}"
+                ) from None
             self.fetcher_manager = ReplicaFetcherManager(
                 nursery,
                 self.replica_manager,
@@ -212,6 +240,7 @@ class KafkaServer:
                 await nursery.start(self.alter_partition.run)
                 if self.topic_configs is not None:
                     await nursery.start(self.topic_configs.run)
+            nursery.start_soon(self._handle_log_dir_failures)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)
             self._start_periodic(nursery)
@@ -256,6 +285,25 @@ class KafkaServer:
         self.journal.close()
         log.info("broker %d stopped cleanly", self.broker_id)
 
+    async def _handle_log_dir_failures(self) -> None:
+        """Kafka's ``LogDirFailureHandler``: a failed log dir (reported synchronously by the failure
+        channel) takes its partitions offline here, and the controller is told with the next heartbeat."""
+        failed = trio.Event()
+        channel = self.log_manager.failure_channel
+        channel.add_listener(lambda _dir: failed.set())
+        if channel.offline_log_dirs:
+            failed.set()
+        handled: set[str] = set()
+        while True:
+            await failed.wait()
+            failed = trio.Event()
+            for log_dir in channel.offline_log_dirs:
+                if log_dir not in handled:
+                    handled.add(log_dir)
+                    self.replica_manager.handle_log_dir_failure(log_dir)
+            if self.lifecycle is not None:
+                self.lifecycle.report_offline_log_dirs(channel.offline_log_dirs)
+
     def _start_periodic(self, nursery: trio.Nursery) -> None:
         c = self.config
         rm = self.replica_manager
@@ -299,19 +347,32 @@ class KafkaServer:
 async def run_broker(config: BrokerConfig) -> int:
     """Runs a broker until SIGTERM or SIGINT, then stops it cleanly (SIGUSR1: cleanly, but without the
     controlled shutdown). Returns the process's exit status: 0, or 1 after a fatal error (the broker
-    stopped itself)."""
+    stopped itself). A refusal to start raises ``LogDirLoadError`` itself, never wrapped in an exception
+    group."""
     import signal
 
     server = KafkaServer(config)
-    async with trio.open_nursery() as nursery:
+    server.load()
+    try:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as signals:
+            async with trio.open_nursery() as nursery:
 
-            async def watch() -> None:
-                async for signum in signals:
-                    server.stop(controlled=signum != signal.SIGUSR1)
-                    return
+                async def watch() -> None:
+                    async for signum in signals:
+                        server.stop(controlled=signum != signal.SIGUSR1)
+                        return
 
-            nursery.start_soon(watch)
-            await server.run()
-            nursery.cancel_scope.cancel()
+                nursery.start_soon(watch)
+                try:
+                    await server.run()
+                finally:
+                    nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        refusal = group.subgroup(LogDirLoadError)
+        if refusal is None:
+            raise
+        first: BaseException = refusal
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None
     return 0 if server.fatal_reason is None else 1

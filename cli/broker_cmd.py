@@ -45,7 +45,7 @@ def broker_start(
     UPDATE_METADATA from any client, and its leaders manage their own ISR. node.id is accepted for
     broker.id (KRaft's name).
     """
-    from broker import BrokerConfig, ConfigError, InconsistentBrokerIdError, run_broker
+    from broker import BrokerConfig, ConfigError, LogDirLoadError, run_broker
     from cli.config_check import warn_unknown
 
     items = list(overrides)
@@ -61,8 +61,8 @@ def broker_start(
     setup_logging(log_level, f"broker {config.broker_id}")
     try:
         status = trio.run(run_broker, config)
-    except InconsistentBrokerIdError as exc:
-        raise click.ClickException(str(exc)) from None
+    except LogDirLoadError as exc:
+        raise click.ClickException(f"broker {config.broker_id} refuses to start: {exc}") from None
     except OSError as exc:
         host, port = config.listener
         raise click.ClickException(

@@ -35,7 +35,7 @@ from fetcher.truncation import (
 )
 from protocol.api_keys import UNDEFINED_EPOCH
 from protocol.common import TopicPartition, error_name, wall_clock_ms
-from protocol.errors import CorruptRecordError, Errors, KafkaError
+from protocol.errors import CorruptRecordError, Errors, KafkaError, KafkaStorageError
 from protocol.fetch_request import FetchRequestPartitionData
 from protocol.messages import (
     FetchRequest,
@@ -413,6 +413,8 @@ class ReplicaFetcher:
             )
             self.rm.on_fetch_error(tp, int(Errors.CORRUPT_MESSAGE), exc.message)
             return False
+        except KafkaStorageError as exc:  # the log dir failed: logged once where it happened
+            self._fail(tp, exc.error, f"error appending fetched records: {exc}")
         except Exception as exc:
             log.exception(
                 "%s: unexpected error processing data for %s-%d at offset %d",
