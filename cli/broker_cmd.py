@@ -1,5 +1,5 @@
-"""``isrsim broker start`` (and, from ``cli.cluster``, ``broker kill|restart|pause|resume``), the
-``controller`` group, and ``isrsim health``."""
+"""``isrsim broker start`` (and, from ``cli.cluster``, ``broker kill|restart|pause|resume``), and the
+``controller`` group (``controller start``, and ``kill|restart`` from ``cli.cluster``)."""
 
 from __future__ import annotations
 
@@ -78,22 +78,3 @@ for _command in (broker_kill, broker_restart, broker_pause, broker_resume):
     broker.add_command(_command)
 controller.add_command(controller_kill)
 controller.add_command(controller_restart)
-
-
-@click.command()
-@click.argument("address")
-@click.option("--timeout", type=float, default=3.0, show_default=True)
-def health(address: str, timeout: float) -> None:
-    """Exit 0 if the broker or controller at ADDRESS (host:port) answers API_VERSIONS (for healthchecks)."""
-    from cli.cluster_client import ClientError, parse_address
-    from cli.node_query import ask
-    from protocol import ApiKeys
-
-    try:
-        host, port = parse_address(address)
-    except ClientError as exc:
-        raise click.BadParameter(str(exc)) from None
-    resp = trio.run(ask, host, port, ApiKeys.API_VERSIONS, {}, timeout)
-    if resp is None or resp.get("error_code", 0) != 0:
-        raise click.ClickException(f"{address} did not answer API_VERSIONS within {timeout}s")
-    click.echo(f"{address} is up ({len(resp.get('api_keys', []))} APIs)")

@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cli.dump_log_cmd:dump_log",
         "Print the batches of a segment or partition (kafka-dump-log).",
     ),
-    "health": ("cli.broker_cmd:health", "Exit 0 if the node at HOST:PORT answers (healthchecks)."),
+    "health": ("cli.health_cmd:health", "Exit 0 if the node at HOST:PORT answers (healthchecks)."),
     "net": ("cli.net_cmd:net", "Inject network faults between nodes (partition, delay, loss, heal)."),
     "produce": ("cli.workload_cmd:produce", "Produce COUNT numbered records to TOPIC (acks=all by default)."),
     "report": ("cli.report_cmd:report", "Run the PySpark consistency report over a cluster root."),

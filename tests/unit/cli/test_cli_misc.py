@@ -96,3 +96,9 @@ def test_dump_log_reports_a_bad_crc_and_a_torn_tail(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "isvalid: false" in result.output and "isvalid: true" in result.output
     assert "Found a problem at position" in result.output
+
+
+def test_the_healthcheck_loads_no_cluster_or_workload_module() -> None:
+    loaded = _modules_after("health", "--help")
+    assert "cli.health_cmd" in loaded
+    assert not {"cli.cluster", "cli.broker_cmd", "cli.workload_cmd", "rich", "pyspark"} & loaded
