@@ -228,11 +228,13 @@ class Producer:
             "topic_data": [{"name": tp[0], "partition_data": [{"index": tp[1], "records": batch}]}],
         }
         attempt = 0
+        previous = ""
         while True:
             attempt += 1
             t0 = time.monotonic()
             error: str
             remaining = max(0.001, deadline - t0)
+            cut_by_delivery_timeout = remaining < s.request_timeout_ms / 1000 + 5
             try:
                 leader = self.client.leader_for(tp)
                 if leader < 0:
@@ -250,15 +252,20 @@ class Producer:
                     return
                 error = code.name
                 retriable = code in RETRIABLE or code == Errors.REQUEST_TIMED_OUT
-            except (OSError, ConnectionClosed, trio.TooSlowError) as exc:
+            except trio.TooSlowError:
+                # An attempt cut short by delivery.timeout.ms was not timed out by the broker: the batch
+                # failed for the error it was being retried for.
+                error = previous if cut_by_delivery_timeout and previous else "TooSlowError"
+                retriable = True
+                self._drop_leader_connection(tp)
+            except (OSError, ConnectionClosed) as exc:
                 error = type(exc).__name__
                 retriable = True
-                leader = self.client.leader_for(tp)
-                if leader in self.client.brokers:
-                    self.client.drop(self.client.brokers[leader])
+                self._drop_leader_connection(tp)
             except KeyError as exc:
                 error = f"malformed response ({exc})"
                 retriable = False
+            previous = error
             self.stats.errors[error] += 1
             self.stats.last_error = error
             if not retriable or time.monotonic() >= deadline:
@@ -286,6 +293,11 @@ class Producer:
                 await self.client.refresh_metadata([tp[0]])
             except Exception as exc:  # the next attempt reports it
                 log.debug("metadata refresh failed: %s", exc)
+
+    def _drop_leader_connection(self, tp: TopicPartition) -> None:
+        leader = self.client.leader_for(tp)
+        if leader in self.client.brokers:
+            self.client.drop(self.client.brokers[leader])
 
     def _acked(
         self, tp: TopicPartition, batch: bytes, n: int, base_offset: int, sent_ms: int, t0: float
