@@ -303,6 +303,11 @@ def cluster_up(
     is checked before anything is written, and if a process fails to start, those started are stopped (and
     a root made by this command is removed).
     """
+    from broker import BrokerConfig, ControllerConfig
+    from cli.config_check import warn_unknown
+
+    # The processes inherit this environment: a misspelt ISRSIM_ variable is said here, not only in a log.
+    warn_unknown("cluster up", [], [*BrokerConfig.KEYS, *BrokerConfig.ALIASES, *ControllerConfig.KEYS])
     try:
         settings = check_overrides(overrides)
         info, made = _prepare(ctx, data_dir, brokers, base_port, settings, reset)

@@ -213,6 +213,12 @@ def test_cluster_up_is_all_or_nothing(tmp_path: Path) -> None:
                                    "--override", "min.insync.replica=2", check=False))  # fmt: skip
     assert "unknown configuration key (did you mean min.insync.replicas?)" in line
     assert not root.exists()
+    proc = subprocess.run(
+        python_cmd("cluster", "up", "--data-dir", str(root), "--override", "bogus=1"),
+        cwd=REPO_ROOT, env={**os.environ, "ISRSIM_MIN_ISR": "2"}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert "environment variable ISRSIM_MIN_ISR names no configuration key" in proc.stderr
+    assert not root.exists()
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
