@@ -207,7 +207,7 @@ async def _run_producer(producer: Producer, count: int, rate: float | None, show
 
     with Progress(
         TextColumn("[bold]produce[/] {task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=20),
         MofNCompleteColumn(),
         TextColumn("{task.fields[rate]:>8,.0f} rec/s  retries {task.fields[retries]}{task.fields[error]}"),
         TimeElapsedColumn(),
