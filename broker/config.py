@@ -54,6 +54,10 @@ class ConfigKey:
     minimum: int | None = None
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+DEFAULT_SECURITY_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+
 # Kafka's keys with Kafka's defaults, plus the few that are isrsim's own (marked).
 BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("broker.id", parse_int, None, "This broker's id.", 0),
@@ -62,9 +66,28 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "listeners",
         parse_str,
         "PLAINTEXT://127.0.0.1:9092",
-        "Where the broker listens (host:port accepted).",
+        "Where the broker listens: NAME://host:port, comma-separated (a bare host:port is PLAINTEXT).",
     ),
-    ConfigKey("advertised.listeners", parse_str, "", "Address given to others; defaults to listeners."),
+    ConfigKey(
+        "advertised.listeners",
+        parse_str,
+        "",
+        "Addresses given to others, NAME://host:port by listener name; a listener not named here "
+        "advertises its own address (0.0.0.0 as 127.0.0.1).",
+    ),
+    ConfigKey(
+        "listener.security.protocol.map",
+        parse_str,
+        DEFAULT_SECURITY_PROTOCOL_MAP,
+        "Listener name to security protocol, NAME:PROTOCOL pairs (only PLAINTEXT is served today).",
+    ),
+    ConfigKey(
+        "inter.broker.listener.name",
+        parse_str,
+        "",
+        "The listener brokers and the controller reach this broker on; default: PLAINTEXT if "
+        "listeners has it, else the first listener.",
+    ),
     ConfigKey("log.dirs", parse_str, "./isrsim-logs", "The data directory."),
     ConfigKey("journal.dir", parse_str, "", "isrsim: where events.jsonl goes; defaults to log.dirs."),
     ConfigKey(
@@ -243,6 +266,126 @@ def parse_listener(value: str) -> tuple[str, int]:
     return (host or "0.0.0.0"), int(port)
 
 
+@dataclass(frozen=True, slots=True)
+class ListenerEndpoint:
+    """One named listener: ``INTERNAL://0.0.0.0:19092`` -> ("INTERNAL", "0.0.0.0", 19092)."""
+
+    name: str
+    host: str
+    port: int
+
+
+def parse_listener_list(value: str, *, key: str = "listeners") -> list[ListenerEndpoint]:
+    """``INTERNAL://0.0.0.0:19092,EXTERNAL://:9092`` -> endpoints in order; a bare ``host:port`` is
+    PLAINTEXT. Names are upper-cased (Kafka's ListenerName); a name given twice is an error."""
+    out: list[ListenerEndpoint] = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name = "PLAINTEXT"
+        rest = item
+        if "://" in item:
+            name, rest = item.split("://", 1)
+            name = name.strip().upper()
+            if not name or not all(ch.isalnum() or ch in "_-" for ch in name):
+                raise ConfigError(f"{key}={value!r}: bad listener name {name!r} in {item!r}")
+        host, sep, port = rest.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ConfigError(f"{key}={value!r}: expected NAME://host:port or host:port, got {item!r}")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if any(e.name == name for e in out):
+            raise ConfigError(f"{key}={value!r}: listener name {name} appears more than once")
+        out.append(ListenerEndpoint(name, host or "0.0.0.0", int(port)))
+    if not out:
+        raise ConfigError(f"{key}={value!r}: expected at least one NAME://host:port")
+    return out
+
+
+def parse_protocol_map(value: str) -> dict[str, str]:
+    """``INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT`` -> {listener name: security protocol}."""
+    key = "listener.security.protocol.map"
+    out: dict[str, str] = {}
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or not protocol:
+            raise ConfigError(f"{key}={value!r}: expected NAME:PROTOCOL pairs, got {item!r}")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"{key}: {name}:{protocol}: unknown security protocol "
+                f"(one of {', '.join(SECURITY_PROTOCOLS)})"
+            )
+        if name in out:
+            raise ConfigError(f"{key}={value!r}: listener name {name} appears more than once")
+        out[name] = protocol
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerConfig:
+    """A broker's listeners, checked together (Kafka's KafkaConfig validation of the four keys)."""
+
+    listeners: tuple[ListenerEndpoint, ...]  # what to bind, in the order given
+    advertised: tuple[ListenerEndpoint, ...]  # what others are told, one per listener, same order
+    protocols: dict[str, str]
+    inter_broker: str
+
+    @property
+    def inter_broker_listener(self) -> ListenerEndpoint:
+        return next(e for e in self.listeners if e.name == self.inter_broker)
+
+    @property
+    def inter_broker_advertised(self) -> ListenerEndpoint:
+        return next(e for e in self.advertised if e.name == self.inter_broker)
+
+
+def advertised_host(host: str) -> str:
+    """A wildcard bind address is advertised as the loopback one (nothing better is known)."""
+    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+
+
+def parse_listener_config(
+    listeners: str, advertised: str = "", protocol_map: str = "", inter_broker: str = ""
+) -> ListenerConfig:
+    bound = parse_listener_list(listeners)
+    names = [e.name for e in bound]
+    protocols = parse_protocol_map(protocol_map or DEFAULT_SECURITY_PROTOCOL_MAP)
+    for e in bound:
+        if e.name not in protocols:
+            raise ConfigError(
+                f"listener.security.protocol.map: listener {e.name} (in listeners) has no security protocol; "
+                f"add {e.name}:PLAINTEXT"
+            )
+        if protocols[e.name] not in SERVED_SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listeners: {e.name} uses security protocol {protocols[e.name]}, which isrsim does not "
+                "support yet (only PLAINTEXT)"
+            )
+    given: dict[str, ListenerEndpoint] = {}
+    if advertised.strip():
+        for e in parse_listener_list(advertised, key="advertised.listeners"):
+            if e.name not in names:
+                raise ConfigError(
+                    f"advertised.listeners: {e.name} is not a listener (listeners has {', '.join(names)})"
+                )
+            given[e.name] = e
+    adv = tuple(given.get(e.name) or ListenerEndpoint(e.name, advertised_host(e.host), e.port) for e in bound)
+    inter = inter_broker.strip().upper()
+    if inter:
+        if inter not in names:
+            raise ConfigError(
+                f"inter.broker.listener.name: {inter} is not a listener (listeners has {', '.join(names)})"
+            )
+    else:
+        inter = "PLAINTEXT" if "PLAINTEXT" in names else names[0]
+    return ListenerConfig(tuple(bound), adv, protocols, inter)
+
+
 def parse_voters(value: str) -> tuple[int, str, int] | None:
     """``1000@127.0.0.1:9093`` (Kafka's controller.quorum.voters form; one voter) or ``host:port``."""
     if not value.strip():
@@ -329,15 +472,26 @@ class BrokerConfig(ConfigValues):
     ALIASES = {"node.id": "broker.id"}  # KRaft's name
 
     def check(self) -> None:
-        _ = (self.listener, self.controller, self.initial_leader_partitions)
+        _ = (self.listener_config, self.controller, self.initial_leader_partitions)
 
     @property
     def broker_id(self) -> int:
         return self.get_int("broker.id")
 
     @property
+    def listener_config(self) -> ListenerConfig:
+        return parse_listener_config(
+            str(self.values["listeners"]),
+            str(self.values["advertised.listeners"]),
+            str(self.values["listener.security.protocol.map"]),
+            str(self.values["inter.broker.listener.name"]),
+        )
+
+    @property
     def listener(self) -> tuple[str, int]:
-        return parse_listener(str(self.values["listeners"]))
+        """The inter-broker listener's bind address (the only one, with a single listener)."""
+        e = self.listener_config.inter_broker_listener
+        return e.host, e.port
 
     @property
     def log_dir(self) -> Path:

@@ -180,7 +180,7 @@ class KafkaApis:
         names = None if req.topics is None else list(dict.fromkeys(t.name for t in req.topics))
         brokers = [
             m.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port)
-            for b in cache.brokers.values()
+            for b in cache.brokers_on(request.listener_name)
         ]
         request.complete(
             to_body(
@@ -267,6 +267,9 @@ class KafkaApis:
             request.complete(to_body(m.UpdateMetadataResponse(error_code=int(Errors.STALE_BROKER_EPOCH))))
             return
         brokers = [BrokerEndpoint(b.id, b.host, b.port) for b in req.live_brokers]
+        endpoints = {
+            b.id: {e.listener.upper(): (e.host, e.port) for e in b.endpoints} for b in req.live_brokers
+        }
         partitions = [
             (
                 (t.topic_name, p.partition_index),
@@ -278,7 +281,7 @@ class KafkaApis:
             for p in t.partition_states
         ]
         error = self.replica_manager.update_metadata(
-            req.controller_id, req.controller_epoch, brokers, partitions
+            req.controller_id, req.controller_epoch, brokers, partitions, endpoints
         )
         request.complete(to_body(m.UpdateMetadataResponse(error_code=int(error))))
 

@@ -120,7 +120,7 @@ class BrokerLifecycleManager:
         broker_id: int,
         cluster_id: str,
         channel: ControllerChannel,
-        endpoint: Callable[[], tuple[str, int]],
+        endpoint: Callable[[], tuple[str, int] | list[tuple[str, str, int]]],
         *,
         heartbeat_interval_ms: int,
         incarnation_id: str | None = None,
@@ -166,14 +166,19 @@ class BrokerLifecycleManager:
                 self._wake = trio.Event()
 
     async def _register(self) -> None:
-        host, port = self.endpoint()
+        # Every advertised listener (name, host, port), the inter-broker one first; (host, port): PLAINTEXT.
+        found = self.endpoint()
+        listeners = [("PLAINTEXT", *found)] if isinstance(found, tuple) else found
         body = await self.channel.request(
             ApiKeys.BROKER_REGISTRATION,
             cm.BrokerRegistrationRequest(
                 broker_id=self.broker_id,
                 cluster_id=self.cluster_id,
                 incarnation_id=self.incarnation_id,
-                listeners=[cm.BrokerRegistrationRequestListener(name="PLAINTEXT", host=host, port=port)],
+                listeners=[
+                    cm.BrokerRegistrationRequestListener(name=name, host=host, port=port)
+                    for name, host, port in listeners
+                ],
             ),
         )
         resp = from_body(cm.BrokerRegistrationResponse, body)

@@ -22,20 +22,56 @@ class PartitionMetadata:
     controller_epoch: int = 0
 
 
+# A broker's advertised listeners: listener name -> (host, port).
+Endpoints = dict[str, tuple[str, int]]
+
+
 class MetadataCache:
-    def __init__(self, local: BrokerEndpoint) -> None:
+    """``brokers`` holds each live broker's inter-broker address (what fetchers connect to);
+    ``endpoints`` each one's advertised listeners by name, when known (UPDATE_METADATA's ``endpoints``).
+    A broker whose listeners are not known is reached at its one address on every listener."""
+
+    def __init__(self, local: BrokerEndpoint, local_endpoints: Endpoints | None = None) -> None:
         self.local = local
+        self.local_endpoints: Endpoints = dict(local_endpoints or {})
         self.brokers: dict[int, BrokerEndpoint] = {local.broker_id: local}
+        self.endpoints: dict[int, Endpoints] = {}
         self.partitions: dict[TopicPartition, PartitionMetadata] = {}
         self.controller_id: int = -1
 
-    def update_brokers(self, brokers: list[BrokerEndpoint], *, replace: bool) -> None:
+    def update_brokers(
+        self,
+        brokers: list[BrokerEndpoint],
+        *,
+        replace: bool,
+        endpoints: dict[int, Endpoints] | None = None,
+    ) -> None:
+        endpoints = endpoints or {}
         if replace:
             self.brokers = {b.broker_id: b for b in brokers}
             self.brokers.setdefault(self.local.broker_id, self.local)
-        else:
-            for b in brokers:
-                self.brokers[b.broker_id] = b
+            self.endpoints = {}
+        for b in brokers:
+            self.brokers[b.broker_id] = b
+            if endpoints.get(b.broker_id):
+                self.endpoints[b.broker_id] = dict(endpoints[b.broker_id])
+            # LEADER_AND_ISR's live_leaders carry no listeners: what UPDATE_METADATA said stays.
+
+    def brokers_on(self, listener: str) -> list[BrokerEndpoint]:
+        """The live brokers' addresses on ``listener`` (Kafka's ``getAliveBrokerNodes(listenerName)``): a
+        broker whose listeners are known but lack this one is left out."""
+        out: list[BrokerEndpoint] = []
+        for b in self.brokers.values():
+            if b.broker_id == self.local.broker_id:
+                known = self.local_endpoints
+            else:
+                known = self.endpoints.get(b.broker_id, {})
+            if not known:
+                out.append(b)
+            elif listener in known:
+                host, port = known[listener]
+                out.append(BrokerEndpoint(b.broker_id, host, port))
+        return out
 
     def update_partition(self, tp: TopicPartition, meta: PartitionMetadata) -> None:
         self.partitions[tp] = meta

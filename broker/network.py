@@ -28,7 +28,7 @@ import errno
 import itertools
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +80,12 @@ class Request:
     def api_key(self) -> int:
         return self.header.api_key
 
+    @property
+    def listener_name(self) -> str:
+        """The listener the request arrived on (METADATA answers with addresses on it, as Kafka)."""
+        # (a test may hand requests over a stand-in connection that has none: the default listener)
+        return str(getattr(self.connection, "listener_name", "PLAINTEXT"))
+
     def complete(self, body: dict[str, Any] | None) -> None:
         """Queues ``body`` as the response; ``None`` means no response is sent (PRODUCE with acks=0)."""
         if self.done:
@@ -118,6 +124,7 @@ class Connection:
     inbound_line: DelayLine = field(default_factory=DelayLine)
     outbound_line: DelayLine = field(default_factory=DelayLine)
     address: str = "?"
+    listener_name: str = "PLAINTEXT"  # the listener it was accepted on
     last_active: float = 0.0  # trio time of the last bytes read or written (connections.max.idle.ms)
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
@@ -187,9 +194,13 @@ class SocketServer:
         memory_pool: MemoryPool | None = None,
         quotas: ConnectionQuotas | None = None,
         connections_max_idle_ms: int = 600_000,
+        listeners: Sequence[tuple[str, str, int]] = (),
     ) -> None:
         self.host = host
         self.port = port
+        # (name, host, port) per listener, bound in order; without them, one PLAINTEXT on host:port.
+        self.listeners = list(listeners) or [("PLAINTEXT", host, port)]
+        self.bound_ports: dict[str, int] = {}
         self.channel = channel
         self.max_request_bytes = max_request_bytes
         self.supported = dict(supported)
@@ -210,19 +221,33 @@ class SocketServer:
         self.memory_pool.add_release_listener(self._on_memory_released)
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        listeners = await trio.open_tcp_listeners(self.port, host=self.host)
-        sock = listeners[0].socket
-        self.bound_port = int(sock.getsockname()[1])
-        log.info("%s listening on %s:%d", self.name, self.host, self.bound_port)
+        """Binds every listener (Kafka's one Acceptor per listener), then accepts on all of them;
+        ``task_status`` gets the first listener's port (``bound_ports`` has each one's)."""
+        bound: list[tuple[str, list[trio.SocketListener]]] = []
+        try:
+            for name, host, port in self.listeners:
+                sockets = await trio.open_tcp_listeners(port, host=host)
+                bound.append((name, sockets))
+                self.bound_ports[name] = int(sockets[0].socket.getsockname()[1])
+                log.info("%s listening on %s:%d (%s)", self.name, host, self.bound_ports[name], name)
+        except BaseException:
+            for _, sockets in bound:
+                for sock in sockets:
+                    sock.socket.close()
+            raise
+        self.bound_port = self.bound_ports[self.listeners[0][0]]
         task_status.started(self.bound_port)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._expire_idle_connections)
-            for listener in listeners:
-                nursery.start_soon(self._accept_loop, listener, nursery)
+            for name, sockets in bound:
+                for listener in sockets:
+                    nursery.start_soon(self._accept_loop, listener, nursery, name)
 
     # ------------------------------------------------------------------ accepting, quotas, idle connections
 
-    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+    async def _accept_loop(
+        self, listener: trio.SocketListener, nursery: trio.Nursery, listener_name: str = "PLAINTEXT"
+    ) -> None:
         """Kafka's Acceptor: waits while ``max.connections`` are open; backs off when accept() has no file
         descriptors (or memory) left, logging once when that starts and once when it ends."""
         backoff = ACCEPT_BACKOFF_MIN_S
@@ -265,7 +290,9 @@ class SocketServer:
                 address, port = "?", 0
             # Counted here, before the next accept, so max.connections holds however fast clients connect.
             if self.quotas.inc(address):
-                nursery.start_soon(self._handle_connection, stream, address, f"{address}:{port}")
+                nursery.start_soon(
+                    self._handle_connection, stream, address, f"{address}:{port}", listener_name
+                )
                 continue
             log.info(
                 "%s rejected connection from %s:%s: it already has %d connections (max.connections.per.ip)",
@@ -319,9 +346,18 @@ class SocketServer:
 
     # ------------------------------------------------------------------ one connection
 
-    async def _handle_connection(self, stream: trio.SocketStream, address: str, peer: str) -> None:
+    async def _handle_connection(
+        self, stream: trio.SocketStream, address: str, peer: str, listener_name: str = "PLAINTEXT"
+    ) -> None:
         """Serves one connection, already counted in the quotas under ``address``."""
-        conn = Connection(next(self._ids), peer, stream, address=address, last_active=trio.current_time())
+        conn = Connection(
+            next(self._ids),
+            peer,
+            stream,
+            address=address,
+            listener_name=listener_name,
+            last_active=trio.current_time(),
+        )
         self.connections[conn.id] = conn
         try:
             with conn.scope:

@@ -320,14 +320,16 @@ class ReplicaManager:
         controller_epoch: int,
         brokers: list[BrokerEndpoint],
         partitions: list[tuple[TopicPartition, PartitionMetadata]],
+        endpoints: dict[int, dict[str, tuple[str, int]]] | None = None,
     ) -> Errors:
-        """Kafka's ``maybeUpdateMetadataCache``: the live brokers replace the known ones; a partition whose
-        leader is LEADER_DURING_DELETE leaves the cache."""
+        """Kafka's ``maybeUpdateMetadataCache``: the live brokers replace the known ones (with their
+        listeners, ``endpoints``, when given); a partition whose leader is LEADER_DURING_DELETE leaves the
+        cache."""
         if controller_epoch < self.controller_epoch:
             return Errors.STALE_CONTROLLER_EPOCH
         self.controller_epoch = controller_epoch
         self.metadata_cache.controller_id = controller_id
-        self.metadata_cache.update_brokers(brokers, replace=True)
+        self.metadata_cache.update_brokers(brokers, replace=True, endpoints=endpoints)
         for tp, meta in partitions:
             if meta.leader == LEADER_DURING_DELETE:
                 self.metadata_cache.remove_partition(tp)

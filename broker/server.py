@@ -75,9 +75,11 @@ class KafkaServer:
                 f"the journal {journal_path} cannot be opened ({e.strerror or e}); check journal.dir "
                 "(default: log.dirs)"
             ) from None
+        self.listeners = c.listener_config
         host, port = c.listener
         self.host = host
-        self.metadata_cache = MetadataCache(BrokerEndpoint(self.broker_id, self._advertised_host(host), port))
+        inter = self.listeners.inter_broker_advertised
+        self.metadata_cache = MetadataCache(BrokerEndpoint(self.broker_id, inter.host, inter.port))
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
         fetch_session_cache = FetchSessionCache(
@@ -114,6 +116,7 @@ class KafkaServer:
         self.socket_server = SocketServer(
             host=host,
             port=port,
+            listeners=[(e.name, e.host, e.port) for e in self.listeners.listeners],
             channel=self.channel,
             max_request_bytes=c.get_int("socket.request.max.bytes"),
             supported=self.apis.supported,
@@ -151,7 +154,7 @@ class KafkaServer:
                 self.broker_id,
                 str(c.get("cluster.id")),
                 controller_channel,
-                lambda: (self.metadata_cache.local.host, self.metadata_cache.local.port),
+                self._registered_listeners,
                 heartbeat_interval_ms=c.get_int("broker.heartbeat.interval.ms"),
             )
             lifecycle = self.lifecycle
@@ -165,13 +168,22 @@ class KafkaServer:
             self.replica_manager.topic_config_fetcher = self.topic_configs
             self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
 
-    def _advertised_host(self, host: str) -> str:
-        advertised = str(self.config.get("advertised.listeners"))
-        if advertised:
-            from broker.config import parse_listener
+    def _advertise(self) -> None:
+        """Once bound: each listener's advertised address, the port being the bound one where the advertised
+        port is 0 (a listener bound to port 0 and not named in advertised.listeners, say)."""
+        bound = self.socket_server.bound_ports
+        endpoints = {e.name: (e.host, e.port or bound.get(e.name, 0)) for e in self.listeners.advertised}
+        host, port = endpoints[self.listeners.inter_broker]
+        self.metadata_cache.local = BrokerEndpoint(self.broker_id, host, port)
+        self.metadata_cache.local_endpoints = endpoints
+        self.metadata_cache.brokers[self.broker_id] = self.metadata_cache.local
 
-            return parse_listener(advertised)[0]
-        return "127.0.0.1" if host in ("0.0.0.0", "") else host
+    def _registered_listeners(self) -> list[tuple[str, str, int]]:
+        """What registration sends: every advertised listener, the inter-broker one first."""
+        local = self.metadata_cache.local_endpoints
+        inter = self.listeners.inter_broker
+        names = [inter, *(n for n in local if n != inter)]
+        return [(n, *local[n]) for n in names if n in local]
 
     def _peers(self) -> list[tuple[str, str, int]]:
         """The nodes this broker knows the address of (for NET_FAULTS; the CLI finds a cluster by them)."""
@@ -222,10 +234,9 @@ class KafkaServer:
         # Every task started below (fetchers, controller channel) inherits this: their connects see faults.
         current_faults.set(self.faults)
         async with trio.open_nursery() as nursery:
-            self.bound_port = await nursery.start(self.socket_server.serve)
-            local = self.metadata_cache.local
-            self.metadata_cache.local = BrokerEndpoint(local.broker_id, local.host, self.bound_port)
-            self.metadata_cache.brokers[self.broker_id] = self.metadata_cache.local
+            await nursery.start(self.socket_server.serve)
+            self.bound_port = self.socket_server.bound_ports[self.listeners.inter_broker]
+            self._advertise()
             try:
                 self.replica_manager.host_initial_leaders(self.config.initial_leader_partitions)
             except KafkaStorageError as e:

@@ -161,10 +161,22 @@ class UpdateMetadataRequestTopicState:
 
 
 @dataclass(slots=True, kw_only=True)
+class UpdateMetadataRequestEndpoint:
+    """One of a live broker's listeners (Kafka's UpdateMetadataEndpoint, without security_protocol)."""
+
+    listener: str
+    host: str
+    port: Int32 = field(metadata={"min": 0, "max": 65535})
+
+
+@dataclass(slots=True, kw_only=True)
 class UpdateMetadataRequestBroker:
+    """``host``/``port``: the inter-broker address; ``endpoints`` (optional): every advertised listener."""
+
     id: Int32
     host: str
     port: Int32
+    endpoints: list[UpdateMetadataRequestEndpoint] = field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -509,6 +521,7 @@ __all__ = [
     "StopReplicaResponsePartitionError",
     "UpdateMetadataRequest",
     "UpdateMetadataRequestBroker",
+    "UpdateMetadataRequestEndpoint",
     "UpdateMetadataRequestPartitionState",
     "UpdateMetadataRequestTopicState",
     "UpdateMetadataResponse",

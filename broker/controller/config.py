@@ -9,9 +9,10 @@ from pathlib import Path
 from broker.config import (
     ConfigKey,
     ConfigValues,
+    ListenerEndpoint,
     parse_bool,
     parse_int,
-    parse_listener,
+    parse_listener_list,
     parse_str,
 )
 from broker.controller.topics import TopicSettings
@@ -21,7 +22,13 @@ CONTROLLER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "node.id", parse_int, 1000, "The controller's id (brokers name it in controller.quorum.voters).", 0
     ),
     ConfigKey("cluster.id", parse_str, "isrsim", "Brokers registering with another cluster.id are refused."),
-    ConfigKey("listeners", parse_str, "PLAINTEXT://127.0.0.1:9093", "Where the controller listens."),
+    ConfigKey(
+        "listeners",
+        parse_str,
+        "PLAINTEXT://127.0.0.1:9093",
+        "Where the controller listens: NAME://host:port, comma-separated; with several, METADATA answers "
+        "with the brokers' addresses on the listener of the same name.",
+    ),
     ConfigKey(
         "metadata.log.dir",
         parse_str,
@@ -73,7 +80,7 @@ class ControllerConfig(ConfigValues):
     KEYS = CONTROLLER_KEYS_BY_NAME
 
     def check(self) -> None:
-        _ = self.listener
+        _ = self.listeners
 
     @property
     def node_id(self) -> int:
@@ -84,8 +91,14 @@ class ControllerConfig(ConfigValues):
         return str(self.values["cluster.id"])
 
     @property
+    def listeners(self) -> list[ListenerEndpoint]:
+        return parse_listener_list(str(self.values["listeners"]))
+
+    @property
     def listener(self) -> tuple[str, int]:
-        return parse_listener(str(self.values["listeners"]))
+        """The first listener's bind address (the one brokers are told in controller.quorum.voters)."""
+        first = self.listeners[0]
+        return first.host, first.port
 
     @property
     def directory(self) -> Path:

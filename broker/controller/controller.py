@@ -83,9 +83,11 @@ class KafkaController:
         host, port = config.listener
         self.host = host
         self.faults = FaultInjector(CONTROLLER, resolve=self._resolve_peer, peers=self._peers)
+        self.listeners = config.listeners
         self.socket_server = SocketServer(
             host=host,
             port=port,
+            listeners=[(e.name, e.host, e.port) for e in self.listeners],
             channel=self.request_channel,
             max_request_bytes=config.get_int("socket.request.max.bytes"),
             supported=self.apis.supported,
@@ -113,6 +115,11 @@ class KafkaController:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def answer_listener(self, request: Request) -> str | None:
+        """The listener METADATA / DESCRIBE_CLUSTER answer on: the one the request came in on when the
+        controller has several (Kafka's rule), else None (brokers' inter-broker addresses, as ever)."""
+        return request.listener_name if len(self.listeners) > 1 else None
 
     def _peers(self) -> list[tuple[str, str, int]]:
         if self.core is None:
@@ -263,9 +270,9 @@ class ControllerApis:
             response = core.delete_topics(body)
             wait_s = body.timeout_ms / 1000.0
         elif key == ApiKeys.METADATA:
-            response = core.metadata(body)
+            response = core.metadata(body, c.answer_listener(request))
         elif key == ApiKeys.DESCRIBE_CLUSTER:
-            response = core.describe_cluster()
+            response = core.describe_cluster(c.answer_listener(request))
         elif key == ApiKeys.DESCRIBE_CONFIGS:
             response = core.describe_configs(body)
         else:

@@ -233,7 +233,9 @@ class ControllerCore:
             return cm.BrokerRegistrationResponse(error_code=int(Errors.INCONSISTENT_CLUSTER_ID))
         if not req.listeners:
             return cm.BrokerRegistrationResponse(error_code=int(Errors.INVALID_REQUEST))
-        listener = next((li for li in req.listeners if li.name.upper() == "PLAINTEXT"), req.listeners[0])
+        # The first listener is the broker's inter-broker one (what it registers first), as the controller
+        # and the other brokers reach it; all of them are kept for METADATA by listener.
+        listener = req.listeners[0]
         existing = self.state.brokers.get(req.broker_id)
         restarted = existing is not None and existing.incarnation_id != req.incarnation_id
         if existing is not None and not existing.fenced:
@@ -245,6 +247,7 @@ class ControllerCore:
             epoch=self.state.allocate_broker_epoch(),
             incarnation_id=req.incarnation_id,
             fenced=True,
+            listeners=[(li.name.upper(), li.host, li.port) for li in req.listeners],
         )
         self.state.brokers[req.broker_id] = reg
         self._last_contact[req.broker_id] = now_ms
@@ -517,8 +520,8 @@ class ControllerCore:
 
     # ------------------------------------------------------------------------ descriptions
 
-    def metadata(self, req: m.MetadataRequest) -> m.MetadataResponse:
-        return metadata_response(self.state, self.controller_id, req)
+    def metadata(self, req: m.MetadataRequest, listener: str | None = None) -> m.MetadataResponse:
+        return metadata_response(self.state, self.controller_id, req, listener)
 
     def describe_configs(self, req: cm.DescribeConfigsRequest) -> cm.DescribeConfigsResponse:
         """Topic configs: the topic's own values, else the controller's defaults (``is_default``)."""
@@ -555,8 +558,8 @@ class ControllerCore:
             results.append(result)
         return cm.DescribeConfigsResponse(results=results)
 
-    def describe_cluster(self) -> cm.DescribeClusterResponse:
-        return describe_cluster_response(self.state, self.controller_id)
+    def describe_cluster(self, listener: str | None = None) -> cm.DescribeClusterResponse:
+        return describe_cluster_response(self.state, self.controller_id, listener)
 
 
 __all__ = ["ControllerCore", "ControllerSettings", "Effects", "JournalEvent"]

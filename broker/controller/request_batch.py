@@ -64,7 +64,16 @@ class RequestBatch:
             for b in live
         ]
         live_brokers = [
-            cm.UpdateMetadataRequestBroker(id=b.broker_id, host=b.host, port=b.port) for b in live
+            cm.UpdateMetadataRequestBroker(
+                id=b.broker_id,
+                host=b.host,
+                port=b.port,
+                endpoints=[
+                    cm.UpdateMetadataRequestEndpoint(listener=name, host=host, port=port)
+                    for name, host, port in b.listeners
+                ],
+            )
+            for b in live
         ]
         epoch = state.controller_epoch
         out: list[OutboundRequest] = []

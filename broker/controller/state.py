@@ -39,6 +39,8 @@ class BrokerRegistration:
     incarnation_id: str
     fenced: bool = True
     in_controlled_shutdown: bool = False
+    # Every advertised listener (name, host, port), the inter-broker one (host, port) first.
+    listeners: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -106,6 +108,7 @@ class ClusterState:
                     "incarnation_id": b.incarnation_id,
                     "fenced": b.fenced,
                     "in_controlled_shutdown": b.in_controlled_shutdown,
+                    "listeners": [list(li) for li in b.listeners],
                 }
                 for _, b in sorted(self.brokers.items())
             ],
@@ -153,6 +156,7 @@ class ClusterState:
                 incarnation_id=str(b["incarnation_id"]),
                 fenced=bool(b["fenced"]),
                 in_controlled_shutdown=bool(b["in_controlled_shutdown"]),
+                listeners=[(str(n), str(h), int(p)) for n, h, p in b.get("listeners", [])],
             )
             state.brokers[reg.broker_id] = reg
         for t in data["topics"]:

@@ -140,19 +140,23 @@ class Broker:
 class InMemoryConnection:
     """What ``Request.complete`` needs of a ``Connection``: to be told a response is ready."""
 
-    def __init__(self) -> None:
+    def __init__(self, listener_name: str = "PLAINTEXT") -> None:
         self.responses_ready = 0
+        self.listener_name = listener_name
 
     def response_ready(self) -> None:
         self.responses_ready += 1
 
 
-def make_request(api_key: ApiKeys, message: Any, *, correlation_id: int = 42) -> Request:
-    """``message`` (a ``protocol.messages`` dataclass, or a plain body) as the socket server would queue it:
-    encoded as a frame, then decoded into header and body."""
+def make_request(
+    api_key: ApiKeys, message: Any, *, correlation_id: int = 42, listener_name: str = "PLAINTEXT"
+) -> Request:
+    """``message`` (a ``protocol.messages`` dataclass, or a plain body) as the socket server would queue it,
+    arrived on ``listener_name``: encoded as a frame, then decoded into header and body."""
     frame = encode_request(api_key, 0, correlation_id, "unit-test", to_body(message))
     header, body = decode_request(frame[4:])
-    return Request(header, body, cast(Connection, InMemoryConnection()), 0.0, len(frame))
+    conn = cast(Connection, InMemoryConnection(listener_name))
+    return Request(header, body, conn, 0.0, len(frame))
 
 
 def response_body(request: Request) -> dict[str, Any]:

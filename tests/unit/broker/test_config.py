@@ -157,3 +157,90 @@ def test_node_id_is_kraft_name_for_broker_id(tmp_path: Path) -> None:
     assert load(tmp_path, "node.id=6\nbroker.id=6\n").unknown_keys == []
     with pytest.raises(ConfigError, match=r"node\.id=6 and broker\.id=7 disagree"):
         load(tmp_path, "node.id=6\nbroker.id=7\n")
+
+
+# ------------------------------------------------------------------------ named listeners (Kafka's four keys)
+
+
+def listeners_of(tmp_path: Path, *overrides: str) -> BrokerConfig:
+    return load(tmp_path, overrides=["broker.id=1", *overrides])
+
+
+def test_a_bare_address_is_one_plaintext_listener(tmp_path: Path) -> None:
+    lc = listeners_of(tmp_path, "listeners=0.0.0.0:9092").listener_config
+    assert [(e.name, e.host, e.port) for e in lc.listeners] == [("PLAINTEXT", "0.0.0.0", 9092)]
+    assert [(e.name, e.host, e.port) for e in lc.advertised] == [("PLAINTEXT", "127.0.0.1", 9092)]
+    assert lc.inter_broker == "PLAINTEXT"
+
+
+def test_named_listeners_advertised_by_name(tmp_path: Path) -> None:
+    c = listeners_of(
+        tmp_path,
+        "listeners=INTERNAL://0.0.0.0:19092,EXTERNAL://0.0.0.0:9092",
+        "advertised.listeners=EXTERNAL://localhost:19091,INTERNAL://broker-1:19092",
+        "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+    )
+    lc = c.listener_config
+    assert [e.name for e in lc.listeners] == ["INTERNAL", "EXTERNAL"]
+    # advertised in the order of listeners, whatever the order they were given in
+    assert [(e.name, e.host, e.port) for e in lc.advertised] == [
+        ("INTERNAL", "broker-1", 19092),
+        ("EXTERNAL", "localhost", 19091),
+    ]
+    assert lc.inter_broker == "INTERNAL"  # no PLAINTEXT: the first listener
+    assert c.listener == ("0.0.0.0", 19092)  # the inter-broker listener's bind address
+
+
+def test_inter_broker_listener_default_and_choice(tmp_path: Path) -> None:
+    both = (
+        "listeners=EXTERNAL://:9092,PLAINTEXT://:19092",
+        "listener.security.protocol.map=EXTERNAL:PLAINTEXT",
+    )
+    assert listeners_of(tmp_path, *both).listener_config.inter_broker == "PLAINTEXT"  # Kafka's default
+    chosen = listeners_of(tmp_path, *both, "inter.broker.listener.name=external")
+    assert chosen.listener_config.inter_broker == "EXTERNAL"
+    assert chosen.listener == ("0.0.0.0", 9092)
+
+
+def test_a_listener_not_advertised_advertises_its_own_address(tmp_path: Path) -> None:
+    c = listeners_of(
+        tmp_path,
+        "listeners=PLAINTEXT://127.0.0.2:9092,OTHER://0.0.0.0:0",
+        "advertised.listeners=PLAINTEXT://kafka-1:9092",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+    )
+    assert [(e.name, e.host, e.port) for e in c.listener_config.advertised] == [
+        ("PLAINTEXT", "kafka-1", 9092),
+        ("OTHER", "127.0.0.1", 0),  # port 0: the bound port is advertised once known
+    ]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["listeners=A://:1,B://:2,A://:3"],
+            "listeners='A://:1,B://:2,A://:3': listener name A appears more",
+        ),
+        (
+            ["listeners=PLAINTEXT://:1", "advertised.listeners=EXTERNAL://h:1"],
+            "advertised.listeners: EXTERNAL",
+        ),
+        (["listeners=PLAINTEXT://:1", "inter.broker.listener.name=INTERNAL"], "inter.broker.listener.name"),
+        (["listeners=INTERNAL://:1"], "listener.security.protocol.map: listener INTERNAL"),
+        (["listeners=SSL://:9093"], "SSL, which isrsim does not support yet"),
+        (
+            ["listeners=CLIENT://:9093", "listener.security.protocol.map=CLIENT:SASL_SSL"],
+            "CLIENT uses security protocol SASL_SSL",
+        ),
+        (["listener.security.protocol.map=PLAINTEXT:TLS"], "unknown security protocol"),
+        (["listener.security.protocol.map=PLAINTEXT"], "expected NAME:PROTOCOL"),
+        (["listeners=INTERNAL://nohost"], "expected NAME://host:port"),
+        (["listeners= , "], "at least one"),
+    ],
+)
+def test_bad_listener_settings_name_the_key(tmp_path: Path, overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        listeners_of(tmp_path, *overrides)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)

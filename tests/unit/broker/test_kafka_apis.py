@@ -440,3 +440,60 @@ async def test_update_metadata_then_metadata(broker: Broker) -> None:
     assert refused.error_code == Errors.STALE_CONTROLLER_EPOCH
     after = response(await handle(broker, ApiKeys.METADATA, m.MetadataRequest()), m.MetadataResponse)
     assert after.controller_id == 9 and len(after.brokers) == 2
+
+
+async def test_metadata_answers_with_the_addresses_on_the_listener_it_arrived_on(broker: Broker) -> None:
+    def endpoints(n: int) -> list[m.UpdateMetadataRequestEndpoint]:
+        return [
+            m.UpdateMetadataRequestEndpoint(listener="INTERNAL", host=f"broker-{n}", port=19092),
+            m.UpdateMetadataRequestEndpoint(listener="EXTERNAL", host="localhost", port=19090 + n),
+        ]
+
+    update = m.UpdateMetadataRequest(
+        controller_id=9,
+        controller_epoch=1,
+        topic_states=[],
+        live_brokers=[
+            # host/port stay the inter-broker address; endpoints name every listener
+            m.UpdateMetadataRequestBroker(id=1, host="broker-1", port=19092, endpoints=endpoints(1)),
+            m.UpdateMetadataRequestBroker(id=2, host="broker-2", port=19092, endpoints=endpoints(2)),
+            # only an internal listener: left out of answers on EXTERNAL (Kafka's rule)
+            m.UpdateMetadataRequestBroker(
+                id=3,
+                host="broker-3",
+                port=19092,
+                endpoints=[m.UpdateMetadataRequestEndpoint(listener="INTERNAL", host="broker-3", port=19092)],
+            ),
+            # no endpoints (an older sender): its one address on every listener
+            m.UpdateMetadataRequestBroker(id=4, host="10.0.0.4", port=9092),
+        ],
+    )
+    assert (
+        response(await handle(broker, ApiKeys.UPDATE_METADATA, update), m.UpdateMetadataResponse).error_code
+        == 0
+    )
+
+    async def brokers_on(listener: str) -> dict[int, tuple[str, int]]:
+        request = make_request(ApiKeys.METADATA, m.MetadataRequest(), listener_name=listener)
+        await broker.apis.handle(request)
+        answer = response(request, m.MetadataResponse)
+        return {b.node_id: (b.host, b.port) for b in answer.brokers if b.node_id != LOCAL}
+
+    assert await brokers_on("EXTERNAL") == {
+        1: ("localhost", 19091),
+        2: ("localhost", 19092),
+        4: ("10.0.0.4", 9092),
+    }
+    assert await brokers_on("INTERNAL") == {
+        1: ("broker-1", 19092),
+        2: ("broker-2", 19092),
+        3: ("broker-3", 19092),
+        4: ("10.0.0.4", 9092),
+    }
+    # the fetchers keep connecting to the inter-broker address
+    assert broker.rm.metadata_cache.alive_broker(1) is not None
+    assert broker.rm.metadata_cache.alive_broker(1).host == "broker-1"  # type: ignore[union-attr]
+
+    # a LEADER_AND_ISR's live_leaders (no listeners) leaves the known listeners alone
+    await lead(broker, [0, 1], [0, 1])
+    assert (await brokers_on("EXTERNAL"))[1] == ("localhost", 19091)
