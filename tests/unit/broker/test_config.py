@@ -194,7 +194,7 @@ def test_named_listeners_advertised_by_name(tmp_path: Path) -> None:
 def test_inter_broker_listener_default_and_choice(tmp_path: Path) -> None:
     both = (
         "listeners=EXTERNAL://:9092,PLAINTEXT://:19092",
-        "listener.security.protocol.map=EXTERNAL:PLAINTEXT",
+        "listener.security.protocol.map=EXTERNAL:PLAINTEXT,PLAINTEXT:PLAINTEXT",
     )
     assert listeners_of(tmp_path, *both).listener_config.inter_broker == "PLAINTEXT"  # Kafka's default
     chosen = listeners_of(tmp_path, *both, "inter.broker.listener.name=external")
