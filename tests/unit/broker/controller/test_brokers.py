@@ -3,8 +3,9 @@ that comes (back) to life."""
 
 from __future__ import annotations
 
-from broker.controller.state import NO_LEADER, PartitionState
+from broker.controller.state import NO_LEADER, ClusterState, PartitionState
 from protocol import controller_messages as cm
+from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from tests.unit.broker.controller.support import (
@@ -192,3 +193,51 @@ def test_offline_log_dir_moves_leadership_and_keeps_the_broker_fenced() -> None:
     assert lair_partitions(requests_by(effects, ApiKeys.LEADER_AND_ISR)[2])[("t", 0)].leader == 2
     assert heartbeat(core, 1, offline_log_dirs=["/data/broker-1"]).is_fenced
     assert not events_named(core.drain(), "broker_unfenced")
+
+
+def two_listener_registration(broker_id: int) -> cm.BrokerRegistrationRequest:
+    """As a broker with INTERNAL (inter-broker, sent first) and EXTERNAL listeners registers."""
+    return cm.BrokerRegistrationRequest(
+        broker_id=broker_id,
+        cluster_id="test",
+        incarnation_id=f"inc-{broker_id}",
+        listeners=[
+            cm.BrokerRegistrationRequestListener(name="INTERNAL", host=f"broker-{broker_id}", port=19092),
+            cm.BrokerRegistrationRequestListener(name="EXTERNAL", host="localhost", port=19090 + broker_id),
+        ],
+    )
+
+
+def test_every_listener_is_kept_and_sent_to_brokers_the_first_one_is_inter_broker() -> None:
+    core = make_core()
+    for b in (1, 2):
+        assert core.register_broker(two_listener_registration(b), 0).error_code == 0
+        heartbeat(core, b)
+    reg = core.state.brokers[1]
+    assert (reg.host, reg.port) == ("broker-1", 19092)
+    assert reg.listeners == [("INTERNAL", "broker-1", 19092), ("EXTERNAL", "localhost", 19091)]
+    # kept across a controller restart
+    again = ClusterState.from_json(core.state.to_json())
+    assert again.brokers[1].listeners == reg.listeners
+
+    effects = core.drain()
+    um = requests_by(effects, ApiKeys.UPDATE_METADATA)[1].body
+    assert isinstance(um, cm.UpdateMetadataRequest)
+    [one, two] = um.live_brokers
+    assert (one.host, one.port) == ("broker-1", 19092)  # the inter-broker address, as ever
+    assert [(e.listener, e.host, e.port) for e in two.endpoints] == [
+        ("INTERNAL", "broker-2", 19092),
+        ("EXTERNAL", "localhost", 19092),
+    ]
+
+    # METADATA / DESCRIBE_CLUSTER: by listener when asked for one, else the inter-broker addresses
+    by = {b.node_id: (b.host, b.port) for b in core.metadata(m.MetadataRequest(), "EXTERNAL").brokers}
+    assert by == {1: ("localhost", 19091), 2: ("localhost", 19092)}
+    by = {b.node_id: (b.host, b.port) for b in core.metadata(m.MetadataRequest()).brokers}
+    assert by == {1: ("broker-1", 19092), 2: ("broker-2", 19092)}
+    assert core.metadata(m.MetadataRequest(), "OTHER").brokers == []  # no broker has it
+    described = core.describe_cluster("EXTERNAL").brokers
+    assert [(b.broker_id, b.host, b.port) for b in described] == [
+        (1, "localhost", 19091),
+        (2, "localhost", 19092),
+    ]
