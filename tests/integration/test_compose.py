@@ -47,7 +47,10 @@ class LocalCompose:
 
     def __init__(self, spec: dict[str, Any], root: Path) -> None:
         self.spec = spec
-        self.services: dict[str, dict[str, Any]] = isrsim_services(spec)
+        # Every service built from this repository (the cluster's, and `client` and `report` run on demand).
+        self.services: dict[str, dict[str, Any]] = {
+            name: svc for name, svc in spec["services"].items() if "build" in svc
+        }
         self.root = root
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         # (service, container port) -> local port, for every port a service listens on.
@@ -60,6 +63,13 @@ class LocalCompose:
                     self.ports.setdefault((name, int(m.group(1))), free_port())
             if "ISRSIM_METRICS_PORT" in svc.get("environment", {}):
                 self.metrics_ports[name] = free_port()
+        # host port -> local port of the container port it is published on (`ports: ["19091:9092"]`), for
+        # addresses a client on the host uses (localhost:19091).
+        self.host_ports: dict[int, int] = {}
+        for name, svc in self.services.items():
+            for published in svc.get("ports", []):
+                host_port, container_port = (int(p) for p in str(published).split(":"))
+                self.host_ports[host_port] = self.ports[(name, container_port)]
 
     def volume(self, name: str) -> Path:
         path = self.root / "volumes" / name
@@ -93,6 +103,7 @@ class LocalCompose:
         value = re.sub(r"://0\.0\.0\.0:(\d+)", listen, value)
         for (other, port), local in self.ports.items():
             value = value.replace(f"{other}:{port}", f"127.0.0.1:{local}")
+        value = re.sub(r"\blocalhost:(\d+)", lambda m: f"127.0.0.1:{self.host_ports[int(m.group(1))]}", value)
         return value.replace(CONTAINER_ROOT, f"{self._mounts(service)}{CONTAINER_ROOT}")
 
     def _argv(self, argv: list[str]) -> list[str]:
@@ -194,6 +205,14 @@ def test_compose_file_shape() -> None:
             env = svc["environment"]
             assert env["ISRSIM_BROKER_ID"] == name.split("-")[1]
             assert env["ISRSIM_CONTROLLER_QUORUM_VOTERS"] == "1000@controller:9093"
+            # Kafka's compose layout: INTERNAL for the network and the brokers, EXTERNAL for the host.
+            n = name.split("-")[1]
+            assert env["ISRSIM_LISTENERS"] == "INTERNAL://0.0.0.0:19092,EXTERNAL://0.0.0.0:9092"
+            assert (
+                env["ISRSIM_ADVERTISED_LISTENERS"] == f"INTERNAL://{name}:19092,EXTERNAL://localhost:1909{n}"
+            )
+            assert env["ISRSIM_INTER_BROKER_LISTENER_NAME"] == "INTERNAL"
+            assert svc["ports"] == [f"1909{n}:9092"]
             assert svc["depends_on"]["controller"]["condition"] == "service_healthy"
     report = services["report"]
     assert report["build"]["target"] == "report"
@@ -222,15 +241,32 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
     )  # fmt: skip
     assert created.returncode == 0, created.stderr
 
-    def produce(count: int) -> str:
+    # A client in the compose network bootstraps through the INTERNAL listeners; one on the host through
+    # the published EXTERNAL ones. Each is answered with its own listener's addresses.
+    internal = "broker-1:19092,broker-2:19092,broker-3:19092"
+    external = "localhost:19091,localhost:19092,localhost:19093"
+
+    def produce(count: int, bootstrap: str = internal) -> str:
         proc = compose.run(
             "client", "produce", "c", "--count", str(count), "--acks", "all", "--no-progress",
-            "--bootstrap-server", "broker-1:9092,broker-2:9092,broker-3:9092",
+            "--bootstrap-server", bootstrap,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
-    assert "10,000 records acknowledged" in produce(10_000)
+    def brokers_answered(address: str) -> dict[int, int]:
+        host, port = compose._local("client", address).split(":")
+        meta = trio.run(request, host, int(port), ApiKeys.METADATA, {"topics": None})
+        return {b["node_id"]: b["port"] for b in meta["brokers"]}
+
+    internal_ports = {n: compose.ports[(f"broker-{n}", 19092)] for n in (1, 2, 3)}
+    external_ports = {n: compose.host_ports[19090 + n] for n in (1, 2, 3)}
+    assert brokers_answered("broker-1:19092") == internal_ports
+    assert brokers_answered("localhost:19091") == external_ports
+    assert brokers_answered("localhost:19093") == external_ports
+
+    assert "8,000 records acknowledged" in produce(8_000)
+    assert "2,000 records acknowledged" in produce(2_000, external)
     compose.kill("broker-2")  # docker compose kill broker-2
     assert "5,000 records acknowledged" in produce(5_000)
     compose.start("broker-2")  # docker compose start broker-2
@@ -284,7 +320,7 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
 
 def test_monitoring_profile_scrapes_every_node_and_its_dashboard_uses_documented_metrics() -> None:
     spec = yaml.safe_load(COMPOSE.read_text())
-    monitoring = {n: s for n, s in spec["services"].items() if "profiles" in s}
+    monitoring = {n: s for n, s in spec["services"].items() if "monitoring" in s.get("profiles", [])}
     assert set(monitoring) == {"prometheus", "grafana"}
     assert all(s["profiles"] == ["monitoring"] for s in monitoring.values())
     for svc in monitoring.values():
