@@ -277,6 +277,7 @@ class KafkaServer:
                 "broker_started",
                 host=self.metadata_cache.local.host,
                 port=self.bound_port,
+                listeners=[f"{n}://{h}:{p}" for n, (h, p) in self.metadata_cache.local_endpoints.items()],
                 pid=os.getpid(),
                 log_dir=str(self.config.log_dir),
                 truncation_mode=str(c.truncation_mode),
