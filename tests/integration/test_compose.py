@@ -47,10 +47,7 @@ class LocalCompose:
 
     def __init__(self, spec: dict[str, Any], root: Path) -> None:
         self.spec = spec
-        # Every service built from this repository (the cluster's, and `client` and `report` run on demand).
-        self.services: dict[str, dict[str, Any]] = {
-            name: svc for name, svc in spec["services"].items() if "build" in svc
-        }
+        self.services: dict[str, dict[str, Any]] = isrsim_services(spec)
         self.root = root
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         # (service, container port) -> local port, for every port a service listens on.
