@@ -60,18 +60,30 @@ def broker_start(
     )
     setup_logging(log_level, f"broker {config.broker_id}")
     try:
-        status = trio.run(run_broker, config)
+        try:
+            status = trio.run(run_broker, config)
+        except BaseExceptionGroup as group:
+            # A listener that cannot bind fails inside the server's task group: raise it alone.
+            bind_errors, rest = group.split(OSError)
+            if bind_errors is None or rest is not None:
+                raise
+            raise _first_leaf(bind_errors) from None
     except LogDirLoadError as exc:
         raise click.ClickException(f"broker {config.broker_id} refuses to start: {exc}") from None
     except OSError as exc:
-        host, port = config.listener
+        where = ", ".join(f"{e.host}:{e.port}" for e in config.listener_config.listeners)
         raise click.ClickException(
-            f"broker {config.broker_id} cannot listen on {host}:{port}: {exc.strerror or exc}; "
+            f"broker {config.broker_id} cannot listen on {where}: {exc.strerror or exc}; "
             "is another process using the port? (change `listeners`)"
         ) from None
     if status:
         # The broker stopped itself after a fatal error (logged and journaled as broker_stopped.reason).
         raise SystemExit(status)
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 for _command in (broker_kill, broker_restart, broker_pause, broker_resume):

@@ -6,6 +6,7 @@ start with one line naming it."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,4 +116,23 @@ def test_an_unsupported_security_protocol_is_refused_at_start_up(tmp_path: Path)
     )  # fmt: skip
     assert proc.returncode != 0
     assert "SASL_SSL, which isrsim does not support yet" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_listener_whose_port_is_taken_stops_start_up_with_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            python_cmd(
+                "broker", "start", "--id", "1",
+                "--override", f"log.dirs={tmp_path / 'data'}",
+                "--override", f"listeners=INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:{port}",
+                "--override", "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+            ),
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert proc.returncode != 0
+    assert f"cannot listen on 127.0.0.1:0, 127.0.0.1:{port}" in proc.stderr
     assert "Traceback" not in proc.stderr
