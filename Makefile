@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint unit integration spark demo bench clean
+.PHONY: venv test lint unit integration spark demo bench chaos clean
 
 venv: $(STAMP)
 
@@ -33,6 +33,10 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/isrsim bench
+
+# Five minutes of every fault kind against a 3-broker cluster, then the report (tests/integration/test_chaos.py).
+chaos: $(STAMP)
+	$(BIN)/pytest -q -s -m chaos tests/integration/test_chaos.py
 
 clean:
 	rm -rf $(VENV) isrsim-data .pytest_cache .mypy_cache .ruff_cache

@@ -304,6 +304,7 @@ def health(address: str, timeout: float) -> None:
 
 
 def _register() -> None:
+    from cli.chaos_cmd import chaos
     from cli.cluster import register
     from cli.controller_cmd import controller
     from cli.demo import demo
@@ -314,6 +315,7 @@ def _register() -> None:
     cli.add_command(controller)
     cli.add_command(topic)
     cli.add_command(net)
+    cli.add_command(chaos)
     register(cli, broker, controller)
     try:
         from cli.bench.command import bench
