@@ -400,19 +400,25 @@ def chaos(
     error: str | None = None
     with ChaosView(console, state) as view:
         run = ChaosRun(info, schedule, topic, rate, ACKS_BY_NAME[acks], bootstrap, converge_timeout, view)
+        interrupted = False
         try:
             outcome = trio.run(run.main)
         except BaseExceptionGroup as group:
             chaos_error = _first(group, ChaosError)
-            if chaos_error is None:
+            if group.split(KeyboardInterrupt)[0] is not None:
+                interrupted = True
+            elif chaos_error is None:
                 raise
             outcome, error = run.outcome, str(chaos_error)
         except ChaosError as exc:
             outcome, error = run.outcome, str(exc)
         except KeyboardInterrupt:
-            view.say("interrupted: healing, resuming and restarting what the nemesis broke")
-            trio.run(run.nemesis.heal_everything)
-            raise
+            interrupted = True
+        if interrupted:
+            view.say("interrupted: resuming, healing and restarting what the nemesis broke")
+            done = trio.run(run.nemesis.heal_everything)
+            view.say(", ".join(done) or "nothing was left broken")
+            raise SystemExit(130)
     _print_outcome(console, outcome)
     if error is not None:
         _write_run(root, schedule, outcome, started_ms, error, None)
@@ -460,6 +466,7 @@ def _write_run(
 
 
 def _first(group: BaseExceptionGroup[Any], kind: type[Exception]) -> Exception | None:
+    """The first ``kind`` exception in ``group`` (from the run's nurseries)."""
     found: BaseException | None = group.split(kind)[0]
     while isinstance(found, BaseExceptionGroup):
         found = found.exceptions[0]
@@ -469,7 +476,9 @@ def _first(group: BaseExceptionGroup[Any], kind: type[Exception]) -> Exception |
 def _print_outcome(console: Console, o: Outcome) -> None:
     kinds = ", ".join(f"{k} {o.injected[k]}" for k in FAULT_KINDS if k in o.injected)
     skipped = f"; skipped: {o.skipped}" if o.skipped else ""
-    console.print(f"faults injected: {sum(o.injected.values())} ({kinds or 'none'}){skipped}")
+    console.print(
+        f"faults injected: {sum(o.injected.values())} ({kinds or 'none'}){skipped}", highlight=False
+    )
     if o.stats is not None:
         s = o.stats
         line = f"workload: {s.records_acked:,} records acknowledged in {s.batches_acked:,} batches"
@@ -477,14 +486,15 @@ def _print_outcome(console: Console, o: Outcome) -> None:
             line += f"; {s.batches_failed} batches not acknowledged (delivery timeout)"
         if s.errors:
             line += f"; errors seen: {dict(s.errors.most_common(6))}"
-        console.print(line)
+        console.print(line, highlight=False)
     if o.converged_after is not None:
         console.print(
             f"[green]converged[/] {o.converged_after:.1f}s after the last fault ended "
-            f"({o.converged_after_workload or 0:.1f}s after the workload stopped)"
+            f"({o.converged_after_workload or 0:.1f}s after the workload stopped)",
+            highlight=False,
         )
     elif o.not_converged:
-        console.print("[red]did not converge[/]: " + "; ".join(o.not_converged[:12]))
+        console.print("[red]did not converge[/]: " + "; ".join(o.not_converged[:12]), highlight=False)
 
 
 __all__ = ["chaos", "not_converged"]

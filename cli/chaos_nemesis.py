@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from rich.markup import escape
 
 from cli.chaos_schedule import FaultStep
 from cli.cluster import STOP_TIMEOUT_S, start_broker
@@ -85,7 +86,7 @@ class Nemesis:
                 self._record(kind, nodes, params)
         except (NetError, ClusterError) as exc:
             self.skipped.append((step, str(exc)))
-            self.say(f"[yellow]skipped[/] {step.describe()}: {exc}")
+            self.say(f"[yellow]skipped[/] {step.describe()}: {escape(str(exc))}")
             return False
         self.applied[step.index] = step
         self.injected[kind] = self.injected.get(kind, 0) + 1
@@ -134,7 +135,8 @@ class Nemesis:
                     break
                 except NetError as exc:
                     if attempt == NET_RETRIES:
-                        self.say(f"[yellow]heal {' '.join(pair)} failed[/] ({exc}); healed at the end")
+                        why = escape(str(exc))
+                        self.say(f"[yellow]heal {' '.join(pair)} failed[/] ({why}); healed at the end")
                         return
                     await trio.sleep(1.0)
             self._record("heal", pair, params)
