@@ -91,8 +91,10 @@ class Nemesis:
         self.applied[step.index] = step
         self.injected[kind] = self.injected.get(kind, 0) + 1
         self.say(f"[red]{step.describe()}[/] (until {step.until_s:g}s)")
-        if kind == "term":
-            pid = self.info.broker(int(nodes[0])).pid
+        pid = self.info.broker(int(nodes[0])).pid if kind in ("kill", "term") else None
+        if kind == "kill":
+            await trio.to_thread.run_sync(wait_exit, pid, 5.0)  # reaps it if this process started it
+        elif kind == "term":
             result = await trio.to_thread.run_sync(stop_process, pid, STOP_TIMEOUT_S)
             self.say(f"broker {nodes[0]} {result}")
         return True
@@ -110,8 +112,6 @@ class Nemesis:
         if not send_signal(b.pid, sig):
             raise ClusterError(f"broker {b.id} is not running")
         self._record(step.kind, step.nodes, {**params, "pid": b.pid})
-        if step.kind == "kill":
-            wait_exit(b.pid, 5.0)  # reaps it if this process started it
 
     async def end(self, step: FaultStep) -> None:
         """Ends a started step: restart (kill, term), resume (pause) or heal its links."""
