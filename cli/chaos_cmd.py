@@ -27,6 +27,7 @@ from typing import Any
 import click
 import trio
 from rich.console import Console
+from rich.markup import escape
 
 from cli.chaos_nemesis import ChaosError, Nemesis
 from cli.chaos_schedule import FAULT_KINDS, FaultStep, Schedule, ScheduleError, make_schedule
@@ -405,15 +406,23 @@ def chaos(
             outcome = trio.run(run.main)
         except BaseExceptionGroup as group:
             chaos_error = _first(group, ChaosError)
+            outcome = run.outcome
             if group.split(KeyboardInterrupt)[0] is not None:
                 interrupted = True
             elif chaos_error is None:
                 raise
-            outcome, error = run.outcome, str(chaos_error)
+            else:
+                error = str(chaos_error)
         except ChaosError as exc:
             outcome, error = run.outcome, str(exc)
         except KeyboardInterrupt:
-            interrupted = True
+            outcome, interrupted = run.outcome, True
+        if error is not None:
+            view.say(f"[red]{escape(error)}[/]: resuming, healing and restarting what can be")
+            try:
+                trio.run(run.nemesis.heal_everything)
+            except ChaosError as exc:
+                view.say(f"[red]{escape(str(exc))}[/]")
         if interrupted:
             view.say("interrupted: resuming, healing and restarting what the nemesis broke")
             done = trio.run(run.nemesis.heal_everything)
