@@ -319,9 +319,19 @@ def _report(root: Path) -> int:
 @click.option("--rate", type=float, default=2000.0, show_default=True, help="Workload records per second.")
 @click.option("--acks", type=click.Choice(["all", "-1", "1"]), default="all", show_default=True)
 @click.option("--topic", default="chaos", show_default=True, help="Workload topic (created if missing).")
-@click.option("--partitions", type=int, default=6, show_default=True, help="Partitions of a new topic.")
 @click.option(
-    "--replication-factor", type=int, default=3, show_default=True, help="Replication factor of a new topic."
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=6,
+    show_default=True,
+    help="Partitions of a new topic.",
+)
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Replication factor of a new topic.",
 )
 @click.option(
     "--converge-timeout",
