@@ -155,6 +155,7 @@ def make_schedule(
     """The schedule for these inputs (pure: the same inputs give the same schedule)."""
     kinds = parse_kinds(faults)
     brokers = sorted(set(broker_ids))
+    duration, interval = float(duration), float(interval)  # 300 and 300.0 give the same bytes
     _check(duration, interval, kinds, max_down, brokers)
     rng = random.Random(seed)
     steps: list[FaultStep] = []
@@ -175,7 +176,7 @@ def make_schedule(
                 steps.append(step)
                 active.append(step)
                 break
-    return Schedule(seed, float(duration), float(interval), kinds, max_down, brokers, steps)
+    return Schedule(seed, duration, interval, kinds, max_down, brokers, steps)
 
 
 def _place(

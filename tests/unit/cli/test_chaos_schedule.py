@@ -31,6 +31,10 @@ def test_same_inputs_same_bytes_and_another_seed_another_schedule() -> None:
     assert body["seed"] == 7 and body["brokers"] == [1, 2, 3] and body["max_down"] == 1
     assert body["faults"] == list(FAULT_KINDS)
     assert [s["index"] for s in body["steps"]] == list(range(len(a.steps)))
+    # An int and a float of the same value are the same input (the command line gives floats).
+    assert make_schedule(7, 300, 3, ALL, 1, [1, 2, 3]).to_json() == make_schedule(
+        7, 300.0, 3.0, ALL, 1, [1, 2, 3]
+    ).to_json()
     # The kinds' order on the command line does not matter; they are a set.
     assert (
         make_schedule(7, 120, 3, "loss,kill,delay", 1, [1, 2, 3]).to_json()
