@@ -130,7 +130,9 @@ def test_long_chaos_run(tmp_path: Path) -> None:
         out, run = run_chaos(
             c, "--seed", str(seed), "--duration", "300", "--interval", "3", "--rate", "2000", timeout=1500
         )
-        print(out[-4000:])
+        figures = {k: run[k] for k in ("injected", "records_acked", "batches_failed")}
+        figures["converged_after_last_fault_s"] = run["converged_after_last_fault_s"]
+        print(f"{out[-4000:]}\nchaos-run.json: {figures}")
         assert "isrsim report: PASS" in out
         assert (c.root / "chaos.json").read_text() == schedule.to_json()
         assert run["report_exit_code"] == 0 and run["not_converged"] == []
