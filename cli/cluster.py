@@ -16,6 +16,7 @@ from cli.cluster_files import (
     ClusterError,
     ClusterInfo,
     ProcessEntry,
+    free_ports,
     journal_events,
     process_state,
     send_signal,
@@ -136,12 +137,17 @@ def create_layout(root: Path, brokers: int, base_port: int, overrides: tuple[str
         journal=str(cdir / "events.jsonl"),
     )
     settings = dict(o.split("=", 1) for o in overrides)
+    # Every node serves /metrics on a free port of its own, recorded in cluster.json (0 turns them off).
+    metrics_off = settings.pop("metrics.port", None) == "0"
+    metrics_ports = [0] * (brokers + 1) if metrics_off else free_ports(brokers + 1)
+    controller.metrics_port = metrics_ports[0]
     write_properties(
         Path(controller.config),
         {
             "node.id": CONTROLLER_ID,
             "listeners": f"PLAINTEXT://127.0.0.1:{controller_port}",
             "metadata.log.dir": cdir,
+            "metrics.port": controller.metrics_port,
             **{k: v for k, v in settings.items() if k in _CONTROLLER_SHARED_KEYS | _CONTROLLER_ONLY_KEYS},
         },
     )
@@ -161,6 +167,7 @@ def create_layout(root: Path, brokers: int, base_port: int, overrides: tuple[str
             log=str(bdir / "broker.log"),
             journal=str(bdir / "events.jsonl"),
             data_dir=str(bdir / "data"),
+            metrics_port=metrics_ports[i],
         )
         write_properties(
             Path(entry.config),
@@ -169,6 +176,7 @@ def create_layout(root: Path, brokers: int, base_port: int, overrides: tuple[str
                 "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                 "log.dirs": entry.data_dir,
                 "journal.dir": bdir,
+                "metrics.port": entry.metrics_port,
                 "controller.quorum.voters": f"{CONTROLLER_ID}@127.0.0.1:{controller_port}",
                 **{k: v for k, v in settings.items() if k not in _CONTROLLER_ONLY_KEYS},
             },

@@ -73,7 +73,7 @@ def broker_start(
     With no controller.quorum.voters the broker is unmanaged: it obeys LEADER_AND_ISR, STOP_REPLICA and
     UPDATE_METADATA from any client, and its leaders manage their own ISR.
     """
-    from broker import BrokerConfig, ConfigError, InconsistentBrokerIdError, run_broker
+    from broker import BrokerConfig, ConfigError, LogDirLoadError, run_broker
 
     items = list(overrides)
     if broker_id is not None:
@@ -85,8 +85,8 @@ def broker_start(
     setup_logging(log_level, f"broker {config.broker_id}")
     try:
         status = trio.run(run_broker, config)
-    except InconsistentBrokerIdError as exc:
-        raise click.ClickException(str(exc)) from None
+    except LogDirLoadError as exc:
+        raise click.ClickException(f"broker {config.broker_id} refuses to start: {exc}") from None
     except OSError as exc:
         host, port = config.listener
         raise click.ClickException(

@@ -6,12 +6,14 @@ acks=all, a broker is killed (`docker compose kill`) and started again (`docker 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,15 +41,19 @@ class LocalCompose:
 
     def __init__(self, spec: dict[str, Any], root: Path) -> None:
         self.spec = spec
-        self.services: dict[str, dict[str, Any]] = spec["services"]
+        self.services: dict[str, dict[str, Any]] = isrsim_services(spec)
         self.root = root
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         # (service, container port) -> local port, for every port a service listens on.
         self.ports: dict[tuple[str, int], int] = {}
+        # service -> local port of its /metrics (ISRSIM_METRICS_PORT).
+        self.metrics_ports: dict[str, int] = {}
         for name, svc in self.services.items():
             for value in svc.get("environment", {}).values():
                 for m in re.finditer(r"://0\.0\.0\.0:(\d+)", str(value)):
                     self.ports.setdefault((name, int(m.group(1))), free_port())
+            if "ISRSIM_METRICS_PORT" in svc.get("environment", {}):
+                self.metrics_ports[name] = free_port()
 
     def _local(self, service: str, value: str) -> str:
         def listen(m: re.Match[str]) -> str:
@@ -69,6 +75,8 @@ class LocalCompose:
         svc = self.services[service]
         env = {k: v for k, v in os.environ.items() if not k.startswith("ISRSIM_")}
         env.update({k: self._local(service, str(v)) for k, v in svc.get("environment", {}).items()})
+        if service in self.metrics_ports:
+            env["ISRSIM_METRICS_PORT"] = str(self.metrics_ports[service])
         (self.root / service).mkdir(parents=True, exist_ok=True)
         log = open(self.root / f"{service}.log", "ab")  # noqa: SIM115 - closed with the process
         self.procs[service] = subprocess.Popen(
@@ -101,6 +109,11 @@ class LocalCompose:
                 proc.wait(10)
 
 
+def isrsim_services(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The cluster's services: those in no profile (the monitoring profile runs Prometheus and Grafana)."""
+    return {name: svc for name, svc in spec["services"].items() if "profiles" not in svc}
+
+
 @pytest.fixture
 def compose(tmp_path: Path) -> Iterator[LocalCompose]:
     spec = yaml.safe_load(COMPOSE.read_text())
@@ -113,7 +126,7 @@ def compose(tmp_path: Path) -> Iterator[LocalCompose]:
 
 def test_compose_file_shape() -> None:
     spec = yaml.safe_load(COMPOSE.read_text())
-    services = spec["services"]
+    services = isrsim_services(spec)
     assert set(services) == {"controller", "broker-1", "broker-2", "broker-3"}
     volumes = [v.split(":")[0] for s in services.values() for v in s["volumes"]]
     assert len(volumes) == len(set(volumes)) == 4, "each process has its own volume"
@@ -175,7 +188,64 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
         return all(len(p["isr_nodes"]) == 3 for p in meta["topics"][0]["partitions"])
 
     wait_until(isr_full, timeout=30, message="broker-2 back in every ISR")
+    # Every node serves /metrics (ISRSIM_METRICS_PORT); the leaders soon count no under-replicated partition.
+    def metrics(service: str) -> str:
+        url = f"http://127.0.0.1:{compose.metrics_ports[service]}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return str(resp.read().decode())
+
+    for b in ("broker-1", "broker-2", "broker-3"):
+        wait_until(
+            lambda b=b: "kafka_server_replicamanager_underreplicatedpartitions 0.0" in metrics(b),  # type: ignore[misc]
+            timeout=30,
+            message=f"{b}: 0 under-replicated partitions",
+        )
+        assert 'kafka_network_requestmetrics_requestspersec_total{request="Fetch"}' in metrics(b)
+    assert "kafka_controller_kafkacontroller_activecontrollercount 1.0" in metrics("controller")
     # The volumes hold what the compose file says: the broker's data and journal, the controller's state.
     assert (compose.root / "broker-2" / "data" / "meta.properties").exists()
     assert (compose.root / "broker-2" / "events.jsonl").exists()
     assert (compose.root / "controller" / "controller" / "cluster-metadata.json").exists()
+
+
+def test_monitoring_profile_scrapes_every_node_and_its_dashboard_uses_documented_metrics() -> None:
+    spec = yaml.safe_load(COMPOSE.read_text())
+    monitoring = {n: s for n, s in spec["services"].items() if "profiles" in s}
+    assert set(monitoring) == {"prometheus", "grafana"}
+    assert all(s["profiles"] == ["monitoring"] for s in monitoring.values())
+    for svc in monitoring.values():
+        for volume in svc["volumes"]:
+            source = volume.split(":")[0]
+            assert (REPO_ROOT / source).exists(), f"{source} is mounted but missing from the repository"
+
+    prometheus = yaml.safe_load((REPO_ROOT / "monitoring" / "prometheus.yml").read_text())
+    targets = {t for job in prometheus["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
+    expected = {
+        f"{name}:{svc['environment']['ISRSIM_METRICS_PORT']}" for name, svc in isrsim_services(spec).items()
+    }
+    assert targets == expected, "Prometheus scrapes every node's metrics port"
+
+    datasources = yaml.safe_load(
+        (REPO_ROOT / "monitoring/grafana/provisioning/datasources/prometheus.yml").read_text()
+    )
+    [datasource] = datasources["datasources"]
+    dashboard = json.loads((REPO_ROOT / "monitoring/grafana/dashboards/isrsim.json").read_text())
+    documented = (REPO_ROOT / "docs" / "metrics.md").read_text()
+    titles = set()
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            continue
+        titles.add(panel["title"])
+        assert panel["datasource"]["uid"] == datasource["uid"]
+        for target in panel["targets"]:
+            for name in re.findall(r"\b(kafka_[a-z_]+)", target["expr"]):
+                base = re.sub(r"_(bucket|count|sum)$", "", name)
+                assert base in documented, f"panel {panel['title']!r} uses {name}, not in docs/metrics.md"
+    assert {
+        "Under-replicated partitions",
+        "ISR shrinks / expands",
+        "Replica fetcher max lag",
+        "Request rate",
+        "Total time p99",
+        "Offline partitions",
+    } <= titles
