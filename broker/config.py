@@ -278,9 +278,10 @@ class ConfigValues:
     values: dict[str, Any]
     unknown_keys: list[str] = field(default_factory=list)
 
-    # The keys a subclass reads, and those it cannot start without.
+    # The keys a subclass reads, those it cannot start without, and other names accepted for a key.
     KEYS: ClassVar[Mapping[str, ConfigKey]] = {}
     REQUIRED: ClassVar[tuple[str, ...]] = ()
+    ALIASES: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def load(
@@ -291,7 +292,13 @@ class ConfigValues:
     ) -> Self:
         """Defaults, then the file, then ``ISRSIM_<KEY>`` variables, then ``--override`` values."""
         env = os.environ if environ is None else environ
-        raw = _load_raw(config_file, overrides, env, cls.KEYS)
+        raw = _load_raw(config_file, overrides, env, [*cls.KEYS, *cls.ALIASES])
+        for alias, name in cls.ALIASES.items():
+            if alias in raw:
+                value = raw.pop(alias)
+                if name in raw and raw[name] != value:
+                    raise ConfigError(f"{alias}={value} and {name}={raw[name]} disagree (they are one key)")
+                raw[name] = value
         values, unknown = _resolve(cls.KEYS, raw, required=cls.REQUIRED)
         config = cls(values, unknown)
         config.check()
@@ -319,6 +326,7 @@ class BrokerConfig(ConfigValues):
 
     KEYS = KEYS_BY_NAME
     REQUIRED = ("broker.id",)
+    ALIASES = {"node.id": "broker.id"}  # KRaft's name
 
     def check(self) -> None:
         _ = (self.listener, self.controller, self.initial_leader_partitions)

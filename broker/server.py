@@ -51,6 +51,9 @@ class KafkaServer:
         self.started = trio.Event()
         # Why the broker stopped itself (a fatal error), if it did: it then exits with status 1.
         self.fatal_reason: str | None = None
+        # What became of the controlled shutdown at the last stop (journaled in `broker_stopped`).
+        self.controlled_shutdown = "not tried"
+        self._controlled = True
         c = config
         self.log_manager = LogManager(
             c.log_dir,
@@ -186,8 +189,11 @@ class KafkaServer:
                 return node
         return None
 
-    def stop(self) -> None:
-        """Asks the server to stop cleanly (SIGTERM)."""
+    def stop(self, *, controlled: bool = True) -> None:
+        """Asks the server to stop cleanly (SIGTERM); ``controlled=False`` (SIGUSR1) skips the controlled
+        shutdown, for a stop of the whole cluster where no other broker can take the leaderships."""
+        if not controlled:
+            self._controlled = False
         self._stop.set()
 
     def _fatal(self, reason: str) -> None:
@@ -269,17 +275,31 @@ class KafkaServer:
             task_status.started(self.bound_port)
             await self._stop.wait()
             log.info("broker %d stopping", self.broker_id)
-            if self.lifecycle is not None and c.get("controlled.shutdown.enable"):
+            if self.lifecycle is None or not c.get("controlled.shutdown.enable"):
+                self.controlled_shutdown = "disabled"
+            elif not self._controlled:
+                self.controlled_shutdown = "skipped"
+                log.info("broker %d: controlled shutdown skipped (asked to stop without it)", self.broker_id)
+            else:
                 # Kafka's controlled shutdown: the controller moves this broker's leaderships away while it
                 # still serves fetches, so acks=all producers see no unavailability.
-                await self.lifecycle.controlled_shutdown(c.get_int("controlled.shutdown.timeout.ms") / 1000)
+                done = await self.lifecycle.controlled_shutdown(
+                    c.get_int("controlled.shutdown.timeout.ms") / 1000
+                )
+                self.controlled_shutdown = "completed" if done else "incomplete"
             self.fetcher_manager.shutdown()
             nursery.cancel_scope.cancel()
         self.replica_manager.shutdown()
         if self.fatal_reason is None:
-            self.journal.emit("broker_stopped", clean=True)
+            self.journal.emit("broker_stopped", clean=True, controlled_shutdown=self.controlled_shutdown)
         else:
-            self.journal.emit("broker_stopped", clean=True, exit_code=1, reason=self.fatal_reason)
+            self.journal.emit(
+                "broker_stopped",
+                clean=True,
+                controlled_shutdown=self.controlled_shutdown,
+                exit_code=1,
+                reason=self.fatal_reason,
+            )
         self.journal.close()
         log.info("broker %d stopped cleanly", self.broker_id)
 
@@ -343,20 +363,21 @@ class KafkaServer:
 
 
 async def run_broker(config: BrokerConfig) -> int:
-    """Runs a broker until SIGTERM or SIGINT, then stops it cleanly. Returns the process's exit status: 0, or
-    1 after a fatal error (the broker stopped itself). A refusal to start raises ``LogDirLoadError`` itself,
-    never wrapped in an exception group."""
+    """Runs a broker until SIGTERM or SIGINT, then stops it cleanly (SIGUSR1: cleanly, but without the
+    controlled shutdown). Returns the process's exit status: 0, or 1 after a fatal error (the broker
+    stopped itself). A refusal to start raises ``LogDirLoadError`` itself, never wrapped in an exception
+    group."""
     import signal
 
     server = KafkaServer(config)
     server.load()
     try:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as signals:
             async with trio.open_nursery() as nursery:
 
                 async def watch() -> None:
-                    async for _ in signals:
-                        server.stop()
+                    async for signum in signals:
+                        server.stop(controlled=signum != signal.SIGUSR1)
                         return
 
                 nursery.start_soon(watch)

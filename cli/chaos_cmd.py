@@ -347,7 +347,8 @@ def _report(root: Path) -> int:
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("isrsim-data"),
     show_default=True,
-    help="The cluster root: cluster.json, where chaos.json and faults.jsonl are written.",
+    envvar="ISRSIM_DATA_DIR",
+    help="The cluster root (cluster.json; chaos.json and faults.jsonl go there); or $ISRSIM_DATA_DIR.",
 )
 @click.option(
     "--bootstrap-server", default=None, help="host:port the workload bootstraps from (default: cluster.json)."

@@ -55,6 +55,8 @@ class ClusterInfo:
     controller: ProcessEntry
     brokers: list[ProcessEntry] = field(default_factory=list)
     created_ms: int = 0
+    # What `cluster up` was given when it made the root: brokers, base_port, overrides (key -> value).
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def broker(self, broker_id: int) -> ProcessEntry:
         for b in self.brokers:
@@ -89,6 +91,7 @@ class ClusterInfo:
             controller=ProcessEntry(**raw["controller"]),
             brokers=[ProcessEntry(**b) for b in raw["brokers"]],
             created_ms=raw.get("created_ms", 0),
+            settings=raw.get("settings", {}),
         )
 
 
