@@ -304,9 +304,11 @@ def _register() -> None:
     from cli.cluster import register
     from cli.controller_cmd import controller
     from cli.demo import demo
+    from cli.scenario_cmd import scenario
     from cli.topic_cmd import topic
 
     cli.add_command(demo)
+    cli.add_command(scenario)
     cli.add_command(controller)
     cli.add_command(topic)
     register(cli, broker, controller)
