@@ -247,12 +247,16 @@ class ScenarioRun:
         self.console.print(moment_table(m))
         return m
 
+    def running(self) -> list[int]:
+        return [b for b in self.replicas if process_state(self.broker(b).pid) == "running"]
+
     def converged(self) -> bool:
-        """Every replica runs, the ISR is full, and every replica has LEO == HW, the same everywhere."""
-        if not self.isr_is(self.replicas):
+        """The ISR is every running replica, and each has LEO == HW, the same everywhere."""
+        members = self.running()
+        if not self.isr_is(members):
             return False
         seen = set()
-        for bid in self.replicas:
+        for bid in members:
             r = self.replica(bid)
             if r is None:
                 return False
@@ -320,6 +324,9 @@ class ScenarioRun:
         b.pid = None
         self.cluster.save()
         self.say(f"[yellow]SIGTERM[/] broker {broker_id}: controlled shutdown; {result}")
+
+    def exited(self, broker_id: int) -> bool:
+        return process_state(self.broker(broker_id).pid) == "stopped"
 
     def start(self, broker_id: int) -> None:
         start_broker(self.cluster, self.broker(broker_id))
