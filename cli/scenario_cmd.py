@@ -57,6 +57,8 @@ def scenario_run(name: str, mode: str, data_dir: Path | None, no_report: bool) -
         )
     root = data_dir or Path(f"isrsim-scenario-{name}")
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)  # a log or a pipe: keep the side-by-side tables on one line per batch
     try:
         outcome = play(name, mode, root, console, report=not no_report)
     except ClusterError as exc:

@@ -108,8 +108,11 @@ def gather(info: ClusterInfo, replicas: list[int], topic: str, partition: int) -
                 ev.acks1_lost.append(a)
         elif not holders:
             ev.lost_everywhere.append(a)
-        elif len(holders) < len(logs):
-            ev.missing_somewhere.append((a, [r.broker for r in logs if r.broker not in holders]))
+        else:
+            # A replica whose log ends before the batch is behind (out of the ISR), not missing it.
+            missing = [r.broker for r in logs if r.broker not in holders and r.leo > a.base_offset]
+            if missing:
+                ev.missing_somewhere.append((a, missing))
     bound = min((r.hw if r.hw is not None else 0) for r in logs) if logs else 0
     bound = min([bound, *(r.leo for r in logs)])
     offsets = sorted({o for r in logs for o in r.batches if r.batches[o][0] < bound})

@@ -17,7 +17,7 @@ BATCH = 10  # records per batch: every step produces whole batches of this size
 # behind its LEO: the window KIP-101 is about, held open so that the script does not race it.
 KIP101_SETTINGS = (
     "min.insync.replicas=2",
-    "replica.fetch.wait.max.ms=8000",
+    "replica.fetch.wait.max.ms=5000",
     "replica.lag.time.max.ms=60000",
 )
 

@@ -304,22 +304,35 @@ class ScenarioRun:
 
     # ------------------------------------------------------------------ processes
 
+    def fault(self, action: str, broker_id: int, **params: Any) -> None:
+        """Appends a process fault to ``<root>/faults.jsonl`` as ``isrsim broker kill|pause ...`` do, so
+        the report draws it on the timelines (only with an isrsim that has the fault journal)."""
+        try:
+            from cli.fault_journal import append_fault
+        except ImportError:
+            return
+        append_fault(self.root, action, [str(broker_id)], params)
+
     def pause(self, broker_id: int) -> None:
+        self.fault("pause", broker_id, pid=self.broker(broker_id).pid)
         send_signal(self.broker(broker_id).pid, signal.SIGSTOP)
         self.say(f"[magenta]SIGSTOP[/] broker {broker_id} (`isrsim broker pause {broker_id}`)")
 
     def resume(self, broker_id: int) -> None:
+        self.fault("resume", broker_id, pid=self.broker(broker_id).pid)
         send_signal(self.broker(broker_id).pid, signal.SIGCONT)
         self.say(f"[magenta]SIGCONT[/] broker {broker_id} (`isrsim broker resume {broker_id}`)")
 
     def kill(self, broker_id: int) -> None:
         b = self.broker(broker_id)
+        self.fault("kill", broker_id, pid=b.pid, signal="KILL")
         send_signal(b.pid, signal.SIGKILL)
         self.wait(f"broker {broker_id} to exit", lambda: process_state(b.pid) == "stopped")
         self.say(f"[red]SIGKILL[/] broker {broker_id} (`isrsim broker kill {broker_id}`)")
 
     def stop(self, broker_id: int) -> None:
         b = self.broker(broker_id)
+        self.fault("term", broker_id, pid=b.pid, signal="TERM")
         result = stop_process(b.pid, 30)
         b.pid = None
         self.cluster.save()
@@ -331,6 +344,7 @@ class ScenarioRun:
     def start(self, broker_id: int) -> None:
         start_broker(self.cluster, self.broker(broker_id))
         self.cluster.save()
+        self.fault("restart", broker_id, pid=self.broker(broker_id).pid)
         self.say(f"broker {broker_id} started again on its data (`isrsim broker restart {broker_id}`)")
 
     def net(self, *args: str) -> None:

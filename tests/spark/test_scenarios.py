@@ -70,18 +70,13 @@ def test_every_scenario_passes_under_the_default_mode(
     assert report.exit_code == EXIT_OK, _failed(report)
     ev = gather(ClusterInfo.load(outcome.root), _replicas(outcome.root), TOPIC, PARTITION)
     assert ev.acked and not ev.lost_everywhere and not ev.missing_somewhere and not ev.diverged
-
-
-def test_zombie_leader_acks1_write_is_truncated_and_listed(spark: Any, played: Player, tmp_path: Path) -> None:
-    """The zombie acknowledged an acks=1 batch alone and truncated it when it learnt the new epoch: the
-    report lists it under acks1_lost and passes."""
-    outcome = played("zombie-leader", "leader-epoch")
-    assert outcome.root is not None
-    ev = gather(ClusterInfo.load(outcome.root), _replicas(outcome.root), TOPIC, PARTITION)
-    assert [a.acks for a in ev.acks1_lost] == [1]
-    report = _report(spark, outcome.root, tmp_path / "report")
-    acked = next(c for c in report.report["checks"] if c["name"] == "acked_not_lost")
-    assert acked["passed"] and acked["extra"]["acks1_lost"]
+    if name in ("zombie-leader", "kip-279-divergence"):
+        # One acks=1 batch is gone from every replica (the zombie's, truncated when it learnt the new epoch;
+        # KIP-279's m3, written in an epoch the final leader never had): Kafka's acks=1 loss, listed by
+        # the report, not failed.
+        assert [a.acks for a in ev.acks1_lost] == [1]
+        acked = next(c for c in report.report["checks"] if c["name"] == "acked_not_lost")
+        assert acked["extra"]["acks1_lost"]
 
 
 BUGGY = [
