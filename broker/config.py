@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
+from protocol.replication import TRUNCATION_MODE_KEY, TruncationMode
+
 ENV_PREFIX = "ISRSIM_"
 
 
@@ -124,6 +126,13 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         parse_str,
         "",
         "isrsim: topic-partitions (t-0,t-1) this broker leads alone from start-up, with no LEADER_AND_ISR.",
+    ),
+    ConfigKey(
+        TRUNCATION_MODE_KEY,
+        TruncationMode.parse,
+        TruncationMode.LEADER_EPOCH,
+        "isrsim: how a follower truncates: leader-epoch (Kafka 2.0+), leader-epoch-pre-kip-279 (0.11 - 1.1), "
+        "high-watermark (<= 0.10.2). See docs/truncation-modes.md.",
     ),
 )
 KEYS_BY_NAME: dict[str, ConfigKey] = {k.name: k for k in BROKER_CONFIG_KEYS}
@@ -316,3 +325,9 @@ class BrokerConfig(ConfigValues):
     @property
     def initial_leader_partitions(self) -> list[tuple[str, int]]:
         return parse_topic_partitions(str(self.values["initial.leader.partitions"]))
+
+    @property
+    def truncation_mode(self) -> TruncationMode:
+        value = self.values[TRUNCATION_MODE_KEY]
+        assert isinstance(value, TruncationMode)
+        return value

@@ -31,6 +31,7 @@ from broker.fetch_session_cache import (
     FetchSessionCache,
     PartitionResponseData,
 )
+from protocol import messages as m
 from protocol.common import TopicPartition
 from protocol.errors import Errors
 from protocol.fetch_request import (
@@ -67,6 +68,30 @@ class FetchResponseData:
     session_id: int
     responses: dict[TopicPartition, PartitionResponseData]
     throttle_time_ms: int = 0
+
+    def to_response(self) -> m.FetchResponse:
+        """The FETCH response message: partitions grouped by topic, in the order to send them."""
+        topics: dict[str, m.FetchResponseTopic] = {}
+        for (topic, partition), pr in self.responses.items():
+            entry = topics.get(topic)
+            if entry is None:
+                entry = topics[topic] = m.FetchResponseTopic(topic=topic)
+            entry.partitions.append(
+                m.FetchResponsePartition(
+                    partition_index=partition,
+                    error_code=pr.error_code,
+                    high_watermark=pr.high_watermark,
+                    last_stable_offset=pr.last_stable_offset,
+                    log_start_offset=pr.log_start_offset,
+                    records=pr.records,
+                )
+            )
+        return m.FetchResponse(
+            throttle_time_ms=self.throttle_time_ms,
+            error_code=self.error_code,
+            session_id=self.session_id,
+            responses=list(topics.values()),
+        )
 
 
 PartitionFn = Callable[[TopicPartition, FetchRequestPartitionData], None]

@@ -128,31 +128,7 @@ class KafkaApis:
                 for tp, r in results.items()
             }
             data = context.update_and_generate_response_data(updates)
-            topics: dict[str, m.FetchResponseTopic] = {}
-            for (topic, partition), pr in data.responses.items():
-                entry = topics.get(topic)
-                if entry is None:
-                    entry = topics[topic] = m.FetchResponseTopic(topic=topic)
-                entry.partitions.append(
-                    m.FetchResponsePartition(
-                        partition_index=partition,
-                        error_code=pr.error_code,
-                        high_watermark=pr.high_watermark,
-                        last_stable_offset=pr.last_stable_offset,
-                        log_start_offset=pr.log_start_offset,
-                        records=pr.records,
-                    )
-                )
-            request.complete(
-                to_body(
-                    m.FetchResponse(
-                        throttle_time_ms=data.throttle_time_ms,
-                        error_code=data.error_code,
-                        session_id=data.session_id,
-                        responses=list(topics.values()),
-                    )
-                )
-            )
+            request.complete(to_body(data.to_response()))
 
         if not params.partitions:
             respond({})
@@ -306,13 +282,13 @@ class KafkaApis:
         request.complete(to_body(m.ApiVersionsResponse(api_keys=keys)))
 
     def handle_offset_for_leader_epoch(self, request: Request, req: m.OffsetForLeaderEpochRequest) -> None:
-        fetch_only_from_leader = req.replica_id != DEBUGGING_REPLICA_ID
+        # Only the leader answers, whatever the replica_id (Kafka's fetchOnlyFromLeader = true).
         topics: list[m.OffsetForLeaderEpochResponseTopic] = []
         for t in req.topics:
             out = m.OffsetForLeaderEpochResponseTopic(topic=t.topic)
             for p in t.partitions:
                 error, epoch, offset = self.replica_manager.last_offset_for_leader_epoch(
-                    (t.topic, p.partition), p.current_leader_epoch, p.leader_epoch, fetch_only_from_leader
+                    (t.topic, p.partition), p.current_leader_epoch, p.leader_epoch
                 )
                 out.partitions.append(
                     m.OffsetForLeaderEpochResponsePartition(
@@ -332,7 +308,10 @@ class KafkaApis:
         request.complete(
             to_body(
                 m.DescribeReplicaStateResponse(
-                    broker_id=self.broker_id, partitions=partitions, fetch_sessions=sessions
+                    broker_id=self.broker_id,
+                    partitions=partitions,
+                    fetch_sessions=sessions,
+                    truncation_mode=str(self.replica_manager.settings.truncation_mode),
                 )
             )
         )

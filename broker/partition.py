@@ -21,6 +21,7 @@ from protocol.api_keys import (
 )
 from protocol.common import TopicPartition
 from protocol.errors import Errors, KafkaError, OffsetOutOfRangeError
+from protocol.replication import TruncationMode
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +129,10 @@ class Partition:
         replica_lag_time_max_ms: int,
         min_insync_replicas: int,
         high_watermark: int = 0,
+        truncation_mode: TruncationMode = TruncationMode.LEADER_EPOCH,
     ) -> None:
         self.tp = tp
+        self.truncation_mode = truncation_mode
         self.local_broker_id = local_broker_id
         self.log = log_
         self.clock_ms = clock_ms
@@ -185,8 +188,11 @@ class Partition:
         if is_new_leader_epoch:
             start = self.log.log_end_offset
             # Cache the new epoch at the LEO now, before any record is written in it, so a follower that has
-            # entries from a later epoch than any in this log still finds the right truncation point.
-            self.log.leader_epoch_cache.assign(state.leader_epoch, start)
+            # entries from a later epoch than any in this log still finds the right truncation point (Kafka
+            # 2.1+, KAFKA-7415). Before, as in the older truncation modes, the epoch was cached by the first
+            # append in it.
+            if self.truncation_mode is TruncationMode.LEADER_EPOCH:
+                self.log.leader_epoch_cache.assign(state.leader_epoch, start)
             for replica in self.remote_replicas.values():
                 replica.reset(now, start, is_new_leader, replica.broker_id in state.isr)
             self.leader_epoch = state.leader_epoch
@@ -248,11 +254,17 @@ class Partition:
     def last_offset_for_leader_epoch(
         self, current_leader_epoch: int, leader_epoch: int, fetch_only_from_leader: bool
     ) -> tuple[Errors, int, int]:
-        """Kafka's ``lastOffsetForLeaderEpoch``: (error, epoch, end offset) for OFFSET_FOR_LEADER_EPOCH."""
+        """Kafka's ``lastOffsetForLeaderEpoch``: (error, epoch, end offset) for OFFSET_FOR_LEADER_EPOCH.
+
+        In ``leader-epoch-pre-kip-279`` mode the answer is Kafka 1.1's: an offset with no epoch
+        (``LeaderEpochFileCache.end_offset_for_pre_kip_279``)."""
         try:
             self.check_local_log(current_leader_epoch, fetch_only_from_leader)
         except KafkaError as exc:
             return exc.error, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if self.truncation_mode is TruncationMode.LEADER_EPOCH_PRE_KIP_279:
+            end = self.log.leader_epoch_cache.end_offset_for_pre_kip_279(leader_epoch, self.log_end_offset)
+            return Errors.NONE, UNDEFINED_EPOCH, end
         epoch, offset = self.log.leader_epoch_cache.end_offset_for(leader_epoch, self.log.log_end_offset)
         if offset == UNDEFINED_EPOCH_OFFSET:
             return Errors.NONE, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET

@@ -37,11 +37,16 @@ from fetcher.interface import (
     FollowerPartition,
     NoFetcherManager,
 )
+from fetcher.truncation import (
+    become_follower_truncation_offset,
+    initial_fetch_offset,
+    truncation_reason,
+)
 from protocol import messages as m
 from protocol.api_keys import DEBUGGING_REPLICA_ID
 from protocol.common import LEADER_DURING_DELETE, BrokerEndpoint, TopicPartition
 from protocol.errors import Errors, KafkaError
-from protocol.replication import InitialFetchState
+from protocol.replication import InitialFetchState, TruncationMode
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +59,7 @@ class ReplicaManagerSettings:
     broker_id: int
     replica_lag_time_max_ms: int
     min_insync_replicas: int
+    truncation_mode: TruncationMode = TruncationMode.LEADER_EPOCH
 
 
 @dataclass(slots=True)
@@ -94,6 +100,8 @@ class ReplicaManager:
         self.topic_min_isr: dict[str, int] = {}
         self.topic_config_fetcher: TopicConfigFetcher | None = None
         self.broker_epoch: Callable[[], int] = lambda: -1
+        # Called with the reason when the broker must stop and exit with status 1 (the server sets it).
+        self.fatal_error_handler: Callable[[str], None] | None = None
 
     # ------------------------------------------------------------------ partitions
 
@@ -118,6 +126,7 @@ class ReplicaManager:
                 replica_lag_time_max_ms=self.settings.replica_lag_time_max_ms,
                 min_insync_replicas=self.topic_min_isr.get(tp[0], self.settings.min_insync_replicas),
                 high_watermark=self._hw_checkpoint.get(tp, 0),
+                truncation_mode=self.settings.truncation_mode,
             )
             if self._alter_submit is not None:
                 partition.isr_proposer = self._propose_isr
@@ -201,7 +210,9 @@ class ReplicaManager:
 
     def _make_followers(self, items: list[tuple[Partition, LeaderAndIsrState]]) -> None:
         """Kafka's ``makeFollowers``: partitions whose leader or epoch changed restart their fetcher at the
-        LEO (truncation then finds the divergence point, KIP-101) or, with no leader epochs yet, at the HW."""
+        offset ``fetcher.truncation.initial_fetch_offset`` picks for the truncation mode: by default the LEO
+        (truncation then finds the divergence point, KIP-101) or, with no leader epochs yet, the HW. In
+        ``high-watermark`` mode the log is first truncated to the replica's own HW (Kafka 0.10)."""
         changed: list[tuple[Partition, LeaderAndIsrState]] = []
         for partition, state in items:
             if partition.make_follower(state):
@@ -221,11 +232,16 @@ class ReplicaManager:
                     partition.describe(),
                 )
                 continue
-            lg = partition.log
-            fetch_offset = (
-                lg.log_end_offset
-                if lg.leader_epoch_cache.latest_epoch() is not None
-                else partition.high_watermark
+            mode = self.settings.truncation_mode
+            cut = become_follower_truncation_offset(mode, high_watermark=partition.high_watermark)
+            if cut is not None and cut < partition.log_end_offset:
+                view = FollowerPartitionView(partition, self.state_listener)
+                view.truncate_to(cut, truncation_reason(mode))
+            fetch_offset = initial_fetch_offset(
+                mode,
+                log_end_offset=partition.log_end_offset,
+                high_watermark=partition.high_watermark,
+                has_epochs=partition.log.leader_epoch_cache.latest_epoch() is not None,
             )
             initial[partition.tp] = InitialFetchState(leader, state.leader_epoch, fetch_offset)
         if initial:
@@ -572,6 +588,13 @@ class ReplicaManager:
         """Kafka's failed partitions: the fetcher stopped fetching ``tp`` until the next LEADER_AND_ISR."""
         self.on_fetch_error(tp, error_code, f"partition marked failed: {message}")
 
+    def on_fatal_error(self, tp: TopicPartition, message: str) -> None:
+        """A fetcher found this broker must not go on (Kafka <= 2.0's fatal exit): journal it, then ask the
+        server to shut down cleanly and exit with status 1 (``fatal_error_handler``)."""
+        self.on_fetch_error(tp, int(Errors.OFFSET_OUT_OF_RANGE), f"fatal: {message}")
+        if self.fatal_error_handler is not None:
+            self.fatal_error_handler(message)
+
     # ------------------------------------------------------------------ LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH
 
     def fetch_offset_for_timestamp(
@@ -592,14 +615,16 @@ class ReplicaManager:
         )
 
     def last_offset_for_leader_epoch(
-        self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int, fetch_only_from_leader: bool
+        self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int
     ) -> tuple[Errors, int, int]:
+        """Kafka's ``lastOffsetForLeaderEpoch``: only the leader answers, whatever the request's replica_id
+        (``fetchOnlyFromLeader = true``); a follower answers NOT_LEADER_OR_FOLLOWER."""
         try:
             partition = self.get_partition_or_error(tp)
         except KafkaError as exc:
             return exc.error, -1, -1
         return partition.last_offset_for_leader_epoch(
-            current_leader_epoch, leader_epoch, fetch_only_from_leader
+            current_leader_epoch, leader_epoch, fetch_only_from_leader=True
         )
 
     # ------------------------------------------------------------------ DESCRIBE_REPLICA_STATE

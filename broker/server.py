@@ -42,6 +42,8 @@ class KafkaServer:
         self._stop = trio.Event()
         self.bound_port: int | None = None
         self.started = trio.Event()
+        # Why the broker stopped itself (a fatal error), if it did: it then exits with status 1.
+        self.fatal_reason: str | None = None
         c = config
         self.journal = Journal(c.journal_dir / "events.jsonl", self.broker_id, clock_ms=wall_clock_ms)
         self.log_manager = LogManager(
@@ -66,6 +68,7 @@ class KafkaServer:
                 broker_id=self.broker_id,
                 replica_lag_time_max_ms=c.get_int("replica.lag.time.max.ms"),
                 min_insync_replicas=c.get_int("min.insync.replicas"),
+                truncation_mode=c.truncation_mode,
             ),
             self.log_manager,
             self.metadata_cache,
@@ -74,6 +77,7 @@ class KafkaServer:
             produce_purgatory=self.produce_purgatory,
             fetch_purgatory=self.fetch_purgatory,
         )
+        self.replica_manager.fatal_error_handler = self._fatal
         self.fetch_manager = FetchManager(
             FetchSessionCache(
                 c.get_int("max.incremental.fetch.session.cache.slots"),
@@ -137,6 +141,14 @@ class KafkaServer:
         """Asks the server to stop cleanly (SIGTERM)."""
         self._stop.set()
 
+    def _fatal(self, reason: str) -> None:
+        """Kafka's ``Exit.exit(1)`` from a fatal error: the shutdown is still the clean one (Kafka's shutdown
+        hook), and the process then exits with status 1."""
+        if self.fatal_reason is None:
+            log.critical("broker %d shutting down: %s", self.broker_id, reason)
+            self.fatal_reason = reason
+        self.stop()
+
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         self.log_manager.check_meta_properties()
         self.log_manager.load_logs()
@@ -159,6 +171,8 @@ class KafkaServer:
                     response_max_bytes=c.get_int("replica.fetch.response.max.bytes"),
                     backoff_ms=c.get_int("replica.fetch.backoff.ms"),
                     socket_timeout_ms=c.get_int("replica.socket.timeout.ms"),
+                    truncation_mode=c.truncation_mode,
+                    unclean_leader_election_enable=bool(c.get("unclean.leader.election.enable")),
                 ),
                 c.get_int("num.replica.fetchers"),
                 clock_ms=wall_clock_ms,
@@ -179,6 +193,7 @@ class KafkaServer:
                 port=self.bound_port,
                 pid=os.getpid(),
                 log_dir=str(self.config.log_dir),
+                truncation_mode=str(c.truncation_mode),
             )
             log.info("broker %d started on port %d", self.broker_id, self.bound_port)
             self.started.set()
@@ -192,7 +207,10 @@ class KafkaServer:
             self.fetcher_manager.shutdown()
             nursery.cancel_scope.cancel()
         self.replica_manager.shutdown()
-        self.journal.emit("broker_stopped", clean=True)
+        if self.fatal_reason is None:
+            self.journal.emit("broker_stopped", clean=True)
+        else:
+            self.journal.emit("broker_stopped", clean=True, exit_code=1, reason=self.fatal_reason)
         self.journal.close()
         log.info("broker %d stopped cleanly", self.broker_id)
 
@@ -236,8 +254,9 @@ class KafkaServer:
                 log.exception("broker %d: periodic task %s failed", self.broker_id, name)
 
 
-async def run_broker(config: BrokerConfig) -> None:
-    """Runs a broker until SIGTERM or SIGINT, then stops it cleanly."""
+async def run_broker(config: BrokerConfig) -> int:
+    """Runs a broker until SIGTERM or SIGINT, then stops it cleanly. Returns the process's exit status: 0, or
+    1 after a fatal error (the broker stopped itself)."""
     import signal
 
     server = KafkaServer(config)
@@ -252,3 +271,4 @@ async def run_broker(config: BrokerConfig) -> None:
             nursery.start_soon(watch)
             await server.run()
             nursery.cancel_scope.cancel()
+    return 0 if server.fatal_reason is None else 1

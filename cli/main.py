@@ -84,7 +84,7 @@ def broker_start(
         raise click.ClickException(f"bad broker configuration: {exc}") from None
     setup_logging(log_level, f"broker {config.broker_id}")
     try:
-        trio.run(run_broker, config)
+        status = trio.run(run_broker, config)
     except InconsistentBrokerIdError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -93,6 +93,9 @@ def broker_start(
             f"broker {config.broker_id} cannot listen on {host}:{port}: {exc.strerror or exc}; "
             "is another process using the port? (change `listeners`)"
         ) from None
+    if status:
+        # The broker stopped itself after a fatal error (logged and journaled as broker_stopped.reason).
+        raise SystemExit(status)
 
 
 # ---------------------------------------------------------------------------------------------- produce

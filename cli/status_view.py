@@ -67,10 +67,17 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
         st = process_state(b.pid)
         if st == "running" and results.get(f"b{b.id}") is None:
             st = "not answering"
-        data.brokers.append(
-            {"id": b.id, "address": b.address, "pid": b.pid, "state": st, "fenced": fenced.get(b.id)}
-        )
         resp = results.get(f"b{b.id}")
+        data.brokers.append(
+            {
+                "id": b.id,
+                "address": b.address,
+                "pid": b.pid,
+                "state": st,
+                "fenced": fenced.get(b.id),
+                "truncation_mode": resp.get("truncation_mode") if resp else None,
+            }
+        )
         if resp:
             data.replicas[b.id] = {(p["topic"], p["partition"]): p for p in resp.get("partitions", [])}
     meta = results.get("metadata") or {}
@@ -93,9 +100,16 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
 _STATE_STYLE = {"running": "green", "paused": "yellow", "stopped": "red", "not answering": "yellow"}
 
 
+def _truncation_mode_cell(mode: str | None) -> Text:
+    """The broker's replication.truncation.mode; an older rule than Kafka's today stands out."""
+    if mode is None:
+        return Text("-", "dim")
+    return Text(mode, "" if mode == "leader-epoch" else "yellow")
+
+
 def render(data: StatusData) -> Group:
     procs = Table(title="processes", title_justify="left")
-    for col in ("role", "id", "address", "pid", "state", "fenced"):
+    for col in ("role", "id", "address", "pid", "state", "fenced", "truncation mode"):
         procs.add_column(col)
     c = data.controller
     procs.add_row(
@@ -104,6 +118,7 @@ def render(data: StatusData) -> Group:
         c["address"],
         str(c["pid"] or "-"),
         Text(c["state"], _STATE_STYLE.get(c["state"], "")),
+        "",
         "",
     )
     for b in data.brokers:
@@ -115,6 +130,7 @@ def render(data: StatusData) -> Group:
             str(b["pid"] or "-"),
             Text(b["state"], _STATE_STYLE.get(b["state"], "")),
             Text(fenced, "red" if fenced == "yes" else ""),
+            _truncation_mode_cell(b.get("truncation_mode")),
         )
     parts = Table(
         title="partitions (controller's view; offsets as each replica reports them)", title_justify="left"

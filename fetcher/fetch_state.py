@@ -158,9 +158,10 @@ def partition_fetch_state(
     fetch, which isrsim's FETCH does not carry): unchanged if the leader epoch is the same, so a repeated
     LEADER_AND_ISR does not truncate again; otherwise Truncating from the initial offset.
 
-    The initial offset is the replica manager's choice (``broker.state_changes``): the follower's log end
-    offset when its log has leader epochs (truncation then finds where it diverges from the leader, KIP-101),
-    else its high watermark (and truncation cuts the log back to it)."""
+    The initial offset is the replica manager's choice (``fetcher.truncation.initial_fetch_offset`` for its
+    truncation mode): by default the follower's log end offset when its log has leader epochs (truncation
+    then finds where it diverges from the leader, KIP-101), else its high watermark (and truncation cuts the
+    log back to it)."""
     if current is not None and current.current_leader_epoch == initial.current_leader_epoch:
         return current
     if initial.init_offset < 0:

@@ -64,6 +64,12 @@ class FollowerReplicaManager(Protocol):
         journals one ``fetch_error`` with the error that caused it."""
         ...
 
+    def on_fatal_error(self, tp: TopicPartition, message: str) -> None:
+        """Kafka <= 2.0's fatal exit (``FatalExitError``, kept in the older truncation modes): a follower's
+        log is ahead of its leader's and unclean leader election is disabled, so the broker must not
+        truncate; it journals why, shuts down cleanly and exits with status 1."""
+        ...
+
 
 class FetcherManagerLike(Protocol):
     def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, InitialFetchState]) -> None: ...

@@ -30,8 +30,10 @@ from fetcher.truncation import (
     fetch_truncating_partitions,
     maybe_truncate_to_epoch_end_offsets,
     truncate_to_high_watermark,
+    truncation_reason,
     update_fetch_offset_and_maybe_mark_truncation_complete,
 )
+from protocol.api_keys import UNDEFINED_EPOCH
 from protocol.common import TopicPartition, error_name, wall_clock_ms
 from protocol.errors import CorruptRecordError, Errors, KafkaError
 from protocol.fetch_request import FetchRequestPartitionData
@@ -43,14 +45,14 @@ from protocol.messages import (
     FetchResponse,
     FetchResponsePartition,
 )
-from protocol.replication import FetchStateView, InitialFetchState
+from protocol.replication import FetchStateView, InitialFetchState, TruncationMode
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class FetcherSettings:
-    """Kafka's ``replica.fetch.*`` settings."""
+    """Kafka's ``replica.fetch.*`` settings, and ``replication.truncation.mode``."""
 
     wait_max_ms: int = 500
     min_bytes: int = 1
@@ -58,6 +60,10 @@ class FetcherSettings:
     response_max_bytes: int = 10485760
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
+    truncation_mode: TruncationMode = TruncationMode.LEADER_EPOCH
+    # unclean.leader.election.enable: in the older truncation modes a follower ahead of its leader may be
+    # truncated only if it is true (else the broker exits, as Kafka <= 2.0 did).
+    unclean_leader_election_enable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,12 +194,24 @@ class ReplicaFetcher:
 
     async def maybe_truncate(self) -> None:
         states = self.partitions.partition_states
-        with_epochs, without_epochs = fetch_truncating_partitions(states, self._latest_epoch, self.clock_ms())
+        mode = self.settings.truncation_mode
+        with_epochs, without_epochs = fetch_truncating_partitions(
+            states, self._latest_epoch, self.clock_ms(), mode=mode
+        )
         if with_epochs:
             await self._truncate_to_epoch_end_offsets(with_epochs)
         if without_epochs:
             truncations = truncate_to_high_watermark(states, without_epochs)
-            done = self._apply_truncations(truncations, "high_watermark")
+            if mode is TruncationMode.HIGH_WATERMARK:
+                # The replica manager truncated the log to its high watermark when the partition became a
+                # follower (Kafka 0.10's makeFollowers); the fetcher just starts where the log ends.
+                done = {
+                    tp: replace(t, offset=min(t.offset, self._log_end_offset(tp)))
+                    for tp, t in truncations.items()
+                    if self._partition(tp) is not None
+                }
+            else:
+                done = self._apply_truncations(truncations, "high_watermark")
             update_fetch_offset_and_maybe_mark_truncation_complete(states, done, self._latest_epoch)
 
     async def _truncate_to_epoch_end_offsets(self, requested: dict[TopicPartition, EpochData]) -> None:
@@ -205,8 +223,10 @@ class ReplicaFetcher:
             requested,
             log_end_offset=self._log_end_offset,
             follower_end_offset_for=self._follower_end_offset_for,
+            mode=self.settings.truncation_mode,
         )
-        done = self._apply_truncations(result.fetch_offsets, "leader_epoch", end_offsets)
+        reason = truncation_reason(self.settings.truncation_mode)
+        done = self._apply_truncations(result.fetch_offsets, reason, end_offsets)
         update_fetch_offset_and_maybe_mark_truncation_complete(states, done, self._latest_epoch)
         now = self.clock_ms()
         for tp in result.partitions_with_error:
@@ -237,7 +257,10 @@ class ReplicaFetcher:
             detail = reason
             if end_offsets is not None and tp in end_offsets:
                 eo = end_offsets[tp]
-                detail = f"{reason}: leader epoch {eo.leader_epoch} ends at {eo.end_offset}"
+                if eo.leader_epoch == UNDEFINED_EPOCH:
+                    detail = f"{reason}: leader answered end offset {eo.end_offset} (no epoch)"
+                else:
+                    detail = f"{reason}: leader epoch {eo.leader_epoch} ends at {eo.end_offset}"
                 if not truncation.truncation_completed:
                     detail += " (another round follows)"
             p.truncate_to(truncation.offset, detail)
@@ -466,6 +489,22 @@ class ReplicaFetcher:
         if current is None or current.current_leader_epoch != epoch or self._partition(tp) is None:
             return True
         replica_end = p.log_end_offset
+        if (
+            leader_end < replica_end
+            and self.settings.truncation_mode is not TruncationMode.LEADER_EPOCH
+            and not self.settings.unclean_leader_election_enable
+        ):
+            # Kafka 0.10.1 - 2.0 (ReplicaFetcherThread.handleOffsetOutOfRange; KAFKA-7414 made it non-fatal
+            # in 2.1): truncating below this replica's log end could lose committed records, so it exits.
+            message = (
+                f"Exiting because log truncation is not allowed for partition {tp[0]}-{tp[1]}: current "
+                f"leader {self.leader_id}'s latest offset {leader_end} is less than replica "
+                f"{self.rm.broker_id}'s latest offset {replica_end}"
+            )
+            log.critical("%s: %s", self.name, message)
+            self.partitions.mark_partition_failed(tp)
+            self.rm.on_fatal_error(tp, message)
+            return True
         if leader_end < replica_end:
             # Only possible after an unclean election (or without epochs): the leader's log is shorter.
             log.warning(

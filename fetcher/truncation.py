@@ -14,6 +14,12 @@ The fetcher shell drives a round like this::
     # truncate each log to result.fetch_offsets[tp].offset, fail / delay the others, then:
     update_fetch_offset_and_maybe_mark_truncation_complete(states, truncated, latest_epoch)
     # and for without_epochs: truncate_to_high_watermark(states, without_epochs) the same way.
+
+``replication.truncation.mode`` (``TruncationMode``; docs/truncation-modes.md) picks the rules: the default
+is the above (Kafka 2.0+); ``leader-epoch-pre-kip-279`` takes the leader's single answer as Kafka 0.11 - 1.1
+did (``get_offset_truncation_state_pre_kip_279``); ``high-watermark`` asks the leader nothing, as Kafka
+<= 0.10.2: the broker truncated the log to its high watermark when it became a follower
+(``become_follower_truncation_offset``) and the fetcher starts from there (``initial_fetch_offset``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from fetcher.fetch_state import PartitionFetchState, PartitionStates, ReplicaSta
 from protocol.api_keys import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from protocol.common import TopicPartition
 from protocol.errors import Errors
+from protocol.replication import TruncationMode
 
 log = logging.getLogger(__name__)
 
@@ -140,16 +147,98 @@ def get_offset_truncation_state(
     return OffsetTruncationState(min(offset, log_end_offset), truncation_completed=True)
 
 
+def get_offset_truncation_state_pre_kip_279(
+    tp: TopicPartition,
+    leader_epoch_offset: EpochEndOffset,
+    *,
+    fetch_offset: int,
+    log_end_offset: int,
+) -> OffsetTruncationState:
+    """Where to truncate ``tp`` by KIP-101 as first shipped (Kafka 0.11 - 1.1,
+    ``ReplicaFetcherThread.maybeTruncate``): the leader's answer is an offset only, and it is final.
+
+    * UNDEFINED_EPOCH_OFFSET: truncate to ``fetch_offset`` (which was the high watermark).
+    * An offset at or past the log end: nothing to truncate (the log end).
+    * Otherwise: the leader's offset.
+
+    Any epoch in the answer is ignored and there is never a second round: when the leader never had the
+    follower's latest epoch, its answer (the start of its next epoch) can be at or past a log end that
+    diverged further back, which is KIP-279's case.
+    """
+    if leader_epoch_offset.end_offset == UNDEFINED_EPOCH_OFFSET:
+        log.warning(
+            "Based on the replica's leader epoch, the leader replied with an unknown offset for %s-%d. "
+            "The initial fetch offset %d will be used for truncation.",
+            tp[0],
+            tp[1],
+            fetch_offset,
+        )
+        return OffsetTruncationState(fetch_offset, truncation_completed=True)
+    if leader_epoch_offset.end_offset >= log_end_offset:
+        log.info(
+            "The leader replied with offset %d >= the log end offset %d of %s-%d. No truncation needed.",
+            leader_epoch_offset.end_offset,
+            log_end_offset,
+            tp[0],
+            tp[1],
+        )
+        return OffsetTruncationState(log_end_offset, truncation_completed=True)
+    return OffsetTruncationState(leader_epoch_offset.end_offset, truncation_completed=True)
+
+
+def truncation_reason(mode: TruncationMode) -> str:
+    """The rule a truncation followed, as journaled (``truncated`` events' ``reason`` starts with it)."""
+    return {
+        TruncationMode.LEADER_EPOCH: "leader_epoch",
+        TruncationMode.LEADER_EPOCH_PRE_KIP_279: "leader_epoch_pre_kip_279",
+        TruncationMode.HIGH_WATERMARK: "high_watermark",
+    }[mode]
+
+
+def initial_fetch_offset(
+    mode: TruncationMode, *, log_end_offset: int, high_watermark: int, has_epochs: bool
+) -> int:
+    """Where a new follower starts (the offset handed to the fetcher with the partition).
+
+    * ``leader-epoch``: the log end offset when the log has epochs, so nothing is cut before the leader is
+      asked; the high watermark otherwise.
+    * ``leader-epoch-pre-kip-279``: the high watermark, as Kafka 0.11 - 2.x's ``makeFollowers`` handed
+      ``replica.highWatermark`` to the fetcher (a truncation falls back to it when the leader cannot answer).
+    * ``high-watermark``: the log end after the truncation to the high watermark (Kafka 0.10's
+      ``makeFollowers`` truncated, then handed ``logEndOffset``).
+    """
+    if mode is TruncationMode.LEADER_EPOCH:
+        return log_end_offset if has_epochs else high_watermark
+    return min(high_watermark, log_end_offset)
+
+
+def become_follower_truncation_offset(mode: TruncationMode, *, high_watermark: int) -> int | None:
+    """The offset a partition's log is truncated to when it becomes a follower (after a restart too: the
+    first LEADER_AND_ISR makes it one), before any fetch; None: no truncation there.
+
+    Only ``high-watermark`` mode truncates there, to the replica's own high watermark (Kafka 0.10's
+    ``ReplicaManager.makeFollowers``: ``logManager.truncateTo(... highWatermark ...)``). A follower's high
+    watermark lags the leader's, so this can cut records the leader already acknowledged (KIP-101).
+    """
+    if mode is TruncationMode.HIGH_WATERMARK:
+        return high_watermark
+    return None
+
+
 def fetch_truncating_partitions(
     partition_states: PartitionStates[PartitionFetchState],
     latest_epoch: Callable[[TopicPartition], int | None],
     now_ms: int,
     *,
     offset_for_leader_epoch_supported: bool = True,
+    mode: TruncationMode = TruncationMode.LEADER_EPOCH,
 ) -> tuple[dict[TopicPartition, EpochData], list[TopicPartition]]:
     """Split the (non-delayed) Truncating partitions into those to ask the leader about, with the epoch to ask
     for (the follower log's latest epoch), and those with no epoch at all, which truncate to their high
-    watermark instead (Kafka's ``fetchTruncatingPartitions``)."""
+    watermark instead (Kafka's ``fetchTruncatingPartitions``). In ``high-watermark`` mode no partition asks
+    the leader (Kafka <= 0.10.2 had no OFFSET_FOR_LEADER_EPOCH)."""
+    if mode is TruncationMode.HIGH_WATERMARK:
+        offset_for_leader_epoch_supported = False
     with_epochs: dict[TopicPartition, EpochData] = {}
     without_epochs: list[TopicPartition] = []
     for tp, state in partition_states.partition_state_map().items():
@@ -219,16 +308,26 @@ def maybe_truncate_to_epoch_end_offsets(
     *,
     log_end_offset: Callable[[TopicPartition], int],
     follower_end_offset_for: Callable[[TopicPartition, int], tuple[int, int]],
+    mode: TruncationMode = TruncationMode.LEADER_EPOCH,
 ) -> EpochTruncationResult:
     """Decide, for each answer of the leader, whether to truncate, retry or fail the partition (Kafka's
-    ``truncateToEpochEndOffsets`` + ``maybeTruncateToEpochEndOffsets`` + ``onPartitionFenced``)."""
+    ``truncateToEpochEndOffsets`` + ``maybeTruncateToEpochEndOffsets`` + ``onPartitionFenced``). ``mode``
+    picks the truncation rule: ``get_offset_truncation_state`` (KIP-279) or
+    ``get_offset_truncation_state_pre_kip_279``."""
     result = EpochTruncationResult()
     for tp, leader_epoch_offset in filter_epoch_end_offsets(partition_states, requested, end_offsets).items():
         state = partition_states.state_value(tp)
         if state is None:
             continue
         error = leader_epoch_offset.error_code
-        if error == Errors.NONE:
+        if error == Errors.NONE and mode is TruncationMode.LEADER_EPOCH_PRE_KIP_279:
+            result.fetch_offsets[tp] = get_offset_truncation_state_pre_kip_279(
+                tp,
+                leader_epoch_offset,
+                fetch_offset=state.fetch_offset,
+                log_end_offset=log_end_offset(tp),
+            )
+        elif error == Errors.NONE:
             result.fetch_offsets[tp] = get_offset_truncation_state(
                 tp,
                 leader_epoch_offset,

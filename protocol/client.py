@@ -4,7 +4,6 @@
 
     async with open_connection("127.0.0.1", 9092, client_id="replica-fetcher-1") as conn:
         body = await conn.request(ApiKeys.METADATA, MetadataRequest())
-        resp = await conn.request_typed(ApiKeys.FETCH, fetch_request, FetchResponse)
 
 Any number of tasks may call :meth:`KafkaConnection.request` at once: frames go out one at a time under a
 send lock, a reader task matches responses to requests by correlation id. :meth:`request_many` writes
@@ -28,7 +27,7 @@ from typing import Any, TypeVar
 import trio
 
 from protocol.framing import FrameDecoder, decode_response, encode_request
-from protocol.schema import from_body, to_body
+from protocol.schema import to_body
 
 log = logging.getLogger(__name__)
 
@@ -100,20 +99,6 @@ class KafkaConnection:
                 return await self._wait(pending)
             finally:
                 self._forget(cid, pending)
-
-    async def request_typed(
-        self,
-        api_key: int,
-        request_obj: Any,
-        response_cls: type[T],
-        *,
-        api_version: int = 0,
-        timeout: float | None = 30.0,
-    ) -> T:
-        """:meth:`request`, with the response body checked and built as ``response_cls``
-        (``InvalidRequestError`` if it does not match)."""
-        body = await self.request(api_key, request_obj, api_version=api_version, timeout=timeout)
-        return from_body(response_cls, body)
 
     async def send_no_response(self, api_key: int, body: Any, api_version: int = 0) -> None:
         """Send a request the broker does not answer (PRODUCE with acks=0)."""

@@ -44,10 +44,6 @@ class FetchMetadata:
         """A full request lists every partition the client wants; an incremental one only the changes."""
         return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
 
-    def next_close_existing(self) -> FetchMetadata:
-        """Close the current session and do not open a new one."""
-        return FetchMetadata(self.session_id, FINAL_EPOCH)
-
     def next_close_existing_attempt_new(self) -> FetchMetadata:
         """Close the current session (if any) and ask for a new one."""
         return FetchMetadata(self.session_id, INITIAL_EPOCH)
@@ -73,8 +69,6 @@ class FetchMetadata:
 
 # A client that has never talked to this broker: full request, please create a session.
 INITIAL = FetchMetadata(INVALID_SESSION_ID, INITIAL_EPOCH)
-# A request that wants no session at all (what pre-KIP-227 clients implicitly sent).
-LEGACY = FetchMetadata(INVALID_SESSION_ID, FINAL_EPOCH)
 
 
 @dataclass(frozen=True, slots=True)

@@ -359,6 +359,8 @@ class DescribeReplicaStateResponse:
     fetch_sessions: DescribeReplicaStateResponseFetchSessions = field(
         default_factory=DescribeReplicaStateResponseFetchSessions
     )
+    # The broker's replication.truncation.mode (docs/truncation-modes.md).
+    truncation_mode: str = "leader-epoch"
 
 
 # ---------------------------------------------------------------------------------------------- tables

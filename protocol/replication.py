@@ -7,8 +7,34 @@ Both packages import these from here, so neither needs the other's modules for i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from protocol.common import BrokerEndpoint
+
+TRUNCATION_MODE_KEY = "replication.truncation.mode"
+
+
+class TruncationMode(StrEnum):
+    """How a follower finds where its log stops agreeing with the leader's (broker config
+    ``replication.truncation.mode``; docs/truncation-modes.md). The broker side (the initial fetch offset,
+    truncation on becoming a follower, the leader's OFFSET_FOR_LEADER_EPOCH answer) and the fetcher's
+    truncation decision both follow it."""
+
+    # Kafka today: KIP-101 leader epochs with KIP-279's epoch in the answer (Kafka 2.0 and later).
+    LEADER_EPOCH = "leader-epoch"
+    # KIP-101 as first shipped (Kafka 0.11 - 1.1): one OFFSET_FOR_LEADER_EPOCH, whose answer has no epoch.
+    LEADER_EPOCH_PRE_KIP_279 = "leader-epoch-pre-kip-279"
+    # Before KIP-101 (Kafka <= 0.10.2): a new follower truncates to its own high watermark.
+    HIGH_WATERMARK = "high-watermark"
+
+    @classmethod
+    def parse(cls, raw: str) -> TruncationMode:
+        """The mode named ``raw``; a ValueError naming the allowed values otherwise."""
+        try:
+            return cls(raw.strip().lower())
+        except ValueError:
+            allowed = ", ".join(m.value for m in cls)
+            raise ValueError(f"unknown truncation mode {raw.strip()!r}; allowed: {allowed}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -247,5 +247,24 @@ class LeaderEpochFileCache:
         )
         return result
 
+    def end_offset_for_pre_kip_279(self, requested_epoch: int, log_end_offset: int) -> int:
+        """Kafka 0.11 - 1.1's ``endOffsetFor`` (before KIP-279): an end offset with no epoch.
+
+        - ``requested_epoch`` is the latest epoch -> ``log_end_offset`` (UNDEFINED_EPOCH on an empty cache
+          is "the latest" too, as it was there);
+        - it is above the latest epoch, or below the first one -> UNDEFINED_EPOCH_OFFSET (the follower falls
+          back to its high watermark);
+        - otherwise -> the start offset of the first epoch above it, whether or not this cache has the
+          requested epoch itself. A follower whose latest epoch the leader never had gets the start of the
+          leader's next epoch, which may be past where the two logs diverged (KIP-279's case).
+        """
+        latest = self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
+        if requested_epoch == latest:
+            return log_end_offset
+        higher = bisect.bisect_right(self._epochs, requested_epoch)
+        if higher == len(self._entries) or requested_epoch < self._epochs[0]:
+            return UNDEFINED_EPOCH_OFFSET
+        return self._entries[higher].start_offset
+
     def __repr__(self) -> str:
         return f"LeaderEpochFileCache({self._entries!r})"

@@ -92,8 +92,14 @@ def test_offset_for_leader_epoch_validation_order_and_answers(pair: list[BrokerP
     assert (fenced, unknown) == (Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_LEADER_EPOCH)
     assert _epoch_answer(b2, _epoch_request("e", 0, 4, 3))[0] == Errors.FENCED_LEADER_EPOCH
     assert _epoch_answer(b2, _epoch_request("e", 0, 5, 3))[0] == Errors.NOT_LEADER_OR_FOLLOWER
-    # A debugging replica id may ask a follower.
-    assert _epoch_answer(b2, _epoch_request("e", 0, 5, 5, replica_id=-2)) == (0, 5, 15)
+    # Only the leader answers, whatever the replica id (Kafka's fetchOnlyFromLeader = true): a debugging
+    # replica id (-2) asking a follower gets NOT_LEADER_OR_FOLLOWER too.
+    assert _epoch_answer(b2, _epoch_request("e", 0, 5, 5, replica_id=-2)) == (
+        Errors.NOT_LEADER_OR_FOLLOWER,
+        -1,
+        -1,
+    )
+    assert _epoch_answer(b2, _epoch_request("e", 0, -1, 5, replica_id=-1))[0] == Errors.NOT_LEADER_OR_FOLLOWER
     assert _epoch_answer(b1, _epoch_request("nope", 0, -1, 1))[0] == Errors.UNKNOWN_TOPIC_OR_PARTITION
 
 

@@ -30,7 +30,7 @@ from protocol.common import BrokerEndpoint, MockTime, TopicPartition
 from protocol.errors import Errors
 from protocol.framing import decode_request, decode_response, encode_request
 from protocol.records import build_simple_batch, iter_batches
-from protocol.replication import FetchStateView, InitialFetchState
+from protocol.replication import FetchStateView, InitialFetchState, TruncationMode
 from protocol.schema import from_body, to_body
 
 T = TypeVar("T")
@@ -73,7 +73,14 @@ class RecordingFetcherManager:
 class Broker:
     """Broker ``LOCAL`` as ``KafkaServer`` wires it, minus the network and the periodic tasks."""
 
-    def __init__(self, tmp_path: Path, *, min_isr: int = 1, clock: MockTime | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        min_isr: int = 1,
+        clock: MockTime | None = None,
+        truncation_mode: TruncationMode = TruncationMode.LEADER_EPOCH,
+    ) -> None:
         self.clock = clock or MockTime(1_000_000)
         self.journal_path = tmp_path / "events.jsonl"
         self.journal = Journal(self.journal_path, LOCAL, clock_ms=self.clock)
@@ -86,7 +93,10 @@ class Broker:
         self.metadata_cache = MetadataCache(endpoint(LOCAL))
         self.rm = ReplicaManager(
             ReplicaManagerSettings(
-                broker_id=LOCAL, replica_lag_time_max_ms=LAG_MS, min_insync_replicas=min_isr
+                broker_id=LOCAL,
+                replica_lag_time_max_ms=LAG_MS,
+                min_insync_replicas=min_isr,
+                truncation_mode=truncation_mode,
             ),
             self.log_manager,
             self.metadata_cache,

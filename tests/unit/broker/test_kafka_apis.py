@@ -366,6 +366,32 @@ async def test_offset_for_leader_epoch(broker: Broker) -> None:
     ]
 
 
+@pytest.mark.parametrize("replica_id", [FOLLOWER, -1, DEBUGGING_REPLICA_ID])
+async def test_offset_for_leader_epoch_is_answered_by_the_leader_only(
+    broker: Broker, replica_id: int
+) -> None:
+    await lead(broker, [0], [0, 1], epoch=1)
+    await handle(broker, ApiKeys.PRODUCE, produce_request(1, batch(3)))
+    await handle(broker, ApiKeys.LEADER_AND_ISR, leader_and_isr_request(FOLLOWER, 2, [1, 0], [0, 1]))
+    request = m.OffsetForLeaderEpochRequest(
+        replica_id=replica_id,
+        topics=[
+            m.OffsetForLeaderEpochRequestTopic(
+                topic="t", partitions=[m.OffsetForLeaderEpochRequestPartition(partition=0, leader_epoch=1)]
+            )
+        ],
+    )
+    [topic] = response(
+        await handle(broker, ApiKeys.OFFSET_FOR_LEADER_EPOCH, request), m.OffsetForLeaderEpochResponse
+    ).topics
+    [answer] = topic.partitions
+    assert (answer.error_code, answer.leader_epoch, answer.end_offset) == (
+        Errors.NOT_LEADER_OR_FOLLOWER,
+        -1,
+        -1,
+    )
+
+
 # ---------------------------------------------------------------------------- UPDATE_METADATA, METADATA
 
 

@@ -313,14 +313,17 @@ def test_last_offset_for_leader_epoch(broker: Broker) -> None:
     broker.leader_and_isr(LOCAL, 2, [0], [0, 1])
     produce(broker, 1, 2)
     rm = broker.rm
-    assert rm.last_offset_for_leader_epoch(TP, -1, 1, True) == (Errors.NONE, 1, 3)
-    assert rm.last_offset_for_leader_epoch(TP, -1, 2, True) == (Errors.NONE, 2, 5)
-    assert rm.last_offset_for_leader_epoch(TP, 1, 2, True) == (Errors.FENCED_LEADER_EPOCH, -1, -1)
-    assert rm.last_offset_for_leader_epoch(("unknown", 0), -1, 1, True) == (
+    assert rm.last_offset_for_leader_epoch(TP, -1, 1) == (Errors.NONE, 1, 3)
+    assert rm.last_offset_for_leader_epoch(TP, -1, 2) == (Errors.NONE, 2, 5)
+    assert rm.last_offset_for_leader_epoch(TP, 1, 2) == (Errors.FENCED_LEADER_EPOCH, -1, -1)
+    assert rm.last_offset_for_leader_epoch(("unknown", 0), -1, 1) == (
         Errors.UNKNOWN_TOPIC_OR_PARTITION,
         -1,
         -1,
     )
+    # Only the leader answers (Kafka's fetchOnlyFromLeader = true), whatever the request's replica id.
+    broker.leader_and_isr(1, 3, [1, 0], [0, 1])
+    assert rm.last_offset_for_leader_epoch(TP, -1, 2) == (Errors.NOT_LEADER_OR_FOLLOWER, -1, -1)
 
 
 # ------------------------------------------------------------------------------- DESCRIBE_REPLICA_STATE

@@ -95,3 +95,20 @@ async def test_status_shows_nodes_that_do_not_answer(monkeypatch: pytest.MonkeyP
     data = await status_view.gather(_cluster())
     assert data.controller["state"] == "not answering"
     assert [b["state"] for b in data.brokers] == ["not answering", "not answering"]
+
+
+async def test_status_shows_each_brokers_truncation_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    async def answer(host: str, port: int, api_key: int, body: dict[str, Any], timeout: float) -> Any:
+        if api_key == ApiKeys.DESCRIBE_REPLICA_STATE:
+            return {"broker_id": 1, "partitions": [], "truncation_mode": "high-watermark"}
+        return None
+
+    monkeypatch.setattr(status_view, "ask", answer)
+    data = await status_view.gather(_cluster())
+    assert [b["truncation_mode"] for b in data.brokers] == ["high-watermark", "high-watermark"]
+    console = Console(width=200, record=True)
+    console.print(status_view.render(data))
+    text = console.export_text()
+    assert "truncation mode" in text and "high-watermark" in text

@@ -45,8 +45,6 @@ from protocol.messages import (
     FetchRequest,
     FetchRequestPartition,
     FetchResponse,
-    FetchResponsePartition,
-    FetchResponseTopic,
 )
 
 OFLE = ApiKeys.OFFSET_FOR_LEADER_EPOCH
@@ -261,24 +259,7 @@ class MockLeaderEndPoint:
         for tp, pd in partitions.items():
             self.follower_fetch_offsets[tp] = pd.fetch_offset
         data = context.update_and_generate_response_data(self._read(request.max_bytes, partitions))
-        topics: dict[str, list[FetchResponsePartition]] = {}
-        for (topic, partition), pr in data.responses.items():
-            topics.setdefault(topic, []).append(
-                FetchResponsePartition(
-                    partition_index=partition,
-                    error_code=pr.error_code,
-                    high_watermark=pr.high_watermark,
-                    last_stable_offset=pr.last_stable_offset,
-                    log_start_offset=pr.log_start_offset,
-                    records=pr.records,
-                )
-            )
-        return FetchResponse(
-            throttle_time_ms=data.throttle_time_ms,
-            error_code=int(data.error_code),
-            session_id=data.session_id,
-            responses=[FetchResponseTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-        )
+        return data.to_response()
 
     def _read(
         self, max_bytes: int, fetch_data: Mapping[TopicPartition, FetchRequestPartitionData]

@@ -22,10 +22,11 @@ import trio
 from broker.log.log import Log, LogConfig
 from fetcher.fetch_state import PartitionFetchState
 from fetcher.replica_fetcher import FetcherSettings, ReplicaFetcher
+from fetcher.truncation import initial_fetch_offset
 from protocol.api_keys import ApiKeys
 from protocol.common import TopicPartition
 from protocol.records import build_simple_batch, iter_batches
-from protocol.replication import AppendResult, InitialFetchState
+from protocol.replication import AppendResult, InitialFetchState, TruncationMode
 from tests.unit.fetcher.mock_leader_endpoint import MockLeaderEndPoint
 
 TP0: TopicPartition = ("topic", 0)
@@ -152,6 +153,7 @@ class FakeReplicaManager:
     partitions: dict[TopicPartition, FakeFollowerPartition] = field(default_factory=dict)
     fetch_errors: list[tuple[TopicPartition, int, str]] = field(default_factory=list)
     failed: list[tuple[TopicPartition, str]] = field(default_factory=list)
+    fatal: list[tuple[TopicPartition, str]] = field(default_factory=list)
 
     def follower_partition(self, tp: TopicPartition) -> FakeFollowerPartition | None:
         return self.partitions.get(tp)
@@ -163,6 +165,9 @@ class FakeReplicaManager:
         # As the broker does: a failed partition journals one fetch_error with the error that caused it.
         self.failed.append((tp, message))
         self.fetch_errors.append((tp, error_code, message))
+
+    def on_fatal_error(self, tp: TopicPartition, message: str) -> None:
+        self.fatal.append((tp, message))
 
     def error_codes(self, tp: TopicPartition) -> list[int]:
         return [code for t, code, _ in self.fetch_errors if t == tp]
@@ -200,15 +205,19 @@ class World:
         self, tp: TopicPartition, log: Log, leader_epoch: int, *, hw: int = 0, init_offset: int | None = None
     ) -> FakeFollowerPartition:
         """Make this broker a follower of ``tp`` and hand it to the fetcher the way the replica manager does
-        (``broker.state_changes``): start at the LEO if the log has epochs, else at the HW."""
+        (``ReplicaManager._make_followers``): start at the LEO if the log has epochs, else at the HW."""
         partition = self.rm.partitions.get(tp)
         if partition is None:
             partition = FakeFollowerPartition(log, high_watermark=hw, leader_epoch=leader_epoch)
             self.rm.partitions[tp] = partition
         partition.epoch = leader_epoch
         if init_offset is None:
-            has_epochs = log.leader_epoch_cache.latest_epoch() is not None
-            init_offset = log.log_end_offset if has_epochs else partition.high_watermark
+            init_offset = initial_fetch_offset(
+                TruncationMode.LEADER_EPOCH,
+                log_end_offset=log.log_end_offset,
+                high_watermark=partition.high_watermark,
+                has_epochs=log.leader_epoch_cache.latest_epoch() is not None,
+            )
         self.add(tp, leader_epoch, init_offset)
         return partition
 

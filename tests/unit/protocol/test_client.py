@@ -12,7 +12,7 @@ import trio.testing
 from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed, KafkaConnection, connect_stream, open_connection
 from protocol.framing import FrameDecoder, RequestHeader, decode_request, encode_frame, encode_response
-from protocol.messages import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from protocol.messages import MetadataRequest, MetadataRequestTopic
 
 Request = tuple[RequestHeader, dict[str, Any]]
 # A server-side session: gets the stream and an async iterator of decoded requests.
@@ -74,18 +74,6 @@ async def test_request_round_trip_over_tcp() -> None:
     assert conn.closed
     with pytest.raises(ConnectionClosed):
         await conn.request(ApiKeys.METADATA, {})
-
-
-async def test_request_typed() -> None:
-    async def session(stream: trio.abc.Stream, requests: AsyncIterator[Request]) -> None:
-        async for header, _ in requests:
-            body = {"brokers": [{"node_id": 1, "host": "h", "port": 9}], "controller_id": 1, "topics": []}
-            await stream.send_all(encode_response(header.correlation_id, body))
-
-    async with tcp_server(session) as port, open_connection("127.0.0.1", port) as conn:
-        resp = await conn.request_typed(ApiKeys.METADATA, MetadataRequest(), MetadataResponse)
-        assert isinstance(resp, MetadataResponse)
-        assert resp.controller_id == 1 and resp.brokers[0].host == "h"
 
 
 async def test_pipelined_requests_with_out_of_order_completion() -> None:
