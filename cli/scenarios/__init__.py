@@ -7,6 +7,7 @@ expected to show. See docs/scenarios.md."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -119,7 +120,11 @@ def show_evidence(console: Console, ev: Evidence) -> None:
 def run_report(root: Path, console: Console) -> tuple[str, list[str]]:
     out = root / "report"
     console.rule("the consistency report")
-    subprocess.run([sys.executable, "-m", "cli.main", "report", "--data-dir", str(root), "--out", str(out)])
+    env = dict(os.environ)
+    if not console.is_terminal:
+        env.setdefault("COLUMNS", str(console.width))
+    cmd = [sys.executable, "-m", "cli.main", "report", "--data-dir", str(root), "--out", str(out)]
+    subprocess.run(cmd, env=env)
     return report_verdict(out / "report.json")
 
 

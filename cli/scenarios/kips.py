@@ -11,6 +11,10 @@ from cli.scenarios.evidence import read_offset_checkpoint
 from cli.scenarios.run import PARTITION, TOPIC, ScenarioError, ScenarioRun
 
 BATCH = 10  # records per batch: every step produces whole batches of this size
+SLOW_FETCH: dict[str, str | None] = {
+    "replica.fetch.min.bytes": "10000000",
+    "replica.fetch.wait.max.ms": "60000",
+}
 
 # Followers learn the high watermark from the next fetch response. With a long fetch wait, that response
 # comes only when new data arrives, so after the last acknowledged batch a follower's HW stays one batch
@@ -157,7 +161,8 @@ class Kip279Divergence(Scenario):
         "(and, since KIP-279, that epoch's number). KIP-101 as first shipped truncates to that offset as is, "
         "which is past the point where the two logs part: the follower keeps a batch of an epoch the leader "
         "never had. KIP-279 looks the returned epoch up again in the follower's own cache and truncates "
-        "where the logs really part."
+        "where the logs really part. (The first leader change is clean: a slow fetch keeps the follower in "
+        "the ISR without an acks=1 write; the second is unclean and costs nothing.)"
     )
     brokers = 2
     settings = ("min.insync.replicas=1",)
@@ -178,24 +183,28 @@ class Kip279Divergence(Scenario):
         x = 2 * BATCH
         run.wait(f"{b} to hold {x} records", lambda: run.leo(b) == x)
         run.moment(f"1. {a} leads epoch 0; both replicas hold {x} records")
-        run.kill(b)
+        # B's fetches now wait for 10 MB (or 60 s) before the leader answers: m2 stays on A alone, and B,
+        # whose fetch offset was A's log end a moment ago, stays in the ISR (replica.lag.time.max.ms).
+        run.set_broker_config(b, SLOW_FETCH)
+        run.stop(b)
+        run.start(b)
+        run.wait(f"{b} to rejoin the ISR", lambda: run.isr_is([a, b]), timeout=90)
         m2 = run.produce_to(a, BATCH, acks=1, timeout_ms=5000)
         if m2["error_code"] != 0:
             raise ScenarioError(f"{a} did not acknowledge m2 (acks=1): {m2}")
-        run.say(f"m2: {BATCH} records acknowledged by {a} alone (acks=1) at {m2['base_offset']}, epoch 0")
-        run.kill(a)
-        run.wait("the partition to go offline (both replicas fenced)", lambda: run.leader() == -1)
+        run.say(f"m2: {BATCH} records acknowledged by {a} (acks=1) at {m2['base_offset']}, epoch 0")
+        run.moment(f"2. m2 on {a} only; {b}'s fetch waits at {a} for more bytes; both in the ISR")
         t = run.now_ms()
-        run.start(b)
+        run.kill(a)
         run.wait_event("controller", "leader_elected", lambda e: e.get("leader_id") == b, after=t,
-                       what=f"{b} to be elected (uncleanly: it left the ISR when it was fenced)")  # fmt: skip
+                       what=f"{a} to be fenced and {b}, in the ISR, elected")  # fmt: skip
         run.wait(f"broker {b} to lead", lambda: (r := run.replica(b)) is not None and r["role"] == "leader")
         run.produce(BATCH, acks=1)
         run.say(f"m3: {BATCH} records acknowledged by {b} (acks=1) at {x}, epoch {run.leader_epoch()}")
         hw_file = Path(run.broker(b).data_dir) / "replication-offset-checkpoint"
         run.wait(f"{b}'s HW checkpoint to reach {x + BATCH}",
                  lambda: (read_offset_checkpoint(hw_file, TOPIC, PARTITION) or 0) >= x + BATCH)  # fmt: skip
-        run.moment(f"2. {b} killed, then {a} killed; {b} restarted and elected: it wrote m3 where {a} has m2")
+        run.moment(f"3. {a} killed; {b} elected (clean: it was in the ISR) wrote m3 where {a} has m2")
         run.kill(b)
         t = run.now_ms()
         run.start(a)
@@ -204,8 +213,9 @@ class Kip279Divergence(Scenario):
         run.wait(f"broker {a} to lead", lambda: (r := run.replica(a)) is not None and r["role"] == "leader")
         run.produce(BATCH, acks=1)
         run.moment(
-            f"3. {b} killed, {a} restarted and elected uncleanly (epoch {run.leader_epoch()}); m4 written"
+            f"4. {b} killed, {a} restarted and elected uncleanly (epoch {run.leader_epoch()}); m4 written"
         )
+        run.set_broker_config(b, {k: None for k in SLOW_FETCH})
         run.start(b)
         run.wait(f"{b} to rejoin the ISR", lambda: run.isr_is([a, b]), timeout=90)
         truncs = [e for e in run.events(b, "truncated") if e["ts_ms"] >= t]
@@ -214,4 +224,4 @@ class Kip279Divergence(Scenario):
         else:
             run.note(f"{b} did not truncate: it kept m3 (epoch 1) at {x}")
         run.wait("the replicas to converge", run.converged, timeout=90)
-        run.moment(f"4. {b} restarted as {a}'s follower and back in the ISR; replicas converged")
+        run.moment(f"5. {b} restarted as {a}'s follower and back in the ISR; replicas converged")

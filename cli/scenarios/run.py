@@ -338,6 +338,19 @@ class ScenarioRun:
         self.cluster.save()
         self.say(f"[yellow]SIGTERM[/] broker {broker_id}: controlled shutdown; {result}")
 
+    def set_broker_config(self, broker_id: int, values: dict[str, str | None]) -> None:
+        """Sets (or, with None, removes) keys of one broker's server.properties; applies at its next start."""
+        path = Path(self.broker(broker_id).config)
+        lines = [
+            line
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.split("=", 1)[0] not in values
+        ]
+        lines += [f"{k}={v}" for k, v in values.items() if v is not None]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        shown = ", ".join(f"{k}={v}" if v is not None else f"{k} (default)" for k, v in values.items())
+        self.say(f"broker {broker_id}'s config: {shown}")
+
     def exited(self, broker_id: int) -> bool:
         return process_state(self.broker(broker_id).pid) == "stopped"
 
