@@ -7,6 +7,11 @@ when it is full, readers stop reading, so TCP pushes back on clients. ``num.io.t
 requests off the channel and call ``KafkaApis.handle``. A request's response may be produced at once or
 later (delayed operations); the writer sends responses strictly in request order, all the ready ones with a
 single ``send_all``.
+
+Network faults (docs/faults.md): with a :class:`~protocol.fault_injector.FaultInjector`, every request frame
+read is first shown to it (dropped: never handled; delayed: held, in order, on the connection) and so is
+every response frame before it is written (dropped: never written; delayed: the writer waits). The server
+also answers NET_FAULTS itself, so every node serves it with no help from its ``KafkaApis``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import trio
 
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
+from protocol.fault_injector import FaultInjector
+from protocol.faults import DelayLine
 from protocol.framing import (
     FrameDecoder,
     FrameTooLarge,
@@ -50,6 +57,7 @@ class Request:
     size: int
     response_frame: bytes | None = None
     done: bool = False
+    completed_at: float = 0.0
 
     @property
     def api_key(self) -> int:
@@ -60,6 +68,10 @@ class Request:
         if self.done:
             return
         self.done = True
+        try:
+            self.completed_at = trio.current_time()  # a delayed response's delay counts from here
+        except RuntimeError:  # completed outside trio (a test driving KafkaApis directly)
+            self.completed_at = self.received_at
         if body is not None:
             self.response_frame = encode_response(self.header.correlation_id, body)
         self.connection.response_ready()
@@ -74,6 +86,19 @@ class Connection:
     _ready: trio.Event = field(default_factory=trio.Event)
     _drained: trio.Event = field(default_factory=trio.Event)
     closed: bool = False
+    # Network faults: request frames held back by a delay (release time, header, body, size), in order.
+    held: deque[tuple[float, RequestHeader, dict[str, Any], int]] = field(default_factory=deque)
+    _held_ready: trio.Event = field(default_factory=trio.Event)
+    inbound_line: DelayLine = field(default_factory=DelayLine)
+    outbound_line: DelayLine = field(default_factory=DelayLine)
+
+    def hold(self, release_at: float, header: RequestHeader, body: dict[str, Any], size: int) -> None:
+        self.held.append((release_at, header, body, size))
+        self._held_ready.set()
+
+    async def wait_held(self) -> None:
+        await self._held_ready.wait()
+        self._held_ready = trio.Event()
 
     def response_ready(self) -> None:
         self._ready.set()
@@ -124,6 +149,7 @@ class SocketServer:
         max_request_bytes: int,
         supported: Mapping[int, tuple[int, int]],
         name: str,
+        faults: FaultInjector | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -131,6 +157,9 @@ class SocketServer:
         self.max_request_bytes = max_request_bytes
         self.supported = dict(supported)
         self.name = name
+        self.faults = faults
+        if faults is not None:
+            self.supported[int(ApiKeys.NET_FAULTS)] = (0, 0)
         self.bound_port: int | None = None
         self._ids = itertools.count(1)
         self.connections: dict[int, Connection] = {}
@@ -154,6 +183,8 @@ class SocketServer:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop, conn)
+                if self.faults is not None:
+                    nursery.start_soon(self._release_loop, conn)
                 await self._read_loop(conn)
                 # Nothing more is read (end of stream or bad input). The requests already accepted are
                 # still answered, in order, before the connection closes: a client that pipelined valid
@@ -204,8 +235,39 @@ class SocketServer:
 
     async def _dispatch(self, conn: Connection, payload: bytes) -> None:
         header, body = decode_request(payload)
+        faults = self.faults
+        if faults is not None:
+            decision = faults.inbound(header.client_id, header.api_key)
+            if decision.drop:
+                log.debug(
+                    "%s: %s request from %r %s (network fault)",
+                    self.name,
+                    header.api_key,
+                    header.client_id,
+                    decision.reason,
+                )
+                return
+            if decision.delay_ms > 0 or conn.held:
+                now = trio.current_time()
+                conn.hold(
+                    conn.inbound_line.release_at(now, decision.delay_ms / 1000.0), header, body, len(payload)
+                )
+                return
+        await self._accept(conn, header, body, len(payload))
+
+    async def _release_loop(self, conn: Connection) -> None:
+        """Hands delayed request frames on at their release times, in the order they arrived."""
+        while True:
+            while not conn.held:
+                await conn.wait_held()
+            release_at, header, body, size = conn.held[0]
+            await trio.sleep_until(release_at)
+            conn.held.popleft()
+            await self._accept(conn, header, body, size)
+
+    async def _accept(self, conn: Connection, header: RequestHeader, body: dict[str, Any], size: int) -> None:
         await conn.wait_below(MAX_IN_FLIGHT_PER_CONNECTION)
-        request = Request(header, body, conn, trio.current_time(), len(payload))
+        request = Request(header, body, conn, trio.current_time(), size)
         conn.pending.append(request)
         versions = self.supported.get(header.api_key)
         if versions is None:
@@ -221,6 +283,9 @@ class SocketServer:
                 )
             )
             return
+        if header.api_key == ApiKeys.NET_FAULTS and self.faults is not None:
+            request.complete(self.faults.handle_net_faults(body))
+            return
         await self.channel.send_request(request)
 
     async def _write_loop(self, conn: Connection) -> None:
@@ -230,12 +295,30 @@ class SocketServer:
                 await conn.wait_ready()
             frames: list[bytes] = []
             while pending and pending[0].done:
-                frame = pending.popleft().response_frame
-                if frame is not None:
-                    frames.append(frame)
-            if frames:
-                await conn.stream.send_all(frames[0] if len(frames) == 1 else b"".join(frames))
+                request = pending.popleft()
+                frame = request.response_frame
+                if frame is None:
+                    continue
+                if self.faults is not None and self.faults.active:
+                    decision = self.faults.outbound(request.header.client_id, request.api_key)
+                    if decision.drop:
+                        continue
+                    release_at = conn.outbound_line.release_at(
+                        request.completed_at, decision.delay_ms / 1000.0
+                    )
+                    if release_at > trio.current_time():
+                        # A delayed response: what is ready before it goes now, what follows waits.
+                        await self._send_frames(conn, frames)
+                        frames = []
+                        await trio.sleep_until(release_at)
+                frames.append(frame)
+            await self._send_frames(conn, frames)
             conn.responses_sent()
+
+    @staticmethod
+    async def _send_frames(conn: Connection, frames: list[bytes]) -> None:
+        if frames:
+            await conn.stream.send_all(frames[0] if len(frames) == 1 else b"".join(frames))
 
 
 class RequestHandlerPool:

@@ -29,6 +29,8 @@ from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
 from protocol.common import BrokerEndpoint, wall_clock_ms
+from protocol.fault_injector import FaultInjector, current_faults
+from protocol.faults import CONTROLLER
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,7 @@ class KafkaServer:
             wall_clock_ms,
         )
         self.apis = KafkaApis(self.replica_manager, self.fetch_manager)
+        self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
         self.channel = RequestChannel(c.get_int("queued.max.requests"))
         self.socket_server = SocketServer(
             host=host,
@@ -95,6 +98,7 @@ class KafkaServer:
             max_request_bytes=c.get_int("socket.request.max.bytes"),
             supported=self.apis.supported,
             name=f"broker {self.broker_id}",
+            faults=self.faults,
         )
         self.handler_pool = RequestHandlerPool(
             self.channel, self.apis.handle, c.get_int("num.io.threads"), f"broker {self.broker_id}"
@@ -137,6 +141,22 @@ class KafkaServer:
             return parse_listener(advertised)[0]
         return "127.0.0.1" if host in ("0.0.0.0", "") else host
 
+    def _peers(self) -> list[tuple[str, str, int]]:
+        """The nodes this broker knows the address of (for NET_FAULTS; the CLI finds a cluster by them)."""
+        out: list[tuple[str, str, int]] = []
+        controller = self.config.controller
+        if controller is not None:
+            out.append((CONTROLLER, controller[1], controller[2]))
+        out += [(str(b.broker_id), b.host, b.port) for b in self.metadata_cache.brokers.values()]
+        return out
+
+    def _resolve_peer(self, host: str, port: int) -> str | None:
+        """The node at ``host:port`` (a connection's far end), if this broker knows it."""
+        for node, h, p in self._peers():
+            if (h, p) == (host, port):
+                return node
+        return None
+
     def stop(self) -> None:
         """Asks the server to stop cleanly (SIGTERM)."""
         self._stop.set()
@@ -155,6 +175,8 @@ class KafkaServer:
         c = self.config
         for unknown in self.config.unknown_keys:
             log.warning("broker %d: unknown configuration key %r ignored", self.broker_id, unknown)
+        # Every task started below (fetchers, controller channel) inherits this: their connects see faults.
+        current_faults.set(self.faults)
         async with trio.open_nursery() as nursery:
             self.bound_port = await nursery.start(self.socket_server.serve)
             local = self.metadata_cache.local

@@ -24,6 +24,7 @@ from cli.cluster_files import (
     wait_started,
     write_properties,
 )
+from cli.fault_journal import append_fault
 from cli.node_query import ask_sync
 from protocol import ApiKeys
 
@@ -141,7 +142,7 @@ def create_layout(root: Path, brokers: int, base_port: int, overrides: tuple[str
             "node.id": CONTROLLER_ID,
             "listeners": f"PLAINTEXT://127.0.0.1:{controller_port}",
             "metadata.log.dir": cdir,
-            **{k: v for k, v in settings.items() if k in _CONTROLLER_SHARED_KEYS},
+            **{k: v for k, v in settings.items() if k in _CONTROLLER_SHARED_KEYS | _CONTROLLER_ONLY_KEYS},
         },
     )
     info = ClusterInfo(
@@ -169,7 +170,7 @@ def create_layout(root: Path, brokers: int, base_port: int, overrides: tuple[str
                 "log.dirs": entry.data_dir,
                 "journal.dir": bdir,
                 "controller.quorum.voters": f"{CONTROLLER_ID}@127.0.0.1:{controller_port}",
-                **settings,
+                **{k: v for k, v in settings.items() if k not in _CONTROLLER_ONLY_KEYS},
             },
         )
         info.brokers.append(entry)
@@ -184,6 +185,8 @@ _CONTROLLER_SHARED_KEYS = {
     "default.replication.factor",
     "num.partitions",
 }
+# Keys only the controller has (`cluster up --override` passes them to it and not to the brokers).
+_CONTROLLER_ONLY_KEYS = {"controller.socket.timeout.ms", "controller.retry.backoff.ms"}
 
 
 # ---------------------------------------------------------------------------------------------- commands
@@ -308,6 +311,23 @@ def cluster_status(data_dir: Path, watch: bool, interval: float, topic: str | No
 # ---------------------------------------------------------------------------------------------- brokers
 
 
+def record_fault(info: ClusterInfo, action: str, node: str, **params: Any) -> None:
+    """A process fault goes into <root>/faults.jsonl (SPEC §7), as network faults do."""
+    append_fault(Path(info.root), action, [node], params)
+
+
+def heal_restarted(info: ClusterInfo, node: str) -> int:
+    """A restarted node starts with no network faults; heal its links on the other nodes too, so no
+    fault is left half in force. Returns how many directed links were healed."""
+    from cli.net_cmd import NetError, change_faults, cluster_from_info
+
+    try:
+        change = trio.run(lambda: change_faults(cluster_from_info(info), lambda s: s.heal(node), required=[]))
+    except NetError:
+        return 0
+    return len(change.before) - len(change.after)
+
+
 def _load(data_dir: Path) -> ClusterInfo:
     try:
         return ClusterInfo.load(data_dir)
@@ -332,6 +352,7 @@ def broker_kill(broker_id: int, sig: str, data_dir: Path) -> None:
         raise click.ClickException(
             f"broker {broker_id} is not running; `isrsim broker restart {broker_id}` starts it"
         )
+    record_fault(info, "kill" if sig == "KILL" else "term", str(broker_id), signal=sig, pid=b.pid)
     click.echo(f"sent SIG{sig} to broker {broker_id} (pid {b.pid})")
 
 
@@ -349,6 +370,8 @@ def broker_restart(broker_id: int, data_dir: Path) -> None:
         info.save()
     except ClusterError as exc:
         raise _fail(exc) from None
+    healed = heal_restarted(info, str(b.id))
+    record_fault(info, "restart", str(b.id), pid=b.pid, healed_links=healed)
     click.echo(f"broker {b.id} restarted on {b.address} (pid {b.pid})")
 
 
@@ -360,6 +383,7 @@ def _pause_resume(broker_id: int, data_dir: Path, sig: signal.Signals, verb: str
         raise _fail(exc) from None
     if not send_signal(b.pid, sig):
         raise click.ClickException(f"broker {broker_id} is not running")
+    record_fault(info, "pause" if sig == signal.SIGSTOP else "resume", str(broker_id), pid=b.pid)
     click.echo(f"broker {broker_id} {verb} (pid {b.pid})")
 
 
@@ -387,6 +411,7 @@ def controller_kill(sig: str, data_dir: Path) -> None:
     info = _load(data_dir)
     if not send_signal(info.controller.pid, signal.Signals[f"SIG{sig}"]):
         raise click.ClickException("the controller is not running; `isrsim controller restart` starts it")
+    record_fault(info, "kill" if sig == "KILL" else "term", "controller", signal=sig, pid=info.controller.pid)
     click.echo(f"sent SIG{sig} to the controller (pid {info.controller.pid})")
 
 
@@ -402,6 +427,8 @@ def controller_restart(data_dir: Path) -> None:
         info.save()
     except ClusterError as exc:
         raise _fail(exc) from None
+    healed = heal_restarted(info, "controller")
+    record_fault(info, "restart", "controller", pid=info.controller.pid, healed_links=healed)
     epoch = journal_events(Path(info.controller.journal), "controller_started")[-1].get("controller_epoch")
     click.echo(
         f"controller restarted on {info.controller.address} (pid {info.controller.pid}), epoch {epoch}"

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from cli.cluster import (
     create_layout,
+    record_fault,
     start_broker,
     start_controller,
     stop_brokers,
@@ -180,6 +181,7 @@ class Demo:
         victim = self.leader_of(0)
         b = self.cluster.broker(victim)
         send_signal(b.pid, __import__("signal").SIGKILL)
+        record_fault(self.cluster, "kill", str(victim), signal="KILL", pid=b.pid)
         self.say(f"[red]SIGKILL[/] broker {victim}, leader of {TOPIC}-0")
         self.wait(
             f"the controller to fence broker {victim} and elect new leaders",
@@ -188,6 +190,7 @@ class Demo:
         self.say(f"new leader of {TOPIC}-0: broker {self.leader_of(0)}")
         start_broker(self.cluster, b)
         self.cluster.save()
+        record_fault(self.cluster, "restart", str(victim), pid=b.pid)
         self.say(f"broker {victim} restarted: truncating by leader epoch and catching up")
         self.wait(f"broker {victim} to rejoin every ISR", self.all_isr_full)
         self.say(f"broker {victim} is back in every ISR")
@@ -197,10 +200,12 @@ class Demo:
         victim = next(b.id for b in self.cluster.brokers if b.id not in avoid)
         b = self.cluster.broker(victim)
         self.say(f"[yellow]SIGTERM[/] broker {victim}: controlled shutdown moves its leaderships first")
+        record_fault(self.cluster, "term", str(victim), signal="TERM", pid=b.pid)
         result = stop_process(b.pid, 30)
         self.say(f"broker {victim} {result}; restarting it")
         start_broker(self.cluster, b)
         self.cluster.save()
+        record_fault(self.cluster, "restart", str(victim), pid=b.pid)
         self.wait(f"broker {victim} to rejoin every ISR", self.all_isr_full)
         self.say(f"broker {victim} is back in every ISR")
         return victim
@@ -210,10 +215,12 @@ class Demo:
         victim = next((x for x in sorted(leaders) if x not in avoid), None) or sorted(leaders)[0]
         b = self.cluster.broker(victim)
         send_signal(b.pid, __import__("signal").SIGSTOP)
+        record_fault(self.cluster, "pause", str(victim), pid=b.pid)
         self.say(f"[magenta]SIGSTOP[/] broker {victim}: a zombie leader, sockets open, answering nothing")
         self.wait(f"the controller to fence broker {victim}", lambda: self.fenced(victim))
         self.say(f"broker {victim} fenced; its partitions have new leaders")
         send_signal(b.pid, __import__("signal").SIGCONT)
+        record_fault(self.cluster, "resume", str(victim), pid=b.pid)
         self.say(f"[magenta]SIGCONT[/] broker {victim}: it learns its leaderships are gone (fenced by epoch)")
         self.wait(f"broker {victim} to rejoin every ISR", self.all_isr_full)
         self.say(f"broker {victim} is back in every ISR")

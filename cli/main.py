@@ -307,6 +307,7 @@ def _register() -> None:
     from cli.cluster import register
     from cli.controller_cmd import controller
     from cli.demo import demo
+    from cli.net_cmd import net
     from cli.scenario_cmd import scenario
     from cli.topic_cmd import topic
 
@@ -314,6 +315,7 @@ def _register() -> None:
     cli.add_command(scenario)
     cli.add_command(controller)
     cli.add_command(topic)
+    cli.add_command(net)
     register(cli, broker, controller)
     try:
         from cli.bench.command import bench

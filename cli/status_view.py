@@ -1,5 +1,6 @@
 """What ``isrsim cluster status`` shows: the processes, then one row per partition with the controller's
-view (leader, epoch, replicas, ISR) and each replica's own offsets (LEO, HW, lag behind the leader)."""
+view (leader, epoch, replicas, ISR) and each replica's own offsets (LEO, HW, lag behind the leader), then
+the network faults in force (as the nodes report them; see docs/faults.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from rich.text import Text
 
 from cli.cluster_files import ClusterInfo, process_state
 from cli.node_query import ask, first_query_error
-from protocol import ApiKeys
+from protocol import CONTROLLER, ApiKeys, FaultSet, LinkFault, rules_from_body
 
 
 @dataclass
@@ -22,6 +23,7 @@ class StatusData:
     brokers: list[dict[str, Any]]
     partitions: list[dict[str, Any]] = field(default_factory=list)
     replicas: dict[int, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
+    faults: list[LinkFault] = field(default_factory=list)
 
 
 STATUS_TIMEOUT_S = 1.5
@@ -41,12 +43,14 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
             if cstate == "running":
                 nursery.start_soon(fetch, "cluster", c.host, c.port, ApiKeys.DESCRIBE_CLUSTER, {})
                 nursery.start_soon(fetch, "metadata", c.host, c.port, ApiKeys.METADATA, {"topics": topics})
+                nursery.start_soon(fetch, f"f{CONTROLLER}", c.host, c.port, ApiKeys.NET_FAULTS, _DESCRIBE)
             for b in info.brokers:
                 if process_state(b.pid) == "running":
                     body = {"topics": topics}
                     nursery.start_soon(
                         fetch, f"b{b.id}", b.host, b.port, ApiKeys.DESCRIBE_REPLICA_STATE, body
                     )
+                    nursery.start_soon(fetch, f"f{b.id}", b.host, b.port, ApiKeys.NET_FAULTS, _DESCRIBE)
     except BaseExceptionGroup as group:
         error = first_query_error(group)
         if error is None:
@@ -94,7 +98,18 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
                 }
             )
     data.partitions.sort(key=lambda p: (p["topic"], p["partition"]))
+    tables: list[list[LinkFault]] = []
+    for key, resp in results.items():
+        if key.startswith("f") and resp is not None and resp.get("error_code", 0) == 0:
+            try:
+                tables.append(rules_from_body(resp))
+            except Exception:  # an older node without NET_FAULTS: no faults to show
+                continue
+    data.faults = list(FaultSet.merge(tables))
     return data
+
+
+_DESCRIBE = {"operation": "describe"}
 
 
 _STATE_STYLE = {"running": "green", "paused": "yellow", "stopped": "red", "not answering": "yellow"}
@@ -171,4 +186,11 @@ def render(data: StatusData) -> Group:
             Text(",".join(map(str, p["isr"])), isr_style),
             Text("  ").join(cells),
         )
-    return Group(procs, parts)
+    faults = Table(title="network faults in force (isrsim net status)", title_justify="left")
+    for col in ("from", "to", "fault"):
+        faults.add_column(col)
+    if not data.faults:
+        faults.add_row("-", "-", "none")
+    for rule in data.faults:
+        faults.add_row(rule.src, rule.dst, Text(rule.describe(), "red" if rule.partitioned else "yellow"))
+    return Group(procs, parts, faults)

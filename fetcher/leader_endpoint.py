@@ -33,7 +33,7 @@ from protocol.api_keys import (
     UNDEFINED_EPOCH_OFFSET,
     ApiKeys,
 )
-from protocol.client import ConnectionClosed, KafkaConnection, connect_stream
+from protocol.client import ConnectionClosed, KafkaConnection, connect_stream, open_tcp_stream
 from protocol.common import BrokerEndpoint, TopicPartition, error_name
 from protocol.errors import Errors, InvalidRequestError, KafkaError
 from protocol.messages import (
@@ -128,7 +128,7 @@ class RemoteLeaderEndPoint:
         ep = self._broker_endpoint
         try:
             with trio.fail_after(self.socket_timeout_ms / 1000):
-                stream = await trio.open_tcp_stream(ep.host, ep.port)
+                stream = await open_tcp_stream(ep.host, ep.port)  # held while partitioned (net faults)
         except (OSError, trio.TooSlowError) as exc:
             raise FetchFailed(f"cannot connect to {ep.host}:{ep.port}: {exc or type(exc).__name__}") from exc
         async with connect_stream(stream, client_id=self.client_id) as conn:

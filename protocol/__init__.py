@@ -17,8 +17,10 @@ from protocol.lazy import lazy_exports
 if TYPE_CHECKING:
     from protocol.api_keys import CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
     from protocol.client import ConnectionClosed, KafkaConnection, open_connection
-    from protocol.common import TopicPartition, error_name
+    from protocol.common import TopicPartition, error_name, wall_clock_ms
     from protocol.errors import RETRIABLE, CorruptRecordError, Errors
+    from protocol.fault_injector import net_faults_set_body, rules_from_body
+    from protocol.faults import CONTROLLER, FaultError, FaultSet, LinkFault
     from protocol.records import (
         ATTRIBUTES_OFFSET,
         BATCH_HEADER_SIZE,
@@ -40,9 +42,16 @@ _EXPORTS: dict[str, str] = {
     "open_connection": "protocol.client",
     "TopicPartition": "protocol.common",
     "error_name": "protocol.common",
+    "wall_clock_ms": "protocol.common",
     "CorruptRecordError": "protocol.errors",
     "Errors": "protocol.errors",
     "RETRIABLE": "protocol.errors",
+    "net_faults_set_body": "protocol.fault_injector",
+    "rules_from_body": "protocol.fault_injector",
+    "CONTROLLER": "protocol.faults",
+    "FaultError": "protocol.faults",
+    "FaultSet": "protocol.faults",
+    "LinkFault": "protocol.faults",
     "ATTRIBUTES_OFFSET": "protocol.records",
     "BATCH_HEADER_SIZE": "protocol.records",
     "build_simple_batch": "protocol.records",
@@ -55,6 +64,7 @@ __all__ = [
     "ATTRIBUTES_OFFSET",
     "BATCH_HEADER_SIZE",
     "CONSUMER_REPLICA_ID",
+    "CONTROLLER",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "RETRIABLE",
@@ -62,14 +72,20 @@ __all__ = [
     "ConnectionClosed",
     "CorruptRecordError",
     "Errors",
+    "FaultError",
+    "FaultSet",
     "KafkaConnection",
+    "LinkFault",
     "TopicPartition",
     "build_simple_batch",
     "decode_records",
     "error_name",
     "iter_batches",
+    "net_faults_set_body",
     "open_connection",
     "read_header",
+    "rules_from_body",
+    "wall_clock_ms",
 ]
 
 if not TYPE_CHECKING:

@@ -25,6 +25,7 @@ class ApiKeys(IntEnum):
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
     DESCRIBE_REPLICA_STATE = 1000
+    NET_FAULTS = 1001
 
 
 # Special replica ids (Kafka's FetchRequest / ListOffsetsRequest constants).

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from protocol.fault_injector import current_faults
 from protocol.framing import FrameDecoder, decode_response, encode_request
 from protocol.schema import to_body
 
@@ -251,6 +252,16 @@ async def connect_stream(
         await trio.aclose_forcefully(stream)
 
 
+async def open_tcp_stream(host: str, port: int) -> trio.SocketStream:
+    """``trio.open_tcp_stream``; inside a node process with network faults in force
+    (``protocol.fault_injector.current_faults``), a connect to a node partitioned from this one hangs until
+    the partition heals (the caller's timeout bounds it, as SYN retransmissions that get no answer)."""
+    faults = current_faults.get()
+    if faults is not None:
+        await faults.wait_connectable(host, port)
+    return await trio.open_tcp_stream(host, port)
+
+
 @asynccontextmanager
 async def open_connection(
     host: str,
@@ -261,9 +272,9 @@ async def open_connection(
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> AsyncIterator[KafkaConnection]:
     """Connect to ``host:port``; raises ``OSError`` if the connection is refused and ``trio.TooSlowError``
-    after ``connect_timeout`` seconds."""
+    after ``connect_timeout`` seconds (network faults: see :func:`open_tcp_stream`)."""
     with trio.fail_after(connect_timeout):
-        stream = await trio.open_tcp_stream(host, port)
+        stream = await open_tcp_stream(host, port)
     async with connect_stream(stream, client_id=client_id, max_response_bytes=max_response_bytes) as conn:
         yield conn
 
@@ -274,4 +285,5 @@ __all__ = [
     "KafkaConnection",
     "connect_stream",
     "open_connection",
+    "open_tcp_stream",
 ]

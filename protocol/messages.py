@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
 from protocol.controller_messages import *  # noqa: F403  (re-exported: one module to import from)
+from protocol.fault_messages import NetFaultsRequest, NetFaultsResponse
 from protocol.schema import Int8, Int16, Int32, Int64
 
 NON_NEGATIVE = {"min": 0}
@@ -385,6 +386,7 @@ REQUEST_TYPES: dict[ApiKeys, type] = {
     ApiKeys.BROKER_REGISTRATION: cm.BrokerRegistrationRequest,
     ApiKeys.BROKER_HEARTBEAT: cm.BrokerHeartbeatRequest,
     ApiKeys.DESCRIBE_REPLICA_STATE: DescribeReplicaStateRequest,
+    ApiKeys.NET_FAULTS: NetFaultsRequest,
 }
 
 RESPONSE_TYPES: dict[ApiKeys, type] = {
@@ -407,6 +409,7 @@ RESPONSE_TYPES: dict[ApiKeys, type] = {
     ApiKeys.BROKER_REGISTRATION: cm.BrokerRegistrationResponse,
     ApiKeys.BROKER_HEARTBEAT: cm.BrokerHeartbeatResponse,
     ApiKeys.DESCRIBE_REPLICA_STATE: DescribeReplicaStateResponse,
+    ApiKeys.NET_FAULTS: NetFaultsResponse,
 }
 
 SUPPORTED_VERSIONS: dict[ApiKeys, tuple[int, int]] = dict.fromkeys(REQUEST_TYPES, (0, 0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,7 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
             f"<td class='{v}'>{v.upper()}</td><td>{c['violations']}</td><td>{_e(c['checked'])}</td></tr>"
         )
     parts.append("</table>")
+    parts.append(_faults_html(report.get("faults", [])))
     if inp["notes"]:
         parts.append(
             "<h3>Input notes</h3><ul>" + "".join(f"<li>{_e(n)}</li>" for n in inp["notes"]) + "</ul>"
@@ -96,7 +98,7 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
     parts.append(
         "<p class='muted'>LEO (solid) and HW (dashed) of each replica from the journals; green lines: a "
         "broker became leader (L&lt;id&gt;); dotted lines: faults (crash, fenced, ISR shrink, unclean "
-        "election).</p>"
+        "election); shaded bands: faults applied with the CLI (faults.jsonl).</p>"
     )
     for name, png in figures.items():
         parts.append(
@@ -104,6 +106,40 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
         )
     parts.append("</body></html>")
     path.write_text("\n".join(parts), encoding="utf-8")
+
+
+def _clock(ts_ms: int | None) -> str:
+    if ts_ms is None:
+        return "end of run"
+    return time.strftime("%H:%M:%S", time.gmtime(ts_ms / 1000)) + f".{ts_ms % 1000:03d}"
+
+
+def fault_rows(faults: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The faults applied (faults.jsonl) as rows: what, when (UTC), until when and what ended it."""
+    rows = []
+    for f in faults:
+        end = f.get("end_ms")
+        rows.append(
+            {
+                "fault": f["label"],
+                "from (UTC)": _clock(f["start_ms"]),
+                "until": "" if f.get("instant") else _clock(end),
+                "seconds": "" if f.get("instant") or end is None else f"{(end - f['start_ms']) / 1000:.1f}",
+                "ended by": f.get("ended_by") or ("" if f.get("instant") else "still in force"),
+                "params": ", ".join(f"{k}={v}" for k, v in sorted(f.get("params", {}).items())),
+            }
+        )
+    return rows
+
+
+def _faults_html(faults: list[dict[str, Any]]) -> str:
+    if not faults:
+        return "<h3>Faults applied</h3><p class='muted'>none recorded (no faults.jsonl)</p>"
+    return (
+        "<h3>Faults applied (faults.jsonl)</h3><p class='muted'>Network and process faults the CLI applied "
+        "and healed during the run; they are the shaded bands on the timelines.</p>"
+        + _table(fault_rows(faults))
+    )
 
 
 def render_terminal(console: Console, report: dict[str, Any], out: Path) -> None:
@@ -120,4 +156,13 @@ def render_terminal(console: Console, report: dict[str, Any], out: Path) -> None
             c["name"], f"[{style}]{'pass' if c['passed'] else 'FAIL'}[/]", str(c["violations"]), example
         )
     console.print(table)
+    faults = report.get("faults", [])
+    if faults:
+        ft = Table(title=f"faults applied ({len(faults)}, from faults.jsonl)", title_justify="left")
+        rows = fault_rows(faults)
+        for col in ("fault", "from (UTC)", "until", "ended by"):
+            ft.add_column(col)
+        for r in rows:
+            ft.add_row(r["fault"], r["from (UTC)"], r["until"], r["ended by"])
+        console.print(ft)
     console.print(f"report: {out / 'report.json'} and {out / 'report.html'}")

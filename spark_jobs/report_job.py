@@ -165,10 +165,13 @@ def run_report(
             results.append(step(inputs, max_examples))
     if not verify_crc:
         results[-1].notes.append("CRCs were not verified (--no-verify-crc)")
+    from spark_jobs.fault_log import fault_bands, read_fault_log
+
+    bands = fault_bands(read_fault_log(Path(data_dir)))
     with phases.phase("drawing timelines"):
         from spark_jobs.timeline import draw_timelines
 
-        figures, plotted_note = draw_timelines(inputs, max_plots)
+        figures, plotted_note = draw_timelines(inputs, max_plots, bands)
     passed = all(r.passed for r in results)
     report: dict[str, Any] = {
         "verdict": "pass" if passed else "fail",
@@ -194,6 +197,7 @@ def run_report(
             "notes": inputs.notes + ([plotted_note] if plotted_note else []),
         },
         "checks": [r.as_dict() for r in results],
+        "faults": [b.as_dict() for b in bands],
         "timings_s": phases.timings,
     }
     with phases.phase("writing report"):

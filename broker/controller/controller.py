@@ -33,6 +33,8 @@ from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.common import monotonic_ms, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError
+from protocol.fault_injector import FaultInjector, current_faults
+from protocol.faults import CONTROLLER
 from protocol.schema import from_body, to_body
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,7 @@ class KafkaController:
         self.request_channel = RequestChannel(config.get_int("queued.max.requests"))
         host, port = config.listener
         self.host = host
+        self.faults = FaultInjector(CONTROLLER, resolve=self._resolve_peer, peers=self._peers)
         self.socket_server = SocketServer(
             host=host,
             port=port,
@@ -85,6 +88,7 @@ class KafkaController:
             max_request_bytes=config.get_int("socket.request.max.bytes"),
             supported=self.apis.supported,
             name=f"controller {self.controller_id}",
+            faults=self.faults,
         )
         self.handler_pool = RequestHandlerPool(
             self.request_channel,
@@ -95,6 +99,17 @@ class KafkaController:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _peers(self) -> list[tuple[str, str, int]]:
+        if self.core is None:
+            return []
+        return [(str(b), reg.host, reg.port) for b, reg in sorted(self.core.state.brokers.items())]
+
+    def _resolve_peer(self, host: str, port: int) -> str | None:
+        for node, h, p in self._peers():
+            if (h, p) == (host, port):
+                return node
+        return None
 
     # ------------------------------------------------------------------------------------ running
 
@@ -118,6 +133,8 @@ class KafkaController:
             owner_field="controller_id",
             clock_ms=wall_clock_ms,
         )
+        # The controller channel's connects (tasks started below inherit this) see network faults.
+        current_faults.set(self.faults)
         try:
             async with trio.open_nursery() as nursery:
                 self.bound_port = await nursery.start(self.socket_server.serve)

@@ -1,0 +1,489 @@
+"""``isrsim net partition|isolate|delay|loss|heal|status``: network faults on a running cluster.
+
+A fault is applied by sending each node concerned its whole new rule table (NET_FAULTS, api key 1001): the
+cluster-wide view is the union of what the nodes answer, the command edits it (``protocol.faults.FaultSet``)
+and every node whose share changed gets its new share. Everything is checked before anything is applied
+(names, values, every node concerned up and answering); if one node then fails to take its rules, the
+nodes already changed get their old tables back. Every change is appended to ``<root>/faults.jsonl``.
+
+The functions below (``find_cluster``, ``read_tables``, ``change_faults``) are the library that the
+commands, ``cluster status`` and the chaos nemesis share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import trio
+
+from cli.cluster_client import ClientError, parse_address
+from cli.cluster_files import ClusterError, ClusterInfo, process_state
+from cli.fault_journal import append_fault
+from cli.node_query import NO_ANSWER
+from protocol import (
+    CONTROLLER,
+    ApiKeys,
+    FaultError,
+    FaultSet,
+    LinkFault,
+    net_faults_set_body,
+    open_connection,
+    rules_from_body,
+)
+
+CLIENT_ID = "isrsim-net"
+REQUEST_TIMEOUT_S = 3.0
+
+
+class NetError(Exception):
+    """A fault that cannot be applied or healed; the message says why (one line)."""
+
+
+@dataclass
+class Node:
+    name: str
+    host: str
+    port: int
+    state: str  # "running", "paused", "stopped" (from cluster.json's pid) or "unknown" (--bootstrap-server)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass
+class NetCluster:
+    """The nodes of a cluster, and the root whose faults.jsonl records changes (None: not recorded)."""
+
+    nodes: dict[str, Node]
+    root: Path | None = None
+    names: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.names = sorted(self.nodes, key=node_sort_key)
+
+    def node(self, name: str) -> Node:
+        name = normalize_node(name)
+        if name not in self.nodes:
+            raise NetError(f"unknown node {name!r}: this cluster's nodes are {', '.join(self.names)}")
+        return self.nodes[name]
+
+
+def node_sort_key(name: str) -> tuple[int, int]:
+    return (0, 0) if name == CONTROLLER else (1, int(name)) if name.isdigit() else (2, 0)
+
+
+def normalize_node(name: str) -> str:
+    name = name.strip().lower()
+    return str(int(name)) if name.isdigit() else name
+
+
+def cluster_from_info(info: ClusterInfo) -> NetCluster:
+    nodes = {
+        CONTROLLER: Node(
+            CONTROLLER, info.controller.host, info.controller.port, process_state(info.controller.pid)
+        )
+    }
+    for b in info.brokers:
+        nodes[str(b.id)] = Node(str(b.id), b.host, b.port, process_state(b.pid))
+    return NetCluster(nodes, Path(info.root))
+
+
+def find_cluster(data_dir: Path | None, bootstrap_server: str | None) -> NetCluster:
+    """The cluster named by ``--bootstrap-server`` (asks the first node that answers for its peers) or by
+    ``--data-dir``'s cluster.json. With both, nodes come from the bootstrap and faults.jsonl goes to the
+    data dir."""
+    if not bootstrap_server:
+        try:
+            return cluster_from_info(ClusterInfo.load(data_dir or Path("isrsim-data")))
+        except ClusterError as exc:
+            raise NetError(str(exc)) from None
+    try:
+        addresses = [parse_address(s) for s in bootstrap_server.split(",") if s.strip()]
+    except ClientError as exc:
+        raise NetError(str(exc)) from None
+    for host, port in addresses:
+        body = trio.run(_ask, host, port, {"operation": "describe"})
+        if body is None or body.get("error_code", 0) != 0:
+            continue
+        nodes = {body["node"]: Node(body["node"], host, port, "unknown")}
+        for peer in body.get("peers", []):
+            nodes.setdefault(peer["node"], Node(peer["node"], peer["host"], peer["port"], "unknown"))
+        controller = nodes.get(CONTROLLER)
+        if controller is not None and body["node"] != CONTROLLER:
+            # The controller knows every registered broker (a broker only those in its metadata).
+            answer = trio.run(_ask, controller.host, controller.port, {"operation": "describe"})
+            for peer in (answer or {}).get("peers", []):
+                nodes.setdefault(peer["node"], Node(peer["node"], peer["host"], peer["port"], "unknown"))
+        return NetCluster(nodes, data_dir)
+    raise NetError(f"no node at {bootstrap_server} answers NET_FAULTS (is the cluster up?)")
+
+
+async def _ask(host: str, port: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        with trio.fail_after(REQUEST_TIMEOUT_S):
+            async with open_connection(
+                host, port, client_id=CLIENT_ID, connect_timeout=REQUEST_TIMEOUT_S
+            ) as c:
+                return await c.request(ApiKeys.NET_FAULTS, body, timeout=REQUEST_TIMEOUT_S)
+    except NO_ANSWER:
+        return None
+
+
+async def read_tables(cluster: NetCluster) -> dict[str, list[LinkFault] | None]:
+    """Every node's rules (None for a node that is down or does not answer)."""
+    out: dict[str, list[LinkFault] | None] = dict.fromkeys(cluster.names)
+
+    async def one(node: Node) -> None:
+        if node.state in ("stopped", "paused"):
+            return
+        body = await _ask(node.host, node.port, {"operation": "describe"})
+        if body is not None and body.get("error_code", 0) == 0:
+            out[node.name] = rules_from_body(body)
+
+    async with trio.open_nursery() as nursery:
+        for node in cluster.nodes.values():
+            nursery.start_soon(one, node)
+    return out
+
+
+async def _set_table(node: Node, rules: list[LinkFault], seed: int | None) -> str | None:
+    """None on success, else why not."""
+    body = await _ask(node.host, node.port, net_faults_set_body(rules, seed))
+    if body is None:
+        return f"node {node.name} ({node.address}) did not answer"
+    if body.get("error_code", 0) != 0:
+        return f"node {node.name} refused the rules: {body.get('error_message')}"
+    return None
+
+
+def _down_reason(node: Node) -> str:
+    if node.state == "stopped":
+        return f"node {node.name} is down (stopped); start it first (faults need the node running)"
+    if node.state == "paused":
+        return f"node {node.name} is paused; `isrsim broker resume {node.name}` first"
+    return f"node {node.name} ({node.address}) does not answer; is it up?"
+
+
+@dataclass
+class Change:
+    before: FaultSet
+    after: FaultSet
+    changed: list[str]
+    skipped: list[str]
+
+
+async def change_faults(
+    cluster: NetCluster,
+    edit: Callable[[FaultSet], FaultSet],
+    *,
+    required: list[str],
+    seed: int | None = None,
+) -> Change:
+    """Reads every node's table, applies ``edit`` to the cluster-wide set and gives each node its new share.
+
+    ``required`` nodes must be up and answering (else :class:`NetError` and nothing is changed); other
+    nodes that are down are skipped (a node starts healed). If a node refuses or does not answer while the
+    change is applied, the nodes already changed are set back and :class:`NetError` is raised."""
+    for name in required:
+        node = cluster.node(name)
+        if node.state in ("stopped", "paused"):
+            raise NetError(_down_reason(node))
+    tables = await read_tables(cluster)
+    for name in required:
+        if tables[normalize_node(name)] is None:
+            raise NetError(_down_reason(cluster.node(name)))
+    before = FaultSet.merge(t for t in tables.values() if t is not None)
+    try:
+        after = edit(before)
+    except FaultError as exc:
+        raise NetError(str(exc)) from None
+    plan: list[tuple[Node, list[LinkFault], list[LinkFault]]] = []
+    skipped: list[str] = []
+    for name in cluster.names:
+        table = tables[name]
+        share = after.for_node(name)
+        if table is None:
+            if cluster.nodes[name].state == "paused" and set(before.for_node(name)) != set(share):
+                # A paused node keeps its rules and would wake up with them: change them all or none.
+                raise NetError(_down_reason(cluster.nodes[name]))
+            if share:
+                skipped.append(name)
+            continue
+        if set(table) != set(share):
+            plan.append((cluster.nodes[name], table, share))
+    done: list[tuple[Node, list[LinkFault]]] = []
+    for node, old, new in plan:
+        error = await _set_table(node, new, seed)
+        if error is not None:
+            for applied, previous in reversed(done):
+                await _set_table(applied, previous, None)
+            raise NetError(f"{error}; nothing changed (the {len(done)} node(s) already set were restored)")
+        done.append((node, old))
+    return Change(before, after, [n.name for n, _, _ in plan], skipped)
+
+
+# ---------------------------------------------------------------------------------------------- commands
+
+DATA_DIR = click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Cluster root (default ./isrsim-data): cluster.json names the nodes; faults.jsonl is written there.",
+)
+BOOTSTRAP = click.option(
+    "--bootstrap-server",
+    default=None,
+    help="host:port of any node (instead of --data-dir); it names its peers.",
+)
+SEED = click.option("--seed", type=int, default=None, help="Seed for the nodes' loss and jitter draws.")
+
+
+def _run(
+    data_dir: Path | None,
+    bootstrap_server: str | None,
+    action: str,
+    nodes: list[str],
+    params: dict[str, Any],
+    edit: Callable[[NetCluster, FaultSet], FaultSet],
+    required: list[str],
+    seed: int | None,
+    no_change: str | None = None,
+) -> tuple[NetCluster, Change]:
+    try:
+        cluster = find_cluster(data_dir, bootstrap_server)
+        names = [cluster.node(n).name for n in nodes]
+        change = trio.run(
+            lambda: change_faults(cluster, lambda s: edit(cluster, s), required=required, seed=seed)
+        )
+    except NetError as exc:
+        raise click.ClickException(str(exc)) from None
+    if no_change is not None and change.after == change.before:
+        raise click.ClickException(no_change)
+    if seed is not None:
+        params = {**params, "seed": seed}
+    if cluster.root is not None:
+        append_fault(cluster.root, action, names, params)
+    else:
+        click.echo(
+            "not recorded in faults.jsonl: give --data-dir with --bootstrap-server to record it", err=True
+        )
+    if change.skipped:
+        click.echo(f"not set on {', '.join(change.skipped)} (down: a node starts healed)", err=True)
+    return cluster, change
+
+
+def _check_pair(a: str, b: str) -> tuple[str, str]:
+    a, b = normalize_node(a), normalize_node(b)
+    if a == b:
+        raise click.ClickException(f"A and B are the same node ({a})")
+    return a, b
+
+
+@click.group("net")
+def net() -> None:
+    """Network faults between the cluster's processes (partition, isolate, delay, loss, heal, status).
+
+    A and B are broker ids or "controller". Faults live in the nodes' memory: a restarted node starts
+    healed. Every change is appended to <root>/faults.jsonl. See docs/faults.md.
+    """
+
+
+@net.command("partition")
+@click.argument("a")
+@click.argument("b")
+@click.option("--one-way", is_flag=True, help="Drop A -> B only (B -> A still delivered).")
+@SEED
+@DATA_DIR
+@BOOTSTRAP
+def net_partition(
+    a: str, b: str, one_way: bool, seed: int | None, data_dir: Path | None, bootstrap_server: str | None
+) -> None:
+    """Drop every message between A and B (frames are not delivered; requests time out; no RST)."""
+    a, b = _check_pair(a, b)
+    _run(
+        data_dir,
+        bootstrap_server,
+        "partition",
+        [a, b],
+        {"one_way": one_way},
+        lambda c, s: s.partition(c.node(a).name, c.node(b).name, one_way=one_way),
+        [a, b],
+        seed,
+    )
+    click.echo(f"partitioned {a} -> {b}" if one_way else f"partitioned {a} <-> {b}")
+
+
+@net.command("isolate")
+@click.argument("a")
+@SEED
+@DATA_DIR
+@BOOTSTRAP
+def net_isolate(a: str, seed: int | None, data_dir: Path | None, bootstrap_server: str | None) -> None:
+    """Cut A off from every other node and every client, both ways."""
+    a = normalize_node(a)
+    _run(
+        data_dir,
+        bootstrap_server,
+        "isolate",
+        [a],
+        {},
+        lambda c, s: s.isolate(c.node(a).name, c.names),
+        [a],
+        seed,
+    )
+    click.echo(f"isolated {a} from every other node and every client")
+
+
+def _check_ms(name: str, value: int) -> None:
+    if value < 0:
+        raise click.ClickException(f"{name} must be >= 0 ms (got {value})")
+
+
+@net.command("delay")
+@click.argument("a")
+@click.argument("b")
+@click.option("--ms", type=int, required=True, help="Delay per message, milliseconds.")
+@click.option("--jitter-ms", type=int, default=0, show_default=True, help="Uniform ± jitter, milliseconds.")
+@click.option("--one-way", is_flag=True, help="Delay A -> B only.")
+@SEED
+@DATA_DIR
+@BOOTSTRAP
+def net_delay(
+    a: str,
+    b: str,
+    ms: int,
+    jitter_ms: int,
+    one_way: bool,
+    seed: int | None,
+    data_dir: Path | None,
+    bootstrap_server: str | None,
+) -> None:
+    """Delay every message between A and B by --ms (± --jitter-ms), keeping each connection's order."""
+    a, b = _check_pair(a, b)
+    _check_ms("--ms", ms)
+    _check_ms("--jitter-ms", jitter_ms)
+    _run(
+        data_dir,
+        bootstrap_server,
+        "delay",
+        [a, b],
+        {"ms": ms, "jitter_ms": jitter_ms, "one_way": one_way},
+        lambda c, s: s.delay(c.node(a).name, c.node(b).name, ms, jitter_ms, one_way=one_way),
+        [a, b],
+        seed,
+    )
+    arrow = "->" if one_way else "<->"
+    click.echo(f"delayed {a} {arrow} {b} by {ms} ms" + (f" ± {jitter_ms} ms" if jitter_ms else ""))
+
+
+@net.command("loss")
+@click.argument("a")
+@click.argument("b")
+@click.option("--percent", type=float, required=True, help="Chance that a message is lost, 0..100.")
+@click.option("--one-way", is_flag=True, help="Lose A -> B messages only.")
+@SEED
+@DATA_DIR
+@BOOTSTRAP
+def net_loss(
+    a: str,
+    b: str,
+    percent: float,
+    one_way: bool,
+    seed: int | None,
+    data_dir: Path | None,
+    bootstrap_server: str | None,
+) -> None:
+    """Lose each message between A and B with probability --percent (a lost request times out)."""
+    a, b = _check_pair(a, b)
+    if not math.isfinite(percent) or not 0 <= percent <= 100:
+        raise click.ClickException(f"--percent must be within 0..100 (got {percent:g})")
+    _run(
+        data_dir,
+        bootstrap_server,
+        "loss",
+        [a, b],
+        {"percent": percent, "one_way": one_way},
+        lambda c, s: s.loss(c.node(a).name, c.node(b).name, percent, one_way=one_way),
+        [a, b],
+        seed,
+    )
+    click.echo(f"{percent:g}% loss {a} {'->' if one_way else '<->'} {b}")
+
+
+@net.command("heal")
+@click.argument("nodes", nargs=-1)
+@DATA_DIR
+@BOOTSTRAP
+def net_heal(nodes: tuple[str, ...], data_dir: Path | None, bootstrap_server: str | None) -> None:
+    """Remove every fault (no argument), those touching node A (one argument), or those between A and B."""
+    if len(nodes) > 2:
+        raise click.ClickException("net heal takes no node, one node, or two nodes")
+    names = [normalize_node(n) for n in nodes]
+    if len(names) == 2:
+        _check_pair(*names)
+    a = names[0] if names else None
+    b = names[1] if len(names) == 2 else None
+    where = "" if a is None else f" on {a}" if b is None else f" between {a} and {b}"
+    _, change = _run(
+        data_dir,
+        bootstrap_server,
+        "heal",
+        names,
+        {},
+        lambda c, s: s.heal(None if a is None else c.node(a).name, None if b is None else c.node(b).name),
+        [],
+        None,
+        no_change=f"no network faults in force{where}; nothing to heal",
+    )
+    click.echo(f"healed {len(change.before) - len(change.after)} faulty link(s){where}")
+
+
+@net.command("status")
+@DATA_DIR
+@BOOTSTRAP
+def net_status(data_dir: Path | None, bootstrap_server: str | None) -> None:
+    """The network faults in force, as the nodes report them."""
+    try:
+        cluster = find_cluster(data_dir, bootstrap_server)
+    except NetError as exc:
+        raise click.ClickException(str(exc)) from None
+    tables = trio.run(read_tables, cluster)
+    click.echo(format_status(cluster, tables))
+
+
+def format_status(cluster: NetCluster, tables: dict[str, list[LinkFault] | None]) -> str:
+    faults = FaultSet.merge(t for t in tables.values() if t is not None)
+    lines = ["network faults in force:" if len(faults) else "network faults in force: none"]
+    for rule in faults:
+        lines.append(f"  {rule.src:>10} -> {rule.dst:<10} {rule.describe()}")
+    states = []
+    for name in cluster.names:
+        table = tables.get(name)
+        if table is None:
+            states.append(
+                f"{name}: {'down' if cluster.nodes[name].state in ('stopped', 'paused') else 'no answer'}"
+            )
+        else:
+            states.append(f"{name}: {len(table)} rule(s)")
+    lines.append("nodes: " + ", ".join(states))
+    return "\n".join(lines)
+
+
+__all__ = [
+    "Change",
+    "NetCluster",
+    "NetError",
+    "Node",
+    "change_faults",
+    "cluster_from_info",
+    "find_cluster",
+    "format_status",
+    "net",
+    "read_tables",
+]

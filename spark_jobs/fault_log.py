@@ -1,0 +1,120 @@
+"""``<root>/faults.jsonl`` (written by the CLI: every network and process fault applied or healed) as bands
+of time: from the action that started a fault to the one that ended it (open bands last to the end of the
+run). The report draws the bands on its timelines and lists them next to its findings.
+
+Pairing: a network fault (``partition``, ``isolate``, ``delay``, ``loss``) ends at the first ``heal`` that
+covers it (``heal`` of everything, of one of its nodes, or of its pair), at a ``restart`` of one of its
+nodes (a restarted node starts healed and the CLI heals its links), or when the same fault is set again
+on the same nodes. ``kill``/``term`` ends at the node's ``restart``; ``pause`` at its ``resume``. Other
+records (a ``heal``, a ``restart`` of a running node) are instants.
+
+The file is small and read on the driver in plain Python; a torn last line is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+FAULTS_FILE = "faults.jsonl"
+NET_FAULTS = ("partition", "isolate", "delay", "loss")
+DOWN_FAULTS = ("kill", "term")
+
+
+@dataclass
+class FaultBand:
+    action: str
+    nodes: list[str]
+    params: dict[str, Any]
+    start_ms: int
+    end_ms: int | None = None
+    ended_by: str | None = None
+    instant: bool = False
+    label: str = field(default="")
+
+    def as_dict(self, t0_ms: int | None = None) -> dict[str, Any]:
+        out = asdict(self)
+        if t0_ms is not None:
+            out["start_s"] = round((self.start_ms - t0_ms) / 1000, 3)
+            out["end_s"] = None if self.end_ms is None else round((self.end_ms - t0_ms) / 1000, 3)
+        return out
+
+
+def read_fault_log(root: Path) -> list[dict[str, Any]]:
+    try:
+        text = (Path(root) / FAULTS_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    out: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("ts_ms"), int) and isinstance(rec.get("action"), str):
+            rec["nodes"] = [str(n) for n in rec.get("nodes") or []]
+            rec["params"] = rec.get("params") if isinstance(rec.get("params"), dict) else {}
+            out.append(rec)
+    out.sort(key=lambda r: r["ts_ms"])
+    return out
+
+
+def _label(action: str, nodes: list[str], params: dict[str, Any]) -> str:
+    who = " ".join(nodes)
+    if action == "partition":
+        return f"partition {' -> '.join(nodes) if params.get('one_way') else ' <-> '.join(nodes)}"
+    if action == "delay":
+        jitter = f"±{params['jitter_ms']}" if params.get("jitter_ms") else ""
+        return f"delay {' <-> '.join(nodes)} {params.get('ms')}{jitter} ms"
+    if action == "loss":
+        return f"loss {' <-> '.join(nodes)} {params.get('percent')}%"
+    return f"{action} {who}".strip()
+
+
+def _heal_covers(heal_nodes: list[str], band: FaultBand) -> bool:
+    if not heal_nodes:
+        return True
+    if len(heal_nodes) == 1:
+        return heal_nodes[0] in band.nodes
+    if band.action == "isolate":
+        return False  # healing one pair leaves the rest of the isolation in force
+    return set(heal_nodes) == set(band.nodes)
+
+
+def fault_bands(records: list[dict[str, Any]]) -> list[FaultBand]:
+    """The records as bands (see the module's doc), in start order."""
+    bands: list[FaultBand] = []
+    open_: list[FaultBand] = []
+
+    def close(band: FaultBand, ts: int, by: str) -> None:
+        band.end_ms, band.ended_by = ts, by
+        open_.remove(band)
+
+    for rec in records:
+        action, nodes, params, ts = rec["action"], rec["nodes"], rec["params"], rec["ts_ms"]
+        if action == "heal":
+            for band in [b for b in open_ if b.action in NET_FAULTS and _heal_covers(nodes, b)]:
+                close(band, ts, "heal")
+        elif action == "restart":
+            for band in [b for b in open_ if any(n in b.nodes for n in nodes)]:
+                if band.action in NET_FAULTS or band.action in DOWN_FAULTS:
+                    close(band, ts, "restart")
+        elif action == "resume":
+            for band in [b for b in open_ if b.action == "pause" and b.nodes == nodes]:
+                close(band, ts, "resume")
+        elif action in NET_FAULTS:
+            for band in [b for b in open_ if b.action == action and set(b.nodes) == set(nodes)]:
+                close(band, ts, f"another {action}")
+        band = FaultBand(action, nodes, params, ts, label=_label(action, nodes, params))
+        bands.append(band)
+        if action in NET_FAULTS or action in DOWN_FAULTS or action == "pause":
+            open_.append(band)
+        else:
+            band.instant = True
+            band.end_ms = ts
+    return bands
+
+
+__all__ = ["FAULTS_FILE", "FaultBand", "fault_bands", "read_fault_log"]
