@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.cluster import create_layout, start_broker, start_controller, stop_brokers, wait_healthy
-from cli.cluster_client import ClusterClient
+from cli.cluster_client import ClientError, ClusterClient
 from cli.cluster_files import (
     ClusterError,
     ClusterInfo,
@@ -30,6 +30,7 @@ from cli.cluster_files import (
     send_signal,
     stop_process,
 )
+from cli.fault_journal import append_fault
 from cli.node_query import ask_sync
 from cli.producer import AckJournal, Producer, ProducerSettings, ProduceStats, now_ms
 from protocol import ApiKeys, build_simple_batch, read_header
@@ -305,12 +306,8 @@ class ScenarioRun:
     # ------------------------------------------------------------------ processes
 
     def fault(self, action: str, broker_id: int, **params: Any) -> None:
-        """Appends a process fault to ``<root>/faults.jsonl`` as ``isrsim broker kill|pause ...`` do, so
-        the report draws it on the timelines (only with an isrsim that has the fault journal)."""
-        try:
-            from cli.fault_journal import append_fault
-        except ImportError:
-            return
+        """Appends a process fault to ``<root>/faults.jsonl``, as ``isrsim broker kill|pause ...`` do, so the
+        report draws it on the timelines."""
         append_fault(self.root, action, [str(broker_id)], params)
 
     def pause(self, broker_id: int) -> None:
@@ -375,11 +372,18 @@ class ScenarioRun:
             self._journal = AckJournal(self.root / "workload", f"scenario-{int(time.time() * 1000)}")
         return self._journal
 
-    def produce(self, count: int, acks: int = -1, batch_records: int = 10) -> ProduceStats:
-        """``isrsim produce``'s producer (retries, metadata refresh), acknowledged batches journaled."""
+    def produce(
+        self, count: int, acks: int = -1, batch_records: int = 10, via: list[int] | None = None
+    ) -> ProduceStats:
+        """``isrsim produce``'s producer (retries, metadata refresh), acknowledged batches journaled;
+        bootstrapped from ``via`` (default: every running broker)."""
         settings = ProducerSettings(acks=acks, record_size=40, batch_records=batch_records, max_in_flight=1)
         journal = self.journal
-        bootstrap = [(b.host, b.port) for b in self.cluster.brokers if process_state(b.pid) == "running"]
+        bootstrap = [
+            (b.host, b.port)
+            for b in self.cluster.brokers
+            if process_state(b.pid) == "running" and (via is None or b.id in via)
+        ]
 
         async def main() -> ProduceStats:
             async with trio.open_nursery() as nursery:
@@ -389,7 +393,10 @@ class ScenarioRun:
                 nursery.cancel_scope.cancel()
             return stats
 
-        stats = trio.run(main)
+        try:
+            stats = trio.run(main)
+        except (ClientError, BaseExceptionGroup) as exc:
+            raise ScenarioError(f"producing {count} records failed: {exc!r}") from exc
         if stats.batches_failed:
             raise ScenarioError(f"{stats.batches_failed} batches were not acknowledged: {dict(stats.errors)}")
         name = "all" if acks == -1 else str(acks)

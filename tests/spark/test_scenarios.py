@@ -2,9 +2,10 @@
 
 Each scenario is played once per session (with --no-report, as `play(..., report=False)`), then its data
 directory is judged: under the default truncation mode every scenario's report passes; under the buggy
-modes (marker ``scenarios``, `make scenarios`) the KIP's damage is in the segment files and the report
-fails. One clean run's data is also cut, replica by replica, to check the report's rule for a clean stop:
-every replica in the ISR when the stop began must hold the whole log."""
+modes the KIP's damage is in the segment files and the report fails; the network-fault scenarios pass.
+The last two groups bring up five more clusters: marker ``scenarios`` (`make scenarios`). One clean
+run's data is also cut, replica by replica, to check the report's rule for a clean stop: every replica
+in the ISR when the stop began must hold the whole log."""
 
 from __future__ import annotations
 
@@ -80,6 +81,23 @@ def test_every_scenario_passes_under_the_default_mode(
         assert [a.acks for a in ev.acks1_lost] == [1]
         acked = next(c for c in report.report["checks"] if c["name"] == "acked_not_lost")
         assert acked["extra"]["acks1_lost"]
+
+
+@pytest.mark.scenarios
+@pytest.mark.parametrize("name", ["slow-follower", "isolated-leader"])
+def test_network_fault_scenarios_pass_under_the_default_mode(
+    spark: Any, played: Player, name: str, tmp_path: Path
+) -> None:
+    """The two stories that need `isrsim net`: the ISR shrinks and expands, or the isolated leader's lone
+    batch is truncated, and nothing acknowledged is lost. The faults are in faults.jsonl for the report."""
+    outcome = played(name, "leader-epoch")
+    assert outcome.as_expected and outcome.seen_outcome == "consistent"
+    assert outcome.root is not None
+    assert (outcome.root / "faults.jsonl").read_text().count("heal") == 1
+    report = _report(spark, outcome.root, tmp_path / "report")
+    assert report.exit_code == EXIT_OK, _failed(report)
+    shrinks = [f for f in report.report["checks"][0]["extra"]["faults"] if f["kind"] == "isr_shrink"]
+    assert shrinks, "the slow or isolated broker left the ISR"
 
 
 BUGGY = [
