@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
-from cli.scenarios.base import DEFAULT_MODE, MODES, Expectation, Scenario
+from cli.scenarios.base import DEFAULT_MODE, MODES, OUTCOMES, Expectation, Scenario
 from cli.scenarios.evidence import Evidence, gather, interesting_offsets, side_by_side
 from cli.scenarios.faults import IsolatedLeader, SlowFollower, ZombieLeader
 from cli.scenarios.kips import Kip101Divergence, Kip101LostWrite, Kip279Divergence
@@ -139,11 +139,7 @@ def report_verdict(path: Path) -> tuple[str, list[str]]:
 def summary(console: Console, out: Outcome, ev: Evidence) -> None:
     console.rule(f"{out.scenario} under {out.mode}")
     console.print(f"expected: {out.expected.describe()}")
-    seen = {
-        "consistent": "every replica holds the same log and every acknowledged batch",
-        "acked-lost": "an acknowledged (acks=all) batch is missing from the replicas",
-        "diverged": "two replicas hold different batches at the same offset below the high watermark",
-    }[out.seen_outcome]
+    seen = OUTCOMES[out.seen_outcome]
     if out.report_verdict is None:
         report = "the report was not run (--no-report)"
     elif out.report_verdict == "pass":

@@ -11,6 +11,13 @@ MODES = ("leader-epoch", "leader-epoch-pre-kip-279", "high-watermark")
 DEFAULT_MODE = MODES[0]
 
 
+OUTCOMES = {
+    "consistent": "every replica holds the same log and every acknowledged batch",
+    "acked-lost": "an acknowledged (acks=all) batch is missing from the replicas",
+    "diverged": "two replicas hold different batches at the same offset below the high watermark",
+}
+
+
 @dataclass(frozen=True)
 class Expectation:
     """``outcome``: what the segment files show (``consistent``, ``acked-lost``, ``diverged``);
@@ -25,11 +32,7 @@ class Expectation:
         return not self.failing_checks
 
     def describe(self) -> str:
-        files = {
-            "consistent": "every replica holds the same log and every acknowledged batch",
-            "acked-lost": "an acknowledged (acks=all) batch is missing from the replicas",
-            "diverged": "two replicas hold different batches at the same offset below the high watermark",
-        }[self.outcome]
+        files = OUTCOMES[self.outcome]
         report = (
             "the report passes"
             if self.report_passes

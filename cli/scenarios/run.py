@@ -19,13 +19,13 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
+from broker import read_journal
 from cli.cluster import create_layout, start_broker, start_controller, stop_brokers, wait_healthy
 from cli.cluster_client import ClientError, ClusterClient
 from cli.cluster_files import (
     ClusterError,
     ClusterInfo,
     ProcessEntry,
-    journal_events,
     process_state,
     send_signal,
     stop_process,
@@ -278,11 +278,7 @@ class ScenarioRun:
 
     def events(self, broker_id: int | str, event: str | None = None) -> list[dict[str, Any]]:
         entry = self.cluster.controller if broker_id == "controller" else self.broker(int(broker_id))
-        return [
-            e
-            for e in journal_events(Path(entry.journal), event)  # type: ignore[arg-type]
-            if e.get("topic") in (None, TOPIC)
-        ]
+        return [e for e in read_journal(Path(entry.journal), event) if e.get("topic") in (None, TOPIC)]
 
     def wait_event(
         self,
