@@ -5,8 +5,9 @@ This module is the package's front door: what the CLI and the report may use, im
 move; tests/unit/test_layers.py keeps code outside the package from reaching past this door.
 
 - Running a broker: ``BrokerConfig`` (``BrokerConfig.load(file, overrides)``; ``ConfigError`` when it
-  cannot be used), ``run_broker(config)`` (under ``trio.run``; ``InconsistentBrokerIdError`` when the data
-  directory belongs to another broker).
+  cannot be used), ``run_broker(config)`` (under ``trio.run``; ``LogDirLoadError`` when the data
+  directory cannot be used, ``InconsistentBrokerIdError``, one of them, when it belongs to another
+  broker).
 - Running the controller: ``ControllerConfig``, ``run_controller(config)`` (``StateError`` when its
   metadata file cannot be used).
 - Reading what brokers leave on disk: ``read_journal`` (``events.jsonl``), the Kafka checkpoint files
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from broker.controller.state import StateError
     from broker.journal import read_journal
     from broker.log.checkpoint import CheckpointError, LeaderEpochCheckpointFile, OffsetCheckpointFile
-    from broker.log_manager import InconsistentBrokerIdError
+    from broker.log_manager import InconsistentBrokerIdError, LogDirLoadError
     from broker.server import run_broker
 
 # Each exported name and the module that defines it (the imports above say the same to type checkers;
@@ -45,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "LeaderEpochCheckpointFile": "broker.log.checkpoint",
     "OffsetCheckpointFile": "broker.log.checkpoint",
     "InconsistentBrokerIdError": "broker.log_manager",
+    "LogDirLoadError": "broker.log_manager",
     "run_broker": "broker.server",
 }
 
@@ -55,6 +57,7 @@ __all__ = [
     "ControllerConfig",
     "InconsistentBrokerIdError",
     "LeaderEpochCheckpointFile",
+    "LogDirLoadError",
     "OffsetCheckpointFile",
     "StateError",
     "read_journal",

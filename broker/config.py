@@ -106,6 +106,21 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("message.max.bytes", parse_int, 1048588, "Largest record batch accepted.", 100),
     ConfigKey("socket.request.max.bytes", parse_int, 104857600, "Largest request frame accepted.", 1),
     ConfigKey(
+        "queued.max.request.bytes",
+        parse_int,
+        209715200,
+        "Memory pool for request bytes being read or queued; reads stop when it is used up (<= 0: no "
+        "limit, Kafka's default -1).",
+        -1,
+    ),
+    ConfigKey("connections.max.idle.ms", parse_int, 600000, "Close connections idle this long.", 1),
+    ConfigKey(
+        "max.connections", parse_int, 2147483647, "Connections accepted at once; then accepts wait.", 1
+    ),
+    ConfigKey(
+        "max.connections.per.ip", parse_int, 2147483647, "Connections from one address; more are closed.", 1
+    ),
+    ConfigKey(
         "request.timeout.ms", parse_int, 30000, "Client-side timeout for broker-to-broker requests.", 1
     ),
     ConfigKey(
@@ -116,6 +131,13 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         parse_int,
         15000,
         "isrsim: how long a controlled shutdown may retry before the broker stops anyway.",
+        0,
+    ),
+    ConfigKey(
+        "metrics.port",
+        parse_int,
+        0,
+        "isrsim: the port of the Prometheus /metrics endpoint on the listener's host; 0 = off.",
         0,
     ),
     ConfigKey(
@@ -256,9 +278,10 @@ class ConfigValues:
     values: dict[str, Any]
     unknown_keys: list[str] = field(default_factory=list)
 
-    # The keys a subclass reads, and those it cannot start without.
+    # The keys a subclass reads, those it cannot start without, and other names accepted for a key.
     KEYS: ClassVar[Mapping[str, ConfigKey]] = {}
     REQUIRED: ClassVar[tuple[str, ...]] = ()
+    ALIASES: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def load(
@@ -269,7 +292,13 @@ class ConfigValues:
     ) -> Self:
         """Defaults, then the file, then ``ISRSIM_<KEY>`` variables, then ``--override`` values."""
         env = os.environ if environ is None else environ
-        raw = _load_raw(config_file, overrides, env, cls.KEYS)
+        raw = _load_raw(config_file, overrides, env, [*cls.KEYS, *cls.ALIASES])
+        for alias, name in cls.ALIASES.items():
+            if alias in raw:
+                value = raw.pop(alias)
+                if name in raw and raw[name] != value:
+                    raise ConfigError(f"{alias}={value} and {name}={raw[name]} disagree (they are one key)")
+                raw[name] = value
         values, unknown = _resolve(cls.KEYS, raw, required=cls.REQUIRED)
         config = cls(values, unknown)
         config.check()
@@ -297,6 +326,7 @@ class BrokerConfig(ConfigValues):
 
     KEYS = KEYS_BY_NAME
     REQUIRED = ("broker.id",)
+    ALIASES = {"node.id": "broker.id"}  # KRaft's name
 
     def check(self) -> None:
         _ = (self.listener, self.controller, self.initial_leader_partitions)

@@ -64,6 +64,11 @@ class DelayedOperationPurgatory:
     def watched(self) -> int:
         return sum(1 for ops in self._watchers.values() for op in ops if not op.is_completed)
 
+    @property
+    def delayed(self) -> int:
+        """Operations waiting to complete or expire (Kafka's ``NumDelayedOperations``)."""
+        return sum(1 for _, _, op in self._heap if not op.is_completed)
+
     def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
         """Tries ``op`` now; if not done, watches it under every key and arms its deadline."""
         if op.try_complete():

@@ -18,6 +18,7 @@ class ProducePartitionStatus:
     error: Errors = Errors.NONE
     error_message: str = ""
     acks_pending: bool = True
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
 
 
 class DelayedProduce(DelayedOperation):

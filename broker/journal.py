@@ -7,6 +7,7 @@ and leaves at most one torn last line (which readers skip).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from protocol.common import TopicPartition
+
+logger = logging.getLogger(__name__)
 
 
 def read_journal(path: Path, event: str | None = None) -> list[dict[str, Any]]:
@@ -53,6 +56,7 @@ class Journal:
         self._owner_field = owner_field
         self._owner_id = owner_id
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.lost_lines = 0  # lines a write error lost since the last one written
 
     def emit(self, event: str, **fields: Any) -> None:
         record: dict[str, Any] = {
@@ -62,8 +66,19 @@ class Journal:
         }
         record.update(fields)
         line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
-        if self._fd >= 0:
+        if self._fd < 0:
+            return
+        try:
             os.write(self._fd, line.encode("utf-8"))
+        except OSError as e:
+            # A full disk must not turn every event into a failed request: say so once, count the losses.
+            if not self.lost_lines:
+                logger.error("cannot write the journal %s (%s): events are lost until it can", self.path, e)
+            self.lost_lines += 1
+            return
+        if self.lost_lines:
+            logger.warning("journal %s written again after %d lost lines", self.path, self.lost_lines)
+            self.lost_lines = 0
 
     def emit_partition(self, event: str, tp: TopicPartition, **fields: Any) -> None:
         self.emit(event, topic=tp[0], partition=tp[1], **fields)

@@ -4,6 +4,7 @@ exceptions into Kafka error codes. The only place that does either."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -82,7 +83,8 @@ class KafkaApis:
     # ------------------------------------------------------------------ PRODUCE
 
     def handle_produce(self, request: Request, req: m.ProduceRequest) -> None:
-        order = [(t.name, [p.index for p in t.partition_data]) for t in req.topic_data]
+        # One response per partition, however often it is named (Kafka keeps the last records given).
+        order = _unique_order((t.name, [p.index for p in t.partition_data]) for t in req.topic_data)
         if req.acks not in (-1, 0, 1):
             statuses = {
                 (name, idx): ProducePartitionStatus(
@@ -140,11 +142,17 @@ class KafkaApis:
     def handle_list_offsets(self, request: Request, req: m.ListOffsetsRequest) -> None:
         client_request = req.replica_id == CONSUMER_REPLICA_ID
         fetch_only_from_leader = req.replica_id != DEBUGGING_REPLICA_ID
+        named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
         topics: list[m.ListOffsetsResponseTopic] = []
         for t in req.topics:
             out = m.ListOffsetsResponseTopic(name=t.name)
             for p in t.partitions:
                 resp = m.ListOffsetsResponsePartition(partition_index=p.partition_index)
+                if named[(t.name, p.partition_index)] > 1:
+                    # Kafka: a partition named twice is refused, each time, with INVALID_REQUEST.
+                    resp.error_code = int(Errors.INVALID_REQUEST)
+                    out.partitions.append(resp)
+                    continue
                 try:
                     found = self.replica_manager.fetch_offset_for_timestamp(
                         (t.name, p.partition_index),
@@ -167,7 +175,9 @@ class KafkaApis:
 
     def handle_metadata(self, request: Request, req: m.MetadataRequest) -> None:
         cache = self.replica_manager.metadata_cache
-        names = None if req.topics is None else [t.name for t in req.topics]
+        # Each topic once however often it is named (Kafka takes the request's topics as a set), so the
+        # response is never larger than the topics the request can name.
+        names = None if req.topics is None else list(dict.fromkeys(t.name for t in req.topics))
         brokers = [
             m.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port)
             for b in cache.brokers.values()
@@ -336,6 +346,14 @@ def _with_invalid(
     return {**errors, **(invalid if error == Errors.NONE else dict.fromkeys(invalid, error))}
 
 
+def _unique_order(topics: Iterable[tuple[str, list[int]]]) -> list[tuple[str, list[int]]]:
+    """The request's topics and partitions in order, each named once."""
+    merged: dict[str, dict[int, None]] = {}
+    for name, idxs in topics:
+        merged.setdefault(name, {}).update(dict.fromkeys(idxs))
+    return [(name, list(idxs)) for name, idxs in merged.items()]
+
+
 def _produce_response(
     order: list[tuple[str, list[int]]], statuses: dict[TopicPartition, ProducePartitionStatus]
 ) -> m.ProduceResponse:
@@ -352,6 +370,10 @@ def _produce_response(
                     base_offset=s.base_offset if ok else -1,
                     log_append_time_ms=-1,
                     log_start_offset=s.log_start_offset if ok else -1,
+                    record_errors=[
+                        m.ProduceResponseRecordError(batch_index=i, batch_index_error_message=text)
+                        for i, text in s.record_errors
+                    ],
                     error_message=None if ok else s.error_message,
                 )
             )

@@ -138,6 +138,7 @@ class BrokerLifecycleManager:
         self.registered = trio.Event()
         self.unfenced = trio.Event()
         self.want_shut_down = False
+        self.offline_log_dirs: list[str] = []
         self.registrations = 0
         self.heartbeats = 0
         self._wake = trio.Event()
@@ -202,7 +203,10 @@ class BrokerLifecycleManager:
         body = await self.channel.request(
             ApiKeys.BROKER_HEARTBEAT,
             cm.BrokerHeartbeatRequest(
-                broker_id=self.broker_id, broker_epoch=self.broker_epoch, want_shut_down=self.want_shut_down
+                broker_id=self.broker_id,
+                broker_epoch=self.broker_epoch,
+                want_shut_down=self.want_shut_down,
+                offline_log_dirs=list(self.offline_log_dirs),
             ),
         )
         resp = from_body(cm.BrokerHeartbeatResponse, body)
@@ -221,6 +225,12 @@ class BrokerLifecycleManager:
         else:
             self._set_fenced(resp.is_fenced)
         return resp
+
+    def report_offline_log_dirs(self, log_dirs: list[str]) -> None:
+        """Every heartbeat from now on names ``log_dirs`` as offline; one is sent at once. The controller
+        fences the broker, moving its leaderships to other replicas and taking it out of ISRs."""
+        self.offline_log_dirs = sorted(log_dirs)
+        self._wake.set()
 
     def _set_fenced(self, fenced: bool) -> None:
         if fenced == self.is_fenced:

@@ -8,6 +8,14 @@ requests off the channel and call ``KafkaApis.handle``. A request's response may
 later (delayed operations); the writer sends responses strictly in request order, all the ready ones with a
 single ``send_all``.
 
+Memory and connections (docs/protocol.md, "Limits"): a connection that has read a request's length prefix
+takes that many bytes from the ``MemoryPool`` (``queued.max.request.bytes``) before it reads the rest, and
+stops reading while the pool has none left; the request gives them back once handled (or answered).
+Accepting waits while ``max.connections`` are open; a connection beyond ``max.connections.per.ip`` is closed
+at once; a connection with nothing in flight and no traffic for ``connections.max.idle.ms`` is closed. When
+accepting fails for lack of file descriptors (or memory), the acceptor backs off (0.1 s doubling to 2 s)
+and logs one line when it starts failing and one when it recovers.
+
 Network faults (docs/faults.md): with a :class:`~protocol.fault_injector.FaultInjector`, every request frame
 read is first shown to it (dropped: never handled; delayed: held, in order, on the connection) and so is
 every response frame before it is written (dropped: never written; delayed: the writer waits). The server
@@ -16,6 +24,7 @@ also answers NET_FAULTS itself, so every node serves it with no help from its ``
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 from collections import deque
@@ -25,6 +34,7 @@ from typing import Any
 
 import trio
 
+from broker.memory_pool import ConnectionQuotas, MemoryPool
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.fault_injector import FaultInjector
@@ -44,6 +54,10 @@ RECEIVE_BYTES = 256 * 1024
 MAX_IN_FLIGHT_PER_CONNECTION = 1000
 # How long a connection that stopped reading waits for the responses to requests it already accepted.
 CLOSE_DRAIN_TIMEOUT_S = 10.0
+# accept() failures that mean "no resources right now" (trio's ACCEPT_CAPACITY_ERRNOS): back off and retry.
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+ACCEPT_BACKOFF_MIN_S = 0.1
+ACCEPT_BACKOFF_MAX_S = 2.0
 
 
 @dataclass(eq=False, slots=True)
@@ -58,6 +72,9 @@ class Request:
     response_frame: bytes | None = None
     done: bool = False
     completed_at: float = 0.0
+    pool: MemoryPool | None = None  # holds ``size`` bytes of it until handled (queued.max.request.bytes)
+    # Called once when the response is ready (request metrics, ``broker.metrics.request_metrics``).
+    on_complete: Callable[[Request], None] | None = None
 
     @property
     def api_key(self) -> int:
@@ -68,13 +85,22 @@ class Request:
         if self.done:
             return
         self.done = True
+        self.release_memory()
         try:
             self.completed_at = trio.current_time()  # a delayed response's delay counts from here
         except RuntimeError:  # completed outside trio (a test driving KafkaApis directly)
             self.completed_at = self.received_at
+        if self.on_complete is not None:
+            self.on_complete(self)
         if body is not None:
             self.response_frame = encode_response(self.header.correlation_id, body)
         self.connection.response_ready()
+
+    def release_memory(self) -> None:
+        """Gives the request's bytes back to the memory pool (once)."""
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.release(self.size)
 
 
 @dataclass(eq=False)
@@ -91,6 +117,9 @@ class Connection:
     _held_ready: trio.Event = field(default_factory=trio.Event)
     inbound_line: DelayLine = field(default_factory=DelayLine)
     outbound_line: DelayLine = field(default_factory=DelayLine)
+    address: str = "?"
+    last_active: float = 0.0  # trio time of the last bytes read or written (connections.max.idle.ms)
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
     def hold(self, release_at: float, header: RequestHeader, body: dict[str, Any], size: int) -> None:
         self.held.append((release_at, header, body, size))
@@ -128,6 +157,11 @@ class RequestChannel:
     async def receive_request(self) -> Request:
         return await self._receive.receive()
 
+    @property
+    def queue_size(self) -> int:
+        """Requests waiting for a handler (Kafka's ``RequestQueueSize``)."""
+        return self._send.statistics().current_buffer_used
+
     def close(self) -> None:
         self._send.close()
 
@@ -150,6 +184,9 @@ class SocketServer:
         supported: Mapping[int, tuple[int, int]],
         name: str,
         faults: FaultInjector | None = None,
+        memory_pool: MemoryPool | None = None,
+        quotas: ConnectionQuotas | None = None,
+        connections_max_idle_ms: int = 600_000,
     ) -> None:
         self.host = host
         self.port = port
@@ -164,6 +201,13 @@ class SocketServer:
         self._ids = itertools.count(1)
         self.connections: dict[int, Connection] = {}
         self.closed_for_bad_input = 0
+        self.memory_pool = memory_pool or MemoryPool(-1)
+        self.quotas = quotas or ConnectionQuotas(2**31 - 1, 2**31 - 1)
+        self.connections_max_idle_s = connections_max_idle_ms / 1000.0
+        self.closed_idle = 0
+        self._memory_freed = trio.Event()
+        self._slot_freed = trio.Event()
+        self.memory_pool.add_release_listener(self._on_memory_released)
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         listeners = await trio.open_tcp_listeners(self.port, host=self.host)
@@ -171,15 +215,132 @@ class SocketServer:
         self.bound_port = int(sock.getsockname()[1])
         log.info("%s listening on %s:%d", self.name, self.host, self.bound_port)
         task_status.started(self.bound_port)
-        await trio.serve_listeners(self._handle_connection, listeners)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._expire_idle_connections)
+            for listener in listeners:
+                nursery.start_soon(self._accept_loop, listener, nursery)
 
-    async def _handle_connection(self, stream: trio.SocketStream) -> None:
-        try:
-            peer = "{}:{}".format(*stream.socket.getpeername()[:2])
-        except OSError:
-            peer = "?"
-        conn = Connection(next(self._ids), peer, stream)
+    # ------------------------------------------------------------------ accepting, quotas, idle connections
+
+    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        """Kafka's Acceptor: waits while ``max.connections`` are open; backs off when accept() has no file
+        descriptors (or memory) left, logging once when that starts and once when it ends."""
+        backoff = ACCEPT_BACKOFF_MIN_S
+        failing_since: float | None = None
+        failures = 0
+        while True:
+            while not self.quotas.can_accept():
+                self._slot_freed = trio.Event()
+                await self._slot_freed.wait()
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                failures += 1
+                if failing_since is None:
+                    failing_since = trio.current_time()
+                    log.error(
+                        "%s cannot accept connections: %s; retrying with back-off up to %.0f s until "
+                        "connections close (raise the open-files limit, ulimit -n, or lower max.connections)",
+                        self.name,
+                        exc.strerror or exc,
+                        ACCEPT_BACKOFF_MAX_S,
+                    )
+                await trio.sleep(backoff)
+                backoff = min(backoff * 2, ACCEPT_BACKOFF_MAX_S)
+                continue
+            if failing_since is not None:
+                log.warning(
+                    "%s accepting connections again after %d failed attempts over %.1f s",
+                    self.name,
+                    failures,
+                    trio.current_time() - failing_since,
+                )
+                failing_since, failures = None, 0
+            backoff = ACCEPT_BACKOFF_MIN_S
+            try:
+                address, port = stream.socket.getpeername()[:2]
+            except OSError:
+                address, port = "?", 0
+            # Counted here, before the next accept, so max.connections holds however fast clients connect.
+            if self.quotas.inc(address):
+                nursery.start_soon(self._handle_connection, stream, address, f"{address}:{port}")
+                continue
+            log.info(
+                "%s rejected connection from %s:%s: it already has %d connections (max.connections.per.ip)",
+                self.name,
+                address,
+                port,
+                self.quotas.count(address),
+            )
+            with trio.move_on_after(1) as scope:
+                scope.shield = True
+                await stream.aclose()
+
+    async def _expire_idle_connections(self) -> None:
+        """Closes connections with nothing in flight and no traffic for ``connections.max.idle.ms``."""
+        idle = self.connections_max_idle_s
+        while True:
+            await trio.sleep(min(max(idle / 10, 0.01), 10.0))
+            now = trio.current_time()
+            for conn in list(self.connections.values()):
+                if not conn.pending and not conn.held and now - conn.last_active > idle:
+                    log.info(
+                        "%s closing connection %s: idle for more than %d ms (connections.max.idle.ms)",
+                        self.name,
+                        conn.peer,
+                        int(idle * 1000),
+                    )
+                    self.closed_idle += 1
+                    conn.scope.cancel()
+
+    def _on_memory_released(self) -> None:
+        self._memory_freed.set()
+
+    async def _allocate(self, conn: Connection, nbytes: int) -> None:
+        """Takes ``nbytes`` from the memory pool, not reading ``conn`` until the pool can give them."""
+        pool = self.memory_pool
+        if pool.try_allocate(nbytes):
+            return
+        log.info(
+            "%s: memory pool used up (queued.max.request.bytes=%d); connection %s stops reading until "
+            "requests are answered",
+            self.name,
+            pool.size,
+            conn.peer,
+        )
+        while not pool.try_allocate(nbytes):
+            self._memory_freed = trio.Event()
+            await self._memory_freed.wait()
+
+    def _release(self, nbytes: int) -> None:
+        self.memory_pool.release(nbytes)
+
+    # ------------------------------------------------------------------ one connection
+
+    async def _handle_connection(self, stream: trio.SocketStream, address: str, peer: str) -> None:
+        """Serves one connection, already counted in the quotas under ``address``."""
+        conn = Connection(next(self._ids), peer, stream, address=address, last_active=trio.current_time())
         self.connections[conn.id] = conn
+        try:
+            with conn.scope:
+                await self._serve_connection(conn)
+        finally:
+            conn.closed = True
+            self.connections.pop(conn.id, None)
+            self.quotas.dec(address)
+            self._slot_freed.set()
+            for request in conn.pending:
+                request.release_memory()
+            for _, _, _, size in conn.held:
+                self._release(size)
+            conn.held.clear()
+            with trio.move_on_after(1) as scope:
+                scope.shield = True
+                await stream.aclose()
+
+    async def _serve_connection(self, conn: Connection) -> None:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop, conn)
@@ -202,39 +363,57 @@ class SocketServer:
             log.error(
                 "%s: closing connection %s after an unexpected error", self.name, conn.peer, exc_info=group
             )
-        finally:
-            conn.closed = True
-            self.connections.pop(conn.id, None)
-            with trio.move_on_after(1) as scope:
-                scope.shield = True
-                await stream.aclose()
 
     async def _read_loop(self, conn: Connection) -> None:
         decoder = FrameDecoder(self.max_request_bytes)
-        while True:
-            try:
-                data = await conn.stream.receive_some(RECEIVE_BYTES)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                return
-            if not data:
-                return
-            try:
-                decoder.feed(data)
-                while (payload := decoder.next_frame()) is not None:
-                    await self._dispatch(conn, payload)
-            except FrameTooLarge as exc:
-                self.closed_for_bad_input += 1
-                log.warning(
-                    "%s closing connection %s: %s (socket.request.max.bytes)", self.name, conn.peer, exc
-                )
-                return
-            except InvalidFrame as exc:
-                self.closed_for_bad_input += 1
-                log.warning("%s closing connection %s: invalid request frame: %s", self.name, conn.peer, exc)
-                return
+        reserved = 0  # pool bytes taken for the frame being received (0: none yet)
+        try:
+            while True:
+                try:
+                    data = await conn.stream.receive_some(RECEIVE_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    return
+                if not data:
+                    return
+                conn.last_active = trio.current_time()
+                try:
+                    decoder.feed(data)
+                    while True:
+                        payload = decoder.next_frame()
+                        if payload is None:
+                            need = decoder.pending_frame_bytes
+                            if need > 0 and not reserved:
+                                # Kafka reads the size, then allocates from the pool before the payload.
+                                await self._allocate(conn, need)
+                                reserved = need
+                            break
+                        if not reserved:
+                            await self._allocate(conn, len(payload))
+                        reserved = 0  # handed on with the payload
+                        await self._dispatch(conn, payload)
+                except FrameTooLarge as exc:
+                    self.closed_for_bad_input += 1
+                    log.warning(
+                        "%s closing connection %s: %s (socket.request.max.bytes)", self.name, conn.peer, exc
+                    )
+                    return
+                except InvalidFrame as exc:
+                    self.closed_for_bad_input += 1
+                    log.warning(
+                        "%s closing connection %s: invalid request frame: %s", self.name, conn.peer, exc
+                    )
+                    return
+        finally:
+            if reserved:
+                self._release(reserved)
 
     async def _dispatch(self, conn: Connection, payload: bytes) -> None:
-        header, body = decode_request(payload)
+        """Hands on a frame read whole, whose ``len(payload)`` bytes were taken from the memory pool."""
+        try:
+            header, body = decode_request(payload)
+        except BaseException:
+            self._release(len(payload))
+            raise
         faults = self.faults
         if faults is not None:
             decision = faults.inbound(header.client_id, header.api_key)
@@ -246,6 +425,7 @@ class SocketServer:
                     header.client_id,
                     decision.reason,
                 )
+                self._release(len(payload))
                 return
             if decision.delay_ms > 0 or conn.held:
                 now = trio.current_time()
@@ -266,8 +446,12 @@ class SocketServer:
             await self._accept(conn, header, body, size)
 
     async def _accept(self, conn: Connection, header: RequestHeader, body: dict[str, Any], size: int) -> None:
-        await conn.wait_below(MAX_IN_FLIGHT_PER_CONNECTION)
-        request = Request(header, body, conn, trio.current_time(), size)
+        try:
+            await conn.wait_below(MAX_IN_FLIGHT_PER_CONNECTION)
+        except BaseException:
+            self._release(size)
+            raise
+        request = Request(header, body, conn, trio.current_time(), size, pool=self.memory_pool)
         conn.pending.append(request)
         versions = self.supported.get(header.api_key)
         if versions is None:
@@ -319,6 +503,7 @@ class SocketServer:
     async def _send_frames(conn: Connection, frames: list[bytes]) -> None:
         if frames:
             await conn.stream.send_all(frames[0] if len(frames) == 1 else b"".join(frames))
+            conn.last_active = trio.current_time()
 
 
 class RequestHandlerPool:
@@ -342,6 +527,7 @@ class RequestHandlerPool:
             except trio.EndOfChannel:
                 return
             if request.connection.closed:
+                request.release_memory()
                 continue
             try:
                 await self.handler(request)
@@ -350,3 +536,8 @@ class RequestHandlerPool:
                 request.complete(
                     error_body(Errors.UNKNOWN_SERVER_ERROR, "unexpected server error; see broker log")
                 )
+            finally:
+                # As Kafka's handler: the request's bytes go back to the pool once it has been handled, not
+                # when a delayed response (acks=-1, a long-poll FETCH) is sent, so requests parked in a
+                # purgatory never keep the reads they wait for (follower fetches) out of the pool.
+                request.release_memory()

@@ -192,7 +192,7 @@ class Partition:
             # 2.1+, KAFKA-7415). Before, as in the older truncation modes, the epoch was cached by the first
             # append in it.
             if self.truncation_mode is TruncationMode.LEADER_EPOCH:
-                self.log.leader_epoch_cache.assign(state.leader_epoch, start)
+                self.log.assign_epoch(state.leader_epoch, start)
             for replica in self.remote_replicas.values():
                 replica.reset(now, start, is_new_leader, replica.broker_id in state.isr)
             self.leader_epoch = state.leader_epoch

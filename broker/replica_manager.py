@@ -45,7 +45,7 @@ from fetcher.truncation import (
 from protocol import messages as m
 from protocol.api_keys import DEBUGGING_REPLICA_ID
 from protocol.common import LEADER_DURING_DELETE, BrokerEndpoint, TopicPartition
-from protocol.errors import Errors, KafkaError
+from protocol.errors import Errors, InvalidRecordError, KafkaError, KafkaStorageError
 from protocol.replication import InitialFetchState, TruncationMode
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,10 @@ class ReplicaManager:
     def get_partition_or_error(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)
         if partition is not None:
+            if self.log_manager.offline:  # Kafka's HostedPartition.Offline
+                raise KafkaStorageError(
+                    f"{tp[0]}-{tp[1]} is offline on broker {self.broker_id}: its log dir failed"
+                )
             return partition
         if self.metadata_cache.contains(tp):
             raise KafkaError(
@@ -174,6 +178,9 @@ class ReplicaManager:
             if self.broker_id not in state.replicas:
                 log.warning("broker %d is not a replica of %s-%d in %s", self.broker_id, tp[0], tp[1], state)
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if self.log_manager.offline:
+                errors[tp] = Errors.KAFKA_STORAGE_ERROR
                 continue
             if state.leader_epoch <= current_epoch:
                 log.info(
@@ -343,7 +350,15 @@ class ReplicaManager:
                 partition = self.get_partition_or_error(tp)
                 info = partition.append_records_to_leader(records, required_acks)
             except KafkaError as exc:
-                statuses[tp] = ProducePartitionStatus(-1, -1, -1, exc.error, exc.message, acks_pending=False)
+                statuses[tp] = ProducePartitionStatus(
+                    -1,
+                    -1,
+                    -1,
+                    exc.error,
+                    exc.message,
+                    acks_pending=False,
+                    record_errors=exc.record_errors if isinstance(exc, InvalidRecordError) else [],
+                )
                 continue
             statuses[tp] = ProducePartitionStatus(
                 info.last_offset + 1,
@@ -367,6 +382,8 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is None:
             return False, Errors.NOT_LEADER_OR_FOLLOWER
+        if self.log_manager.offline:
+            return False, Errors.KAFKA_STORAGE_ERROR
         return partition.check_enough_replicas_reached(required_offset)
 
     # ------------------------------------------------------------------ fetch
@@ -491,6 +508,7 @@ class ReplicaManager:
                     value,
                 )
                 partition.min_insync_replicas = value
+                self.state_listener.on_partition_config_changed(partition)
                 if partition.maybe_increment_leader_hw():
                     self._on_hw_moved(partition)
 
@@ -680,6 +698,23 @@ class ReplicaManager:
 
     def checkpoint_high_watermarks(self) -> None:
         self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
+
+    def handle_log_dir_failure(self, log_dir: str) -> None:
+        """Kafka's ``handleLogDirFailure``: the partitions in ``log_dir`` stop fetching, and produce
+        requests waiting on them complete with KAFKA_STORAGE_ERROR. Their requests are answered
+        KAFKA_STORAGE_ERROR from now on (``get_partition_or_error``); the server tells the controller,
+        which moves their leadership to other replicas."""
+        offline = [tp for tp, lg in self.log_manager.logs.items() if str(lg.dir.parent) == log_dir]
+        self.fetcher_manager.remove_fetcher_for_partitions(offline)
+        for tp in offline:
+            self._complete_delayed(tp)
+        log.error(
+            "broker %d: %d partitions are offline after the failure of log dir %s: %s",
+            self.broker_id,
+            len(offline),
+            log_dir,
+            ", ".join(f"{t}-{p}" for t, p in sorted(offline)) or "none",
+        )
 
     def shutdown(self) -> None:
         self.produce_purgatory.complete_all()

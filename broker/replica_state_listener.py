@@ -1,8 +1,8 @@
 """The one listener of a broker's replica state changes (SPEC §5): the replica manager and the follower view
 call it on every leadership change, epoch assignment, truncation, ISR change, offset change, fetch error and
 stopped partition, and it writes the journal line. No other module writes a replica's state to the journal
-(``KafkaServer`` writes only ``broker_started`` / ``broker_stopped``); this is also where per-broker replica
-metrics belong.
+(``KafkaServer`` writes only ``broker_started`` / ``broker_stopped``); the replica manager's metrics
+(``broker.metrics.replica_metrics``) are updated here too, on the same calls.
 
 ``offsets`` lines are rate-limited: changes are collected as they happen and written by ``flush_offsets``,
 which the broker calls every ``journal.offsets.interval.ms`` and at clean stop.
@@ -11,14 +11,17 @@ which the broker calls every ``journal.offsets.interval.ms`` and at clean stop.
 from __future__ import annotations
 
 from broker.journal import Journal, OffsetsJournal
+from broker.metrics.replica_metrics import ReplicaManagerMetrics
 from broker.partition import IsrChange, Partition
 from protocol.common import TopicPartition, error_name
 
 
 class ReplicaStateListener:
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, metrics: ReplicaManagerMetrics | None = None) -> None:
         self._journal = journal
         self._offsets = OffsetsJournal(journal)
+        # Not in a registry unless the server gives one: the updates cost the same either way.
+        self.metrics = metrics if metrics is not None else ReplicaManagerMetrics()
 
     # ------------------------------------------------------------------ leadership
 
@@ -33,6 +36,7 @@ class ReplicaStateListener:
             log_end_offset=partition.log_end_offset,
             high_watermark=partition.high_watermark,
         )
+        self.metrics.update(partition)
         self.on_offsets_changed(partition)
 
     def on_epoch_assigned(self, partition: Partition) -> None:
@@ -53,11 +57,17 @@ class ReplicaStateListener:
             log_end_offset=partition.log_end_offset,
             high_watermark=partition.high_watermark,
         )
+        self.metrics.update(partition)
 
     def on_partition_stopped(self, tp: TopicPartition, deleted: bool) -> None:
         if deleted:
             self._offsets.forget(tp)
         self._journal.emit_partition("partition_stopped", tp, deleted=deleted)
+        self.metrics.remove(tp)
+
+    def on_partition_config_changed(self, partition: Partition) -> None:
+        """The partition's ``min.insync.replicas`` changed (not journaled: only the metrics change)."""
+        self.metrics.update(partition)
 
     # ------------------------------------------------------------------ replica state
 
@@ -72,6 +82,8 @@ class ReplicaStateListener:
             high_watermark=partition.high_watermark,
             log_end_offset=partition.log_end_offset,
         )
+        self.metrics.on_isr_change(change)
+        self.metrics.update(partition)
 
     def on_truncated(
         self,

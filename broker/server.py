@@ -17,11 +17,14 @@ from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
 from broker.journal import Journal
-from broker.kafka_apis import KafkaApis
+from broker.kafka_apis import BROKER_APIS, KafkaApis
 from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
 from broker.log.log import LogConfig
-from broker.log_manager import LogManager
+from broker.log_manager import LogDirLoadError, LogManager
+from broker.memory_pool import ConnectionQuotas, MemoryPool
 from broker.metadata_cache import MetadataCache
+from broker.metrics.broker_metrics import BrokerMetrics
+from broker.metrics.http_server import MetricsHttpServer
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
@@ -29,6 +32,7 @@ from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
 from protocol.common import BrokerEndpoint, wall_clock_ms
+from protocol.errors import KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
 
@@ -42,12 +46,15 @@ class KafkaServer:
         self.config = config
         self.broker_id = config.broker_id
         self._stop = trio.Event()
+        self._loaded = False
         self.bound_port: int | None = None
         self.started = trio.Event()
         # Why the broker stopped itself (a fatal error), if it did: it then exits with status 1.
         self.fatal_reason: str | None = None
+        # What became of the controlled shutdown at the last stop (journaled in `broker_stopped`).
+        self.controlled_shutdown = "not tried"
+        self._controlled = True
         c = config
-        self.journal = Journal(c.journal_dir / "events.jsonl", self.broker_id, clock_ms=wall_clock_ms)
         self.log_manager = LogManager(
             c.log_dir,
             self.broker_id,
@@ -59,12 +66,32 @@ class KafkaServer:
             ),
             clock=time.time,
         )
+        self.log_manager.check_log_dir()
+        journal_path = c.journal_dir / "events.jsonl"
+        try:
+            self.journal = Journal(journal_path, self.broker_id, clock_ms=wall_clock_ms)
+        except OSError as e:
+            raise LogDirLoadError(
+                f"the journal {journal_path} cannot be opened ({e.strerror or e}); check journal.dir "
+                "(default: log.dirs)"
+            ) from None
         host, port = c.listener
         self.host = host
         self.metadata_cache = MetadataCache(BrokerEndpoint(self.broker_id, self._advertised_host(host), port))
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
-        self.state_listener = ReplicaStateListener(self.journal)
+        fetch_session_cache = FetchSessionCache(
+            c.get_int("max.incremental.fetch.session.cache.slots"),
+            c.get_int("min.incremental.fetch.session.eviction.ms"),
+            random.Random(),
+        )
+        self.metrics = BrokerMetrics(
+            BROKER_APIS,
+            self.log_manager,
+            fetch_session_cache,
+            (self.produce_purgatory, self.fetch_purgatory),
+        )
+        self.state_listener = ReplicaStateListener(self.journal, self.metrics.replica_manager)
         self.replica_manager = ReplicaManager(
             ReplicaManagerSettings(
                 broker_id=self.broker_id,
@@ -80,14 +107,7 @@ class KafkaServer:
             fetch_purgatory=self.fetch_purgatory,
         )
         self.replica_manager.fatal_error_handler = self._fatal
-        self.fetch_manager = FetchManager(
-            FetchSessionCache(
-                c.get_int("max.incremental.fetch.session.cache.slots"),
-                c.get_int("min.incremental.fetch.session.eviction.ms"),
-                random.Random(),
-            ),
-            wall_clock_ms,
-        )
+        self.fetch_manager = FetchManager(fetch_session_cache, wall_clock_ms)
         self.apis = KafkaApis(self.replica_manager, self.fetch_manager)
         self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
         self.channel = RequestChannel(c.get_int("queued.max.requests"))
@@ -99,10 +119,22 @@ class KafkaServer:
             supported=self.apis.supported,
             name=f"broker {self.broker_id}",
             faults=self.faults,
+            memory_pool=MemoryPool(c.get_int("queued.max.request.bytes")),
+            quotas=ConnectionQuotas(c.get_int("max.connections"), c.get_int("max.connections.per.ip")),
+            connections_max_idle_ms=c.get_int("connections.max.idle.ms"),
         )
+        self.metrics.watch_socket_server(self.socket_server, self.channel)
         self.handler_pool = RequestHandlerPool(
-            self.channel, self.apis.handle, c.get_int("num.io.threads"), f"broker {self.broker_id}"
+            self.channel,
+            self.metrics.requests.instrument(self.apis.handle),
+            c.get_int("num.io.threads"),
+            f"broker {self.broker_id}",
         )
+        self.metrics_server: MetricsHttpServer | None = None
+        if c.get_int("metrics.port") > 0:
+            self.metrics_server = MetricsHttpServer(
+                self.metrics.registry, host, c.get_int("metrics.port"), f"broker {self.broker_id}"
+            )
         self.lifecycle: BrokerLifecycleManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self.topic_configs: TopicConfigFetcher | None = None
@@ -157,8 +189,11 @@ class KafkaServer:
                 return node
         return None
 
-    def stop(self) -> None:
-        """Asks the server to stop cleanly (SIGTERM)."""
+    def stop(self, *, controlled: bool = True) -> None:
+        """Asks the server to stop cleanly (SIGTERM); ``controlled=False`` (SIGUSR1) skips the controlled
+        shutdown, for a stop of the whole cluster where no other broker can take the leaderships."""
+        if not controlled:
+            self._controlled = False
         self._stop.set()
 
     def _fatal(self, reason: str) -> None:
@@ -169,9 +204,18 @@ class KafkaServer:
             self.fatal_reason = reason
         self.stop()
 
-    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    def load(self) -> None:
+        """Checks ``meta.properties`` and loads the logs (recovering them after an unclean stop). Raises
+        ``LogDirLoadError`` (one line: the file and what to do) if the data directory cannot be used.
+        :meth:`run` calls it if it was not called first."""
+        if self._loaded:
+            return
         self.log_manager.check_meta_properties()
         self.log_manager.load_logs()
+        self._loaded = True
+
+    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        self.load()
         c = self.config
         for unknown in self.config.unknown_keys:
             log.warning("broker %d: unknown configuration key %r ignored", self.broker_id, unknown)
@@ -182,7 +226,12 @@ class KafkaServer:
             local = self.metadata_cache.local
             self.metadata_cache.local = BrokerEndpoint(local.broker_id, local.host, self.bound_port)
             self.metadata_cache.brokers[self.broker_id] = self.metadata_cache.local
-            self.replica_manager.host_initial_leaders(self.config.initial_leader_partitions)
+            try:
+                self.replica_manager.host_initial_leaders(self.config.initial_leader_partitions)
+            except KafkaStorageError as e:
+                raise LogDirLoadError(
+                    f"cannot host initial.leader.partitions: {e.message}; fix the log dir {c.log_dir}"
+                ) from None
             self.fetcher_manager = ReplicaFetcherManager(
                 nursery,
                 self.replica_manager,
@@ -200,12 +249,16 @@ class KafkaServer:
                 clock_ms=wall_clock_ms,
             )
             self.replica_manager.fetcher_manager = self.fetcher_manager
+            self.metrics.state.fetcher_manager = self.fetcher_manager
+            if self.metrics_server is not None:
+                await nursery.start(self.metrics_server.serve)
             nursery.start_soon(self.handler_pool.run)
             if self.lifecycle is not None and self.alter_partition is not None:
                 await nursery.start(self.lifecycle.run)
                 await nursery.start(self.alter_partition.run)
                 if self.topic_configs is not None:
                     await nursery.start(self.topic_configs.run)
+            nursery.start_soon(self._handle_log_dir_failures)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)
             self._start_periodic(nursery)
@@ -222,19 +275,52 @@ class KafkaServer:
             task_status.started(self.bound_port)
             await self._stop.wait()
             log.info("broker %d stopping", self.broker_id)
-            if self.lifecycle is not None and c.get("controlled.shutdown.enable"):
+            if self.lifecycle is None or not c.get("controlled.shutdown.enable"):
+                self.controlled_shutdown = "disabled"
+            elif not self._controlled:
+                self.controlled_shutdown = "skipped"
+                log.info("broker %d: controlled shutdown skipped (asked to stop without it)", self.broker_id)
+            else:
                 # Kafka's controlled shutdown: the controller moves this broker's leaderships away while it
                 # still serves fetches, so acks=all producers see no unavailability.
-                await self.lifecycle.controlled_shutdown(c.get_int("controlled.shutdown.timeout.ms") / 1000)
+                done = await self.lifecycle.controlled_shutdown(
+                    c.get_int("controlled.shutdown.timeout.ms") / 1000
+                )
+                self.controlled_shutdown = "completed" if done else "incomplete"
             self.fetcher_manager.shutdown()
             nursery.cancel_scope.cancel()
         self.replica_manager.shutdown()
         if self.fatal_reason is None:
-            self.journal.emit("broker_stopped", clean=True)
+            self.journal.emit("broker_stopped", clean=True, controlled_shutdown=self.controlled_shutdown)
         else:
-            self.journal.emit("broker_stopped", clean=True, exit_code=1, reason=self.fatal_reason)
+            self.journal.emit(
+                "broker_stopped",
+                clean=True,
+                controlled_shutdown=self.controlled_shutdown,
+                exit_code=1,
+                reason=self.fatal_reason,
+            )
         self.journal.close()
         log.info("broker %d stopped cleanly", self.broker_id)
+
+    async def _handle_log_dir_failures(self) -> None:
+        """Kafka's ``LogDirFailureHandler``: a failed log dir (reported synchronously by the failure
+        channel) takes its partitions offline here, and the controller is told with the next heartbeat."""
+        failed = trio.Event()
+        channel = self.log_manager.failure_channel
+        channel.add_listener(lambda _dir: failed.set())
+        if channel.offline_log_dirs:
+            failed.set()
+        handled: set[str] = set()
+        while True:
+            await failed.wait()
+            failed = trio.Event()
+            for log_dir in channel.offline_log_dirs:
+                if log_dir not in handled:
+                    handled.add(log_dir)
+                    self.replica_manager.handle_log_dir_failure(log_dir)
+            if self.lifecycle is not None:
+                self.lifecycle.report_offline_log_dirs(channel.offline_log_dirs)
 
     def _start_periodic(self, nursery: trio.Nursery) -> None:
         c = self.config
@@ -277,20 +363,34 @@ class KafkaServer:
 
 
 async def run_broker(config: BrokerConfig) -> int:
-    """Runs a broker until SIGTERM or SIGINT, then stops it cleanly. Returns the process's exit status: 0, or
-    1 after a fatal error (the broker stopped itself)."""
+    """Runs a broker until SIGTERM or SIGINT, then stops it cleanly (SIGUSR1: cleanly, but without the
+    controlled shutdown). Returns the process's exit status: 0, or 1 after a fatal error (the broker
+    stopped itself). A refusal to start raises ``LogDirLoadError`` itself, never wrapped in an exception
+    group."""
     import signal
 
     server = KafkaServer(config)
-    async with trio.open_nursery() as nursery:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    server.load()
+    try:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as signals:
+            async with trio.open_nursery() as nursery:
 
-            async def watch() -> None:
-                async for _ in signals:
-                    server.stop()
-                    return
+                async def watch() -> None:
+                    async for signum in signals:
+                        server.stop(controlled=signum != signal.SIGUSR1)
+                        return
 
-            nursery.start_soon(watch)
-            await server.run()
-            nursery.cancel_scope.cancel()
+                nursery.start_soon(watch)
+                try:
+                    await server.run()
+                finally:
+                    nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        refusal = group.subgroup(LogDirLoadError)
+        if refusal is None:
+            raise
+        first: BaseException = refusal
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None
     return 0 if server.fatal_reason is None else 1

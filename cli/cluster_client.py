@@ -123,7 +123,8 @@ class ClusterClient:
                 self.drop(address)
                 errors.append(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}")
         raise ClientError(
-            "no broker answered (" + "; ".join(errors) + "); is the cluster up? (`isrsim cluster status`)"
+            "no broker answered (" + "; ".join(errors) + "): is the cluster up? "
+            "(`isrsim cluster status` shows it, `isrsim cluster up` starts it)"
         )
 
     # ------------------------------------------------------------------ metadata

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -35,10 +36,16 @@ class ProcessEntry:
     log: str
     journal: str
     data_dir: str = ""
+    # The Prometheus /metrics port (`metrics.port`), 0 when off (docs/metrics.md).
+    metrics_port: int = 0
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        return f"http://{self.host}:{self.metrics_port}/metrics" if self.metrics_port else None
 
 
 @dataclass
@@ -48,6 +55,8 @@ class ClusterInfo:
     controller: ProcessEntry
     brokers: list[ProcessEntry] = field(default_factory=list)
     created_ms: int = 0
+    # What `cluster up` was given when it made the root: brokers, base_port, overrides (key -> value).
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def broker(self, broker_id: int) -> ProcessEntry:
         for b in self.brokers:
@@ -82,6 +91,7 @@ class ClusterInfo:
             controller=ProcessEntry(**raw["controller"]),
             brokers=[ProcessEntry(**b) for b in raw["brokers"]],
             created_ms=raw.get("created_ms", 0),
+            settings=raw.get("settings", {}),
         )
 
 
@@ -206,3 +216,14 @@ def write_properties(path: Path, values: dict[str, Any]) -> None:
     lines = ["# written by `isrsim cluster up`; edit and `isrsim broker restart` to apply"]
     lines += [f"{k}={v}" for k, v in values.items()]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports free on ``host`` now (the OS picks them; all held until all are picked)."""
+    with contextlib.ExitStack() as stack:
+        ports: list[int] = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports

@@ -52,6 +52,7 @@ class Consumer:
         self.max_wait_ms = max_wait_ms
         self.partition_max_bytes = partition_max_bytes
         self.positions: dict[int, int] = {}
+        self.high_watermarks: dict[int, int] = {}
         self.consumed = 0
 
     async def _list_offset(self, partition: int, timestamp: int) -> int:
@@ -93,8 +94,10 @@ class Consumer:
         *,
         max_records: int | None = None,
         idle_timeout_ms: int | None = None,
+        until_end: bool = False,
     ) -> int:
-        """Consumes until ``max_records`` were delivered or nothing arrived for ``idle_timeout_ms``."""
+        """Consumes until ``max_records`` were delivered, nothing arrived for ``idle_timeout_ms``, or (with
+        ``until_end``) every partition was read up to the high watermark its leader last reported."""
         partitions = await self.client.topic_partitions(self.topic)
         start_ts = EARLIEST_TIMESTAMP if self.from_beginning else LATEST_TIMESTAMP
         for p in partitions:
@@ -102,6 +105,8 @@ class Consumer:
         last_data = time.monotonic()
         while max_records is None or self.consumed < max_records:
             if idle_timeout_ms is not None and (time.monotonic() - last_data) * 1000 >= idle_timeout_ms:
+                break
+            if until_end and self.at_end(partitions):
                 break
             by_leader: dict[int, list[int]] = {}
             for p in partitions:
@@ -114,6 +119,12 @@ class Consumer:
             if got:
                 last_data = time.monotonic()
         return self.consumed
+
+    def at_end(self, partitions: list[int]) -> bool:
+        """Every partition's position is at (or past) the high watermark last reported for it."""
+        return all(
+            p in self.high_watermarks and self.positions[p] >= self.high_watermarks[p] for p in partitions
+        )
 
     async def _fetch_into(
         self,
@@ -180,6 +191,7 @@ class Consumer:
                 if code != Errors.NONE:
                     refresh = True
                     continue
+                self.high_watermarks[partition] = int(p.get("high_watermark", -1))
                 got += self._deliver(partition, p["records"], on_record, max_records)
         if refresh:
             await trio.sleep(0.1)

@@ -33,11 +33,13 @@ def controller_start(config_file: Path | None, overrides: tuple[str, ...], log_l
     (id@host:port).
     """
     from broker import ConfigError, ControllerConfig, StateError, run_controller
+    from cli.config_check import warn_unknown
 
     try:
         config = ControllerConfig.load(config_file, list(overrides))
     except ConfigError as exc:
         raise click.ClickException(f"bad controller configuration: {exc}") from None
+    warn_unknown("controller", config.unknown_keys, ControllerConfig.KEYS)
     logging.basicConfig(
         level=getattr(logging, log_level.upper(), logging.INFO),
         format=f"%(asctime)s %(levelname)s [controller {config.node_id}] %(name)s: %(message)s",

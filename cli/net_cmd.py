@@ -12,6 +12,7 @@ commands, ``cluster status`` and the chaos nemesis share.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from cli.cluster_client import ClientError, parse_address
 from cli.cluster_files import ClusterError, ClusterInfo, process_state
 from cli.fault_journal import append_fault
 from cli.node_query import NO_ANSWER
+from cli.output import OUTPUT_OPTION, echo_json
 from protocol import (
     CONTROLLER,
     ApiKeys,
@@ -234,7 +236,9 @@ DATA_DIR = click.option(
     "--data-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Cluster root (default ./isrsim-data): cluster.json names the nodes; faults.jsonl is written there.",
+    envvar="ISRSIM_DATA_DIR",
+    help="Cluster root (default ./isrsim-data, or $ISRSIM_DATA_DIR): cluster.json names the nodes; "
+    "faults.jsonl is written there.",
 )
 BOOTSTRAP = click.option(
     "--bootstrap-server",
@@ -447,14 +451,33 @@ def net_heal(nodes: tuple[str, ...], data_dir: Path | None, bootstrap_server: st
 @net.command("status")
 @DATA_DIR
 @BOOTSTRAP
-def net_status(data_dir: Path | None, bootstrap_server: str | None) -> None:
+@OUTPUT_OPTION
+def net_status(data_dir: Path | None, bootstrap_server: str | None, output: str) -> None:
     """The network faults in force, as the nodes report them."""
     try:
         cluster = find_cluster(data_dir, bootstrap_server)
     except NetError as exc:
         raise click.ClickException(str(exc)) from None
     tables = trio.run(read_tables, cluster)
-    click.echo(format_status(cluster, tables))
+    if output == "json":
+        echo_json(status_document(cluster, tables))
+    else:
+        click.echo(format_status(cluster, tables))
+
+
+def status_document(cluster: NetCluster, tables: dict[str, list[LinkFault] | None]) -> dict[str, Any]:
+    """``net status -o json``: the faults in force, and each node's answer (its rule count, or null)."""
+    faults = FaultSet.merge(t for t in tables.values() if t is not None)
+    return {
+        "faults": [dataclasses.asdict(rule) for rule in faults],
+        "nodes": {
+            name: {
+                "state": cluster.nodes[name].state,
+                "rules": None if tables.get(name) is None else len(tables[name] or []),
+            }
+            for name in cluster.names
+        },
+    }
 
 
 def format_status(cluster: NetCluster, tables: dict[str, list[LinkFault] | None]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -43,10 +44,16 @@ class AckJournal:
     """``acked-<producer_id>.jsonl``: one line per acknowledged batch, one ``write`` per line."""
 
     def __init__(self, directory: Path, producer_id: str) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
         self.path = directory / f"acked-{producer_id}.jsonl"
         self.producer_id = producer_id
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd: int | None = None  # opened at the first acknowledgement: no batch, no file
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
 
     def acked(
         self,
@@ -70,10 +77,12 @@ class AckJournal:
             "sent_ms": sent_ms,
             "acked_ms": acked_ms,
         }
-        os.write(self._fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
+        os.write(self._open(), (json.dumps(line, separators=(",", ":")) + "\n").encode())
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 @dataclass
@@ -84,7 +93,9 @@ class ProduceStats:
     batches_acked: int = 0
     batches_failed: int = 0
     retries: int = 0
+    records_failed: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    last_error: str = ""
     latencies_ms: list[float] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
@@ -92,6 +103,11 @@ class ProduceStats:
     @property
     def elapsed(self) -> float:
         return (self.finished or time.monotonic()) - self.started
+
+    @property
+    def rate(self) -> float:
+        """Records acknowledged per second so far."""
+        return self.records_acked / max(self.elapsed, 1e-9)
 
 
 @dataclass
@@ -103,6 +119,37 @@ class ProducerSettings:
     request_timeout_ms: int = 30_000
     delivery_timeout_ms: int = 120_000
     retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
+
+
+def retry_backoff_s(attempt: int, base_ms: int, max_ms: int, rng: random.Random | None = None) -> float:
+    """KIP-580's back-off before retry ``attempt`` (1 for the first retry): ``base_ms * 2^(attempt-1)``,
+    capped at ``max_ms``, times a random factor within +-20% so that clients do not retry in step."""
+    term = min(float(max_ms), base_ms * 2.0 ** max(0, attempt - 1))
+    jitter = (rng or random).uniform(0.8, 1.2)
+    return term * jitter / 1000
+
+
+class RateLimitedLog:
+    """Logs a retriable error at most once per ``interval_s`` per error, with the count since."""
+
+    def __init__(self, logger: logging.Logger, interval_s: float = 5.0) -> None:
+        self.logger = logger
+        self.interval_s = interval_s
+        self._last: dict[str, float] = {}
+        self._suppressed: Counter[str] = Counter()
+
+    def warning(self, key: str, message: str) -> bool:
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval_s:
+            self._suppressed[key] += 1
+            return False
+        more = self._suppressed.pop(key, 0)
+        self._last[key] = now
+        suffix = f" ({more} more since the last report)" if more else ""
+        self.logger.warning("%s%s", message, suffix)
+        return True
 
 
 class Producer:
@@ -123,6 +170,7 @@ class Producer:
         self.producer_id = producer_id or (journal.producer_id if journal else f"p{os.getpid()}")
         self.stats = ProduceStats()
         self.on_progress = on_progress
+        self.retry_log = RateLimitedLog(log)
 
     def _values(self, first: int, n: int) -> list[bytes]:
         size = self.settings.record_size
@@ -180,10 +228,13 @@ class Producer:
             "topic_data": [{"name": tp[0], "partition_data": [{"index": tp[1], "records": batch}]}],
         }
         attempt = 0
+        previous = ""
         while True:
             attempt += 1
             t0 = time.monotonic()
             error: str
+            remaining = max(0.001, deadline - t0)
+            cut_by_delivery_timeout = remaining < s.request_timeout_ms / 1000 + 5
             try:
                 leader = self.client.leader_for(tp)
                 if leader < 0:
@@ -192,7 +243,8 @@ class Producer:
                 if s.acks == 0:
                     await conn.send_no_response(ApiKeys.PRODUCE, body)
                     return
-                resp = await conn.request(ApiKeys.PRODUCE, body, timeout=s.request_timeout_ms / 1000 + 5)
+                timeout = min(s.request_timeout_ms / 1000 + 5, remaining)
+                resp = await conn.request(ApiKeys.PRODUCE, body, timeout=timeout)
                 part = resp["responses"][0]["partition_responses"][0]
                 code = Errors(part["error_code"])
                 if code == Errors.NONE:
@@ -200,28 +252,52 @@ class Producer:
                     return
                 error = code.name
                 retriable = code in RETRIABLE or code == Errors.REQUEST_TIMED_OUT
-            except (OSError, ConnectionClosed, trio.TooSlowError) as exc:
+            except trio.TooSlowError:
+                # An attempt cut short by delivery.timeout.ms was not timed out by the broker: the batch
+                # failed for the error it was being retried for.
+                error = previous if cut_by_delivery_timeout and previous else "TooSlowError"
+                retriable = True
+                self._drop_leader_connection(tp)
+            except (OSError, ConnectionClosed) as exc:
                 error = type(exc).__name__
                 retriable = True
-                leader = self.client.leader_for(tp)
-                if leader in self.client.brokers:
-                    self.client.drop(self.client.brokers[leader])
+                self._drop_leader_connection(tp)
             except KeyError as exc:
                 error = f"malformed response ({exc})"
                 retriable = False
+            previous = error
             self.stats.errors[error] += 1
+            self.stats.last_error = error
             if not retriable or time.monotonic() >= deadline:
                 self.stats.batches_failed += 1
-                log.warning(
-                    "%s-%d: batch of %d records failed after %d attempts: %s", tp[0], tp[1], n, attempt, error
+                self.stats.records_failed += n
+                why = (
+                    "not retriable"
+                    if not retriable
+                    else f"delivery.timeout.ms={s.delivery_timeout_ms} expired"
+                )
+                self.retry_log.warning(
+                    f"failed:{error}",
+                    f"{tp[0]}-{tp[1]}: batch of {n} records failed after {attempt} attempts ({why}): {error}",
                 )
                 return
             self.stats.retries += 1
-            await trio.sleep(s.retry_backoff_ms / 1000)
+            self.retry_log.warning(
+                f"retry:{error}", f"{tp[0]}-{tp[1]}: {error} (retriable); retrying with back-off"
+            )
+            if self.on_progress:
+                self.on_progress(self.stats)
+            backoff = retry_backoff_s(attempt, s.retry_backoff_ms, s.retry_backoff_max_ms)
+            await trio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
             try:
                 await self.client.refresh_metadata([tp[0]])
             except Exception as exc:  # the next attempt reports it
                 log.debug("metadata refresh failed: %s", exc)
+
+    def _drop_leader_connection(self, tp: TopicPartition) -> None:
+        leader = self.client.leader_for(tp)
+        if leader in self.client.brokers:
+            self.client.drop(self.client.brokers[leader])
 
     def _acked(
         self, tp: TopicPartition, batch: bytes, n: int, base_offset: int, sent_ms: int, t0: float

@@ -14,7 +14,9 @@ import click
     type=click.Path(path_type=Path),
     default=Path("isrsim-data"),
     show_default=True,
-    help="Cluster root (broker-<id>/, controller/, workload/) or one broker's data directory.",
+    envvar="ISRSIM_DATA_DIR",
+    help="Cluster root (broker-<id>/, controller/, workload/) or one broker's data directory; or "
+    "$ISRSIM_DATA_DIR.",
 )
 @click.option(
     "--out", type=click.Path(path_type=Path), default=None, help="Report directory [<data-dir>/report]."

@@ -4,6 +4,7 @@ the network faults in force (as the nodes report them; see docs/faults.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +111,25 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
 
 
 _DESCRIBE = {"operation": "describe"}
+
+
+def status_document(data: StatusData) -> dict[str, Any]:
+    """``cluster status -o json``: what the table shows, with each replica's own offsets."""
+    partitions = []
+    for p in data.partitions:
+        tp = (p["topic"], p["partition"])
+        offsets = {
+            str(b): {k: r[k] for k in ("log_end_offset", "high_watermark") if k in r}
+            for b in p["replicas"]
+            if (r := data.replicas.get(b, {}).get(tp)) is not None
+        }
+        partitions.append({**p, "offsets": offsets})
+    return {
+        "controller": data.controller,
+        "brokers": data.brokers,
+        "partitions": partitions,
+        "faults": [dataclasses.asdict(f) for f in data.faults],
+    }
 
 
 _STATE_STYLE = {"running": "green", "paused": "yellow", "stopped": "red", "not answering": "yellow"}

@@ -8,12 +8,11 @@ from typing import Any
 
 import click
 import trio
-from rich.console import Console
-from rich.table import Table
 
 from cli.cluster_client import ClientError, parse_address
 from cli.cluster_files import ClusterError, ClusterInfo
 from cli.node_query import ask
+from cli.output import OUTPUT_OPTION, echo_json
 from protocol import ApiKeys, Errors, error_name
 
 
@@ -52,14 +51,51 @@ def _options(f: Any) -> Any:
         "--data-dir",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
-        help="Cluster root (default ./isrsim-data).",
+        envvar="ISRSIM_DATA_DIR",
+        help="Cluster root (default ./isrsim-data, or $ISRSIM_DATA_DIR).",
     )(f)
     return click.option("--bootstrap-server", default=None, help="The controller's host:port.")(f)
 
 
 @click.group()
 def topic() -> None:
-    """Create, describe and delete topics."""
+    """Create, list, describe and delete topics (kafka-topics)."""
+
+
+CONFIG_RESOURCE_TOPIC = 2
+
+
+@topic.command("list")
+@OUTPUT_OPTION
+@_options
+def topic_list(output: str, data_dir: Path | None, bootstrap_server: str | None) -> None:
+    """The topics' names, one per line (kafka-topics --list)."""
+    address = _controller(data_dir, bootstrap_server)
+    meta = _request(address, ApiKeys.METADATA, {"topics": None})
+    names = sorted(t["name"] for t in meta.get("topics", []) if t["error_code"] == 0)
+    if output == "json":
+        echo_json(names)
+    else:
+        for name in names:
+            click.echo(name)
+
+
+def _topic_configs(address: tuple[str, int], names: list[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each topic's configs as the controller holds them: name -> {value, default}."""
+    if not names:
+        return {}
+    body = {
+        "resources": [{"resource_type": CONFIG_RESOURCE_TOPIC, "resource_name": n} for n in names],
+    }
+    resp = _request(address, ApiKeys.DESCRIBE_CONFIGS, body)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in resp.get("results", []):
+        if r.get("error_code", 0) != 0:
+            continue
+        out[r["resource_name"]] = {
+            c["name"]: {"value": c.get("value"), "default": bool(c.get("is_default"))} for c in r["configs"]
+        }
+    return out
 
 
 @topic.command("create")
@@ -121,42 +157,77 @@ def topic_create(
     help="Only partitions whose ISR is smaller than their replicas.",
 )
 @click.option("--unavailable-partitions", is_flag=True, help="Only partitions with no live leader.")
+@OUTPUT_OPTION
 @_options
 def topic_describe(
     name: str | None,
     under_replicated_partitions: bool,
     unavailable_partitions: bool,
+    output: str,
     data_dir: Path | None,
     bootstrap_server: str | None,
 ) -> None:
-    """Leader, leader epoch, replicas and ISR of every partition (kafka-topics --describe)."""
+    """Each topic's configs, then the leader, leader epoch, replicas and ISR of every partition
+    (kafka-topics --describe)."""
     address = _controller(data_dir, bootstrap_server)
     meta = _request(address, ApiKeys.METADATA, {"topics": None if name is None else [{"name": name}]})
     live = {b["node_id"] for b in meta.get("brokers", [])}
-    table = Table()
-    for col in ("topic", "partition", "leader", "leader epoch", "replicas", "isr", "offline"):
-        table.add_column(col)
-    shown = 0
+    topics: list[dict[str, Any]] = []
     for t in sorted(meta.get("topics", []), key=lambda t: t["name"]):
         if t["error_code"] != 0:
-            raise click.ClickException(f"topic {t['name']}: {error_name(t['error_code'])}")
+            raise click.ClickException(
+                f"topic {t['name']}: {error_name(t['error_code'])}; `isrsim topic list` shows the topics"
+            )
+        partitions = []
         for p in sorted(t["partitions"], key=lambda p: p["partition_index"]):
             under = len(p["isr_nodes"]) < len(p["replica_nodes"])
             unavailable = p["leader_id"] < 0 or p["leader_id"] not in live
             if (under_replicated_partitions and not under) or (unavailable_partitions and not unavailable):
                 continue
-            shown += 1
+            partitions.append(
+                {
+                    "partition": p["partition_index"],
+                    "leader": p["leader_id"],
+                    "leader_epoch": p["leader_epoch"],
+                    "replicas": list(p["replica_nodes"]),
+                    "isr": list(p["isr_nodes"]),
+                    "offline": list(p.get("offline_replicas", [])),
+                }
+            )
+        topics.append({"name": t["name"], "partitions": partitions})
+    configs = _topic_configs(address, [t["name"] for t in topics])
+    for t in topics:
+        t["configs"] = configs.get(t["name"], {})
+    if output == "json":
+        echo_json(topics)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for t in topics:
+        shown = ", ".join(
+            f"{k}={v['value']}" + (" (default)" if v["default"] else "") for k, v in t["configs"].items()
+        )
+        click.echo(f"Topic: {t['name']}\tPartitionCount: {len(t['partitions'])}\tConfigs: {shown or '-'}")
+    table = Table()
+    for col in ("topic", "partition", "leader", "leader epoch", "replicas", "isr", "offline"):
+        table.add_column(col)
+    shown_rows = 0
+    for t in topics:
+        for p in t["partitions"]:
+            shown_rows += 1
             table.add_row(
                 t["name"],
-                str(p["partition_index"]),
-                str(p["leader_id"]),
+                str(p["partition"]),
+                str(p["leader"]),
                 str(p["leader_epoch"]),
-                ",".join(map(str, p["replica_nodes"])),
-                ",".join(map(str, p["isr_nodes"])),
-                ",".join(map(str, p.get("offline_replicas", []))),
+                ",".join(map(str, p["replicas"])),
+                ",".join(map(str, p["isr"])),
+                ",".join(map(str, p["offline"])),
             )
-    Console().print(table)
-    click.echo(f"{shown} partition(s)")
+    console.print(table)
+    click.echo(f"{shown_rows} partition(s)")
 
 
 @topic.command("delete")

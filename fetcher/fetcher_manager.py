@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import trio
 
+from fetcher.fetcher_stats import FetcherStats
 from fetcher.interface import FollowerReplicaManager
 from fetcher.leader_endpoint import LeaderEndPoint, RemoteLeaderEndPoint
 from fetcher.replica_fetcher import FetcherSettings, ReplicaFetcher
@@ -42,6 +43,8 @@ class ReplicaFetcherManager:
         self.clock_ms = clock_ms
         self._leader_endpoint = leader_endpoint_factory or self._remote_leader_endpoint
         self.fetchers: dict[FetcherKey, tuple[ReplicaFetcher, trio.CancelScope]] = {}
+        # Per (leader, fetcher id), kept when the fetcher stops: cumulative, for the broker's metrics.
+        self.fetcher_stats: dict[FetcherKey, FetcherStats] = {}
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         # A stable hash (Python's str hash changes per process).
@@ -80,7 +83,10 @@ class ReplicaFetcherManager:
     def _start(self, leader: BrokerEndpoint, fid: int) -> ReplicaFetcher:
         name = f"ReplicaFetcher[broker={self.rm.broker_id}, leader={leader.broker_id}, fetcher={fid}]"
         endpoint = self._leader_endpoint(leader, fid)
-        fetcher = ReplicaFetcher(name, fid, endpoint, self.rm, self.settings, clock_ms=self.clock_ms)
+        stats = self.fetcher_stats.setdefault((leader.broker_id, fid), FetcherStats())
+        fetcher = ReplicaFetcher(
+            name, fid, endpoint, self.rm, self.settings, clock_ms=self.clock_ms, stats=stats
+        )
         scope = trio.CancelScope()
         self.fetchers[(leader.broker_id, fid)] = (fetcher, scope)
 
@@ -125,6 +131,14 @@ class ReplicaFetcherManager:
                 if view is not None:
                     return view
         return None
+
+    def lags(self) -> Iterator[tuple[TopicPartition, int]]:
+        """Each fetched partition's lag (the leader's HW minus the next offset to fetch) as of its last
+        fetch; partitions not fetched yet are left out (Kafka's ``FetcherLagMetrics``)."""
+        for fetcher, _ in self.fetchers.values():
+            for tp, state in fetcher.partitions.partition_states.partition_state_map().items():
+                if state.lag is not None:
+                    yield tp, state.lag
 
     @property
     def stats(self) -> dict[str, int]:

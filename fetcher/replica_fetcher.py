@@ -21,6 +21,7 @@ import trio
 
 from fetcher.fetch_session_handler import FetchRequestData, FetchSessionHandler
 from fetcher.fetch_state import FetcherPartitions, PartitionFetchState, ReplicaState
+from fetcher.fetcher_stats import FetcherStats
 from fetcher.interface import FollowerPartition, FollowerReplicaManager
 from fetcher.leader_endpoint import FetchFailed, LeaderEndPoint
 from fetcher.truncation import (
@@ -35,7 +36,7 @@ from fetcher.truncation import (
 )
 from protocol.api_keys import UNDEFINED_EPOCH
 from protocol.common import TopicPartition, error_name, wall_clock_ms
-from protocol.errors import CorruptRecordError, Errors, KafkaError
+from protocol.errors import CorruptRecordError, Errors, KafkaError, KafkaStorageError
 from protocol.fetch_request import FetchRequestPartitionData
 from protocol.messages import (
     FetchRequest,
@@ -85,6 +86,7 @@ class ReplicaFetcher:
         settings: FetcherSettings,
         *,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        stats: FetcherStats | None = None,
     ) -> None:
         self.name = name
         self.fetcher_id = fetcher_id
@@ -96,6 +98,7 @@ class ReplicaFetcher:
         self.session = FetchSessionHandler(leader.broker_endpoint.broker_id)
         self._changed = trio.Event()
         self.fetch_requests = 0
+        self.stats = stats if stats is not None else FetcherStats()
 
     @property
     def leader_id(self) -> int:
@@ -336,6 +339,7 @@ class ReplicaFetcher:
             await self._wait_for_change(self._idle_wait_ms())
             return
         self.fetch_requests += 1
+        self.stats.requests += 1
         response = await self.leader.fetch(fetch.request)
         await self.process_fetch_response(fetch.data, response)
 
@@ -413,6 +417,8 @@ class ReplicaFetcher:
             )
             self.rm.on_fetch_error(tp, int(Errors.CORRUPT_MESSAGE), exc.message)
             return False
+        except KafkaStorageError as exc:  # the log dir failed: logged once where it happened
+            self._fail(tp, exc.error, f"error appending fetched records: {exc}")
         except Exception as exc:
             log.exception(
                 "%s: unexpected error processing data for %s-%d at offset %d",
@@ -435,6 +441,7 @@ class ReplicaFetcher:
         records = pdata.records
         next_offset = state.fetch_offset
         if records:
+            self.stats.bytes += len(records)
             info = p.append_as_follower(records)
             if info is not None:
                 next_offset = info.last_offset + 1

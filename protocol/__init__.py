@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from protocol.records import (
         ATTRIBUTES_OFFSET,
         BATCH_HEADER_SIZE,
+        batch_crc,
         build_simple_batch,
         decode_records,
         iter_batches,
@@ -54,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "LinkFault": "protocol.faults",
     "ATTRIBUTES_OFFSET": "protocol.records",
     "BATCH_HEADER_SIZE": "protocol.records",
+    "batch_crc": "protocol.records",
     "build_simple_batch": "protocol.records",
     "decode_records": "protocol.records",
     "iter_batches": "protocol.records",
@@ -77,6 +79,7 @@ __all__ = [
     "KafkaConnection",
     "LinkFault",
     "TopicPartition",
+    "batch_crc",
     "build_simple_batch",
     "decode_records",
     "error_name",

@@ -446,6 +446,9 @@ class BrokerHeartbeatRequest:
     current_metadata_offset: Int64 = -1
     want_fence: bool = False
     want_shut_down: bool = False
+    # The broker's log directories that failed (KRaft's OfflineLogDirs, by path here). A broker reporting
+    # any is fenced: all of its replicas live in its one log directory, so all of them are offline.
+    offline_log_dirs: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -167,3 +167,22 @@ class CorruptRecordError(KafkaError):
 class OffsetOutOfRangeError(KafkaError):
     def __init__(self, message: str) -> None:
         super().__init__(Errors.OFFSET_OUT_OF_RANGE, message)
+
+
+class InvalidRecordError(KafkaError):
+    """A batch whose framing and CRC are fine but whose content a leader refuses (INVALID_RECORD, 87): the
+    header disagrees with its records, a record is malformed, or an attribute asks for what isrsim does not
+    do. ``record_errors`` are ``(batch_index, message)`` pairs for single records (Kafka's ``RecordError``);
+    empty when the whole batch is at fault."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]] | None = None) -> None:
+        super().__init__(Errors.INVALID_RECORD, message)
+        self.record_errors = record_errors or []
+
+
+class KafkaStorageError(KafkaError):
+    """The log directory holding a partition failed (an I/O error, a full disk) and is offline
+    (KAFKA_STORAGE_ERROR, 56; retriable: the client moves to the new leader)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Errors.KAFKA_STORAGE_ERROR, message)

@@ -71,6 +71,11 @@ class FrameDecoder:
         """Bytes received but not yet returned as frames."""
         return len(self._buf) - self._pos
 
+    @property
+    def pending_frame_bytes(self) -> int:
+        """The payload length of a frame whose prefix has arrived but not all of its bytes (-1 if none)."""
+        return self._need
+
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._pos and self._pos == len(self._buf):
             self._buf.clear()

@@ -54,12 +54,21 @@ class ProduceRequest:
 
 
 @dataclass(slots=True, kw_only=True)
+class ProduceResponseRecordError:
+    """Kafka's ``BatchIndexAndErrorMessage``: a record that made the leader refuse its batch."""
+
+    batch_index: Int32
+    batch_index_error_message: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
 class ProduceResponsePartition:
     index: Int32
     error_code: Int16 = 0
     base_offset: Int64 = -1
     log_append_time_ms: Int64 = -1
     log_start_offset: Int64 = -1
+    record_errors: list[ProduceResponseRecordError] = field(default_factory=list)
     error_message: str | None = None
 
 

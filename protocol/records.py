@@ -21,8 +21,10 @@ Layout (big-endian, 61-byte header, then the records)::
 Because the CRC starts at ``attributes`` a leader may rewrite ``base_offset`` and
 ``partition_leader_epoch`` in place without recomputing it (:func:`assign_offsets_and_epoch`).
 
-The data path works on headers only: :func:`validate_batch` checks the header, the size and the CRC without
-decoding the msgpack records; :func:`decode_records` is for tools and tests that need the records.
+Followers, recovery and reads work on headers only: :func:`validate_batch` checks the header, the size and
+the CRC without decoding the msgpack records. A leader also checks the records themselves before it
+appends (``broker.log.log_validator``, Kafka's ``LogValidator``); :func:`decode_records` is for tools and
+tests that need the records.
 """
 
 from __future__ import annotations
@@ -62,6 +64,15 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 
 _INT32_MAX = 2**31 - 1
+
+# The attributes bits (Kafka's ``RecordBatch``): compression codec (bits 0-2), timestamp type (bit 3, 1 =
+# LogAppendTime), transactional (bit 4), control (bit 5), delete horizon (bit 6). isrsim writes none of them:
+# records are never compressed, timestamps are CreateTime, and there are no transactions.
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,10 +265,9 @@ def batch_crc(buf: Buffer, pos: int = 0) -> int:
     return int(crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]))
 
 
-def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
-    """Check the batch at ``pos`` without decoding its records: header (see :func:`read_header`), the whole
-    batch within ``buf``, the CRC, and dense offset deltas (``last_offset_delta + 1 == records_count >= 1``).
-    Raises :class:`CorruptRecordError` naming the position and the problem."""
+def check_framing(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """The checks that make the batch at ``pos`` a batch: its header (see :func:`read_header`), the whole
+    batch within ``buf`` and its CRC. Raises :class:`CorruptRecordError` (CORRUPT_MESSAGE)."""
     header = read_header(buf, pos)
     end = pos + header.batch_length + LOG_OVERHEAD
     if end > len(buf):
@@ -270,14 +280,38 @@ def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
         raise CorruptRecordError(
             f"batch at position {pos}: CRC mismatch (stored 0x{header.crc:08x}, computed 0x{computed:08x})"
         )
-    if header.records_count < 1:
-        raise CorruptRecordError(f"batch at position {pos}: records_count {header.records_count} < 1")
-    if header.last_offset_delta < 0 or header.last_offset_delta + 1 != header.records_count:
-        raise CorruptRecordError(
-            f"batch at position {pos}: last_offset_delta {header.last_offset_delta} does not match "
-            f"records_count {header.records_count}"
-        )
     return header
+
+
+def offset_range_problem(header: BatchHeader) -> str | None:
+    """Why the header's records_count and last_offset_delta do not describe dense offsets, or None."""
+    if header.records_count < 1:
+        return f"records_count {header.records_count} < 1"
+    if header.last_offset_delta < 0 or header.last_offset_delta + 1 != header.records_count:
+        delta, count = header.last_offset_delta, header.records_count
+        return f"last_offset_delta {delta} does not match records_count {count}"
+    return None
+
+
+def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Check the batch at ``pos`` without decoding its records: :func:`check_framing`, and dense offset
+    deltas (``last_offset_delta + 1 == records_count >= 1``). Raises :class:`CorruptRecordError` naming the
+    position and the problem. (A leader validates more, records included: ``broker.log.log_validator``.)"""
+    header = check_framing(buf, pos)
+    problem = offset_range_problem(header)
+    if problem is not None:
+        raise CorruptRecordError(f"batch at position {pos}: {problem}")
+    return header
+
+
+def unpack_records(buf: Buffer, pos: int, header: BatchHeader) -> Any:
+    """The records of the batch at ``pos`` (whose framing is checked) as msgpack decodes them, unchecked.
+    Raises ValueError if the bytes are not exactly one msgpack value (extra bytes included)."""
+    data = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size]
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except Exception as exc:
+        raise ValueError(f"records are not one msgpack value ({type(exc).__name__}: {exc})") from exc
 
 
 def iter_batches(buf: Buffer, *, validate: bool = True) -> Iterator[tuple[int, BatchHeader]]:
@@ -355,11 +389,10 @@ def _to_record(pos: int, item: Any) -> Record:
 def decode_records(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
     """Validate the batch at ``pos`` (CRC included) and decode its records."""
     header = validate_batch(buf, pos)
-    data = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size]
     try:
-        items = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
-    except Exception as exc:
-        raise _corrupt(pos, f"records are not one msgpack value ({exc})") from exc
+        items = unpack_records(buf, pos, header)
+    except ValueError as exc:
+        raise _corrupt(pos, str(exc)) from exc
     if type(items) is not list:
         raise _corrupt(pos, "records are not a msgpack array")
     if len(items) != header.records_count:
@@ -377,9 +410,11 @@ __all__ = [
     "batch_crc",
     "build_batch",
     "build_simple_batch",
+    "check_framing",
     "decode_records",
     "iter_batches",
     "read_header",
     "scan_valid_prefix",
+    "unpack_records",
     "validate_batch",
 ]

@@ -42,6 +42,13 @@ CONTROLLER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("queued.max.requests", parse_int, 500, "Requests queued for the handlers.", 1),
     ConfigKey("socket.request.max.bytes", parse_int, 104857600, "Largest request frame accepted.", 1),
     ConfigKey(
+        "metrics.port",
+        parse_int,
+        0,
+        "isrsim: the port of the Prometheus /metrics endpoint on the listener's host; 0 = off.",
+        0,
+    ),
+    ConfigKey(
         "controller.socket.timeout.ms",
         parse_int,
         30000,

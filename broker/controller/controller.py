@@ -28,6 +28,8 @@ from broker.controller.core import ControllerCore, ControllerSettings
 from broker.controller.request_batch import OutboundRequest
 from broker.controller.state import save_state, start_new_epoch
 from broker.journal import Journal
+from broker.metrics.controller_metrics import ControllerMetrics
+from broker.metrics.http_server import MetricsHttpServer
 from broker.network import Request, RequestChannel, RequestHandlerPool, SocketServer, error_body
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
@@ -90,9 +92,21 @@ class KafkaController:
             name=f"controller {self.controller_id}",
             faults=self.faults,
         )
+        self.metrics = ControllerMetrics(
+            CONTROLLER_APIS, lambda: None if self.core is None else self.core.state
+        )
+        self.metrics_server: MetricsHttpServer | None = None
+        if config.get_int("metrics.port") > 0:
+            self.metrics_server = MetricsHttpServer(
+                self.metrics.registry,
+                host,
+                config.get_int("metrics.port"),
+                f"controller {self.controller_id}",
+            )
+        self.metrics.watch_socket_server(self.socket_server, self.request_channel)
         self.handler_pool = RequestHandlerPool(
             self.request_channel,
-            self.apis.handle,
+            self.metrics.requests.instrument(self.apis.handle),
             config.get_int("num.io.threads"),
             f"controller {self.controller_id}",
         )
@@ -141,6 +155,8 @@ class KafkaController:
                 await nursery.start(self.channels.run)
                 nursery.start_soon(self.handler_pool.run)
                 nursery.start_soon(self._fence_expired_brokers)
+                if self.metrics_server is not None:
+                    await nursery.start(self.metrics_server.serve)
                 advertised = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
                 self.journal.emit(
                     "controller_started",
@@ -199,6 +215,7 @@ class KafkaController:
         if self.journal is not None:
             for name, fields in effects.events:
                 self.journal.emit(name, **fields)
+        self.metrics.on_events(effects.events)
         for broker_id in effects.resets:
             reg = core.state.brokers[broker_id]
             self.channels.reset(broker_id, reg.host, reg.port)

@@ -275,7 +275,11 @@ class ControllerCore:
             return cm.BrokerHeartbeatResponse(
                 is_caught_up=True, is_fenced=reg.fenced, should_shut_down=not remaining
             )
-        if req.want_fence:
+        if req.offline_log_dirs:
+            # Its one log directory failed: every replica it holds is offline (KRaft's OfflineLogDirs).
+            if not reg.fenced:
+                self._fence(reg, "log_dir_offline")
+        elif req.want_fence:
             if not reg.fenced:
                 self._fence(reg, "requested")
         elif reg.fenced:

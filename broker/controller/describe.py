@@ -17,7 +17,8 @@ def metadata_response(state: ClusterState, controller_id: int, req: m.MetadataRe
         for b, reg in sorted(state.brokers.items())
         if b in live
     ]
-    names = sorted(state.topics) if req.topics is None else [t.name for t in req.topics]
+    # Each topic once however often it is named (Kafka takes the request's topics as a set).
+    names = sorted(state.topics) if req.topics is None else list(dict.fromkeys(t.name for t in req.topics))
     topics: list[m.MetadataResponseTopic] = []
     for name in names:
         topic = state.topics.get(name)

@@ -1,6 +1,8 @@
 """Loading a partition directory's segments at start-up (Kafka's ``LogLoader``).
 
-Segments that may hold offsets at or after the recovery point were possibly not fsynced before a crash,
+After a clean stop (the log directory holds the clean-shutdown marker, ``.kafka_cleanshutdown``) nothing is
+recovered: every segment was flushed and closed, so each is only sanity-checked as below. Otherwise the
+segments that may hold offsets at or after the recovery point were possibly not fsynced before a crash,
 so each is recovered: every batch is validated (CRC included), the first invalid or partial batch is cut
 off with everything after it, the index is rebuilt, and the segments after a cut one are deleted, since
 their data no longer follows on. Segments wholly below the recovery point are trusted, unless their index
@@ -30,6 +32,7 @@ def load_segments(
     recovery_point: int,
     cache: LeaderEpochFileCache,
     prefix: str,
+    had_clean_shutdown: bool = False,
 ) -> list[LogSegment]:
     """Open the segments in ``directory`` in offset order, recovering as described above. Epochs found
     in recovered batches go into ``cache``. Index files without a log file are deleted."""
@@ -48,7 +51,7 @@ def load_segments(
     for i, base in enumerate(bases):
         segment = LogSegment.open(directory, base, index_interval_bytes=index_interval_bytes)
         segments.append(segment)
-        unflushed = i == len(bases) - 1 or bases[i + 1] > recovery_point
+        unflushed = not had_clean_shutdown and (i == len(bases) - 1 or bases[i + 1] > recovery_point)
         if unflushed:
             truncated = segment.recover(cache)
             if truncated:

@@ -1,8 +1,9 @@
 """The log of one partition replica (Kafka's ``UnifiedLog`` + ``LocalLog``): segments, the leader epoch
 cache, the log start offset and the recovery point.
 
-The data path never decodes records. ``append_as_leader`` validates each batch's header and CRC, rewrites
-base offsets and the partition leader epoch in place (the CRC does not cover them) and appends the bytes;
+``append_as_leader`` validates each batch as Kafka's ``LogValidator`` does (``log_validator``: header, CRC,
+the records against the header, attributes), rewrites base offsets and the partition leader epoch in place
+(the CRC does not cover them) and appends the bytes, never re-encoding them;
 ``append_as_follower`` validates and appends the bytes exactly as fetched; ``read`` returns file bytes made
 of whole batches.
 
@@ -23,6 +24,9 @@ Deliberate differences from Kafka, for a simpler model of the same behaviour:
   that to its retention thread).
 - The epoch checkpoint is written synchronously on every change (Kafka flushes truncations in the
   background).
+- A log start offset checkpointed beyond the log end is ignored with an error and the data kept (Kafka
+  deletes every segment, assuming the files were removed by hand; here it is more likely a damaged
+  checkpoint, and replication trims a follower that really is behind the leader's log start).
 """
 
 from __future__ import annotations
@@ -34,15 +38,38 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from broker.log.checkpoint import LeaderEpochCheckpointFile
 from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from broker.log.loader import load_segments
+from broker.log.log_dir_failure import LogDirFailureChannel
+from broker.log.log_validator import validate_records_as_leader
 from broker.log.segment import LogSegment
 from protocol.errors import CorruptRecordError, Errors, KafkaError, OffsetOutOfRangeError
 from protocol.records import BatchHeader, assign_offsets_and_epoch, iter_batches, read_header
 
 logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _disk(what: str) -> Callable[[Callable[Concatenate[Log, P], R]], Callable[Concatenate[Log, P], R]]:
+    """Runs a ``Log`` method under its log directory's failure channel: an ``OSError`` marks the
+    directory offline and becomes KafkaStorageError, and an offline directory refuses at once."""
+
+    def decorate(method: Callable[Concatenate[Log, P], R]) -> Callable[Concatenate[Log, P], R]:
+        def guarded(self: Log, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            with self.failure_channel.guard(str(self._dir.parent), f"{what} {self._topic}-{self._partition}"):
+                return method(self, *args, **kwargs)
+
+        guarded.__name__ = method.__name__
+        guarded.__doc__ = method.__doc__
+        return guarded
+
+    return decorate
+
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 NO_TIMESTAMP = -1
@@ -104,6 +131,7 @@ class Log:
         recovery_point: int,
         leader_epoch_cache: LeaderEpochFileCache,
         clock: Callable[[], float],
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self._dir = directory
         self._topic = topic
@@ -117,6 +145,7 @@ class Log:
         self._clock = clock
         self._active_created = clock()
         self._prefix = f"[Log {topic}-{partition} dir={directory}] "
+        self.failure_channel = failure_channel or LogDirFailureChannel()
 
     # ------------------------------------------------------------------ loading
 
@@ -131,13 +160,17 @@ class Log:
         log_start_offset: int = 0,
         recovery_point: int = 0,
         clock: Callable[[], float] = time.time,
+        had_clean_shutdown: bool = False,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> Log:
         """Open (or create) the log in ``dir``, the partition's own directory.
 
-        Segments holding offsets at or after ``recovery_point`` are recovered: every batch is validated and
-        the first invalid or partial one is cut off with everything after it, later segments included
-        (Kafka's ``LogLoader``). Earlier segments are trusted unless their index looks wrong, in which case
-        that segment is recovered too. The epoch cache is then trimmed to ``[log start, log end)``.
+        Unless ``had_clean_shutdown``, segments holding offsets at or after ``recovery_point`` are
+        recovered: every batch is validated and the first invalid, partial or out-of-order one is cut off
+        with everything after it, later segments included (Kafka's ``LogLoader``). Other segments are
+        trusted unless their index or tail looks wrong, in which case that segment is recovered too. A
+        ``log_start_offset`` beyond the log end is ignored with an error (Kafka deletes the data). The
+        epoch cache is then trimmed to ``[log start, log end)``.
         """
         directory = Path(dir)
         directory.mkdir(parents=True, exist_ok=True)
@@ -145,7 +178,9 @@ class Log:
         cache = LeaderEpochFileCache(
             LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT), log_prefix=prefix
         )
-        segments = load_segments(directory, config.index_interval_bytes, recovery_point, cache, prefix)
+        segments = load_segments(
+            directory, config.index_interval_bytes, recovery_point, cache, prefix, had_clean_shutdown
+        )
         if not segments:
             segments = [
                 LogSegment.create(
@@ -154,21 +189,19 @@ class Log:
             ]
         log_end = segments[-1].next_offset
         if log_end < log_start_offset:
-            logger.warning(
-                "%sdeleting all segments: log end offset %d is below the log start offset %d",
+            # Kafka deletes every segment here (it assumes segment files were removed by hand). A log start
+            # checkpointed beyond the data more likely means a damaged checkpoint: keep the data, say so.
+            logger.error(
+                "%sthe checkpointed log start offset %d is beyond the log end offset %d: ignoring it and "
+                "keeping the log's %d segments (log start %d). If the segment files were removed on purpose, "
+                "delete the partition directory and let the replica fetch it again",
                 prefix,
-                log_end,
                 log_start_offset,
+                log_end,
+                len(segments),
+                segments[0].base_offset,
             )
-            for segment in segments:
-                segment.delete()
-            segments = [
-                LogSegment.create(
-                    directory, log_start_offset, index_interval_bytes=config.index_interval_bytes
-                )
-            ]
-            cache.clear_and_flush()
-            log_end = log_start_offset
+            log_start_offset = segments[0].base_offset
         log_start = max(log_start_offset, segments[0].base_offset)
         cache.truncate_from_end(log_end)
         cache.truncate_from_start(log_start)
@@ -182,6 +215,7 @@ class Log:
             recovery_point=min(recovery_point, log_end),
             leader_epoch_cache=cache,
             clock=clock,
+            failure_channel=failure_channel,
         )
         logger.info(
             "%sloaded %d segments, log start %d, log end %d, epochs %r",
@@ -252,6 +286,15 @@ class Log:
         except CorruptRecordError as e:
             raise CorruptRecordError(f"{self._topic}-{self._partition}: {e.message}") from e
 
+    def _validate_as_leader(self, records: Records) -> list[tuple[int, BatchHeader]]:
+        if len(records) == 0:
+            raise CorruptRecordError(f"{self._topic}-{self._partition}: append of zero bytes")
+        try:
+            return validate_records_as_leader(records)
+        except KafkaError as e:
+            e.message = f"{self._topic}-{self._partition}: {e.message}"
+            raise
+
     def _check_append_size(self, nbytes: int) -> None:
         if nbytes > self.config.segment_bytes:
             raise KafkaError(
@@ -260,10 +303,12 @@ class Log:
                 f"{self.config.segment_bytes}",
             )
 
+    @_disk("appending to")
     def append_as_leader(self, records: Records, leader_epoch: int) -> LogAppendInfo:
-        """Validate ``records``, give them offsets from the log end offset, stamp ``leader_epoch`` into
-        every batch and append them. The log is unchanged if anything is invalid."""
-        batches = self._validate(records)
+        """Validate ``records`` as Kafka's ``LogValidator`` does (``log_validator``: header, CRC, the records
+        against the header, attributes), give them offsets from the log end offset, stamp ``leader_epoch``
+        into every batch and append them. The log is unchanged if anything is invalid."""
+        batches = self._validate_as_leader(records)
         limit = self.config.max_message_bytes
         for position, header in batches:
             if header.size > limit:
@@ -281,6 +326,7 @@ class Log:
         self._append(buf, headers)
         return self._append_info(headers, len(buf))
 
+    @_disk("appending to")
     def append_as_follower(self, records: Records) -> LogAppendInfo:
         """Validate ``records`` fetched from the leader and append them as they are. They must start at
         the log end offset and be contiguous (else :class:`OffsetsOutOfOrderError`). Each batch's
@@ -329,6 +375,12 @@ class Log:
             leader_epoch=last.partition_leader_epoch if last.partition_leader_epoch >= 0 else None,
         )
 
+    @_disk("assigning a leader epoch in")
+    def assign_epoch(self, leader_epoch: int, start_offset: int) -> None:
+        """Record in the epoch cache (and its checkpoint) that ``leader_epoch`` starts at ``start_offset``."""
+        self._epoch_cache.assign(leader_epoch, start_offset)
+
+    @_disk("rolling")
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
         active = self._segments[-1]
@@ -346,6 +398,7 @@ class Log:
 
     # ------------------------------------------------------------------ reads
 
+    @_disk("reading")
     def read(
         self,
         start_offset: int,
@@ -387,6 +440,7 @@ class Log:
 
     # ------------------------------------------------------------------ truncation
 
+    @_disk("truncating")
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every batch with an offset >= ``target_offset`` (the batch containing it included).
 
@@ -420,6 +474,7 @@ class Log:
         )
         return True
 
+    @_disk("truncating")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete everything and start an empty log at ``new_offset`` (which becomes the log start)."""
         for segment in self._segments:
@@ -435,6 +490,7 @@ class Log:
         self._recovery_point = new_offset
         logger.info("%struncated fully, log now starts at offset %d", self._prefix, new_offset)
 
+    @_disk("moving the log start of")
     def maybe_increment_log_start_offset(self, new_start: int) -> bool:
         """Move the log start up to ``new_start`` (DeleteRecords, or following the leader's log start).
 
@@ -465,6 +521,7 @@ class Log:
 
     # ------------------------------------------------------------------ lifecycle
 
+    @_disk("flushing")
     def flush(self) -> None:
         """fsync every segment that may hold data past the recovery point, then move it to the log end."""
         for segment in self._segments:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from broker.log.index import MAX_RELATIVE, OffsetIndex
 from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from protocol.errors import CorruptRecordError
 from protocol.records import BATCH_HEADER_SIZE, BatchHeader, read_header, scan_valid_prefix
+
+_PREFIX = struct.Struct(">qi")  # base_offset, batch_length
 
 logger = logging.getLogger(__name__)
 
@@ -104,12 +107,20 @@ class LogSegment:
 
     # ------------------------------------------------------------------ header scanning
 
-    def _headers_from(self, position: int, limit: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+    def _headers_from(
+        self, position: int, expected: int | None, limit: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
         """``(position, header)`` of each batch from ``position`` (a batch boundary) to ``limit``.
 
-        Raises CorruptRecordError if a header does not parse or a batch runs past the end of the file.
+        ``expected`` is the base offset the batch at ``position`` must have (known from an index entry),
+        or None: from there on each batch must start where the one before it ended. The base offset is not
+        covered by the CRC, so this is what keeps a damaged one from being served at the wrong offset.
+        Raises CorruptRecordError if a header does not parse, a batch runs past the end of the file, or
+        offsets do not follow on.
         """
         end = self._size if limit is None else min(limit, self._size)
+        check = expected is not None
+        follows = -1 if expected is None else expected
         pos = position
         while pos < end:
             data = os.pread(self._fd, min(SCAN_CHUNK, self._size - pos), pos)
@@ -123,14 +134,20 @@ class LogSegment:
                         f"{self.log_path}: batch at byte {pos + i} claims {header.size} bytes, "
                         f"the file ends at {self._size}"
                     )
+                if check and header.base_offset != follows:
+                    raise CorruptRecordError(
+                        f"{self.log_path}: batch at byte {pos + i} has base offset {header.base_offset}, "
+                        f"expected {follows} (the offsets before it end at {follows - 1})"
+                    )
+                follows = header.next_offset
                 yield pos + i, header
                 i += header.size
             pos += i
 
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= ``offset`` (None if none)."""
-        _, position = self.index.lookup(offset)
-        for pos, header in self._headers_from(position):
+        entry_offset, position = self.index.lookup(offset)
+        for pos, header in self._headers_from(position, entry_offset):
             if header.last_offset >= offset:
                 return pos, header
         return None
@@ -138,7 +155,7 @@ class LogSegment:
     def _first_position_at_or_after(self, offset: int) -> int:
         """Byte position of the first batch with base offset >= ``offset`` (the size if none)."""
         _, position = self.index.lookup(offset)
-        for pos, header in self._headers_from(position):
+        for pos, header in self._headers_from(position, None):
             if header.base_offset >= offset:
                 return pos
         return self._size
@@ -147,7 +164,7 @@ class LogSegment:
         """The largest batch boundary in [start, limit], scanning from the nearest index entry."""
         _, entry_position = self.index.lookup_position(limit)
         boundary = max(start, entry_position)
-        for pos, header in self._headers_from(boundary):
+        for pos, header in self._headers_from(boundary, None):
             if pos + header.size > limit:
                 break
             boundary = pos + header.size
@@ -155,13 +172,13 @@ class LogSegment:
 
     def headers(self, from_offset: int | None = None) -> Iterator[BatchHeader]:
         """Headers of the batches from the one containing ``from_offset`` (default: all)."""
-        start = 0
+        start, expected = 0, self.base_offset
         if from_offset is not None:
             found = self.find(from_offset)
             if found is None:
                 return
-            start = found[0]
-        for _, header in self._headers_from(start):
+            start, expected = found[0], found[1].base_offset
+        for _, header in self._headers_from(start, expected):
             yield header
 
     # ------------------------------------------------------------------ reads
@@ -192,7 +209,33 @@ class LogSegment:
             if not min_one_message:
                 return b""
             end = position + first.size
-        return os.pread(self._fd, end - position, position)
+        return self._following_on(os.pread(self._fd, end - position, position), position, first.base_offset)
+
+    def _following_on(self, data: bytes, position: int, first_offset: int) -> bytes:
+        """The prefix of ``data`` (read at ``position``) whose batches follow on from ``first_offset``. A
+        batch whose base offset was damaged (it is outside the CRC) is never served: reads stop before it,
+        and a read that starts at it raises CorruptRecordError."""
+        pos, expected = 0, first_offset
+        while pos + BATCH_HEADER_SIZE <= len(data):
+            base_offset, _ = _PREFIX.unpack_from(data, pos)
+            if base_offset != expected:
+                logger.error(
+                    "%s: batch at byte %d has base offset %d, expected %d: not served (the log is damaged; "
+                    "this replica should be rebuilt from the leader)",
+                    self.log_path,
+                    position + pos,
+                    base_offset,
+                    expected,
+                )
+                if pos == 0:
+                    raise CorruptRecordError(
+                        f"{self.log_path}: batch at byte {position} has base offset {base_offset}, "
+                        f"expected {expected}"
+                    )
+                return data[:pos]
+            header = read_header(data, pos)
+            pos, expected = pos + header.size, header.next_offset
+        return data
 
     def read_bytes(self, position: int, length: int) -> bytes:
         """Raw bytes of the ``.log`` file (for tools)."""
@@ -201,24 +244,43 @@ class LogSegment:
     # ------------------------------------------------------------------ writes
 
     def append(self, data: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]) -> None:
-        """Append validated batches ``data`` whose headers (offsets already final) are ``headers``."""
+        """Append validated batches ``data`` whose headers (offsets already final) are ``headers``.
+
+        The data is written first and the index entries after it, so an index never points past the data.
+        If the write fails (a full disk) the file is cut back to where it was, so no partial batch stays at
+        the end (recovery would cut it anyway after a crash), and the ``OSError`` propagates."""
         if not headers:
             return
         view = memoryview(data)
+        entries: list[tuple[int, int]] = []
+        since_entry = self._bytes_since_index_entry
         position = self._size
         for header in headers:
-            if self._bytes_since_index_entry > self._index_interval:
-                self.index.append(header.base_offset, position)
-                self._bytes_since_index_entry = 0
-            self._bytes_since_index_entry += header.size
+            if since_entry > self._index_interval:
+                entries.append((header.base_offset, position))
+                since_entry = 0
+            since_entry += header.size
             position += header.size
         if position - self._size != len(view):
             raise ValueError(f"headers describe {position - self._size} bytes but {len(view)} were given")
         written = 0
-        while written < len(view):
-            written += os.pwrite(self._fd, view[written:], self._size + written)
+        try:
+            while written < len(view):
+                written += os.pwrite(self._fd, view[written:], self._size + written)
+        except OSError:
+            if written:
+                try:
+                    os.ftruncate(self._fd, self._size)
+                except OSError:
+                    logger.error(
+                        "%s: could not cut a partial write back to byte %d", self.log_path, self._size
+                    )
+            raise
         self._size = position
         self._next_offset = headers[-1].next_offset
+        self._bytes_since_index_entry = since_entry
+        for offset, entry_position in entries:
+            self.index.append(offset, entry_position)
 
     def truncate_to(self, offset: int) -> int:
         """Cut the log at the batch that contains ``offset`` (or the first batch after it): no batch with
@@ -244,11 +306,11 @@ class LogSegment:
 
     def _load_next_offset(self) -> None:
         """Find the end of the data by scanning headers from the last index entry (no CRC checks)."""
-        _, position = self.index.last_entry()
+        entry_offset, position = self.index.last_entry()
         next_offset = self.base_offset
         last_end = position
         try:
-            for pos, header in self._headers_from(position):
+            for pos, header in self._headers_from(position, entry_offset):
                 next_offset = header.next_offset
                 last_end = pos + header.size
         except CorruptRecordError as e:
@@ -291,6 +353,21 @@ class LogSegment:
         while pos < self._size:
             data = os.pread(self._fd, min(want, self._size - pos), pos)
             valid, headers = scan_valid_prefix(data)
+            off_track = False
+            at, follows = pos, next_offset
+            for n, header in enumerate(headers):
+                if header.base_offset != follows:
+                    # The base offset is not covered by the CRC: a batch that does not follow on is damaged.
+                    logger.warning(
+                        "%s: batch at byte %d has base offset %d, expected %d: cutting from there",
+                        self.log_path,
+                        at,
+                        header.base_offset,
+                        follows,
+                    )
+                    valid, headers, off_track = at - pos, headers[:n], True
+                    break
+                at, follows = at + header.size, header.next_offset
             batch_pos = pos
             for header in headers:
                 if since_entry > self._index_interval:
@@ -306,7 +383,7 @@ class LogSegment:
             if headers:
                 next_offset = headers[-1].next_offset
             pos += valid
-            if pos + (len(data) - valid) >= self._size:
+            if off_track or pos + (len(data) - valid) >= self._size:
                 break  # the chunk reached the end of the file: the rest is a torn or corrupt tail
             rest = len(data) - valid
             if rest >= BATCH_HEADER_SIZE:

@@ -156,8 +156,11 @@ class BrokerProcess:
         overrides: Mapping[str, str] | None = None,
         *,
         log_level: str = "INFO",
+        preexec: Callable[[], None] | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # Run in the child before it starts (e.g. resource limits); None for none.
+        self.preexec = preexec
         self.data_dir = data_dir
         self.log_dir = data_dir / "data"
         self.overrides: dict[str, str] = {
@@ -228,6 +231,7 @@ class BrokerProcess:
             stdout=self._stderr_file,
             stderr=self._stderr_file,
             start_new_session=True,  # a Ctrl-C of the test run does not reach it; we kill it ourselves
+            preexec_fn=self.preexec,
         )
         self.paused = False
         self.starts += 1

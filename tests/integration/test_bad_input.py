@@ -453,8 +453,6 @@ def _corrupt_cases() -> list[Any]:
     struct.pack_into(">i", negative_length, 8, -1)
     magic_1 = _batch()
     magic_1[16] = 1  # the CRC does not cover the magic byte: only the magic check can catch this
-    zero_records = _rebuild(_batch(), records_count=0)
-    count_mismatch = _rebuild(_batch(), records_count=4)
     cases = [
         ("bad-crc", bad_crc),
         ("batch_length-too-long", too_long),
@@ -465,21 +463,75 @@ def _corrupt_cases() -> list[Any]:
         ("truncated-header", good[:30]),
         ("wrong-magic", magic_1),
         ("empty-records", b""),
-        ("zero-record-count", zero_records),
-        ("records_count-mismatch", count_mismatch),
         ("good-then-bad-crc", good + bad_crc),
         ("good-then-partial", good + good[:20]),
     ]
     return [pytest.param(bytes(data), id=name) for name, data in cases]
 
 
-def _rebuild(batch: bytearray, *, records_count: int) -> bytearray:
-    """Change records_count and recompute the CRC so only the count is wrong."""
+def _rebuild(batch: bytearray, **fields: int) -> bytearray:
+    """Change header fields (records_count, last_offset_delta, attributes, max_timestamp, producer_id) and
+    recompute the CRC, so only what was changed is wrong: the lie a CRC cannot catch."""
     from crc32c import crc32c
 
-    struct.pack_into(">i", batch, 57, records_count)
+    layout = {
+        "attributes": (">h", 21),
+        "last_offset_delta": (">i", 23),
+        "max_timestamp": (">q", 35),
+        "producer_id": (">q", 43),
+        "records_count": (">i", 57),
+    }
+    for name, value in fields.items():
+        fmt, at = layout[name]
+        struct.pack_into(fmt, batch, at, value)
     struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
     return batch
+
+
+def _with_records(items: list[Any], *, count: int | None = None) -> bytearray:
+    """A batch whose records array is ``items`` as given (well formed or not), header consistent with it."""
+    good = _batch(1)
+    payload = msgpack.packb(items, use_bin_type=True)
+    batch = bytearray(good[:61]) + payload
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    n = len(items) if count is None else count
+    return _rebuild(batch, records_count=n, last_offset_delta=n - 1)
+
+
+def _invalid_record_cases() -> list[Any]:
+    ok: list[Any] = [0, 0, None, b"v", {}]
+    cases: list[tuple[str, bytearray, int, list[int]]] = [
+        # The issue's input: two real records under a header claiming 2^31-1 of them.
+        (
+            "header-claims-2^31-1-records",
+            _rebuild(_batch(2), records_count=2**31 - 1, last_offset_delta=2**31 - 2),
+            87,
+            [],
+        ),
+        ("zero-record-count", _rebuild(_batch(), records_count=0), 87, []),
+        ("records_count-vs-last_offset_delta", _rebuild(_batch(), records_count=4), 87, []),
+        ("fewer-records-than-counted", _rebuild(_batch(5), records_count=4, last_offset_delta=3), 87, []),
+        ("gzip", _rebuild(_batch(), attributes=1), 76, []),
+        ("zstd", _rebuild(_batch(), attributes=4), 76, []),
+        ("transactional", _rebuild(_batch(), attributes=0x10), 87, []),
+        ("control", _rebuild(_batch(), attributes=0x20), 87, []),
+        ("log-append-time", _rebuild(_batch(), attributes=0x08), 87, []),
+        ("unknown-attribute-bit", _rebuild(_batch(), attributes=0x100), 87, []),
+        ("producer-id-without-sequence", _rebuild(_batch(), producer_id=7), 87, []),
+        ("max_timestamp-lies", _rebuild(_batch(), max_timestamp=2**40), 87, []),
+        ("records-not-an-array", _with_records({"a": 1}, count=1), 87, []),  # type: ignore[arg-type]
+        ("offset-delta-skips", _with_records([ok, [2, 0, None, b"v", {}]]), 87, [1]),
+        ("record-of-4-fields", _with_records([ok, [1, 0, None, b"v"], [2, 0, None, b"v", {}]]), 87, [1]),
+        ("value-is-a-str", _with_records([ok, [1, 0, None, "text", {}]]), 87, [1]),
+        ("header-value-is-an-int", _with_records([[0, 0, b"k", b"v", {"h": 1}]]), 87, [0]),
+        (
+            "two-bad-records",
+            _with_records([[0, 0.5, None, b"v", {}], [1, 0, None, None, {}], [2, 0, 3, b"v", {}]]),
+            87,
+            [0, 2],
+        ),
+    ]
+    return [pytest.param(bytes(data), code, idx, id=name) for name, data, code, idx in cases]
 
 
 @pytest.mark.parametrize("records", _corrupt_cases())
@@ -491,6 +543,21 @@ async def test_corrupt_batch_is_rejected_and_nothing_appended(
     part = resp["responses"][0]["partition_responses"][0]
     assert part["error_code"] == Errors.CORRUPT_MESSAGE == 2, part
     assert part["base_offset"] == -1 and part["error_message"]
+
+
+@pytest.mark.parametrize(("records", "code", "record_errors"), _invalid_record_cases())
+async def test_batch_whose_content_lies_is_refused_as_log_validator_does(
+    broker: BrokerProcess, records: bytes, code: int, record_errors: list[int]
+) -> None:
+    """CRC-valid batches whose header disagrees with their records, whose records are malformed, or whose
+    attributes ask for compression/transactions/control: nothing is appended (``intact``), the answer is
+    INVALID_RECORD (87) or UNSUPPORTED_COMPRESSION_TYPE (76), with one record error per bad record."""
+    resp = await produce_raw(broker, produce_body("t", 0, records, acks=-1))
+    part = resp["responses"][0]["partition_responses"][0]
+    assert part["error_code"] == code, part
+    assert part["base_offset"] == -1 and part["error_message"].startswith("t-0: batch at position 0")
+    assert [e["batch_index"] for e in part["record_errors"]] == record_errors, part
+    assert all(e["batch_index_error_message"] for e in part["record_errors"])
 
 
 async def test_one_bad_partition_does_not_stop_the_others(broker: BrokerProcess, intact: Snapshot) -> None:
@@ -856,3 +923,48 @@ async def test_mutated_requests_never_get_unknown_server_error(broker_launcher: 
     assert not failures, "\n".join(failures)
     assert b.is_running()
     assert (await request(b.host, b.port, ApiKeys.API_VERSIONS, {}))["error_code"] == 0
+
+
+# ---------------------------------------------------------------------------------------- request lists
+
+
+async def test_metadata_naming_one_topic_many_times_answers_it_once(broker: BrokerProcess) -> None:
+    """The issue's METADATA amplification, at this broker's request size limit: a topic named 20,000 times
+    is described once, as Kafka (which takes the topics as a set) does."""
+    resp = await request(broker.host, broker.port, ApiKeys.METADATA, {"topics": [{"name": "t"}] * 20_000})
+    assert [t["name"] for t in resp["topics"]] == ["t"]
+    names = [{"name": "nosuch"}, {"name": "t"}, {"name": "nosuch"}]
+    resp = await request(broker.host, broker.port, ApiKeys.METADATA, {"topics": names})
+    assert [(t["name"], t["error_code"]) for t in resp["topics"]] == [("nosuch", 3), ("t", 0)]
+
+
+async def test_produce_naming_a_partition_twice_gets_one_answer(
+    broker: BrokerProcess, intact: Snapshot
+) -> None:
+    batch = build_simple_batch([b"twice"])
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 5000,
+        "topic_data": [
+            {"name": "t", "partition_data": [{"index": 1, "records": batch}, {"index": 1, "records": batch}]},
+            {"name": "t", "partition_data": [{"index": 1, "records": batch}]},
+        ],
+    }
+    resp = await produce_raw(broker, body)
+    [topic] = resp["responses"]
+    [part] = topic["partition_responses"]
+    assert part["index"] == 1 and part["error_code"] == 0 and part["base_offset"] == intact.leo[("t", 1)]
+    intact.appended.add(("t", 1))
+    assert await list_offset(broker.host, broker.port, "t", 1) == intact.leo[("t", 1)] + 1  # appended once
+
+
+async def test_list_offsets_naming_a_partition_twice_is_invalid_request(broker: BrokerProcess) -> None:
+    body = list_offsets_body("t", 0, -1, -1)
+    body["topics"][0]["partitions"] *= 2
+    body["topics"].append(list_offsets_body("t", 1, -1, -1)["topics"][0])
+    resp = await request(broker.host, broker.port, ApiKeys.LIST_OFFSETS, body)
+    codes = [
+        (t["name"], p["partition_index"], p["error_code"]) for t in resp["topics"] for p in t["partitions"]
+    ]
+    assert codes == [("t", 0, 42), ("t", 0, 42), ("t", 1, 0)]

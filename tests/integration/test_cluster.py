@@ -61,7 +61,7 @@ def test_readme_session_and_status(cluster: Cluster) -> None:
     )
     assert sum(cluster.wait_converged("t", 6).values()) == 20_000
     consumed = cluster.cli("consume", "t", "--from-beginning", "--max-records", "20000", "--count-only")
-    assert "consumed 20,000 records" in consumed.stderr
+    assert "Processed a total of 20,000 messages" in consumed.stderr
     # Errors name the problem and what to do.
     bad = cluster.cli("broker", "kill", "9", check=False)
     assert bad.returncode != 0 and "no broker 9" in bad.stderr

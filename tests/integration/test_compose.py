@@ -1,17 +1,23 @@
 """docker-compose.yml, checked without a Docker engine (none runs on the machines this suite runs on): each
-service's `command` runs as a local process with its `environment`, service names mapped to 127.0.0.1, every
-container port remapped to a free local port and every volume to a temporary directory; the healthchecks
-run the same way. The processes must form a working cluster: a topic is created, records are produced with
-acks=all, a broker is killed (`docker compose kill`) and started again (`docker compose start`)."""
+service's `command` runs as a local process (the image's entrypoint, `isrsim`, and the command as its
+arguments) with its `environment`, service names mapped to 127.0.0.1, every container port remapped to a
+free local port, every volume to a temporary directory and each service's container paths to a directory
+where its volumes are mounted (symbolic links); the healthchecks run the same way. The processes must form a
+working cluster: a topic is created, records are produced with acks=all by the `client` service, a broker
+is killed (`docker compose kill`) and started again (`docker compose start`); the brokers are stopped and
+the `report` service runs the Spark report over the volumes."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +32,8 @@ from tests.integration.harness import REPO_ROOT, request, wait_until
 pytestmark = pytest.mark.integration
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
+DOCKERFILE = REPO_ROOT / "Dockerfile"
+CONTAINER_ROOT = "/var/lib/isrsim"  # every container path the compose file names is below it
 
 
 def free_port() -> int:
@@ -39,15 +47,44 @@ class LocalCompose:
 
     def __init__(self, spec: dict[str, Any], root: Path) -> None:
         self.spec = spec
-        self.services: dict[str, dict[str, Any]] = spec["services"]
+        self.services: dict[str, dict[str, Any]] = isrsim_services(spec)
         self.root = root
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         # (service, container port) -> local port, for every port a service listens on.
         self.ports: dict[tuple[str, int], int] = {}
+        # service -> local port of its /metrics (ISRSIM_METRICS_PORT).
+        self.metrics_ports: dict[str, int] = {}
         for name, svc in self.services.items():
             for value in svc.get("environment", {}).values():
                 for m in re.finditer(r"://0\.0\.0\.0:(\d+)", str(value)):
                     self.ports.setdefault((name, int(m.group(1))), free_port())
+            if "ISRSIM_METRICS_PORT" in svc.get("environment", {}):
+                self.metrics_ports[name] = free_port()
+
+    def volume(self, name: str) -> Path:
+        path = self.root / "volumes" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _mounts(self, service: str) -> Path:
+        """The service's container paths: ``<root>/fs/<service>/var/lib/isrsim/...``, with each volume
+        linked at its target (as `docker compose` mounts it; a read-only one copied)."""
+        fs = self.root / "fs" / service
+        for volume in self.services[service].get("volumes", []):
+            name, target, *mode = volume.split(":")
+            assert target.startswith(CONTAINER_ROOT), target
+            mount = fs / target.lstrip("/")
+            if mount.exists():
+                continue
+            mount.parent.mkdir(parents=True, exist_ok=True)
+            if mode == ["ro"]:
+                # A read-only mount of a volume nothing writes any more (the report runs after `stop`): a
+                # copy, so that paths read inside it are container paths (a link would resolve elsewhere).
+                shutil.copytree(self.volume(name), mount)
+            else:
+                mount.symlink_to(self.volume(name), target_is_directory=True)
+        (fs / CONTAINER_ROOT.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        return fs
 
     def _local(self, service: str, value: str) -> str:
         def listen(m: re.Match[str]) -> str:
@@ -56,29 +93,50 @@ class LocalCompose:
         value = re.sub(r"://0\.0\.0\.0:(\d+)", listen, value)
         for (other, port), local in self.ports.items():
             value = value.replace(f"{other}:{port}", f"127.0.0.1:{local}")
-        for volume in self.services[service].get("volumes", []):
-            target = volume.split(":", 1)[1]
-            value = value.replace(target, str(self.root / service))
-        return value
+        return value.replace(CONTAINER_ROOT, f"{self._mounts(service)}{CONTAINER_ROOT}")
 
     def _argv(self, argv: list[str]) -> list[str]:
-        assert argv[0] == "isrsim", argv
-        return [sys.executable, "-m", "cli.main", *argv[1:]]
+        """The image's entrypoint is `isrsim`: a service's command is its arguments."""
+        return [sys.executable, "-m", "cli.main", *argv]
+
+    def _env(self, service: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ISRSIM_")}
+        env.update(
+            {
+                k: self._local(service, str(v))
+                for k, v in self.services[service].get("environment", {}).items()
+            }
+        )
+        if service in self.metrics_ports:
+            env["ISRSIM_METRICS_PORT"] = str(self.metrics_ports[service])
+        return env
 
     def start(self, service: str) -> None:
         svc = self.services[service]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ISRSIM_")}
-        env.update({k: self._local(service, str(v)) for k, v in svc.get("environment", {}).items()})
-        (self.root / service).mkdir(parents=True, exist_ok=True)
         log = open(self.root / f"{service}.log", "ab")  # noqa: SIM115 - closed with the process
+        argv = [self._local(service, a) for a in svc["command"]]
         self.procs[service] = subprocess.Popen(
-            self._argv(svc["command"]), env=env, cwd=REPO_ROOT, stdout=log, stderr=log
+            self._argv(argv), env=self._env(service), cwd=self._mounts(service), stdout=log, stderr=log
         )
+
+    def run(self, service: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """`docker compose run --rm SERVICE ARGS...` (no ARGS: the service's own command)."""
+        argv = [self._local(service, a) for a in (args or self.services[service]["command"])]
+        return subprocess.run(
+            self._argv(argv), env=self._env(service), cwd=self._mounts(service),
+            capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+
+    def stop(self, service: str) -> None:
+        """`docker compose stop SERVICE`: its stop_signal, then wait."""
+        sig = self.services[service].get("stop_signal", "SIGTERM")
+        self.procs[service].send_signal(getattr(signal, sig))
+        self.procs[service].wait(30)
 
     def healthy(self, service: str) -> bool:
         test = self.services[service]["healthcheck"]["test"]
-        assert test[0] == "CMD"
-        argv = [self._local(service, a) for a in test[1:]]
+        assert test[:2] == ["CMD", "isrsim"], test  # run in the container directly, not by the entrypoint
+        argv = [self._local(service, a) for a in test[2:]]
         for (svc, port), local in self.ports.items():
             if svc == service:
                 argv = [a.replace(f"127.0.0.1:{port}", f"127.0.0.1:{local}") for a in argv]
@@ -101,6 +159,11 @@ class LocalCompose:
                 proc.wait(10)
 
 
+def isrsim_services(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The cluster's services: those in no profile (the monitoring profile runs Prometheus and Grafana)."""
+    return {name: svc for name, svc in spec["services"].items() if "profiles" not in svc}
+
+
 @pytest.fixture
 def compose(tmp_path: Path) -> Iterator[LocalCompose]:
     spec = yaml.safe_load(COMPOSE.read_text())
@@ -114,52 +177,55 @@ def compose(tmp_path: Path) -> Iterator[LocalCompose]:
 def test_compose_file_shape() -> None:
     spec = yaml.safe_load(COMPOSE.read_text())
     services = spec["services"]
-    assert set(services) == {"controller", "broker-1", "broker-2", "broker-3"}
-    volumes = [v.split(":")[0] for s in services.values() for v in s["volumes"]]
+    assert set(services) == {
+        "controller", "broker-1", "broker-2", "broker-3", "client", "report", "prometheus", "grafana"
+    }  # fmt: skip
+    cluster = isrsim_services(spec)
+    assert set(cluster) == {"controller", "broker-1", "broker-2", "broker-3"}, "the rest on demand (profiles)"
+    volumes = [v.split(":")[0] for s in cluster.values() for v in s["volumes"]]
     assert len(volumes) == len(set(volumes)) == 4, "each process has its own volume"
-    for name, svc in services.items():
-        assert svc["command"][0] == "isrsim" and svc["healthcheck"]["test"][:3] == ["CMD", "isrsim", "health"]
+    for name, svc in cluster.items():
+        assert svc["build"]["target"] == "runtime", "the brokers' image carries no JRE and no PySpark"
+        assert svc["command"][0] in ("broker", "controller"), "the entrypoint is isrsim"
+        check = svc["healthcheck"]
+        assert check["test"][:3] == ["CMD", "isrsim", "health"]
+        assert check["interval"] == "10s" and check["start_period"]
         if name.startswith("broker-"):
             env = svc["environment"]
             assert env["ISRSIM_BROKER_ID"] == name.split("-")[1]
             assert env["ISRSIM_CONTROLLER_QUORUM_VOTERS"] == "1000@controller:9093"
             assert svc["depends_on"]["controller"]["condition"] == "service_healthy"
+    report = services["report"]
+    assert report["build"]["target"] == "report"
+    mounted = {v.split(":")[0] for v in report["volumes"]}
+    assert mounted >= {"controller-data", "broker-1-data", "broker-2-data", "broker-3-data", "workload"}
+    dockerfile = DOCKERFILE.read_text()
+    assert 'ENTRYPOINT ["isrsim"]' in dockerfile and "USER isrsim" in dockerfile
+    runtime = dockerfile.split("AS runtime", 1)[1].split("FROM ", 1)[0]
+    assert "openjdk" not in runtime and "[report]" not in runtime
+    assert (REPO_ROOT / ".dockerignore").exists()
 
 
 def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
     compose.start("controller")
     wait_until(lambda: compose.healthy("controller"), timeout=30, message="controller healthcheck")
-    for b in ("broker-1", "broker-2", "broker-3"):
+    brokers = ("broker-1", "broker-2", "broker-3")
+    for b in brokers:
         compose.start(b)
-    for b in ("broker-1", "broker-2", "broker-3"):
+    for b in brokers:
         wait_until(lambda b=b: compose.healthy(b), timeout=30, message=f"{b} healthcheck")  # type: ignore[misc]
-    host, cport = compose.address("controller")
 
-    def ask(api: int, body: dict[str, Any], port: int = cport) -> dict[str, Any]:
-        return trio.run(request, host, port, api, body)
-
-    wait_until(
-        lambda: sum(not b["fenced"] for b in ask(ApiKeys.DESCRIBE_CLUSTER, {})["brokers"]) == 3,
-        timeout=30,
-        message="three unfenced brokers",
-    )
-    created = ask(
-        ApiKeys.CREATE_TOPICS,
-        {
-            "topics": [{"name": "c", "num_partitions": 3, "replication_factor": 3, "configs": {}}],
-            "timeout_ms": 30000,
-        },
-    )
-    assert created["topics"][0]["error_code"] == 0
+    # docker compose run --rm client topic create ... / produce ...
+    created = compose.run(
+        "client", "topic", "create", "c", "--partitions", "3", "--replication-factor", "3",
+        "--bootstrap-server", "controller:9093",
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
 
     def produce(count: int) -> str:
-        bootstrap = ",".join(
-            f"127.0.0.1:{compose.address(b)[1]}" for b in ("broker-1", "broker-2", "broker-3")
-        )
-        proc = subprocess.run(
-            [sys.executable, "-m", "cli.main", "produce", "c", "--count", str(count), "--acks", "all",
-             "--bootstrap-server", bootstrap, "--no-progress"],
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        proc = compose.run(
+            "client", "produce", "c", "--count", str(count), "--acks", "all", "--no-progress",
+            "--bootstrap-server", "broker-1:9092,broker-2:9092,broker-3:9092",
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
@@ -169,13 +235,91 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
     assert "5,000 records acknowledged" in produce(5_000)
     compose.start("broker-2")  # docker compose start broker-2
     wait_until(lambda: compose.healthy("broker-2"), timeout=30, message="broker-2 healthcheck")
+    host, cport = compose.address("controller")
 
     def isr_full() -> bool:
-        meta = ask(ApiKeys.METADATA, {"topics": [{"name": "c"}]})
+        meta = trio.run(request, host, cport, ApiKeys.METADATA, {"topics": [{"name": "c"}]})
         return all(len(p["isr_nodes"]) == 3 for p in meta["topics"][0]["partitions"])
 
     wait_until(isr_full, timeout=30, message="broker-2 back in every ISR")
-    # The volumes hold what the compose file says: the broker's data and journal, the controller's state.
-    assert (compose.root / "broker-2" / "data" / "meta.properties").exists()
-    assert (compose.root / "broker-2" / "events.jsonl").exists()
-    assert (compose.root / "controller" / "controller" / "cluster-metadata.json").exists()
+
+    # Every node serves /metrics (ISRSIM_METRICS_PORT); the leaders soon count no under-replicated partition.
+    def metrics(service: str) -> str:
+        url = f"http://127.0.0.1:{compose.metrics_ports[service]}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return str(resp.read().decode())
+
+    for b in ("broker-1", "broker-2", "broker-3"):
+        wait_until(
+            lambda b=b: "kafka_server_replicamanager_underreplicatedpartitions 0.0" in metrics(b),  # type: ignore[misc]
+            timeout=30,
+            message=f"{b}: 0 under-replicated partitions",
+        )
+        assert 'kafka_network_requestmetrics_requestspersec_total{request="Fetch"}' in metrics(b)
+    assert "kafka_controller_kafkacontroller_activecontrollercount 1.0" in metrics("controller")
+    # The volumes hold what the compose file says: the broker's data and journal, the controller's state,
+    # and the client's journal of acknowledged batches (written with --bootstrap-server).
+    assert (compose.volume("broker-2-data") / "data" / "meta.properties").exists()
+    assert (compose.volume("broker-2-data") / "events.jsonl").exists()
+    assert (compose.volume("controller-data") / "cluster-metadata.json").exists()
+    acked = [
+        json.loads(line)
+        for f in compose.volume("workload").glob("acked-*.jsonl")
+        for line in f.read_text().splitlines()
+    ]
+    assert sum(a["last_offset"] - a["base_offset"] + 1 for a in acked) == 15_000
+
+    if shutil.which("java") is None:
+        pytest.skip("the report service needs a JRE")
+    for b in brokers:  # docker compose stop: the logs hold still for the report
+        compose.stop(b)
+    report = compose.run("report", timeout=600)  # docker compose --profile report run --rm report
+    written = compose.volume("report") / "report.json"
+    assert written.exists(), report.stderr[-3000:]
+    result = json.loads(written.read_text())
+    checks = {c["name"]: c for c in result["checks"]}
+    assert result["verdict"] == "pass", [c for c in result["checks"] if not c["passed"]]
+    assert any("acked" in name for name in checks), sorted(checks)
+
+
+def test_monitoring_profile_scrapes_every_node_and_its_dashboard_uses_documented_metrics() -> None:
+    spec = yaml.safe_load(COMPOSE.read_text())
+    monitoring = {n: s for n, s in spec["services"].items() if "profiles" in s}
+    assert set(monitoring) == {"prometheus", "grafana"}
+    assert all(s["profiles"] == ["monitoring"] for s in monitoring.values())
+    for svc in monitoring.values():
+        for volume in svc["volumes"]:
+            source = volume.split(":")[0]
+            assert (REPO_ROOT / source).exists(), f"{source} is mounted but missing from the repository"
+
+    prometheus = yaml.safe_load((REPO_ROOT / "monitoring" / "prometheus.yml").read_text())
+    targets = {t for job in prometheus["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
+    expected = {
+        f"{name}:{svc['environment']['ISRSIM_METRICS_PORT']}" for name, svc in isrsim_services(spec).items()
+    }
+    assert targets == expected, "Prometheus scrapes every node's metrics port"
+
+    datasources = yaml.safe_load(
+        (REPO_ROOT / "monitoring/grafana/provisioning/datasources/prometheus.yml").read_text()
+    )
+    [datasource] = datasources["datasources"]
+    dashboard = json.loads((REPO_ROOT / "monitoring/grafana/dashboards/isrsim.json").read_text())
+    documented = (REPO_ROOT / "docs" / "metrics.md").read_text()
+    titles = set()
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            continue
+        titles.add(panel["title"])
+        assert panel["datasource"]["uid"] == datasource["uid"]
+        for target in panel["targets"]:
+            for name in re.findall(r"\b(kafka_[a-z_]+)", target["expr"]):
+                base = re.sub(r"_(bucket|count|sum)$", "", name)
+                assert base in documented, f"panel {panel['title']!r} uses {name}, not in docs/metrics.md"
+    assert {
+        "Under-replicated partitions",
+        "ISR shrinks / expands",
+        "Replica fetcher max lag",
+        "Request rate",
+        "Total time p99",
+        "Offline partitions",
+    } <= titles

@@ -68,7 +68,7 @@ def test_produce_then_consume_100k_records_in_order(single_broker: BrokerProcess
             assert seqs[partition] == sorted(seqs[partition]), f"partition {partition} out of order"
     all_seqs = sorted(s for ss in seqs.values() for s in ss)
     assert all_seqs == list(range(count)), "every sequence number exactly once"
-    assert f"consumed {count:,} records" in consumed.stderr
+    assert f"Processed a total of {count:,} messages" in consumed.stderr
 
     # The log end offsets agree with what was read, and consumers see all of it (acks=1, ISR = {leader}).
     for partition, offs in offsets.items():

@@ -149,3 +149,11 @@ def test_from_dict(tmp_path: Path) -> None:
         {"broker.id": 5, "log.dirs": str(tmp_path), "journal.dir": str(tmp_path / "j")}
     )
     assert c.broker_id == 5 and c.log_dir == tmp_path and c.journal_dir == tmp_path / "j"
+
+
+def test_node_id_is_kraft_name_for_broker_id(tmp_path: Path) -> None:
+    assert load(tmp_path, "node.id=4\n").broker_id == 4
+    assert load(tmp_path, ISRSIM_NODE_ID="5").broker_id == 5
+    assert load(tmp_path, "node.id=6\nbroker.id=6\n").unknown_keys == []
+    with pytest.raises(ConfigError, match=r"node\.id=6 and broker\.id=7 disagree"):
+        load(tmp_path, "node.id=6\nbroker.id=7\n")

@@ -83,10 +83,17 @@ async def test_fetcher_manager_runs_one_fetcher_per_leader_and_stops_idle_ones(
         assert leaders[3].seen(FETCH)[0].fetch_partitions() == [(TP1, 0)]
         assert all(tp == TP0 for r in leaders[1].seen(FETCH) for tp, _ in r.fetch_partitions())
 
+        assert dict(manager.lags()) == {TP0: 0, TP1: 0}
+        fetched_from_3 = manager.fetcher_stats[(3, 0)]
+        assert fetched_from_3.bytes == len(read_all(leaders[3].logs[TP1]))
+        assert fetched_from_3.requests == len(leaders[3].seen(FETCH))
+
         manager.remove_fetcher_for_partitions([TP1])
         assert sorted(manager.fetchers) == [(1, 0)]
         assert manager.fetch_state(TP1) is None
         assert manager.stats["partitions"] == 1
+        assert dict(manager.lags()) == {TP0: 0}
+        assert manager.fetcher_stats[(3, 0)] is fetched_from_3  # counters outlive their fetcher
         manager.shutdown()
     assert read_all(logs[TP0]) == read_all(leaders[1].logs[TP0])
 

@@ -175,3 +175,20 @@ def test_offline_partition_comes_back_with_its_last_isr_member() -> None:
     elected = events_named(effects, "leader_elected")
     assert elected[0]["reason"] == "broker_online" and elected[0]["unclean"] is False
     assert set(requests_by(effects, ApiKeys.LEADER_AND_ISR)) == {1, 2}
+
+
+def test_offline_log_dir_moves_leadership_and_keeps_the_broker_fenced() -> None:
+    """A broker whose log dir failed reports it in every heartbeat: its leaderships move to other ISR
+    members, it leaves the ISRs, and it is not unfenced while it keeps reporting the dir."""
+    core = live_core([1, 2])
+    set_partition(core, "t", 0, PartitionState([1, 2], 1, 0, [1, 2]))
+    core.drain()
+    resp = heartbeat(core, 1, offline_log_dirs=["/data/broker-1"])
+    assert resp.is_fenced
+    effects = core.drain()
+    assert events_named(effects, "broker_fenced")[0]["reason"] == "log_dir_offline"
+    p = core.state.topics["t"].partitions[0]
+    assert (p.leader, p.isr) == (2, [2])
+    assert lair_partitions(requests_by(effects, ApiKeys.LEADER_AND_ISR)[2])[("t", 0)].leader == 2
+    assert heartbeat(core, 1, offline_log_dirs=["/data/broker-1"]).is_fenced
+    assert not events_named(core.drain(), "broker_unfenced")

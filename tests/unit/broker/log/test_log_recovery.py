@@ -169,3 +169,48 @@ def test_entire_segment_of_garbage(tmp_path: Path) -> None:
     log = open_log(directory)
     assert log.log_end_offset == base
     assert read_all(log) == data[: len(data) - (80 - base) // 2 * len(batch(2, 50))]
+
+
+def _flip(path: Path, position: int, mask: int = 0x01) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[position] ^= mask
+    path.write_bytes(bytes(raw))
+
+
+def test_after_a_clean_shutdown_nothing_is_recovered(tmp_path: Path) -> None:
+    """Kafka's clean-shutdown marker: a flipped record byte in the active segment is not a reason to cut."""
+    directory = tmp_path / "t-0"
+    build(directory)
+    _flip(last_log_file(directory), len(batch(2, 50)) + 70)  # inside the second batch, under the CRC
+    log = Log.open(directory, "t", 0, open_log(tmp_path / "x-0").config, had_clean_shutdown=True)
+    assert log.log_end_offset == 80
+    log.close()
+    assert open_log(directory).log_end_offset < 80  # the same bytes after a crash are recovered and cut
+
+
+def test_base_offset_that_does_not_follow_on_is_cut_by_recovery(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log, _ = build(directory)
+    segment = log.segments[-1]
+    size = len(batch(2, 50))
+    _flip(last_log_file(directory), 2 * size + 7)  # lowest byte of the third batch's base offset
+    again = open_log(directory)
+    assert again.log_end_offset == segment.base_offset + 4
+
+
+def test_base_offset_that_does_not_follow_on_is_never_served(tmp_path: Path) -> None:
+    """After a clean stop there is no recovery; reads that meet the damaged batch refuse to serve it."""
+    from protocol.errors import CorruptRecordError
+
+    directory = tmp_path / "t-0"
+    log, _ = build(directory)
+    base = log.segments[-1].base_offset
+    size = len(batch(2, 50))
+    _flip(last_log_file(directory), 2 * size + 7)
+    again = Log.open(directory, "t", 0, log.config, had_clean_shutdown=True)
+    before = again.read(base, 2 * size)
+    assert offsets(before) == [(base, base + 1), (base + 2, base + 3)]
+    assert again.read(base, 10_000) == before  # a read stops before the damaged batch
+    assert again.read(base, 10_000, max_offset=base + 6) == before
+    with pytest.raises(CorruptRecordError, match="expected"):
+        again.read(base + 4, 10_000)

@@ -1,0 +1,316 @@
+"""``isrsim produce`` and ``isrsim consume``: the workload commands (kafka-console-producer/-consumer).
+
+Errors the user can act on (no cluster, unknown topic) end in one line that says what to do; Ctrl-C
+prints the summary so far and exits with 130, as a shell expects of an interrupted command.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+import trio
+
+from cli.client_run import run_client
+from cli.cluster_client import ClientError, ClusterClient, bootstrap_from
+from cli.consumer import ConsumedRecord, Consumer
+from cli.main import setup_logging
+from cli.producer import ACKS_BY_NAME, AckJournal, Producer, ProducerSettings, ProduceStats
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT
+
+DATA_DIR_OPTION = click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    envvar="ISRSIM_DATA_DIR",
+    help="Cluster root made by `isrsim cluster up` (default ./isrsim-data, or $ISRSIM_DATA_DIR).",
+)
+BOOTSTRAP_OPTION = click.option(
+    "--bootstrap-server", default=None, help="host:port[,host:port] of brokers (instead of --data-dir)."
+)
+
+
+# ---------------------------------------------------------------------------------------------- produce
+
+
+def produce_summary(stats: ProduceStats, count: int, interrupted: bool = False) -> list[str]:
+    """The lines `produce` ends with (text, for people and for grep)."""
+    secs = max(stats.elapsed, 1e-9)
+    head = "interrupted: " if interrupted else ""
+    of = f" of {count:,}" if interrupted or stats.records_acked != count else ""
+    lines = [
+        f"{head}{stats.records_acked:,}{of} records acknowledged in {secs:.2f}s: "
+        f"{stats.records_acked / secs:,.0f} records/s, {stats.bytes_acked / secs / 1e6:.2f} MB/s"
+    ]
+    if stats.latencies_ms:
+        lat = sorted(stats.latencies_ms)
+
+        def p(q: float) -> float:
+            return lat[min(len(lat) - 1, int(q * len(lat)))]
+
+        lines.append(f"latency ms: p50 {p(0.5):.1f}  p99 {p(0.99):.1f}  max {lat[-1]:.1f}")
+    if stats.retries or stats.errors:
+        seen = ", ".join(f"{name} x{n}" for name, n in stats.errors.most_common())
+        lines.append(f"retries: {stats.retries}; errors seen: {seen}")
+    return lines
+
+
+@dataclass
+class _ProduceRun:
+    """What a run has done so far, readable after Ctrl-C."""
+
+    producer: Producer | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def stats(self) -> ProduceStats:
+        if self.producer is None:
+            stats = ProduceStats(started=self.started)
+            stats.finished = time.monotonic()
+            return stats
+        return self.producer.stats
+
+
+@click.command()
+@click.argument("topic")
+@click.option("--count", type=int, default=10_000, show_default=True, help="Records to produce.")
+@click.option("--acks", type=click.Choice(["all", "-1", "1", "0"]), default="all", show_default=True)
+@click.option("--record-size", type=int, default=100, show_default=True, help="Bytes per record value.")
+@click.option("--batch-records", type=int, default=200, show_default=True, help="Records per batch.")
+@click.option("--rate", type=float, default=None, help="Records per second (default: as fast as possible).")
+@click.option(
+    "--max-in-flight", type=int, default=5, show_default=True, help="Requests in flight per partition."
+)
+@click.option(
+    "--timeout-ms",
+    type=int,
+    default=30_000,
+    show_default=True,
+    help="PRODUCE timeout_ms (request.timeout.ms).",
+)
+@click.option(
+    "--delivery-timeout-ms",
+    type=click.IntRange(1),
+    default=120_000,
+    show_default=True,
+    help="Give up on a batch not acknowledged this long after it was first sent, retries included "
+    "(Kafka's delivery.timeout.ms).",
+)
+@click.option(
+    "--retry-backoff-ms",
+    type=click.IntRange(0),
+    default=100,
+    show_default=True,
+    help="First back-off after a retriable error; it doubles per retry up to --retry-backoff-max-ms, "
+    "with +-20% jitter (KIP-580).",
+)
+@click.option("--retry-backoff-max-ms", type=click.IntRange(0), default=1000, show_default=True)
+@click.option(
+    "--acked-journal",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory for acked-<producer_id>.jsonl (default: <data-dir>/workload, with --bootstrap-server "
+    "too, so that the report can check every acknowledged batch).",
+)
+@click.option("--no-acked-journal", is_flag=True, help="Write no workload journal.")
+@click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: on a terminal).")
+@DATA_DIR_OPTION
+@BOOTSTRAP_OPTION
+def produce(
+    topic: str,
+    count: int,
+    acks: str,
+    record_size: int,
+    batch_records: int,
+    rate: float | None,
+    max_in_flight: int,
+    timeout_ms: int,
+    delivery_timeout_ms: int,
+    retry_backoff_ms: int,
+    retry_backoff_max_ms: int,
+    acked_journal: Path | None,
+    no_acked_journal: bool,
+    progress: bool | None,
+    data_dir: Path | None,
+    bootstrap_server: str | None,
+) -> None:
+    """Produce COUNT numbered records to TOPIC and print throughput.
+
+    Retriable errors (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, a lost connection) are retried with
+    exponential back-off until --delivery-timeout-ms; they are shown on the progress line and logged
+    (at most one line per error every 5 s). Exits 1 if a batch was not acknowledged, 130 on Ctrl-C.
+    """
+    setup_logging("WARNING", "produce")
+    if count < 0 or record_size < 0 or batch_records < 1 or max_in_flight < 1:
+        raise click.BadParameter(
+            "--count and --record-size must be >= 0, --batch-records/--max-in-flight >= 1"
+        )
+    settings = ProducerSettings(
+        acks=ACKS_BY_NAME[acks],
+        record_size=record_size,
+        batch_records=batch_records,
+        max_in_flight=max_in_flight,
+        request_timeout_ms=timeout_ms,
+        delivery_timeout_ms=delivery_timeout_ms,
+        retry_backoff_ms=retry_backoff_ms,
+        retry_backoff_max_ms=max(retry_backoff_ms, retry_backoff_max_ms),
+    )
+    journal_dir = (
+        None if no_acked_journal else (acked_journal or (data_dir or Path("isrsim-data")) / "workload")
+    )
+    show = sys.stderr.isatty() if progress is None else progress
+    run = _ProduceRun()
+
+    async def main() -> ProduceStats:
+        bootstrap = bootstrap_from(bootstrap_server, data_dir)
+        producer_id = f"{int(time.time())}-{os.getpid()}"
+        journal = AckJournal(journal_dir, producer_id) if journal_dir is not None else None
+        try:
+            async with trio.open_nursery() as nursery:
+                client = ClusterClient(nursery, bootstrap, client_id=f"producer-{producer_id}")
+                producer = Producer(client, topic, settings, journal=journal, producer_id=producer_id)
+                run.producer = producer
+                stats = await _run_producer(producer, count, rate, show)
+                await client.aclose()
+                nursery.cancel_scope.cancel()
+            return stats
+        finally:
+            if journal is not None:
+                journal.close()
+
+    try:
+        stats = run_client(main)
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        for line in produce_summary(run.stats, count, interrupted=True):
+            click.echo(line)
+        sys.exit(INTERRUPTED_EXIT)
+    for line in produce_summary(stats, count):
+        click.echo(line)
+    if stats.batches_failed:
+        raise click.ClickException(
+            f"{stats.records_failed:,} records in {stats.batches_failed} batches were not acknowledged "
+            f"(last error {stats.last_error}); see `isrsim cluster status` or `isrsim topic describe {topic}`"
+        )
+
+
+async def _run_producer(producer: Producer, count: int, rate: float | None, show: bool) -> ProduceStats:
+    if not show:
+        return await producer.run(count, rate)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[bold]produce[/] {task.description}"),
+        BarColumn(bar_width=20),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]:>8,.0f} rec/s  retries {task.fields[retries]}{task.fields[error]}"),
+        TimeElapsedColumn(),
+        transient=False,
+    ) as bar:
+        task = bar.add_task(producer.topic, total=count, rate=0.0, retries=0, error="")
+
+        def on_progress(stats: ProduceStats) -> None:
+            error = f"  last error: [yellow]{stats.last_error}[/]" if stats.last_error else ""
+            bar.update(
+                task, completed=stats.records_acked, rate=stats.rate, retries=stats.retries, error=error
+            )
+
+        producer.on_progress = on_progress
+        return await producer.run(count, rate)
+
+
+# ---------------------------------------------------------------------------------------------- consume
+
+
+@click.command()
+@click.argument("topic")
+@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset (default: latest).")
+@click.option(
+    "--max-messages",
+    "--max-records",
+    "max_messages",
+    type=click.IntRange(0),
+    default=None,
+    help="Stop after this many records (--max-records is the same option).",
+)
+@click.option(
+    "--timeout-ms", type=click.IntRange(0), default=None, help="Stop when nothing arrives for this long."
+)
+@click.option(
+    "-e",
+    "--exit-at-end",
+    is_flag=True,
+    help="Stop when every partition is read up to its high watermark (kcat -e).",
+)
+@click.option("--print-offsets", is_flag=True, help="Print partition and offset before each value.")
+@click.option(
+    "--count-only", is_flag=True, help="Print no records; a running count on a terminal, then the total."
+)
+@DATA_DIR_OPTION
+@BOOTSTRAP_OPTION
+def consume(
+    topic: str,
+    from_beginning: bool,
+    max_messages: int | None,
+    timeout_ms: int | None,
+    exit_at_end: bool,
+    print_offsets: bool,
+    count_only: bool,
+    data_dir: Path | None,
+    bootstrap_server: str | None,
+) -> None:
+    """Read TOPIC and print record values, one per line (kafka-console-consumer).
+
+    Like Kafka's console consumer it keeps reading new records until --max-messages were read, nothing
+    arrived for --timeout-ms, the end was reached with --exit-at-end, or Ctrl-C (exit 130). On exit it
+    prints "Processed a total of N messages" on stderr.
+    """
+    setup_logging("WARNING", "consume")
+    out = sys.stdout
+    live = count_only and sys.stderr.isatty()
+    shown = [0.0]
+    consumer_ref: list[Consumer] = []
+
+    def on_record(r: ConsumedRecord) -> None:
+        if count_only:
+            if live and time.monotonic() - shown[0] >= 0.5:
+                shown[0] = time.monotonic()
+                sys.stderr.write(f"\r{consumer_ref[0].consumed + 1:,} messages")
+                sys.stderr.flush()
+            return
+        value = "" if r.value is None else r.value.decode("utf-8", "replace")
+        out.write(f"{r.partition}\t{r.offset}\t{value}\n" if print_offsets else value + "\n")
+
+    async def main() -> int:
+        bootstrap = bootstrap_from(bootstrap_server, data_dir)
+        async with trio.open_nursery() as nursery:
+            client = ClusterClient(nursery, bootstrap, client_id="consumer")
+            consumer = Consumer(client, topic, from_beginning=from_beginning)
+            consumer_ref.append(consumer)
+            n = await consumer.run(
+                on_record, max_records=max_messages, idle_timeout_ms=timeout_ms, until_end=exit_at_end
+            )
+            await client.aclose()
+            nursery.cancel_scope.cancel()
+        return n
+
+    def finish(n: int) -> None:
+        out.flush()
+        if live:
+            sys.stderr.write("\r")
+        click.echo(f"Processed a total of {n:,} messages", err=True)
+
+    try:
+        n = run_client(main)
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        finish(consumer_ref[0].consumed if consumer_ref else 0)
+        sys.exit(INTERRUPTED_EXIT)
+    finish(n)

@@ -1,0 +1,104 @@
+"""Lazy subcommands, configuration warnings and dump-log, without processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from cli.config_check import unknown_variables
+from cli.dump_log_cmd import dump_log
+from cli.main import cli
+from protocol import build_simple_batch
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def _modules_after(*argv: str) -> set[str]:
+    code = (
+        "import sys\nfrom cli.main import cli\ntry:\n"
+        f"    cli.main({list(argv)!r}, standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+        "print('\\n'.join(sorted(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return set(out.split())
+
+
+def test_help_loads_no_subcommand() -> None:
+    loaded = _modules_after("--help")
+    heavy = {"trio", "rich", "pyspark", "msgpack", "cli.workload_cmd", "cli.cluster", "cli.bench.command"}
+    assert not heavy & loaded, heavy & loaded
+
+
+def test_a_command_loads_only_its_own_module() -> None:
+    loaded = _modules_after("topic", "list", "--help")
+    assert "cli.topic_cmd" in loaded
+    assert not {"cli.workload_cmd", "cli.bench.command", "cli.report_cmd", "pyspark", "rich"} & loaded
+
+
+def test_every_listed_command_loads() -> None:
+    runner = CliRunner()
+    for name in (
+        "broker",
+        "controller",
+        "cluster",
+        "topic",
+        "produce",
+        "consume",
+        "net",
+        "dump-log",
+        "health",
+    ):
+        result = runner.invoke(cli, [name, "--help"])
+        assert result.exit_code == 0, (name, result.output)
+
+
+def test_unknown_isrsim_variables_are_named() -> None:
+    env = {"ISRSIM_BROKER_ID": "1", "ISRSIM_MIN_INSYNC_REPLICA": "2", "ISRSIM_DATA_DIR": "x", "PATH": "/"}
+    assert unknown_variables(["broker.id", "min.insync.replicas"], env) == ["ISRSIM_MIN_INSYNC_REPLICA"]
+
+
+def _segment(tmp_path: Path) -> Path:
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    first = build_simple_batch([b"a", b"b", b"c"])
+    second = bytearray(build_simple_batch([b"d"]))
+    second[0:8] = (3).to_bytes(8, "big")  # base offset 3 (the CRC does not cover it)
+    path = partition / "00000000000000000000.log"
+    path.write_bytes(first + bytes(second))
+    return path
+
+
+def test_dump_log_lists_batches_with_offsets_and_crc(tmp_path: Path) -> None:
+    path = _segment(tmp_path)
+    result = CliRunner().invoke(dump_log, [str(path.parent)])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("baseOffset")]
+    assert len(lines) == 2
+    assert lines[0].startswith("baseOffset: 0 lastOffset: 2 count: 3 partitionLeaderEpoch:")
+    assert lines[1].startswith("baseOffset: 3 lastOffset: 3 count: 1")
+    assert all(line.endswith("isvalid: true") for line in lines)
+    data = json.loads(CliRunner().invoke(dump_log, [str(path), "-o", "json", "--print-data-log"]).output)
+    assert [r["payload"] for b in data[0]["batches"] for r in b["records"]] == ["a", "b", "c", "d"]
+
+
+def test_dump_log_reports_a_bad_crc_and_a_torn_tail(tmp_path: Path) -> None:
+    path = _segment(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # a byte of the second batch's last record
+    path.write_bytes(bytes(data) + b"\x00" * 20)  # and a torn tail
+    result = CliRunner().invoke(dump_log, [str(path)])
+    assert result.exit_code == 1
+    assert "isvalid: false" in result.output and "isvalid: true" in result.output
+    assert "Found a problem at position" in result.output
+
+
+def test_the_healthcheck_loads_no_cluster_or_workload_module() -> None:
+    loaded = _modules_after("health", "--help")
+    assert "cli.health_cmd" in loaded
+    assert not {"cli.cluster", "cli.broker_cmd", "cli.workload_cmd", "rich", "pyspark"} & loaded
