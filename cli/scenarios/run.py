@@ -20,7 +20,14 @@ from rich.console import Console
 from rich.table import Table
 
 from broker import read_journal
-from cli.cluster import create_layout, start_broker, start_controller, stop_brokers, wait_healthy
+from cli.cluster import (
+    check_overrides,
+    create_layout,
+    start_broker,
+    start_controller,
+    stop_brokers,
+    wait_healthy,
+)
 from cli.cluster_client import ClientError, ClusterClient
 from cli.cluster_files import (
     ClusterError,
@@ -125,6 +132,7 @@ class ScenarioRun:
             except ClusterError:
                 pass
             shutil.rmtree(self.root)
+        check_overrides(self.settings)
         self.info = create_layout(self.root, brokers, 0, self.settings)
         start_controller(self.cluster)
         self.cluster.save()
