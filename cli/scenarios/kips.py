@@ -222,6 +222,6 @@ class Kip279Divergence(Scenario):
         if truncs:
             run.note(f"{b} truncated to {truncs[-1].get('truncate_to')} ({truncs[-1].get('reason')})")
         else:
-            run.note(f"{b} did not truncate: it kept m3 (epoch 1) at {x}")
+            run.note(f"{b} did not truncate: it kept m3 at {x}")
         run.wait("the replicas to converge", run.converged, timeout=90)
         run.moment(f"5. {b} restarted as {a}'s follower and back in the ISR; replicas converged")
