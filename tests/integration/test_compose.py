@@ -160,8 +160,13 @@ class LocalCompose:
 
 
 def isrsim_services(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The cluster's services: those in no profile (the monitoring profile runs Prometheus and Grafana)."""
-    return {name: svc for name, svc in spec["services"].items() if "profiles" not in svc}
+    """The services that run isrsim: all but the monitoring profile's (Prometheus and Grafana)."""
+    return {n: s for n, s in spec["services"].items() if "monitoring" not in s.get("profiles", [])}
+
+
+def cluster_services(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The cluster itself: the services in no profile (the others run on demand)."""
+    return {n: s for n, s in spec["services"].items() if "profiles" not in s}
 
 
 @pytest.fixture
@@ -180,7 +185,7 @@ def test_compose_file_shape() -> None:
     assert set(services) == {
         "controller", "broker-1", "broker-2", "broker-3", "client", "report", "prometheus", "grafana"
     }  # fmt: skip
-    cluster = isrsim_services(spec)
+    cluster = cluster_services(spec)
     assert set(cluster) == {"controller", "broker-1", "broker-2", "broker-3"}, "the rest on demand (profiles)"
     volumes = [v.split(":")[0] for s in cluster.values() for v in s["volumes"]]
     assert len(volumes) == len(set(volumes)) == 4, "each process has its own volume"
@@ -284,7 +289,7 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
 
 def test_monitoring_profile_scrapes_every_node_and_its_dashboard_uses_documented_metrics() -> None:
     spec = yaml.safe_load(COMPOSE.read_text())
-    monitoring = {n: s for n, s in spec["services"].items() if "profiles" in s}
+    monitoring = {n: s for n, s in spec["services"].items() if "monitoring" in s.get("profiles", [])}
     assert set(monitoring) == {"prometheus", "grafana"}
     assert all(s["profiles"] == ["monitoring"] for s in monitoring.values())
     for svc in monitoring.values():
@@ -295,7 +300,7 @@ def test_monitoring_profile_scrapes_every_node_and_its_dashboard_uses_documented
     prometheus = yaml.safe_load((REPO_ROOT / "monitoring" / "prometheus.yml").read_text())
     targets = {t for job in prometheus["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
     expected = {
-        f"{name}:{svc['environment']['ISRSIM_METRICS_PORT']}" for name, svc in isrsim_services(spec).items()
+        f"{name}:{svc['environment']['ISRSIM_METRICS_PORT']}" for name, svc in cluster_services(spec).items()
     }
     assert targets == expected, "Prometheus scrapes every node's metrics port"
 
