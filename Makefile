@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint unit integration spark demo bench chaos clean
+.PHONY: venv test lint unit integration spark scenarios demo bench chaos clean
 
 venv: $(STAMP)
 
@@ -27,6 +27,11 @@ unit: $(STAMP)
 
 integration: $(STAMP)
 	$(BIN)/pytest -q tests/integration
+
+# The scenarios under the buggy truncation modes (KIP-101 under high-watermark, KIP-279 under
+# leader-epoch-pre-kip-279): each brings up its own cluster, so they are kept out of `make test`.
+scenarios: $(STAMP)
+	$(BIN)/pytest -q -m scenarios tests/spark/test_scenarios.py
 
 demo: $(STAMP)
 	$(BIN)/isrsim demo

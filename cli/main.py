@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "net": ("cli.net_cmd:net", "Inject network faults between nodes (partition, delay, loss, heal)."),
     "produce": ("cli.workload_cmd:produce", "Produce COUNT numbered records to TOPIC (acks=all by default)."),
     "report": ("cli.report_cmd:report", "Run the PySpark consistency report over a cluster root."),
+    "scenario": (
+        "cli.scenario_cmd:scenario",
+        "Replay KIP-101, KIP-279 and other stories under a truncation mode.",
+    ),
     "topic": ("cli.topic_cmd:topic", "Create, list, describe and delete topics (kafka-topics)."),
 }
 
