@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint unit integration spark demo bench clean
+.PHONY: venv test lint unit integration spark scenarios demo bench chaos clean
 
 venv: $(STAMP)
 
@@ -28,11 +28,20 @@ unit: $(STAMP)
 integration: $(STAMP)
 	$(BIN)/pytest -q tests/integration
 
+# The scenarios under the buggy truncation modes (KIP-101 under high-watermark, KIP-279 under
+# leader-epoch-pre-kip-279): each brings up its own cluster, so they are kept out of `make test`.
+scenarios: $(STAMP)
+	$(BIN)/pytest -q -m scenarios tests/spark/test_scenarios.py
+
 demo: $(STAMP)
 	$(BIN)/isrsim demo
 
 bench: $(STAMP)
 	$(BIN)/isrsim bench
+
+# Five minutes of every fault kind against a 3-broker cluster, then the report (tests/integration/test_chaos.py).
+chaos: $(STAMP)
+	$(BIN)/pytest -q -s -m chaos tests/integration/test_chaos.py
 
 clean:
 	rm -rf $(VENV) isrsim-data .pytest_cache .mypy_cache .ruff_cache

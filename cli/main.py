@@ -18,6 +18,10 @@ import click
 COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("cli.broker_cmd:broker", "Run and control broker processes."),
     "bench": ("cli.bench.command:bench", "Measure throughput and latency under scenarios."),
+    "chaos": (
+        "cli.chaos_cmd:chaos",
+        "Workload and seeded nemesis against a running cluster, then converge and report.",
+    ),
     "cluster": ("cli.cluster:cluster", "Bring a local cluster up and down, and watch it."),
     "consume": ("cli.workload_cmd:consume", "Read TOPIC and print record values (kafka-console-consumer)."),
     "controller": ("cli.broker_cmd:controller", "Run and control the cluster controller."),
@@ -30,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "net": ("cli.net_cmd:net", "Inject network faults between nodes (partition, delay, loss, heal)."),
     "produce": ("cli.workload_cmd:produce", "Produce COUNT numbered records to TOPIC (acks=all by default)."),
     "report": ("cli.report_cmd:report", "Run the PySpark consistency report over a cluster root."),
+    "scenario": (
+        "cli.scenario_cmd:scenario",
+        "Replay KIP-101, KIP-279 and other stories under a truncation mode.",
+    ),
     "topic": ("cli.topic_cmd:topic", "Create, list, describe and delete topics (kafka-topics)."),
 }
 

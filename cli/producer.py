@@ -152,6 +152,14 @@ class RateLimitedLog:
         return True
 
 
+async def _sleep_unless(stop: trio.Event | None, seconds: float) -> None:
+    """Sleeps ``seconds``, or less if ``stop`` is set meanwhile."""
+    with trio.move_on_after(seconds):
+        if stop is None:
+            await trio.sleep_forever()
+        await stop.wait()
+
+
 class Producer:
     def __init__(
         self,
@@ -181,8 +189,12 @@ class Producer:
             out.append(head + b"x" * (size - len(head)) if size > len(head) else head)
         return out
 
-    async def run(self, count: int, rate: float | None = None) -> ProduceStats:
-        """Produces ``count`` records (at ``rate`` records/s if given) and waits for every acknowledgement."""
+    async def run(
+        self, count: int, rate: float | None = None, *, stop: trio.Event | None = None
+    ) -> ProduceStats:
+        """Produces ``count`` records (at ``rate`` records/s if given) and waits for every acknowledgement.
+
+        When ``stop`` is set, no new batch is started; the batches in flight still finish."""
         partitions = await self.client.topic_partitions(self.topic)
         slots = {p: trio.Semaphore(self.settings.max_in_flight) for p in partitions}
         self.stats = ProduceStats()
@@ -190,13 +202,15 @@ class Producer:
         async with trio.open_nursery() as nursery:
             seq = 0
             i = 0
-            while seq < count:
+            while seq < count and not (stop is not None and stop.is_set()):
                 n = min(self.settings.batch_records, count - seq)
                 if rate:
                     due = start + seq / rate
                     delay = due - time.monotonic()
                     if delay > 0:
-                        await trio.sleep(delay)
+                        await _sleep_unless(stop, delay)
+                        if stop is not None and stop.is_set():
+                            break
                 partition = partitions[i % len(partitions)]
                 i += 1
                 batch = build_simple_batch(self._values(seq, n))

@@ -1,8 +1,10 @@
 """The checks on the replicas' logs and final state, each a DataFrame of violating rows.
 
-- ``convergence``: live ISR replicas agree on LEO and HW at the end; HW <= LEO everywhere;
+- ``convergence``: live ISR replicas agree on LEO and HW at the end; the replicas in the ISR when the final
+  stop began agree on LEO; HW <= LEO everywhere;
 - ``log_matching``: below the smallest HW every replica holds the same batches (Kafka's StrongIsr);
-- ``acked_not_lost``: every acknowledged batch is on the final leader and every final ISR member;
+- ``acked_not_lost``: every acknowledged batch is on the final leader, every final ISR member and every
+  member of the ISR when the final stop began;
 - ``offsets_contiguous``: no gap, overlap or duplicate batch within a replica;
 - ``epoch_cache``: the leader-epoch-checkpoint agrees with the batches' epochs and is increasing;
 - ``batches_intact``: every batch's CRC matches its bytes.
@@ -75,7 +77,10 @@ def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
             F.format_string("HW %d > LEO %d", F.col("hw"), F.col("leo")).alias("detail"),
         )
     )
-    violations = disagree.unionByName(missing).unionByName(above).unionByName(journal_above)
+    stop_disagree, out_of_isr = _stop_isr_replicas(inp, common)
+    violations = (
+        disagree.unionByName(missing).unionByName(above).unionByName(journal_above).unionByName(stop_disagree)
+    )
     notes = [
         f"final ISR from the journals; fenced at the end (not live): {inp.fenced}"
         if inp.fenced
@@ -83,12 +88,19 @@ def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
     ]
     if inp.max_replicas <= 1:
         notes.append(SINGLE_REPLICA_NOTE)
+    out_rows = rows_of(out_of_isr.orderBy(*TP, "broker"), 200)
+    if out_rows:
+        notes.append(
+            f"{len(out_rows)} replica(s) out of the ISR since before the final stop: listed under "
+            "out_of_isr_before_stop, not judged against the ISR's log"
+        )
     times = convergence_times(inp)
     return finish(
         "convergence",
         "Replicas converged",
-        "For each partition the live ISR replicas agree on LEO and HW at the end, and HW <= LEO everywhere "
-        "(final checkpoints and every journal event).",
+        "For each partition the live ISR replicas agree on LEO and HW at the end, every replica in the ISR "
+        "when the final stop began ends with the same LEO, and HW <= LEO everywhere (final checkpoints and "
+        "every journal event).",
         violations,
         order=[*TP, "broker", "ts_ms"],
         max_examples=max_examples,
@@ -98,8 +110,41 @@ def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
             "partitions": rows_of(_final_table(inp), 200),
             "time_to_converge": times,
             "faults": rows_of(cached(inp, "faults").orderBy("ts_ms", "kind", "broker", *TP), 100),
+            "out_of_isr_before_stop": out_rows,
         },
     )
+
+
+def _stop_isr_replicas(inp: Inputs, common: list[F.Column]) -> tuple[DataFrame, DataFrame]:
+    """Every replica in the ISR when the final stop began must end with the same log end: the violations;
+    and the replicas that were out of that ISR (listed, not judged)."""
+    stop = cached(inp, "stop_isr")
+    judged = inp.replicas.join(stop, TP).filter(F.array_contains("stop_isr", F.col("broker")))
+    agg = judged.groupBy(*TP).agg(
+        F.countDistinct("leo").alias("n_leo"), F.count("*").alias("n"), _replica_list().alias("replicas")
+    )
+    agg = agg.join(stop, TP, "right")
+    isr_text = F.array_join(F.col("stop_isr").cast("array<string>"), ",")
+    disagree = agg.filter(F.col("n_leo") > 1).select(
+        *TP,
+        *common,
+        F.lit("replicas in the ISR before the final stop end with different logs (LEO)").alias("problem"),
+        F.format_string("ISR before the stop %s; %s", isr_text, F.col("replicas")).alias("detail"),
+    )
+    missing = agg.filter(F.coalesce("n", F.lit(0)) < F.size("stop_isr")).select(
+        *TP,
+        *common,
+        F.lit("a member of the ISR before the final stop holds no replica").alias("problem"),
+        F.format_string("ISR before the stop %s; %s", isr_text, F.coalesce("replicas", F.lit(""))).alias(
+            "detail"
+        ),
+    )
+    out = (
+        inp.replicas.join(stop, TP)
+        .filter(~F.array_contains("stop_isr", F.col("broker")))
+        .select(*TP, "broker", "leo", "hw", F.col("stop_isr").alias("isr_before_stop"))
+    )
+    return disagree.unionByName(missing), out
 
 
 def _final_table(inp: Inputs) -> DataFrame:
@@ -252,15 +297,15 @@ def _divergence_records(inp: Inputs, examples: list[dict[str, object]]) -> list[
 
 
 def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    parts = inp.partitions.select(
+    no_brokers = F.array().cast("array<int>")
+    parts = inp.partitions.join(cached(inp, "stop_isr"), TP, "left").select(
         *TP,
         "leader",
         F.array_distinct(
             F.concat(
                 "isr",
-                F.when(F.col("leader").isNotNull(), F.array("leader")).otherwise(
-                    F.array().cast("array<int>")
-                ),
+                F.when(F.col("leader").isNotNull(), F.array("leader")).otherwise(no_brokers),
+                F.coalesce("stop_isr", no_brokers),
             )
         ).alias("expected"),
     )
@@ -305,14 +350,18 @@ def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckR
     violations = missing.filter(F.col("acks") != 1)
     acks1_lost = missing.filter(F.col("acks") == 1)
     checked = inp.stats.acked_lines
-    notes = [f"{checked} acknowledged batches checked on the final leader and every final ISR member"]
+    notes = [
+        f"{checked} acknowledged batches checked on the final leader, every final ISR member and every "
+        "member of the ISR before the final stop"
+    ]
     if inp.stats.torn_acked_lines:
         notes.append(f"{inp.stats.torn_acked_lines} torn acked-journal line(s) skipped")
     result = finish(
         "acked_not_lost",
         "No acknowledged batch lost",
         "Every line of workload/acked-*.jsonl is present at the same base offset with the same CRC on the "
-        "final leader and on every final ISR member (batches below a replica's log start offset were deleted "
+        "final leader, on every final ISR member and on every replica in the ISR when the final stop began "
+        "(batches below a replica's log start offset were deleted "
         "by retention, not lost). Kafka guarantees this for acks=all; acks=1 batches may be lost when their "
         "leader fails over (a crash, or a zombie leader that acknowledged alone): those are listed under "
         "acks1_lost, not counted as violations.",

@@ -88,6 +88,22 @@ def final_shutdown_start(journal: DataFrame) -> int | None:
     return None if row is None or row[0] is None else int(row[0])
 
 
+def isr_before_stop(journal: DataFrame) -> DataFrame:
+    """Per partition, ``stop_isr``: the ISR when the cluster's final stop began (the last ``became_leader``,
+    ``isr_changed`` or ``leader_elected`` before it, the controller winning ties). No rows if the cluster
+    never stopped cleanly. The controlled shutdowns of ``cluster down`` shrink every ISR to its last broker,
+    so the final ISR says little about which replicas were in sync: this one does."""
+    cutoff = final_shutdown_start(journal)
+    ev = journal.filter(
+        F.col("topic").isNotNull()
+        & F.col("event").isin("became_leader", "isr_changed", "leader_elected")
+        & F.col("isr").isNotNull()
+    )
+    ev = ev.limit(0) if cutoff is None else ev.filter(F.col("ts_ms") < F.lit(cutoff))
+    order = F.struct("ts_ms", F.when(F.col("source") == "controller", 1).otherwise(0), "seq")
+    return ev.groupBy(*TP).agg(F.sort_array(F.max_by("isr", order)).alias("stop_isr"))
+
+
 def faults(journal: DataFrame) -> DataFrame:
     """Every fault (see the module doc), columns ``FAULT_COLUMNS``."""
     every = _all_faults(journal)
@@ -232,8 +248,13 @@ def role_timeline(journal: DataFrame) -> DataFrame:
 
 
 def cached(inp: Inputs, name: str) -> DataFrame:
-    """``faults``, ``series`` or ``roles`` of the run, computed once and cached."""
+    """``faults``, ``series``, ``roles`` or ``stop_isr`` of the run, computed once and cached."""
     if name not in inp.derived:
-        build = {"faults": faults, "series": offsets_series, "roles": role_timeline}[name]
+        build = {
+            "faults": faults,
+            "series": offsets_series,
+            "roles": role_timeline,
+            "stop_isr": isr_before_stop,
+        }[name]
         inp.derived[name] = build(inp.journal).cache()
     return inp.derived[name]

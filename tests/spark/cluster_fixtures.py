@@ -298,7 +298,8 @@ def damage(root: Path) -> dict[str, Any]:
     t-0 broker 2 diverges at 1000 (epoch 1); t-1 all replicas lose the last two acknowledged batches;
     t-2 broker 3 loses the batch at 600 (a gap); t-3 broker 2's HW checkpoint is above its LEO; t-4 broker
     1's journal shows its leader HW going back; t-5 broker 3's epoch cache disagrees with its batches;
-    t-6 broker 3 has a batch whose bytes fail their CRC; t-7 broker 2 (behind at 1600) is elected uncleanly.
+    t-6 broker 3 has a batch whose bytes fail their CRC; t-7 broker 2 (behind at 1600, out of the ISR
+    before the stop) is elected uncleanly.
     """
     _, t_end = time_range(root)
     diverge(root, 2, 0, 1000, epoch=1)
@@ -336,6 +337,9 @@ def damage(root: Path) -> dict[str, Any]:
     write_controller_journal(
         root,
         [
+            # Broker 2 fell behind before the stop: out of the ISR then, so not judged against it.
+            (t_end - 10, "isr_changed", {"topic": TOPIC, "partition": 7, "leader_id": 1, "leader_epoch": 0,
+                                         "isr": [1, 3], "reason": "lagging"}),
             (elected, "broker_fenced", {"broker_id": 1}),
             (elected, "leader_elected", {"topic": TOPIC, "partition": 7, "leader_id": 2, "leader_epoch": 1,
                                          "isr": [2], "unclean": True}),

@@ -1,0 +1,244 @@
+"""The chaos nemesis's schedule: a pure function of (seed, duration, interval, fault kinds, max-down, broker
+ids), written to ``<root>/chaos.json`` before anything is done (SPEC §7).
+
+Time is cut into slots of ``interval`` seconds. At each slot (from the first interval on, so the workload
+gets going first) the nemesis starts at most one fault: it deals kinds from a shuffled deck of the requested
+kinds (refilled when empty, so every kind comes up once per round) and starts the first kind in the deck
+that fits now; a kind that does not fit stays in the deck for a later slot. Each fault lasts a drawn time
+(one to three intervals) and ends (heal, restart or resume) by the end of the run.
+
+What fits:
+
+- at most ``max_down`` brokers unavailable at any moment. ``kill``, ``term`` and ``pause`` take their broker
+  down; ``isolate`` cuts its broker off; ``partition`` counts one broker: the broker partitioned from the
+  controller, or the first of two partitioned brokers (each side's ISR loses the other). ``delay`` and
+  ``loss`` take nobody down.
+- two faults in force at once never share a broker (a fault on a killed or paused broker cannot be applied,
+  and a restart heals a node's links); they may share the controller, each on its own links.
+- ``isolate`` runs alone: its rules sit on every node's table, and a paused node's table cannot change.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from protocol import CONTROLLER
+
+FAULT_KINDS = ("kill", "term", "pause", "partition", "isolate", "delay", "loss")
+PROCESS_KINDS = ("kill", "term", "pause")
+NETWORK_KINDS = ("partition", "isolate", "delay", "loss")
+DOWN_KINDS = ("kill", "term", "pause", "partition", "isolate")
+SCHEDULE_VERSION = 1
+# A fault lasts between MIN_LENGTH and MAX_LENGTH intervals.
+MIN_LENGTH, MAX_LENGTH = 1.0, 3.0
+ONE_WAY_CHANCE = 0.3
+MIN_INTERVAL = 0.5
+
+
+class ScheduleError(ValueError):
+    """Input that cannot make a schedule; the message is one line that says what to change."""
+
+
+@dataclass(frozen=True)
+class FaultStep:
+    """One fault: started ``at_s`` seconds into the run, ended (healed, restarted, resumed) at ``until_s``."""
+
+    index: int
+    kind: str
+    at_s: float
+    until_s: float
+    nodes: list[str]
+    params: dict[str, Any] = field(default_factory=dict)
+    down: list[str] = field(default_factory=list)  # the brokers this fault counts as unavailable
+
+    @property
+    def brokers(self) -> set[str]:
+        return {n for n in self.nodes if n != CONTROLLER}
+
+    def describe(self) -> str:
+        p = self.params
+        if self.kind in PROCESS_KINDS:
+            return f"{self.kind} {self.nodes[0]}"
+        if self.kind == "isolate":
+            return f"isolate {self.nodes[0]}"
+        arrow = "->" if p.get("one_way") else "<->"
+        link = f"{self.nodes[0]}{arrow}{self.nodes[1]}"
+        if self.kind == "delay":
+            return f"delay {link} {p['ms']}±{p['jitter_ms']}ms"
+        if self.kind == "loss":
+            return f"loss {link} {p['percent']:g}%"
+        return f"partition {link}"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    seed: int
+    duration_s: float
+    interval_s: float
+    faults: list[str]
+    max_down: int
+    brokers: list[int]
+    steps: list[FaultStep]
+
+    def to_json(self) -> str:
+        """``chaos.json``: the same inputs give the same bytes (no timestamps; the run's times are in
+        faults.jsonl)."""
+        body = {"version": SCHEDULE_VERSION, **asdict(self)}
+        return json.dumps(body, indent=1, sort_keys=True) + "\n"
+
+    def down_at(self, t: float) -> set[str]:
+        """The brokers counted unavailable at ``t`` seconds (a fault is in force on [at_s, until_s))."""
+        return {b for s in self.steps if s.at_s <= t < s.until_s for b in s.down}
+
+    def in_force_at(self, t: float) -> list[FaultStep]:
+        return [s for s in self.steps if s.at_s <= t < s.until_s]
+
+    def counts(self) -> dict[str, int]:
+        return {k: sum(1 for s in self.steps if s.kind == k) for k in self.faults}
+
+
+def parse_kinds(text: str | Iterable[str]) -> list[str]:
+    """``kill,term,...`` -> the kinds in FAULT_KINDS order, each once; unknown names are an error."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    names = [i.strip().lower() for i in items if i.strip()]
+    if not names:
+        raise ScheduleError(f"--faults names no fault kind: choose from {', '.join(FAULT_KINDS)}")
+    for name in names:
+        if name not in FAULT_KINDS:
+            raise ScheduleError(f"unknown fault kind {name!r}: choose from {', '.join(FAULT_KINDS)}")
+    return [k for k in FAULT_KINDS if k in names]
+
+
+def _check(duration: float, interval: float, kinds: list[str], max_down: int, brokers: list[int]) -> None:
+    if not brokers:
+        raise ScheduleError("the cluster has no brokers")
+    if not math.isfinite(duration) or duration <= 0:
+        raise ScheduleError(f"--duration must be a positive number of seconds (got {duration:g})")
+    if not math.isfinite(interval) or interval < MIN_INTERVAL:
+        raise ScheduleError(
+            f"--interval must be at least {MIN_INTERVAL:g} seconds (got {interval:g}): "
+            "a shorter fault is over before any node notices it"
+        )
+    if duration < 2 * interval:
+        raise ScheduleError(
+            f"--duration {duration:g} leaves no room for a fault: the first starts after one --interval "
+            f"({interval:g}s) and lasts at least one more; use --duration >= {2 * interval:g}"
+        )
+    if max_down < 0:
+        raise ScheduleError(f"--max-down must be >= 0 (got {max_down})")
+    if max_down >= len(brokers):
+        raise ScheduleError(
+            f"--max-down {max_down} must be less than the number of brokers ({len(brokers)}): "
+            "with every broker down there is nothing left to fail over to"
+        )
+    downs = [k for k in kinds if k in DOWN_KINDS]
+    if max_down == 0 and downs:
+        raise ScheduleError(
+            f"--max-down 0 lets no broker be unavailable, so {','.join(downs)} could never run: "
+            "use --max-down 1 or --faults delay,loss"
+        )
+
+
+def make_schedule(
+    seed: int,
+    duration: float,
+    interval: float,
+    faults: str | Iterable[str],
+    max_down: int,
+    broker_ids: Sequence[int],
+) -> Schedule:
+    """The schedule for these inputs (pure: the same inputs give the same schedule)."""
+    kinds = parse_kinds(faults)
+    brokers = sorted(set(broker_ids))
+    duration, interval = float(duration), float(interval)  # 300 and 300.0 give the same bytes
+    _check(duration, interval, kinds, max_down, brokers)
+    rng = random.Random(seed)
+    steps: list[FaultStep] = []
+    active: list[FaultStep] = []
+    deck: list[str] = []
+    slot = 1
+    while slot * interval + MIN_LENGTH * interval <= duration + 1e-9:
+        t = round(float(slot * interval), 1)
+        slot += 1
+        active = [s for s in active if s.until_s > t]
+        if not deck:
+            deck = list(kinds)
+            rng.shuffle(deck)
+        for kind in deck:
+            step = _place(rng, kind, len(steps), t, duration, interval, active, brokers, max_down)
+            if step is not None:
+                deck.remove(kind)
+                steps.append(step)
+                active.append(step)
+                break
+    return Schedule(seed, duration, interval, kinds, max_down, brokers, steps)
+
+
+def _place(
+    rng: random.Random,
+    kind: str,
+    index: int,
+    t: float,
+    duration: float,
+    interval: float,
+    active: list[FaultStep],
+    brokers: list[int],
+    max_down: int,
+) -> FaultStep | None:
+    """The step for ``kind`` starting at ``t``, or None when it does not fit now."""
+    if any(s.kind == "isolate" for s in active):
+        return None
+    busy = {b for s in active for b in s.brokers}
+    free = [str(b) for b in brokers if str(b) not in busy]
+    down = sum(len(s.down) for s in active)
+    if kind in DOWN_KINDS and down >= max_down:
+        return None
+    if kind == "isolate" and active:
+        return None
+    if not free:
+        return None
+    a = rng.choice(free)
+    nodes = [a]
+    params: dict[str, Any] = {}
+    if kind in ("partition", "delay", "loss"):
+        peers = [b for b in free if b != a] + [CONTROLLER]
+        nodes.append(rng.choice(peers))
+        params["one_way"] = rng.random() < ONE_WAY_CHANCE
+    if kind in ("kill", "term"):
+        params["signal"] = "KILL" if kind == "kill" else "TERM"
+    elif kind == "delay":
+        params["ms"] = rng.randrange(50, 401, 25)
+        params["jitter_ms"] = params["ms"] // 5
+    elif kind == "loss":
+        params["percent"] = rng.randrange(5, 31, 5)
+    if kind in ("delay", "loss"):
+        params["seed"] = rng.randrange(1 << 31)
+    length = rng.uniform(MIN_LENGTH * interval, MAX_LENGTH * interval)
+    until = round(min(t + length, duration), 1)
+    return FaultStep(
+        index=index,
+        kind=kind,
+        at_s=t,
+        until_s=until,
+        nodes=nodes,
+        params=params,
+        down=[a] if kind in DOWN_KINDS else [],
+    )
+
+
+__all__ = [
+    "DOWN_KINDS",
+    "FAULT_KINDS",
+    "NETWORK_KINDS",
+    "PROCESS_KINDS",
+    "FaultStep",
+    "Schedule",
+    "ScheduleError",
+    "make_schedule",
+    "parse_kinds",
+]

@@ -1,0 +1,140 @@
+"""`isrsim chaos` on a real cluster (controller + 3 brokers as processes): a short run with every fault kind
+whose report passes, whose chaos.json is the pure schedule byte for byte, and whose faults.jsonl holds
+every action of the schedule; and (marker ``chaos``, `make chaos`) the long run."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli.chaos_schedule import FAULT_KINDS, Schedule, make_schedule
+from cli.cluster_files import process_state
+from cli.fault_journal import read_faults
+from tests.integration.cluster_support import FAST, Cluster, cluster_up
+from tests.integration.harness import run_cli
+
+pytestmark = pytest.mark.integration
+
+# Requests that a fault swallowed time out after 2 s (followers, broker -> controller, controller -> broker).
+CHAOS_SETTINGS = (
+    *FAST,
+    "replica.socket.timeout.ms=2000",
+    "request.timeout.ms=2000",
+    "controller.socket.timeout.ms=2000",
+)
+ALL = ",".join(FAULT_KINDS)
+ENDS = {"kill": "restart", "term": "restart", "pause": "resume"}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    yield from cluster_up(tmp_path / "root", settings=CHAOS_SETTINGS)
+
+
+def covering_seed(duration: float, interval: float) -> int:
+    """The first seed whose schedule has every fault kind (a short run has room for all seven only with
+    some seeds)."""
+    return next(
+        s
+        for s in range(1000)
+        if all(make_schedule(s, duration, interval, ALL, 1, [1, 2, 3]).counts().values())
+    )
+
+
+def assert_every_action_recorded(root: Path, schedule: Schedule) -> None:
+    """Each step's start (its kind) and its end (restart, resume or heal) are in faults.jsonl, in order."""
+    records = read_faults(root)
+    by_step: dict[int, list[dict[str, Any]]] = {}
+    for r in records:
+        if "chaos_step" in r["params"]:
+            by_step.setdefault(r["params"]["chaos_step"], []).append(r)
+    for step in schedule.steps:
+        got = by_step.get(step.index, [])
+        actions = [r["action"] for r in got]
+        assert actions == [step.kind, ENDS.get(step.kind, "heal")], (step, got)
+        assert got[0]["nodes"] == step.nodes
+        assert got[0]["ts_ms"] <= got[1]["ts_ms"]
+        if step.kind in ("partition", "delay", "loss"):
+            assert got[1]["nodes"] == step.nodes  # the heal is of exactly this fault's link
+    # Nothing was left for the final clean-up: every fault ended as planned.
+    assert not [r for r in records if r["params"].get("chaos_final")]
+
+
+def run_chaos(c: Cluster, *args: str, timeout: float) -> tuple[str, dict[str, Any]]:
+    proc = run_cli("chaos", "--data-dir", str(c.root), *args, timeout=timeout, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"chaos exited with {proc.returncode}:\n{out[-6000:]}"
+    run = json.loads((c.root / "chaos-run.json").read_text())
+    return out, run
+
+
+def test_short_chaos_run_with_every_fault_kind_passes_the_report(cluster: Cluster) -> None:
+    duration, interval = 24.0, 2.0
+    seed = covering_seed(duration, interval)
+    schedule = make_schedule(seed, duration, interval, ALL, 1, [1, 2, 3])
+    dry = run_cli(
+        "chaos", "--data-dir", str(cluster.root), "--seed", str(seed), "--duration", "24", "--interval", "2",
+        "--dry-run",
+    )  # fmt: skip
+    assert dry.stdout == schedule.to_json()
+    assert not (cluster.root / "chaos.json").exists()  # a dry run changes nothing
+
+    t0 = time.monotonic()
+    out, run = run_chaos(
+        cluster,
+        "--seed", str(seed), "--duration", "24", "--interval", "2", "--rate", "300", "--partitions", "3",
+        timeout=240,
+    )  # fmt: skip
+    elapsed = time.monotonic() - t0
+
+    assert (cluster.root / "chaos.json").read_text() == schedule.to_json()
+    assert f"seed {seed}" in out and "isrsim report: PASS" in out
+    report = json.loads((cluster.root / "report" / "report.json").read_text())
+    assert report["verdict"] == "pass"
+    assert run["report_exit_code"] == 0 and run["skipped"] == 0 and run["error"] is None
+    assert run["injected"] == schedule.counts() and all(run["injected"].values())
+    assert run["records_acked"] > 0 and run["converged_after_last_fault_s"] is not None
+    assert run["not_converged"] == []
+    assert_every_action_recorded(cluster.root, schedule)
+    # The command stopped the cluster it ran against.
+    info = cluster.info
+    assert all(process_state(p.pid) == "stopped" for p in [*info.brokers, info.controller])
+    print(f"chaos run of {duration:g}s took {elapsed:.0f}s with the report; {run}")
+
+
+def test_bad_input_is_refused_before_anything_is_done(cluster: Cluster) -> None:
+    def fails(*args: str) -> str:
+        proc = run_cli("chaos", "--data-dir", str(cluster.root), *args, check=False, timeout=30)
+        assert proc.returncode == 2, proc
+        return proc.stderr.strip().splitlines()[-1]
+
+    assert "unknown fault kind 'nuke'" in fails("--faults", "kill,nuke")
+    assert "--max-down 3 must be less than the number of brokers (3)" in fails("--max-down", "3")
+    assert "--duration must be a positive number of seconds (got 0)" in fails("--duration", "0")
+    assert not (cluster.root / "chaos.json").exists()
+    assert read_faults(cluster.root) == []
+
+
+@pytest.mark.chaos
+def test_long_chaos_run(tmp_path: Path) -> None:
+    """`make chaos`: five minutes of every fault kind on 3 brokers, 6 partitions, RF 3, acks=all,
+    min.insync.replicas=2; the report must pass (nothing acknowledged lost, no divergence, converged)."""
+    for c in cluster_up(tmp_path / "root", settings=CHAOS_SETTINGS):
+        seed = 7
+        schedule = make_schedule(seed, 300, 3, ALL, 1, [1, 2, 3])
+        out, run = run_chaos(
+            c, "--seed", str(seed), "--duration", "300", "--interval", "3", "--rate", "2000", timeout=1500
+        )
+        figures = {k: run[k] for k in ("injected", "records_acked", "batches_failed")}
+        figures["converged_after_last_fault_s"] = run["converged_after_last_fault_s"]
+        print(f"{out[-4000:]}\nchaos-run.json: {figures}")
+        assert "isrsim report: PASS" in out
+        assert (c.root / "chaos.json").read_text() == schedule.to_json()
+        assert run["report_exit_code"] == 0 and run["not_converged"] == []
+        assert all(run["injected"].values()), run
+        assert_every_action_recorded(c.root, schedule)
