@@ -3,6 +3,7 @@ kill|restart``: a local cluster of real processes under one data root."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -123,6 +124,33 @@ def wait_healthy(info: ClusterInfo, timeout: float = START_TIMEOUT_S) -> None:
             )
         time.sleep(0.1)
     raise ClusterError(f"the cluster did not become healthy within {timeout:.0f}s: {problem}")
+
+
+def fresh_cluster(root: Path, brokers: int, overrides: tuple[str, ...], *, what: str) -> ClusterInfo:
+    """A new cluster under ``root`` on OS-assigned ports, for a run that owns its root (the demo, a
+    scenario): a previous cluster there is stopped and deleted first; a directory that is not a cluster root
+    is refused. Returns when the cluster is healthy."""
+    from cli.cluster_files import stop_process
+
+    if root.exists():
+        if not (root / "cluster.json").exists() and any(root.iterdir()):
+            raise ClusterError(f"{root} exists and is not an isrsim {what} root; choose another --data-dir")
+        try:
+            old = ClusterInfo.load(root)
+            for p in [*old.brokers, old.controller]:
+                stop_process(p.pid, 10)
+        except ClusterError:
+            pass
+        shutil.rmtree(root)
+    check_overrides(overrides)
+    info = create_layout(root, brokers, 0, overrides)
+    start_controller(info)
+    info.save()
+    for b in info.brokers:
+        start_broker(info, b)
+        info.save()
+    wait_healthy(info)
+    return info
 
 
 def create_layout(root: Path, brokers: int, base_port: int, overrides: tuple[str, ...]) -> ClusterInfo:

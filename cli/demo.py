@@ -5,7 +5,6 @@ stops, and the Spark report says whether anything acknowledged was lost or any r
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -16,14 +15,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from cli.cluster import (
-    create_layout,
-    record_fault,
-    start_broker,
-    start_controller,
-    stop_brokers,
-    wait_healthy,
-)
+from cli.cluster import fresh_cluster, record_fault, start_broker, stop_brokers
 from cli.cluster_files import ClusterError, ClusterInfo, process_state, send_signal, stop_process
 from cli.node_query import ask_sync
 from protocol import ApiKeys
@@ -111,25 +103,7 @@ class Demo:
     # ------------------------------------------------------------------ steps
 
     def up(self) -> None:
-        if self.root.exists():
-            if not (self.root / "cluster.json").exists() and any(self.root.iterdir()):
-                raise ClusterError(
-                    f"{self.root} exists and is not an isrsim demo root; choose another --data-dir"
-                )
-            try:
-                old = ClusterInfo.load(self.root)
-                for p in [*old.brokers, old.controller]:
-                    stop_process(p.pid, 10)
-            except ClusterError:
-                pass
-            shutil.rmtree(self.root)
-        self.info = create_layout(self.root, 3, 0, DEMO_SETTINGS)
-        start_controller(self.cluster)
-        self.cluster.save()
-        for b in self.cluster.brokers:
-            start_broker(self.cluster, b)
-            self.cluster.save()
-        wait_healthy(self.cluster)
+        self.info = fresh_cluster(self.root, 3, DEMO_SETTINGS, what="demo")
         self.say(f"cluster up: controller + 3 brokers under {self.root} ({', '.join(DEMO_SETTINGS[:3])})")
         body = {
             "topics": [

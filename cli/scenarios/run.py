@@ -5,7 +5,6 @@ of the replicas' offsets and epochs, and kept for the summary."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,14 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from broker import read_journal
-from cli.cluster import (
-    check_overrides,
-    create_layout,
-    start_broker,
-    start_controller,
-    stop_brokers,
-    wait_healthy,
-)
+from cli.cluster import fresh_cluster, start_broker, stop_brokers
 from cli.cluster_client import ClientError, ClusterClient
 from cli.cluster_files import (
     ClusterError,
@@ -120,26 +112,10 @@ class ScenarioRun:
         return self.cluster.broker(broker_id)
 
     def up(self, brokers: int = 3) -> None:
-        if self.root.exists():
-            if not (self.root / "cluster.json").exists() and any(self.root.iterdir()):
-                raise ScenarioError(
-                    f"{self.root} exists and is not an isrsim cluster root; choose another --data-dir"
-                )
-            try:
-                old = ClusterInfo.load(self.root)
-                for p in [*old.brokers, old.controller]:
-                    stop_process(p.pid, 10)
-            except ClusterError:
-                pass
-            shutil.rmtree(self.root)
-        check_overrides(self.settings)
-        self.info = create_layout(self.root, brokers, 0, self.settings)
-        start_controller(self.cluster)
-        self.cluster.save()
-        for b in self.cluster.brokers:
-            start_broker(self.cluster, b)
-            self.cluster.save()
-        wait_healthy(self.cluster)
+        try:
+            self.info = fresh_cluster(self.root, brokers, tuple(self.settings), what="scenario")
+        except ClusterError as exc:  # a root that is not a cluster's, a bad setting: the script cannot start
+            raise ScenarioError(str(exc)) from None
         self.say(f"cluster up under {self.root}: controller + {brokers} brokers, mode [bold]{self.mode}[/]")
 
     def create_topic(self, replication_factor: int, configs: dict[str, str]) -> list[int]:
