@@ -273,7 +273,9 @@ class Producer:
                 retriable = True
                 self._drop_leader_connection(tp)
             except (OSError, ConnectionClosed) as exc:
-                error = type(exc).__name__
+                # Batches share a connection: one cut short by delivery.timeout.ms drops it under the others.
+                # An attempt that was itself in its last stretch failed for the error it was retried for.
+                error = previous if cut_by_delivery_timeout and previous else type(exc).__name__
                 retriable = True
                 self._drop_leader_connection(tp)
             except KeyError as exc:
