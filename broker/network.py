@@ -35,6 +35,7 @@ from typing import Any
 import trio
 
 from broker.memory_pool import ConnectionQuotas, MemoryPool
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.fault_injector import FaultInjector
@@ -86,6 +87,12 @@ class Request:
         # (a test may hand requests over a stand-in connection that has none: the default listener)
         return str(getattr(self.connection, "listener_name", "PLAINTEXT"))
 
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who sent it (``User:ANONYMOUS`` unless the connection authenticated)."""
+        principal = getattr(self.connection, "principal", ANONYMOUS)
+        return principal if isinstance(principal, KafkaPrincipal) else ANONYMOUS
+
     def complete(self, body: dict[str, Any] | None) -> None:
         """Queues ``body`` as the response; ``None`` means no response is sent (PRODUCE with acks=0)."""
         if self.done:
@@ -125,6 +132,8 @@ class Connection:
     outbound_line: DelayLine = field(default_factory=DelayLine)
     address: str = "?"
     listener_name: str = "PLAINTEXT"  # the listener it was accepted on
+    # Who the peer is: ANONYMOUS until SASL authenticates it (Kafka's RequestContext.principal).
+    principal: KafkaPrincipal = ANONYMOUS
     last_active: float = 0.0  # trio time of the last bytes read or written (connections.max.idle.ms)
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
