@@ -22,6 +22,7 @@ from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
 from protocol.controller_messages import *  # noqa: F403  (re-exported: one module to import from)
 from protocol.fault_messages import NetFaultsRequest, NetFaultsResponse
+from protocol.sasl_messages import SASL_REQUEST_TYPES, SASL_RESPONSE_TYPES
 from protocol.schema import Int8, Int16, Int32, Int64
 
 NON_NEGATIVE = {"min": 0}
@@ -396,6 +397,7 @@ REQUEST_TYPES: dict[ApiKeys, type] = {
     ApiKeys.BROKER_HEARTBEAT: cm.BrokerHeartbeatRequest,
     ApiKeys.DESCRIBE_REPLICA_STATE: DescribeReplicaStateRequest,
     ApiKeys.NET_FAULTS: NetFaultsRequest,
+    **SASL_REQUEST_TYPES,
 }
 
 RESPONSE_TYPES: dict[ApiKeys, type] = {
@@ -419,6 +421,7 @@ RESPONSE_TYPES: dict[ApiKeys, type] = {
     ApiKeys.BROKER_HEARTBEAT: cm.BrokerHeartbeatResponse,
     ApiKeys.DESCRIBE_REPLICA_STATE: DescribeReplicaStateResponse,
     ApiKeys.NET_FAULTS: NetFaultsResponse,
+    **SASL_RESPONSE_TYPES,
 }
 
 SUPPORTED_VERSIONS: dict[ApiKeys, tuple[int, int]] = dict.fromkeys(REQUEST_TYPES, (0, 0))
