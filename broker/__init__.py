@@ -31,11 +31,15 @@ if TYPE_CHECKING:
     from broker.journal import read_journal
     from broker.log.checkpoint import CheckpointError, LeaderEpochCheckpointFile, OffsetCheckpointFile
     from broker.log_manager import InconsistentBrokerIdError, LogDirLoadError
+    from broker.security.credentials import CredentialStore, ScramCredential, write_secret_file
     from broker.server import run_broker
 
 # Each exported name and the module that defines it (the imports above say the same to type checkers;
 # tests/unit/test_layers.py checks that the two agree).
 _EXPORTS: dict[str, str] = {
+    "CredentialStore": "broker.security.credentials",
+    "ScramCredential": "broker.security.credentials",
+    "write_secret_file": "broker.security.credentials",
     "BrokerConfig": "broker.config",
     "ConfigError": "broker.config",
     "ControllerConfig": "broker.controller.config",
@@ -55,14 +59,17 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "ControllerConfig",
+    "CredentialStore",
     "InconsistentBrokerIdError",
     "LeaderEpochCheckpointFile",
     "LogDirLoadError",
     "OffsetCheckpointFile",
+    "ScramCredential",
     "StateError",
     "read_journal",
     "run_broker",
     "run_controller",
+    "write_secret_file",
 ]
 
 if not TYPE_CHECKING:

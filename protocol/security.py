@@ -21,12 +21,9 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from protocol.errors import Errors, KafkaError
-
-if TYPE_CHECKING:
-    from protocol.client import KafkaConnection
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("SCRAM-SHA-256", "PLAIN")
@@ -234,7 +231,15 @@ def _check(body: Mapping[str, Any], what: str) -> None:
         raise AuthenticationError(error, f"{what}: {message}" if message else what)
 
 
-async def authenticate(conn: KafkaConnection, security: ClientSecurity, *, timeout: float = 30.0) -> None:
+class Requester(Protocol):
+    """What SASL needs of a connection (``protocol.client.KafkaConnection``)."""
+
+    async def request(
+        self, api_key: int, body: Any, *, api_version: int = 0, timeout: float | None = 30.0
+    ) -> dict[str, Any]: ...
+
+
+async def authenticate(conn: Requester, security: ClientSecurity, *, timeout: float = 30.0) -> None:
     """Kafka's SaslClientAuthenticator: SASL_HANDSHAKE, then SASL_AUTHENTICATE until the mechanism is done.
     Raises ``AuthenticationError`` (the server closes the connection after a failure)."""
     import scramp  # only a SASL client pays for it

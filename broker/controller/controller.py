@@ -31,6 +31,11 @@ from broker.journal import Journal
 from broker.metrics.controller_metrics import ControllerMetrics
 from broker.metrics.http_server import MetricsHttpServer
 from broker.network import Request, RequestChannel, RequestHandlerPool, SocketServer, error_body
+from broker.security.listener_security import (
+    inter_broker_client_security,
+    listener_securities,
+    load_credential_store,
+)
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.common import monotonic_ms, wall_clock_ms
@@ -38,6 +43,7 @@ from protocol.errors import Errors, InvalidRequestError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
 from protocol.schema import from_body, to_body
+from protocol.security import current_client_security
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +90,12 @@ class KafkaController:
         self.host = host
         self.faults = FaultInjector(CONTROLLER, resolve=self._resolve_peer, peers=self._peers)
         self.listeners = config.listeners
+        # Security (docs/security.md): the live credential store, each listener's TLS / SASL, and who the
+        # controller is to the brokers (it reaches them with the protocol of its first listener).
+        self.credential_store = load_credential_store(self.directory)
+        protocols = config.protocols
+        listener_security = listener_securities(config.values, protocols, [e.name for e in self.listeners])
+        self.client_security = inter_broker_client_security(config.values, protocols[self.listeners[0].name])
         self.socket_server = SocketServer(
             host=host,
             port=port,
@@ -93,6 +105,8 @@ class KafkaController:
             supported=self.apis.supported,
             name=f"controller {self.controller_id}",
             faults=self.faults,
+            security=listener_security,
+            credential_store=self.credential_store,
         )
         self.metrics = ControllerMetrics(
             CONTROLLER_APIS, lambda: None if self.core is None else self.core.state
@@ -156,6 +170,7 @@ class KafkaController:
         )
         # The controller channel's connects (tasks started below inherit this) see network faults.
         current_faults.set(self.faults)
+        current_client_security.set(self.client_security)
         try:
             async with trio.open_nursery() as nursery:
                 self.bound_port = await nursery.start(self.socket_server.serve)
