@@ -131,7 +131,7 @@ def test_wrong_password_gets_58_and_a_closed_connection(pki: tuple[Path, Path]) 
 
 
 def test_a_request_before_authentication_closes_the_connection_unanswered(pki: tuple[Path, Path]) -> None:
-    ca, keystore = pki
+    _, keystore = pki
 
     async def main() -> None:
         async with listener(keystore, "SASL_PLAINTEXT") as (port, _):
