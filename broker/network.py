@@ -550,9 +550,7 @@ class SocketServer:
                 )
             )
             return
-        if header.api_key == ApiKeys.NET_FAULTS and self.faults is not None:
-            request.complete(self.faults.handle_net_faults(body))
-            return
+        # Before authentication only API_VERSIONS and SASL get past here (NET_FAULTS included).
         if conn.authenticator is not None:
             self._authenticate(conn, request)
             if request.done:
@@ -565,6 +563,9 @@ class SocketServer:
             )
             request.complete(illegal_sasl_state(header.api_key, why))
             return
+        if header.api_key == ApiKeys.NET_FAULTS and self.faults is not None:
+            request.complete(self.faults.handle_net_faults(body))
+            return
         await self.channel.send_request(request)
 
     def _authenticate(self, conn: Connection, request: Request) -> None:
@@ -576,7 +577,7 @@ class SocketServer:
         if authenticator.complete:
             if authenticator.principal is not None:
                 conn.principal = authenticator.principal
-                log.info(
+                log.debug(
                     "%s: connection %s on %s authenticated as %s (%s)",
                     self.name,
                     conn.peer,
