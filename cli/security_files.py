@@ -140,7 +140,12 @@ class CertificateAuthority:
 
 
 def jaas_config(username: str, password: str) -> str:
-    """Kafka's ``sasl.jaas.config`` for SCRAM."""
+    """Kafka's ``sasl.jaas.config`` for SCRAM (quotes and backslashes in the values escaped)."""
+
+    def quoted(value: str) -> str:
+        return value.replace("\\", "\\\\").replace('"', '\\"')
+
+    username, password = quoted(username), quoted(password)
     return (
         f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{username}" '
         f'password="{password}";'
