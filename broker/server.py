@@ -28,6 +28,9 @@ from broker.metrics.http_server import MetricsHttpServer
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
+from broker.security.auth_helper import AuthHelper, build_authorizer
+from broker.security.credentials import CredentialStore
+from broker.security.security_metadata import BrokerSecurityMetadata, SecurityMetadata
 from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
@@ -110,7 +113,22 @@ class KafkaServer:
         )
         self.replica_manager.fatal_error_handler = self._fatal
         self.fetch_manager = FetchManager(fetch_session_cache, wall_clock_ms)
-        self.apis = KafkaApis(self.replica_manager, self.fetch_manager)
+        self.auth = AuthHelper(build_authorizer(c), f"broker {self.broker_id}")
+        self.apis = KafkaApis(self.replica_manager, self.fetch_manager, self.auth)
+        # The last copy of the cluster's ACLs and SCRAM credentials the controller sent, kept under
+        # <log.dirs>/security so that a restarted broker authorizes and authenticates at once.
+        self.credential_store = CredentialStore()
+        self.security_metadata = BrokerSecurityMetadata(
+            SecurityMetadata.directory_of(c.log_dir),
+            self.auth.authorizer,
+            self.credential_store,
+            f"broker {self.broker_id}",
+        )
+        try:
+            self.security_metadata.load()
+        except ValueError as e:
+            raise LogDirLoadError(f"{e}; remove it to start without ACLs and users") from None
+        self.apis.security_metadata = self.security_metadata
         self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
         self.channel = RequestChannel(c.get_int("queued.max.requests"))
         self.socket_server = SocketServer(
@@ -126,6 +144,7 @@ class KafkaServer:
             quotas=ConnectionQuotas(c.get_int("max.connections"), c.get_int("max.connections.per.ip")),
             connections_max_idle_ms=c.get_int("connections.max.idle.ms"),
         )
+        self.socket_server.net_faults_check = self.auth.net_faults_check
         self.metrics.watch_socket_server(self.socket_server, self.channel)
         self.handler_pool = RequestHandlerPool(
             self.channel,
