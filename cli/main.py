@@ -16,6 +16,7 @@ import click
 
 # name -> ("module:attribute", short help shown by `isrsim --help` without importing the module)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "acl": ("cli.acl_cmd:acl", "Add, list and remove ACLs (kafka-acls)."),
     "broker": ("cli.broker_cmd:broker", "Run and control broker processes."),
     "bench": ("cli.bench.command:bench", "Measure throughput and latency under scenarios."),
     "chaos": (
@@ -39,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Replay KIP-101, KIP-279 and other stories under a truncation mode.",
     ),
     "topic": ("cli.topic_cmd:topic", "Create, list, describe and delete topics (kafka-topics)."),
+    "user": ("cli.user_cmd:user", "Add, list and delete SCRAM users (kafka-configs --entity-type users)."),
 }
 
 
