@@ -47,12 +47,16 @@ if TYPE_CHECKING:
         camel,
         parse_enum,
     )
+    from broker.security.credentials import CredentialStore, ScramCredential, write_secret_file
     from broker.security.security_metadata import SCRAM_MECHANISM_TYPES, salted_password
     from broker.server import run_broker
 
 # Each exported name and the module that defines it (the imports above say the same to type checkers;
 # tests/unit/test_layers.py checks that the two agree).
 _EXPORTS: dict[str, str] = {
+    "CredentialStore": "broker.security.credentials",
+    "ScramCredential": "broker.security.credentials",
+    "write_secret_file": "broker.security.credentials",
     "BrokerConfig": "broker.config",
     "ConfigError": "broker.config",
     "ControllerConfig": "broker.controller.config",
@@ -94,6 +98,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "ControllerConfig",
+    "CredentialStore",
     "InconsistentBrokerIdError",
     "LeaderEpochCheckpointFile",
     "LogDirLoadError",
@@ -101,6 +106,7 @@ __all__ = [
     "PatternType",
     "ResourcePattern",
     "ResourceType",
+    "ScramCredential",
     "StateError",
     "camel",
     "parse_enum",
@@ -108,6 +114,7 @@ __all__ = [
     "run_broker",
     "run_controller",
     "salted_password",
+    "write_secret_file",
 ]
 
 if not TYPE_CHECKING:

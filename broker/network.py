@@ -20,6 +20,13 @@ Network faults (docs/faults.md): with a :class:`~protocol.fault_injector.FaultIn
 read is first shown to it (dropped: never handled; delayed: held, in order, on the connection) and so is
 every response frame before it is written (dropped: never written; delayed: the writer waits). The server
 also answers NET_FAULTS itself, so every node serves it with no help from its ``KafkaApis``.
+
+Security (docs/security.md): a listener may ask for TLS and SASL (``ListenerSecurity``). On a TLS listener
+the accepted stream is wrapped in trio's ``SSLStream`` (the handshake happens on the first read; a peer that
+does not speak TLS is disconnected). On a SASL listener every request read before the connection
+authenticated goes to its ``SaslServerAuthenticator`` first, which lets API_VERSIONS through, answers
+SASL_HANDSHAKE and SASL_AUTHENTICATE itself, and closes the connection on anything else or on a failure
+(after the answer, if there is one). Once authenticated, ``Connection.principal`` is ``User:<name>``.
 """
 
 from __future__ import annotations
@@ -35,7 +42,10 @@ from typing import Any
 import trio
 
 from broker.memory_pool import ConnectionQuotas, MemoryPool
+from broker.security.credentials import CredentialStore
+from broker.security.listener_security import ListenerSecurity
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
+from broker.security.sasl_server import SaslServerAuthenticator, illegal_sasl_state
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.fault_injector import FaultInjector
@@ -120,7 +130,7 @@ class Request:
 class Connection:
     id: int
     peer: str
-    stream: trio.SocketStream
+    stream: trio.abc.Stream
     pending: deque[Request] = field(default_factory=deque)
     _ready: trio.Event = field(default_factory=trio.Event)
     _drained: trio.Event = field(default_factory=trio.Event)
@@ -136,6 +146,9 @@ class Connection:
     principal: KafkaPrincipal = ANONYMOUS
     last_active: float = 0.0  # trio time of the last bytes read or written (connections.max.idle.ms)
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    # SASL listeners: the connection's authenticator until it authenticated (None: no SASL here).
+    authenticator: SaslServerAuthenticator | None = None
+    sasl_listener: bool = False
 
     def hold(self, release_at: float, header: RequestHeader, body: dict[str, Any], size: int) -> None:
         self.held.append((release_at, header, body, size))
@@ -189,6 +202,10 @@ def error_body(error: Errors, message: str) -> dict[str, Any]:
     return {"error_code": int(error), "error_message": message}
 
 
+class _CloseConnection(Exception):
+    """Stop reading this connection: answer what was accepted, then close it (a SASL refusal)."""
+
+
 class SocketServer:
     def __init__(
         self,
@@ -204,6 +221,8 @@ class SocketServer:
         quotas: ConnectionQuotas | None = None,
         connections_max_idle_ms: int = 600_000,
         listeners: Sequence[tuple[str, str, int]] = (),
+        security: Mapping[str, ListenerSecurity] | None = None,
+        credential_store: CredentialStore | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -230,6 +249,12 @@ class SocketServer:
         self._memory_freed = trio.Event()
         self._slot_freed = trio.Event()
         self.memory_pool.add_release_listener(self._on_memory_released)
+        # Listener name -> its TLS / SASL (absent: PLAINTEXT), and the credentials SASL checks against.
+        self.security = dict(security or {})
+        self.credential_store = credential_store if credential_store is not None else CredentialStore()
+        self.supported.setdefault(int(ApiKeys.SASL_HANDSHAKE), (0, 0))
+        self.supported.setdefault(int(ApiKeys.SASL_AUTHENTICATE), (0, 0))
+        self.authentication_failures = 0
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Binds every listener (Kafka's one Acceptor per listener), then accepts on all of them;
@@ -361,14 +386,21 @@ class SocketServer:
         self, stream: trio.SocketStream, address: str, peer: str, listener_name: str = "PLAINTEXT"
     ) -> None:
         """Serves one connection, already counted in the quotas under ``address``."""
+        security = self.security.get(listener_name)
+        served: trio.abc.Stream = stream
+        if security is not None and security.ssl_context is not None:
+            served = trio.SSLStream(stream, security.ssl_context, server_side=True)
         conn = Connection(
             next(self._ids),
             peer,
-            stream,
+            served,
             address=address,
             listener_name=listener_name,
             last_active=trio.current_time(),
         )
+        if security is not None and security.sasl:
+            conn.sasl_listener = True
+            conn.authenticator = SaslServerAuthenticator(security.sasl_mechanisms, self.credential_store)
         self.connections[conn.id] = conn
         try:
             with conn.scope:
@@ -450,6 +482,8 @@ class SocketServer:
                         "%s closing connection %s: invalid request frame: %s", self.name, conn.peer, exc
                     )
                     return
+                except _CloseConnection:
+                    return
         finally:
             if reserved:
                 self._release(reserved)
@@ -490,7 +524,11 @@ class SocketServer:
             release_at, header, body, size = conn.held[0]
             await trio.sleep_until(release_at)
             conn.held.popleft()
-            await self._accept(conn, header, body, size)
+            try:
+                await self._accept(conn, header, body, size)
+            except _CloseConnection:
+                conn.scope.cancel()
+                return
 
     async def _accept(self, conn: Connection, header: RequestHeader, body: dict[str, Any], size: int) -> None:
         try:
@@ -514,6 +552,19 @@ class SocketServer:
                 )
             )
             return
+        # Before authentication only API_VERSIONS and SASL get past here (NET_FAULTS included).
+        if conn.authenticator is not None:
+            self._authenticate(conn, request)
+            if request.done:
+                return
+        elif header.api_key in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE):
+            why = (
+                "after successful authentication"
+                if conn.sasl_listener
+                else f"on {conn.listener_name}, which has no SASL"
+            )
+            request.complete(illegal_sasl_state(header.api_key, why))
+            return
         if header.api_key == ApiKeys.NET_FAULTS and self.faults is not None:
             denied = None if self.net_faults_check is None else self.net_faults_check(request)
             if denied is not None:
@@ -522,6 +573,40 @@ class SocketServer:
             request.complete(self.faults.handle_net_faults(body))
             return
         await self.channel.send_request(request)
+
+    def _authenticate(self, conn: Connection, request: Request) -> None:
+        """A request on a SASL listener before it authenticated: the authenticator says what to do (answer,
+        close, or let it through). Raises ``_CloseConnection`` to stop reading after a refusal."""
+        authenticator = conn.authenticator
+        assert authenticator is not None
+        step = authenticator.receive(request.api_key, request.body)
+        if authenticator.complete:
+            if authenticator.principal is not None:
+                conn.principal = authenticator.principal
+                log.debug(
+                    "%s: connection %s on %s authenticated as %s (%s)",
+                    self.name,
+                    conn.peer,
+                    conn.listener_name,
+                    conn.principal,
+                    authenticator.mechanism,
+                )
+            conn.authenticator = None
+        if step.passthrough:
+            return
+        if step.close:
+            self.authentication_failures += 1
+            log.warning(
+                "%s closing connection %s on %s: %s", self.name, conn.peer, conn.listener_name, step.reason
+            )
+            if step.response is not None:
+                request.complete(step.response)
+            else:
+                conn.pending.remove(request)
+                request.done = True
+                request.release_memory()
+            raise _CloseConnection(step.reason)
+        request.complete(step.response)
 
     async def _write_loop(self, conn: Connection) -> None:
         pending = conn.pending

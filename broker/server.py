@@ -29,7 +29,11 @@ from broker.network import RequestChannel, RequestHandlerPool, SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
 from broker.security.auth_helper import AuthHelper, build_authorizer
-from broker.security.credentials import CredentialStore
+from broker.security.listener_security import (
+    inter_broker_client_security,
+    listener_securities,
+    load_credential_store,
+)
 from broker.security.security_metadata import BrokerSecurityMetadata, SecurityMetadata
 from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
@@ -38,6 +42,7 @@ from protocol.common import BrokerEndpoint, wall_clock_ms
 from protocol.errors import KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
+from protocol.security import current_client_security
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +120,18 @@ class KafkaServer:
         self.fetch_manager = FetchManager(fetch_session_cache, wall_clock_ms)
         self.auth = AuthHelper(build_authorizer(c), f"broker {self.broker_id}")
         self.apis = KafkaApis(self.replica_manager, self.fetch_manager, self.auth)
+        self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
+        self.channel = RequestChannel(c.get_int("queued.max.requests"))
+        # Security (docs/security.md): the live credential store SASL checks, what each listener asks of a
+        # connection, and who this broker is when it connects to its peers (inter-broker listener).
+        self.credential_store = load_credential_store(c.log_dir)
+        protocols = self.listeners.protocols
+        listener_security = listener_securities(
+            c.values, protocols, [e.name for e in self.listeners.listeners]
+        )
+        self.client_security = inter_broker_client_security(c.values, protocols[self.listeners.inter_broker])
         # The last copy of the cluster's ACLs and SCRAM credentials the controller sent, kept under
         # <log.dirs>/security so that a restarted broker authorizes and authenticates at once.
-        self.credential_store = CredentialStore()
         self.security_metadata = BrokerSecurityMetadata(
             SecurityMetadata.directory_of(c.log_dir),
             self.auth.authorizer,
@@ -129,8 +143,6 @@ class KafkaServer:
         except ValueError as e:
             raise LogDirLoadError(f"{e}; remove it to start without ACLs and users") from None
         self.apis.security_metadata = self.security_metadata
-        self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
-        self.channel = RequestChannel(c.get_int("queued.max.requests"))
         self.socket_server = SocketServer(
             host=host,
             port=port,
@@ -143,6 +155,8 @@ class KafkaServer:
             memory_pool=MemoryPool(c.get_int("queued.max.request.bytes")),
             quotas=ConnectionQuotas(c.get_int("max.connections"), c.get_int("max.connections.per.ip")),
             connections_max_idle_ms=c.get_int("connections.max.idle.ms"),
+            security=listener_security,
+            credential_store=self.credential_store,
         )
         self.socket_server.net_faults_check = self.auth.net_faults_check
         self.metrics.watch_socket_server(self.socket_server, self.channel)
@@ -252,6 +266,8 @@ class KafkaServer:
             log.warning("broker %d: unknown configuration key %r ignored", self.broker_id, unknown)
         # Every task started below (fetchers, controller channel) inherits this: their connects see faults.
         current_faults.set(self.faults)
+        # ... and authenticate as this broker on the inter-broker listener (fetchers, controller channel).
+        current_client_security.set(self.client_security)
         async with trio.open_nursery() as nursery:
             await nursery.start(self.socket_server.serve)
             self.bound_port = self.socket_server.bound_ports[self.listeners.inter_broker]

@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from cli.client_auth import NOT_CLIENTS, add_client_auth_options
+
 # name -> ("module:attribute", short help shown by `isrsim --help` without importing the module)
 COMMANDS: dict[str, tuple[str, str]] = {
     "acl": ("cli.acl_cmd:acl", "Add, list and remove ACLs (kafka-acls)."),
@@ -75,6 +77,9 @@ class LazyGroup(click.Group):
             ) from None
         command = getattr(module, attr)
         assert isinstance(command, click.Command), target
+        if cmd_name not in NOT_CLIENTS:
+            # --command-config / --user / --password on every command that talks to a cluster.
+            add_client_auth_options(command)
         self.commands[cmd_name] = command
         return command
 

@@ -23,6 +23,7 @@ from protocol import security_messages as sm
 from protocol.api_keys import ApiKeys
 from protocol.controller_messages import *  # noqa: F403  (re-exported: one module to import from)
 from protocol.fault_messages import NetFaultsRequest, NetFaultsResponse
+from protocol.sasl_messages import SASL_REQUEST_TYPES, SASL_RESPONSE_TYPES
 from protocol.schema import Int8, Int16, Int32, Int64
 
 NON_NEGATIVE = {"min": 0}
@@ -397,6 +398,7 @@ REQUEST_TYPES: dict[ApiKeys, type] = {
     ApiKeys.BROKER_HEARTBEAT: cm.BrokerHeartbeatRequest,
     ApiKeys.DESCRIBE_REPLICA_STATE: DescribeReplicaStateRequest,
     ApiKeys.NET_FAULTS: NetFaultsRequest,
+    **SASL_REQUEST_TYPES,
 }
 
 RESPONSE_TYPES: dict[ApiKeys, type] = {
@@ -420,6 +422,7 @@ RESPONSE_TYPES: dict[ApiKeys, type] = {
     ApiKeys.BROKER_HEARTBEAT: cm.BrokerHeartbeatResponse,
     ApiKeys.DESCRIBE_REPLICA_STATE: DescribeReplicaStateResponse,
     ApiKeys.NET_FAULTS: NetFaultsResponse,
+    **SASL_RESPONSE_TYPES,
 }
 
 # The security metadata APIs (protocol/security_messages.py).

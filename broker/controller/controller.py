@@ -34,7 +34,11 @@ from broker.metrics.http_server import MetricsHttpServer
 from broker.network import Request, RequestChannel, RequestHandlerPool, SocketServer, error_body
 from broker.security.acl import AclOperation, ResourceType
 from broker.security.auth_helper import AuthHelper, ClusterAuthorizationError, build_authorizer
-from broker.security.credentials import CredentialStore
+from broker.security.listener_security import (
+    inter_broker_client_security,
+    listener_securities,
+    load_credential_store,
+)
 from broker.security.security_metadata import SecurityMetadata
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
@@ -43,6 +47,7 @@ from protocol.errors import Errors, InvalidRequestError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
 from protocol.schema import from_body, to_body
+from protocol.security import current_client_security
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +110,8 @@ class KafkaController:
             retry_backoff_s=config.get_int("controller.retry.backoff.ms") / 1000.0,
         )
         self.auth = AuthHelper(build_authorizer(config), f"controller {self.controller_id}")
-        # The SASL server's credentials (the cluster's, which this controller owns) and the ACLs: loaded
-        # from <metadata.log.dir>/security at start (docs/security.md).
-        self.credential_store = CredentialStore()
+        # The cluster's ACLs and SCRAM credentials, which this controller owns: loaded from
+        # <metadata.log.dir>/security when it runs (docs/security.md).
         self.security: SecurityControl | None = None
         self.apis = ControllerApis(self)
         self.request_channel = RequestChannel(config.get_int("queued.max.requests"))
@@ -115,6 +119,12 @@ class KafkaController:
         self.host = host
         self.faults = FaultInjector(CONTROLLER, resolve=self._resolve_peer, peers=self._peers)
         self.listeners = config.listeners
+        # Security (docs/security.md): the live credential store, each listener's TLS / SASL, and who the
+        # controller is to the brokers (it reaches them with the protocol of its first listener).
+        self.credential_store = load_credential_store(self.directory)
+        protocols = config.protocols
+        listener_security = listener_securities(config.values, protocols, [e.name for e in self.listeners])
+        self.client_security = inter_broker_client_security(config.values, protocols[self.listeners[0].name])
         self.socket_server = SocketServer(
             host=host,
             port=port,
@@ -124,6 +134,8 @@ class KafkaController:
             supported=self.apis.supported,
             name=f"controller {self.controller_id}",
             faults=self.faults,
+            security=listener_security,
+            credential_store=self.credential_store,
         )
         self.socket_server.net_faults_check = self.auth.net_faults_check
         self.metrics = ControllerMetrics(
@@ -191,6 +203,7 @@ class KafkaController:
         )
         # The controller channel's connects (tasks started below inherit this) see network faults.
         current_faults.set(self.faults)
+        current_client_security.set(self.client_security)
         try:
             async with trio.open_nursery() as nursery:
                 self.bound_port = await nursery.start(self.socket_server.serve)
