@@ -3,13 +3,15 @@ client address), with the error Kafka answers when the answer is no.
 
 Without an authorizer (``authorizer.class.name`` empty) every question is answered yes: isrsim as it was.
 Denials are logged at INFO as Kafka's authorizer logger logs them (principal, operation, host, resource,
-the API and the rule that decided).
+the API and the rule that decided), at most once per 10 s for the same principal, operation and resource
+(with the number not logged), so that a client retrying in a loop cannot fill the log.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 
 from broker.config import ConfigValues
 from broker.network import Request
@@ -20,6 +22,8 @@ from protocol.api_keys import ApiKeys
 from protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kafka.authorizer.logger")
+
+DENIAL_LOG_INTERVAL_S = 10.0
 
 
 class ClusterAuthorizationError(KafkaError):
@@ -47,9 +51,17 @@ def _api_name(request: Request) -> str:
 
 
 class AuthHelper:
-    def __init__(self, authorizer: StandardAuthorizer | None, node: str = "broker") -> None:
+    def __init__(
+        self,
+        authorizer: StandardAuthorizer | None,
+        node: str = "broker",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.authorizer = authorizer
         self.node = node
+        self._clock = clock
+        # (principal, operation, resource type, name) -> (when last logged, denials since not logged)
+        self._denials: dict[tuple[str, int, int, str], tuple[float, int]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -68,18 +80,28 @@ class AuthHelper:
         host = str(getattr(request.connection, "address", "?"))
         decision = self.authorizer.decide(principal, host, operation, resource_type, resource_name)
         if not decision.allowed:
-            log.info(
-                "%s: Principal = %s is Denied operation = %s from host = %s on resource = %s:%s for request "
-                "= %s (%s)",
-                self.node,
-                principal,
-                camel(operation),
-                host,
-                camel(resource_type),
-                resource_name,
-                _api_name(request),
-                decision.reason,
-            )
+            key = (str(principal), int(operation), int(resource_type), resource_name)
+            now = self._clock()
+            last, unlogged = self._denials.get(key, (-DENIAL_LOG_INTERVAL_S, 0))
+            if now - last < DENIAL_LOG_INTERVAL_S:
+                self._denials[key] = (last, unlogged + 1)
+            else:
+                if len(self._denials) > 10_000:
+                    self._denials.clear()
+                self._denials[key] = (now, 0)
+                log.info(
+                    "%s: Principal = %s is Denied operation = %s from host = %s on resource = %s:%s for "
+                    "request = %s (%s)%s",
+                    self.node,
+                    principal,
+                    camel(operation),
+                    host,
+                    camel(resource_type),
+                    resource_name,
+                    _api_name(request),
+                    decision.reason,
+                    f"; {unlogged} more like it not logged" if unlogged else "",
+                )
         return decision.allowed
 
     def authorize_cluster_operation(self, request: Request, operation: AclOperation) -> None:
