@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
+from broker.security.authorizer import check_authorizer_class
 from protocol.replication import TRUNCATION_MODE_KEY, TruncationMode
 
 ENV_PREFIX = "ISRSIM_"
@@ -52,6 +53,30 @@ class ConfigKey:
     default: Any
     doc: str
     minimum: int | None = None
+
+
+def parse_authorizer_class(raw: str) -> str:
+    name = raw.strip()
+    check_authorizer_class(name)
+    return name
+
+
+# The authorizer's keys, read by brokers and the controller alike (docs/security.md, "Authorization").
+AUTHORIZER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "authorizer.class.name",
+        parse_authorizer_class,
+        "",
+        "Kafka's StandardAuthorizer (or AclAuthorizer) class name turns ACL authorization on; empty = off.",
+    ),
+    ConfigKey("super.users", parse_str, "", "Principals allowed everything, e.g. User:admin;User:broker."),
+    ConfigKey(
+        "allow.everyone.if.no.acl.found",
+        parse_bool,
+        False,
+        "With the authorizer on: a resource with no ACL at all is open to everyone (else closed).",
+    ),
+)
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -104,6 +129,7 @@ SECURITY_CONFIG_KEYS: tuple[ConfigKey, ...] = (
 
 # Kafka's keys with Kafka's defaults, plus the few that are isrsim's own (marked).
 BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    *AUTHORIZER_CONFIG_KEYS,
     ConfigKey("broker.id", parse_int, None, "This broker's id.", 0),
     ConfigKey("cluster.id", parse_str, "isrsim", "Cluster id written to meta.properties."),
     ConfigKey(

@@ -234,6 +234,8 @@ class SocketServer:
         self.supported = dict(supported)
         self.name = name
         self.faults = faults
+        # Asked before NET_FAULTS is served: None to serve it, else why not (CLUSTER_AUTHORIZATION_FAILED).
+        self.net_faults_check: Callable[[Request], str | None] | None = None
         if faults is not None:
             self.supported[int(ApiKeys.NET_FAULTS)] = (0, 0)
         self.bound_port: int | None = None
@@ -564,6 +566,10 @@ class SocketServer:
             request.complete(illegal_sasl_state(header.api_key, why))
             return
         if header.api_key == ApiKeys.NET_FAULTS and self.faults is not None:
+            denied = None if self.net_faults_check is None else self.net_faults_check(request)
+            if denied is not None:
+                request.complete(error_body(Errors.CLUSTER_AUTHORIZATION_FAILED, denied))
+                return
             request.complete(self.faults.handle_net_faults(body))
             return
         await self.channel.send_request(request)

@@ -28,11 +28,13 @@ from broker.metrics.http_server import MetricsHttpServer
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
+from broker.security.auth_helper import AuthHelper, build_authorizer
 from broker.security.listener_security import (
     inter_broker_client_security,
     listener_securities,
     load_credential_store,
 )
+from broker.security.security_metadata import BrokerSecurityMetadata, SecurityMetadata
 from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
@@ -116,7 +118,8 @@ class KafkaServer:
         )
         self.replica_manager.fatal_error_handler = self._fatal
         self.fetch_manager = FetchManager(fetch_session_cache, wall_clock_ms)
-        self.apis = KafkaApis(self.replica_manager, self.fetch_manager)
+        self.auth = AuthHelper(build_authorizer(c), f"broker {self.broker_id}")
+        self.apis = KafkaApis(self.replica_manager, self.fetch_manager, self.auth)
         self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
         self.channel = RequestChannel(c.get_int("queued.max.requests"))
         # Security (docs/security.md): the live credential store SASL checks, what each listener asks of a
@@ -127,6 +130,19 @@ class KafkaServer:
             c.values, protocols, [e.name for e in self.listeners.listeners]
         )
         self.client_security = inter_broker_client_security(c.values, protocols[self.listeners.inter_broker])
+        # The last copy of the cluster's ACLs and SCRAM credentials the controller sent, kept under
+        # <log.dirs>/security so that a restarted broker authorizes and authenticates at once.
+        self.security_metadata = BrokerSecurityMetadata(
+            SecurityMetadata.directory_of(c.log_dir),
+            self.auth.authorizer,
+            self.credential_store,
+            f"broker {self.broker_id}",
+        )
+        try:
+            self.security_metadata.load()
+        except ValueError as e:
+            raise LogDirLoadError(f"{e}; remove it to start without ACLs and users") from None
+        self.apis.security_metadata = self.security_metadata
         self.socket_server = SocketServer(
             host=host,
             port=port,
@@ -142,6 +158,7 @@ class KafkaServer:
             security=listener_security,
             credential_store=self.credential_store,
         )
+        self.socket_server.net_faults_check = self.auth.net_faults_check
         self.metrics.watch_socket_server(self.socket_server, self.channel)
         self.handler_pool = RequestHandlerPool(
             self.channel,

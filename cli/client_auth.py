@@ -114,7 +114,11 @@ def add_client_auth_options(command: click.Command) -> click.Command:
         return command
     if any(p.name == "command_config" for p in command.params):
         return command
-    command.params.extend(_options())
+    options = _options()
+    if any("--password" in getattr(p, "opts", ()) for p in command.params):
+        # The command's own --password (`user add NAME --password P`): authenticate with --command-config.
+        options = [o for o in options if o.name == "command_config"]
+    command.params.extend(options)
     original: Callable[[click.Context], Any] = command.invoke
 
     def invoke(ctx: click.Context) -> Any:

@@ -166,6 +166,14 @@ class ClusterClient:
                 for t in resp["topics"]:
                     if t["name"] == topic and t["error_code"] == Errors.NONE and t["partitions"]:
                         return sorted(p["partition_index"] for p in t["partitions"])
+                    if t["name"] == topic and t["error_code"] == Errors.TOPIC_AUTHORIZATION_FAILED:
+                        grant = (
+                            f"isrsim acl add --allow-principal User:NAME --operation Write --topic {topic}"
+                        )
+                        raise ClientError(
+                            f"not authorized to describe topic {topic!r} (TOPIC_AUTHORIZATION_FAILED): a "
+                            f"super user can grant it, e.g. `{grant}` (Write and Read imply Describe)"
+                        )
                 await trio.sleep(0.2)
         raise ClientError(
             f"topic {topic!r} does not exist: create it with `isrsim topic create {topic} --partitions P "

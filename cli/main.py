@@ -18,6 +18,7 @@ from cli.client_auth import NOT_CLIENTS, add_client_auth_options
 
 # name -> ("module:attribute", short help shown by `isrsim --help` without importing the module)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "acl": ("cli.acl_cmd:acl", "Add, list and remove ACLs (kafka-acls)."),
     "broker": ("cli.broker_cmd:broker", "Run and control broker processes."),
     "bench": ("cli.bench.command:bench", "Measure throughput and latency under scenarios."),
     "chaos": (
@@ -42,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "security": ("cli.security_cmd:security", "Make TLS certificates and SCRAM users for a cluster."),
     "topic": ("cli.topic_cmd:topic", "Create, list, describe and delete topics (kafka-topics)."),
+    "user": ("cli.user_cmd:user", "Add, list and delete SCRAM users (kafka-configs --entity-type users)."),
 }
 
 

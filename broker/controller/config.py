@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.config import (
+    AUTHORIZER_CONFIG_KEYS,
     DEFAULT_SECURITY_PROTOCOL_MAP,
     SECURITY_CONFIG_KEYS,
     ConfigKey,
@@ -21,6 +22,7 @@ from broker.config import (
 from broker.controller.topics import TopicSettings
 
 CONTROLLER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    *AUTHORIZER_CONFIG_KEYS,
     ConfigKey(
         "node.id", parse_int, 1000, "The controller's id (brokers name it in controller.quorum.voters).", 0
     ),

@@ -2,7 +2,10 @@
 replicates (the fetchers and the controller authenticate as `broker`), the CLI works end to end from the
 root's client.properties, secrets are 0600, and a client without credentials gets nothing served: a wrong
 password gets SASL_AUTHENTICATION_FAILED (58) and a closed connection, a plaintext client gets nothing that
-parses, and cluster actions before authentication close the connection unanswered, changing nothing."""
+parses, and cluster actions before authentication close the connection unanswered, changing nothing. With the
+authorizer on, an authenticated user that is not a super user gets 31 for every cluster action, including a
+follower FETCH sent while the real followers are paused, and 29 from produce until `isrsim acl add` grants
+it Write."""
 
 from __future__ import annotations
 
@@ -17,10 +20,13 @@ import trio
 
 from cli.cluster_files import ProcessEntry
 from protocol.api_keys import ApiKeys
+from protocol.client import ConnectionClosed, open_connection
 from protocol.errors import Errors
 from protocol.framing import FrameDecoder, decode_response, encode_request
+from protocol.records import build_simple_batch
+from protocol.security import AuthenticationError, ClientSecurity
 from tests.integration.cluster_support import Cluster, cluster_up
-from tests.integration.harness import wait_until
+from tests.integration.harness import request, wait_until
 
 TOPIC = "secure"
 PARTITIONS = 2
@@ -119,10 +125,155 @@ def test_cluster_actions_before_authentication_are_not_served(with_data: Cluster
     c = with_data
     before_meta = c.metadata(TOPIC)
     before_offsets = c.replica_offsets(TOPIC)
-    leader = before_meta[0]["leader_id"]
-    follower = next(r for r in before_meta[0]["replica_nodes"] if r != leader)
-    epoch = before_meta[0]["leader_epoch"]
-    attacks: list[tuple[int, int, dict[str, Any]]] = [
+    attacks = the_issue_attacks(before_meta)
+    for target, api, body in attacks:
+        frames = trio.run(raw_exchange, c.info.broker(target), c.root, [(api, body)])
+        assert frames == [], f"{ApiKeys(api).name} was answered before authentication"
+    assert c.metadata(TOPIC) == before_meta
+    assert c.replica_offsets(TOPIC) == before_offsets
+    assert c.isr_full(TOPIC)
+
+
+# ------------------------------------------------------------------------------------------- authorization
+
+MALLORY, MALLORY_PASSWORD = "mallory", "mallory-secret-1"
+WRITER, WRITER_PASSWORD = "writer", "writer-secret-1"
+
+
+def add_user(c: Cluster, name: str, password: str) -> None:
+    """`isrsim user add` as admin, then waits until every broker has the new credentials (the controller
+    sends them in UPDATE_METADATA)."""
+    added = c.cli("user", "add", name, "--password", password)
+    assert "it has no ACLs yet" in added.stdout
+    for b in c.info.brokers:
+        wait_until(
+            lambda b=b: trio.run(authenticates, b, c.root, name, password),
+            timeout=20,
+            message=f"user {name} known to broker {b.id}",
+        )
+
+
+def test_an_authenticated_user_cannot_act_as_the_cluster(with_data: Cluster) -> None:
+    """The issue's attacks again, by a user that authenticated and even has All on the topic: each is
+    answered CLUSTER_AUTHORIZATION_FAILED (31), and leadership and data are unchanged afterwards."""
+    c = with_data
+    add_user(c, MALLORY, MALLORY_PASSWORD)
+    c.cli("acl", "add", "--allow-principal", f"User:{MALLORY}", "--operation", "All", "--topic", TOPIC)
+    before_meta = c.metadata(TOPIC)
+    before_offsets = c.replica_offsets(TOPIC)
+    for target, api, body in the_issue_attacks(before_meta):
+        [answer] = trio.run(
+            sasl_exchange, c.info.broker(target), c.root, MALLORY, MALLORY_PASSWORD, [(api, body)]
+        )
+        assert answer is not None, f"{ApiKeys(api).name}: connection closed"  # 31 is what Kafka answers
+        assert answer["error_code"] == Errors.CLUSTER_AUTHORIZATION_FAILED, (ApiKeys(api).name, answer)
+        assert f"User:{MALLORY}" in answer["error_message"]
+    assert c.metadata(TOPIC) == before_meta
+    assert c.replica_offsets(TOPIC) == before_offsets
+    assert c.isr_full(TOPIC)
+
+
+def test_a_fake_follower_fetch_cannot_acknowledge_a_write_while_the_followers_are_paused(
+    with_data: Cluster,
+) -> None:
+    """The third attack as filed: the real followers of a partition paused, an acks=all write waits at the
+    leader, and an authenticated user fetches as one of the followers from past the write. The fetch gets 31
+    and the write is never acknowledged; after the followers resume, every replica converges."""
+    c = with_data
+    meta = c.metadata(TOPIC)
+    leader = meta[0]["leader_id"]
+    followers = [r for r in meta[0]["replica_nodes"] if r != leader]
+    leader_entry = c.info.broker(leader)
+    for f in followers:
+        c.cli("broker", "pause", str(f))
+    try:
+        produce_body = produce_request_body(TOPIC, 0, acks=-1, timeout_ms=2000)
+        fake_fetch = next(body for _, api, body in the_issue_attacks(meta) if api == ApiKeys.FETCH)
+        leo = c.replica_offsets(TOPIC)[(leader, 0)][0]
+        fake_fetch["topics"][0]["partitions"][0]["fetch_offset"] = leo + 1
+        fake_fetch["topics"][0]["partitions"][0]["current_leader_epoch"] = -1
+
+        async def attack() -> tuple[dict[str, Any], dict[str, Any]]:
+            produced: dict[str, Any] = {}
+
+            async def write() -> None:
+                produced.update(
+                    await request(
+                        leader_entry.host,
+                        leader_entry.port,
+                        ApiKeys.PRODUCE,
+                        produce_body,
+                        security=c.security,
+                    )
+                )
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(write)
+                await trio.sleep(0.3)  # the write is waiting in the leader's purgatory
+                [fetched] = await sasl_exchange(
+                    leader_entry, c.root, MALLORY, MALLORY_PASSWORD, [(ApiKeys.FETCH, fake_fetch)]
+                )
+            assert fetched is not None
+            return produced, fetched
+
+        produced, fetched = trio.run(attack)
+        assert fetched["error_code"] == Errors.CLUSTER_AUTHORIZATION_FAILED
+        answer = produced["responses"][0]["partition_responses"][0]
+        assert answer["error_code"] != Errors.NONE, (
+            "an acks=all write was acknowledged with every follower paused"
+        )
+    finally:
+        for f in followers:
+            c.cli("broker", "resume", str(f))
+    wait_until(lambda: c.isr_full(TOPIC), timeout=60, message="full ISR after the followers resumed")
+    c.wait_converged(TOPIC, PARTITIONS)
+    assert c.assert_no_acked_batch_lost(TOPIC, PARTITIONS) > 0
+
+
+def test_produce_needs_write_and_acl_add_grants_it(with_data: Cluster) -> None:
+    c = with_data
+    add_user(c, WRITER, WRITER_PASSWORD)
+    as_writer = ("--user", WRITER, "--password", WRITER_PASSWORD)
+    leader = c.info.broker(c.metadata(TOPIC)[0]["leader_id"])
+    body = produce_request_body(TOPIC, 0, acks=-1, timeout_ms=10_000)
+
+    def produce_error() -> int:
+        [answer] = trio.run(sasl_exchange, leader, c.root, WRITER, WRITER_PASSWORD, [(ApiKeys.PRODUCE, body)])
+        assert answer is not None
+        return int(answer["responses"][0]["partition_responses"][0]["error_code"])
+
+    # A new user has no ACLs: 29 from produce, and the CLI says why at once.
+    assert produce_error() == Errors.TOPIC_AUTHORIZATION_FAILED
+    refused = c.cli("produce", TOPIC, "--count", "10", "--no-progress", *as_writer, check=False, timeout=60)
+    assert refused.returncode != 0 and "TOPIC_AUTHORIZATION_FAILED" in refused.stderr + refused.stdout
+    c.cli("acl", "add", "--allow-principal", f"User:{WRITER}", "--operation", "Write", "--topic", TOPIC)
+    listed = c.cli("acl", "list", "--principal", f"User:{WRITER}")
+    assert "operation=WRITE, permissionType=ALLOW" in listed.stdout
+    wait_until(lambda: produce_error() == Errors.NONE, timeout=20, message="the Write ACL at the leader")
+    produced = c.cli(
+        "produce", TOPIC, "--count", "10", "--acks", "all", "--no-progress", *as_writer, timeout=60
+    )
+    assert "10 records acknowledged" in produced.stdout, produced.stdout + produced.stderr
+    # Write is not Read.
+    unread = c.cli(
+        "consume", TOPIC, "--from-beginning", "--max-records", "1", *as_writer, check=False, timeout=60
+    )
+    assert unread.returncode != 0 and "TOPIC_AUTHORIZATION_FAILED" in unread.stderr
+    c.cli("acl", "remove", "--allow-principal", f"User:{WRITER}", "--topic", TOPIC)
+    wait_until(
+        lambda: produce_error() == Errors.TOPIC_AUTHORIZATION_FAILED, timeout=20, message="the ACL removed"
+    )
+
+
+# ------------------------------------------------------------------------------------------- helpers
+def the_issue_attacks(meta: dict[int, dict[str, Any]]) -> list[tuple[int, int, dict[str, Any]]]:
+    """(target broker, API, body) of each attack of the issue on partition 0: STOP_REPLICA deleting the
+    follower's replica, LEADER_AND_ISR making the follower a second leader with epoch+1, a FETCH to the leader
+    claiming to be the follower (far ahead), and NET_FAULTS."""
+    leader = meta[0]["leader_id"]
+    follower = next(r for r in meta[0]["replica_nodes"] if r != leader)
+    epoch = meta[0]["leader_epoch"]
+    return [
         (
             follower,
             ApiKeys.STOP_REPLICA,
@@ -158,7 +309,7 @@ def test_cluster_actions_before_authentication_are_not_served(with_data: Cluster
                                 "leader_epoch": epoch + 1,
                                 "isr": [follower],
                                 "partition_epoch": 99,
-                                "replicas": before_meta[0]["replica_nodes"],
+                                "replicas": meta[0]["replica_nodes"],
                                 "is_new": False,
                             }
                         ],
@@ -197,15 +348,6 @@ def test_cluster_actions_before_authentication_are_not_served(with_data: Cluster
         ),
         (leader, ApiKeys.NET_FAULTS, {"action": "set", "rules": []}),
     ]
-    for target, api, body in attacks:
-        frames = trio.run(raw_exchange, c.info.broker(target), c.root, [(api, body)])
-        assert frames == [], f"{ApiKeys(api).name} was answered before authentication"
-    assert c.metadata(TOPIC) == before_meta
-    assert c.replica_offsets(TOPIC) == before_offsets
-    assert c.isr_full(TOPIC)
-
-
-# ------------------------------------------------------------------------------------------- helpers
 
 
 async def raw_exchange(
@@ -251,3 +393,41 @@ async def plaintext_exchange(host: str, port: int) -> bytes:
             raw += data
     await stream.aclose()
     return raw
+
+
+def produce_request_body(topic: str, partition: int, *, acks: int, timeout_ms: int) -> dict[str, Any]:
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout_ms": timeout_ms,
+        "topic_data": [
+            {
+                "name": topic,
+                "partition_data": [{"index": partition, "records": build_simple_batch([b"authz"])}],
+            }
+        ],
+    }
+
+
+async def sasl_exchange(
+    entry: ProcessEntry, root: Path, user: str, password: str, requests: list[tuple[int, dict[str, Any]]]
+) -> list[dict[str, Any] | None]:
+    """TLS and SASL/SCRAM as ``user`` (the cluster's client.properties with another user), then each request
+    in turn: its response body, or None once the server closed the connection."""
+    security = ClientSecurity.from_file(root / "client.properties").with_user(user, password)
+    answers: list[dict[str, Any] | None] = []
+    async with open_connection(entry.host, entry.port, client_id="authz-test", security=security) as conn:
+        for api, body in requests:
+            try:
+                answers.append(await conn.request(api, body, timeout=20))
+            except ConnectionClosed:
+                answers.append(None)
+    return answers
+
+
+async def authenticates(entry: ProcessEntry, root: Path, user: str, password: str) -> bool:
+    try:
+        await sasl_exchange(entry, root, user, password, [])
+    except AuthenticationError:
+        return False
+    return True
