@@ -70,6 +70,10 @@ ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, er
 ACCEPT_BACKOFF_MIN_S = 0.1
 ACCEPT_BACKOFF_MAX_S = 2.0
 TLS_HANDSHAKE_TIMEOUT_S = 30.0
+# What a SASL listener serves before the connection authenticated.
+_PRE_AUTH_APIS = frozenset(
+    {int(ApiKeys.API_VERSIONS), int(ApiKeys.SASL_HANDSHAKE), int(ApiKeys.SASL_AUTHENTICATE)}
+)
 
 
 @dataclass(eq=False, slots=True)
@@ -586,6 +590,10 @@ class SocketServer:
             raise
         request = Request(header, body, conn, trio.current_time(), size, pool=self.memory_pool)
         conn.pending.append(request)
+        # Before authentication only API_VERSIONS and SASL get past here (NET_FAULTS and unknown APIs
+        # included: as Kafka's SaslServerAuthenticator, anything else closes the connection unanswered).
+        if conn.authenticator is not None and header.api_key not in _PRE_AUTH_APIS:
+            self._authenticate(conn, request)
         versions = self.supported.get(header.api_key)
         if versions is None:
             request.complete(error_body(Errors.UNSUPPORTED_VERSION, f"unknown api_key {header.api_key}"))
@@ -600,7 +608,6 @@ class SocketServer:
                 )
             )
             return
-        # Before authentication only API_VERSIONS and SASL get past here (NET_FAULTS included).
         if conn.authenticator is not None:
             self._authenticate(conn, request)
             if request.done:

@@ -173,6 +173,10 @@ def test_a_request_before_authentication_closes_the_connection_unanswered(pki: t
             )
             frames = await read_until_closed(stream)
             assert [decode_response(f)[0] for f in frames] == [1]  # API_VERSIONS only
+            # An API the listener does not know closes it too, rather than getting UNSUPPORTED_VERSION.
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            await stream.send_all(encode_request(999, 0, 1, "t", {}))
+            assert await read_until_closed(stream) == []
 
     trio.run(main)
 
