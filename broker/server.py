@@ -42,6 +42,7 @@ from protocol.common import BrokerEndpoint, wall_clock_ms
 from protocol.errors import KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
+from protocol.sasl_messages import SASL_API_VERSIONS
 from protocol.security import current_client_security
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,9 @@ class KafkaServer:
         self.fetch_manager = FetchManager(fetch_session_cache, wall_clock_ms)
         self.auth = AuthHelper(build_authorizer(c), f"broker {self.broker_id}")
         self.apis = KafkaApis(self.replica_manager, self.fetch_manager, self.auth)
+        # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
+        # Kafka's does on every listener.
+        self.apis.supported.update(SASL_API_VERSIONS)
         self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
         self.channel = RequestChannel(c.get_int("queued.max.requests"))
         # Security (docs/security.md): the live credential store SASL checks, what each listener asks of a

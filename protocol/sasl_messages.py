@@ -42,7 +42,11 @@ SASL_RESPONSE_TYPES: dict[ApiKeys, type] = {
     ApiKeys.SASL_AUTHENTICATE: SaslAuthenticateResponse,
 }
 
+# The versions served (both 0), by API key.
+SASL_API_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, 0) for k in SASL_REQUEST_TYPES}
+
 __all__ = [
+    "SASL_API_VERSIONS",
     "SASL_REQUEST_TYPES",
     "SASL_RESPONSE_TYPES",
     "SaslAuthenticateRequest",

@@ -46,6 +46,7 @@ from protocol.common import monotonic_ms, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
+from protocol.sasl_messages import SASL_API_VERSIONS
 from protocol.schema import from_body, to_body
 from protocol.security import current_client_security
 
@@ -114,6 +115,9 @@ class KafkaController:
         # <metadata.log.dir>/security when it runs (docs/security.md).
         self.security: SecurityControl | None = None
         self.apis = ControllerApis(self)
+        # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
+        # Kafka's does on every listener.
+        self.apis.supported.update(SASL_API_VERSIONS)
         self.request_channel = RequestChannel(config.get_int("queued.max.requests"))
         host, port = config.listener
         self.host = host

@@ -104,6 +104,20 @@ def test_wrong_password_gets_58_and_a_closed_connection(secure_cluster: Cluster)
     assert refused.returncode != 0 and "SASL_AUTHENTICATION_FAILED" in refused.stderr
 
 
+def test_api_versions_before_authentication_lists_the_sasl_apis(secure_cluster: Cluster) -> None:
+    info = secure_cluster.info
+    for entry in (info.controller, info.brokers[0]):
+        frames = trio.run(
+            raw_exchange,
+            entry,
+            secure_cluster.root,
+            [(ApiKeys.API_VERSIONS, {}), (ApiKeys.METADATA, {"topics": None})],  # METADATA: closed
+        )
+        assert frames is not None and len(frames) == 1
+        keys = {k["api_key"] for k in decode_response(frames[0])[1]["api_keys"]}
+        assert {ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE, ApiKeys.METADATA} <= keys
+
+
 def test_a_plaintext_client_on_a_tls_listener_gets_nothing_that_parses(secure_cluster: Cluster) -> None:
     broker = secure_cluster.info.brokers[0]
     raw = trio.run(plaintext_exchange, broker.host, broker.port)
