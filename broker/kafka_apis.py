@@ -161,18 +161,7 @@ class KafkaApis:
             req.session_id, req.session_epoch, fetch_data, to_forget, req.replica_id >= 0
         )
         params = FetchParams(req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes)
-        # A consumer needs Read on each topic it fetches, else TOPIC_AUTHORIZATION_FAILED for it.
-        wanted = list(context.partitions())
-        readable = (
-            None
-            if req.replica_id >= 0
-            else self.auth.authorized_topics(request, AclOperation.READ, (tp[0] for tp, _ in wanted))
-        )
-        refused: dict[TopicPartition, PartitionResponseData] = {}
-        for tp, data in wanted:
-            if readable is not None and tp[0] not in readable:
-                refused[tp] = PartitionResponseData(int(Errors.TOPIC_AUTHORIZATION_FAILED), -1, -1, -1, b"")
-                continue
+        for tp, data in context.partitions():
             params.partitions[tp] = FetchPartitionStatus(
                 data.fetch_offset, data.current_leader_epoch, data.max_bytes, data.log_start_offset
             )
@@ -188,10 +177,31 @@ class KafkaApis:
             data = context.update_and_generate_response_data(updates)
             request.complete(to_body(data.to_response()))
 
+        refused = self._refuse_unreadable(request, params)
+
         if not params.partitions:
             respond({})
             return
         self.replica_manager.fetch_messages(params, respond)
+
+    def _refuse_unreadable(
+        self, request: Request, params: FetchParams
+    ) -> dict[TopicPartition, PartitionResponseData]:
+        """A consumer needs Read on each topic it fetches: the partitions of the others leave ``params`` and
+        are answered TOPIC_AUTHORIZATION_FAILED (Kafka's handleFetchRequest)."""
+        if params.replica_id >= 0 or not self.auth.enabled:
+            return {}
+        readable = self.auth.authorized_topics(
+            request, AclOperation.READ, (tp[0] for tp in params.partitions)
+        )
+        refused = {
+            tp: PartitionResponseData(int(Errors.TOPIC_AUTHORIZATION_FAILED), -1, -1, -1, b"")
+            for tp in params.partitions
+            if tp[0] not in readable
+        }
+        for tp in refused:
+            del params.partitions[tp]
+        return refused
 
     # ------------------------------------------------------------------ LIST_OFFSETS
 
