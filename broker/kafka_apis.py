@@ -166,6 +166,8 @@ class KafkaApis:
                 data.fetch_offset, data.current_leader_epoch, data.max_bytes, data.log_start_offset
             )
 
+        refused = self._refuse_unreadable(request, params)
+
         def respond(results: dict[TopicPartition, FetchPartitionResult]) -> None:
             updates = {
                 tp: PartitionResponseData(
@@ -176,8 +178,6 @@ class KafkaApis:
             updates.update(refused)
             data = context.update_and_generate_response_data(updates)
             request.complete(to_body(data.to_response()))
-
-        refused = self._refuse_unreadable(request, params)
 
         if not params.partitions:
             respond({})
