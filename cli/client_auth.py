@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 CLIENT_PROPERTIES = "client.properties"
 DEFAULT_ROOT = Path("isrsim-data")
 # Commands that do not act as a client of a running cluster (by their name in their group).
-NOT_CLIENTS = {"start", "dump-log", "report", "demo", "scenario", "bench", "down", "up"}
+NOT_CLIENTS = {"start", "dump-log", "report", "demo", "scenario", "bench", "down", "up", "security"}
 _META_KEY = "isrsim.client_auth"
 
 
@@ -81,9 +81,11 @@ def _options() -> list[click.Option]:
             ["--command-config"],
             type=click.Path(dir_okay=False, exists=True, path_type=Path),
             default=None,
+            envvar="ISRSIM_COMMAND_CONFIG",
             expose_value=False,
             callback=_remember,
-            help="Client properties (security.protocol, sasl.*, ssl.*); default: <root>/client.properties.",
+            help="Client properties (security.protocol, sasl.*, ssl.*), or $ISRSIM_COMMAND_CONFIG; "
+            "default: <root>/client.properties.",
         ),
         click.Option(
             ["--user"],

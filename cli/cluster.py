@@ -81,7 +81,7 @@ def _pin_port(config: Path, port: int) -> None:
     """An OS-assigned port (0) is written back into ``listeners``, so a restart keeps the address."""
     lines = config.read_text(encoding="utf-8").splitlines()
     out = [
-        f"listeners=PLAINTEXT://127.0.0.1:{port}"
+        f"{line[:-2]}:{port}"  # the listener keeps its name (PLAINTEXT, SASL_SSL ...)
         if line.startswith("listeners=") and line.endswith(":0")
         else line
         for line in lines

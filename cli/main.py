@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cli.scenario_cmd:scenario",
         "Replay KIP-101, KIP-279 and other stories under a truncation mode.",
     ),
+    "security": ("cli.security_cmd:security", "Make TLS certificates and SCRAM users for a cluster."),
     "topic": ("cli.topic_cmd:topic", "Create, list, describe and delete topics (kafka-topics)."),
     "user": ("cli.user_cmd:user", "Add, list and delete SCRAM users (kafka-configs --entity-type users)."),
 }

@@ -152,6 +152,13 @@ def jaas_config(username: str, password: str) -> str:
     )
 
 
+def write_node_properties(path: Path, settings: dict[str, str]) -> None:
+    """A node's security keys as a properties file (it holds a password: 0600)."""
+    lines = ["# written by `isrsim security init`: this node's TLS and SASL keys (docs/security.md)"]
+    lines += [f"{k}={v}" for k, v in settings.items()]
+    write_secret_file(path, "\n".join(lines) + "\n")
+
+
 @dataclass
 class SecureSetup:
     """What `cluster up --secure` made: passwords, and the paths every node config names."""
@@ -224,4 +231,5 @@ __all__ = [
     "CertificateAuthority",
     "SecureSetup",
     "jaas_config",
+    "write_node_properties",
 ]
