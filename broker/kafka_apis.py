@@ -118,7 +118,23 @@ class KafkaApis:
         entries = {(t.name, p.index): p.records for t in req.topic_data for p in t.partition_data}
         acks = req.acks
         # Write on the topic, else TOPIC_AUTHORIZATION_FAILED for its partitions (Kafka's handleProduce).
-        allowed = self.auth.authorized_topics(request, AclOperation.WRITE, (name for name, _ in order))
+        refused = self._refuse_unwritable(request, entries) if self.auth.enabled else {}
+
+        def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+            if refused:
+                statuses = {**statuses, **refused}
+            request.complete(None if acks == 0 else to_body(_produce_response(order, statuses)))
+
+        if refused and not entries:
+            respond({})
+            return
+        self.replica_manager.append_records(req.timeout_ms, acks, entries, respond)
+
+    def _refuse_unwritable(
+        self, request: Request, entries: dict[TopicPartition, bytes]
+    ) -> dict[TopicPartition, ProducePartitionStatus]:
+        """The partitions of topics the principal may not Write leave ``entries``, answered 29."""
+        allowed = self.auth.authorized_topics(request, AclOperation.WRITE, (tp[0] for tp in entries))
         refused = {
             tp: ProducePartitionStatus(
                 -1,
@@ -133,15 +149,7 @@ class KafkaApis:
         }
         for tp in refused:
             del entries[tp]
-
-        def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
-            statuses = {**statuses, **refused}
-            request.complete(None if acks == 0 else to_body(_produce_response(order, statuses)))
-
-        if not entries:
-            respond({})
-            return
-        self.replica_manager.append_records(req.timeout_ms, acks, entries, respond)
+        return refused
 
     # ------------------------------------------------------------------ FETCH
 
