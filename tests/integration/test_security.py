@@ -179,6 +179,18 @@ def test_an_authenticated_user_cannot_act_as_the_cluster(mallory: Cluster) -> No
         assert answer is not None, f"{ApiKeys(api).name}: connection closed"  # 31 is what Kafka answers
         assert answer["error_code"] == Errors.CLUSTER_AUTHORIZATION_FAILED, (ApiKeys(api).name, answer)
         assert f"User:{MALLORY}" in answer["error_message"]
+    # Nor may it grant itself ClusterAction.
+    escalate = (
+        "acl",
+        "add",
+        "--allow-principal",
+        f"User:{MALLORY}",
+        "--operation",
+        "ClusterAction",
+        "--cluster",
+    )
+    refused = c.cli(*escalate, "--user", MALLORY, "--password", MALLORY_PASSWORD, check=False)
+    assert refused.returncode != 0 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr, refused.stderr
     assert c.metadata(TOPIC) == before_meta
     assert c.replica_offsets(TOPIC) == before_offsets
     assert c.isr_full(TOPIC)
