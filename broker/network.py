@@ -44,7 +44,7 @@ import trio
 from broker.memory_pool import ConnectionQuotas, MemoryPool
 from broker.security.credentials import CredentialStore
 from broker.security.listener_security import ListenerSecurity
-from broker.security.principal import ANONYMOUS, KafkaPrincipal
+from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from broker.security.sasl_server import SaslServerAuthenticator, illegal_sasl_state
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
@@ -69,6 +69,11 @@ CLOSE_DRAIN_TIMEOUT_S = 10.0
 ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 ACCEPT_BACKOFF_MIN_S = 0.1
 ACCEPT_BACKOFF_MAX_S = 2.0
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
+# What a SASL listener serves before the connection authenticated.
+_PRE_AUTH_APIS = frozenset(
+    {int(ApiKeys.API_VERSIONS), int(ApiKeys.SASL_HANDSHAKE), int(ApiKeys.SASL_AUTHENTICATE)}
+)
 
 
 @dataclass(eq=False, slots=True)
@@ -200,6 +205,34 @@ Handler = Callable[[Request], Awaitable[None]]
 
 def error_body(error: Errors, message: str) -> dict[str, Any]:
     return {"error_code": int(error), "error_message": message}
+
+
+def distinguished_name(cert: Mapping[str, Any]) -> str:
+    """An X.509 subject as RFC 2253 writes it (Java's ``X500Principal.getName()``): most significant last,
+    ``CN=broker-1,O=isrsim``."""
+    short = {
+        "commonName": "CN",
+        "organizationName": "O",
+        "organizationalUnitName": "OU",
+        "countryName": "C",
+        "localityName": "L",
+        "stateOrProvinceName": "ST",
+        "streetAddress": "STREET",
+        "domainComponent": "DC",
+        "userId": "UID",
+    }
+
+    def escape(value: str) -> str:
+        out = "".join("\\" + ch if ch in ',+"\\<>;' else ch for ch in value)
+        if out.startswith((" ", "#")):
+            out = "\\" + out
+        return out[:-1] + "\\ " if out.endswith(" ") else out
+
+    rdns = [
+        "+".join(f"{short.get(str(k), str(k))}={escape(str(v))}" for k, v in rdn)
+        for rdn in cert.get("subject", ())
+    ]
+    return ",".join(reversed(rdns))
 
 
 class _CloseConnection(Exception):
@@ -420,6 +453,8 @@ class SocketServer:
                 await stream.aclose()
 
     async def _serve_connection(self, conn: Connection) -> None:
+        if isinstance(conn.stream, trio.SSLStream) and not await self._tls_handshake(conn, conn.stream):
+            return
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop, conn)
@@ -442,6 +477,23 @@ class SocketServer:
             log.error(
                 "%s: closing connection %s after an unexpected error", self.name, conn.peer, exc_info=group
             )
+
+    async def _tls_handshake(self, conn: Connection, stream: trio.SSLStream[trio.SocketStream]) -> bool:
+        """The TLS handshake, before anything is read. On an SSL listener that asks for client certificates
+        (``ssl.client.auth``) the peer's certificate names the principal, as Kafka's default principal
+        builder names it: ``User:`` and the subject's distinguished name (``User:CN=broker-1,O=isrsim``)."""
+        try:
+            with trio.fail_after(min(self.connections_max_idle_s, TLS_HANDSHAKE_TIMEOUT_S)):
+                await stream.do_handshake()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError) as exc:
+            cause = exc.__cause__ or exc
+            log.info("%s closing connection %s: TLS handshake failed: %s", self.name, conn.peer, cause)
+            return False
+        if conn.authenticator is None and not conn.sasl_listener:
+            cert = stream.getpeercert()
+            if cert:
+                conn.principal = KafkaPrincipal(USER_TYPE, distinguished_name(cert))
+        return True
 
     async def _read_loop(self, conn: Connection) -> None:
         decoder = FrameDecoder(self.max_request_bytes)
@@ -538,6 +590,10 @@ class SocketServer:
             raise
         request = Request(header, body, conn, trio.current_time(), size, pool=self.memory_pool)
         conn.pending.append(request)
+        # Before authentication only API_VERSIONS and SASL get past here (NET_FAULTS and unknown APIs
+        # included: as Kafka's SaslServerAuthenticator, anything else closes the connection unanswered).
+        if conn.authenticator is not None and header.api_key not in _PRE_AUTH_APIS:
+            self._authenticate(conn, request)
         versions = self.supported.get(header.api_key)
         if versions is None:
             request.complete(error_body(Errors.UNSUPPORTED_VERSION, f"unknown api_key {header.api_key}"))
@@ -552,7 +608,6 @@ class SocketServer:
                 )
             )
             return
-        # Before authentication only API_VERSIONS and SASL get past here (NET_FAULTS included).
         if conn.authenticator is not None:
             self._authenticate(conn, request)
             if request.done:

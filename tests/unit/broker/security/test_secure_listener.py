@@ -40,9 +40,14 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @asynccontextmanager
-async def listener(keystore: Path, protocol: str) -> AsyncIterator[tuple[int, SocketServer]]:
+async def listener(
+    keystore: Path, protocol: str, client_ca: Path | None = None
+) -> AsyncIterator[tuple[int, SocketServer]]:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(str(keystore))
+    if client_ca is not None:  # ssl.client.auth=required
+        ctx.load_verify_locations(cafile=str(client_ca))
+        ctx.verify_mode = ssl.CERT_REQUIRED
     tls = protocol in ("SSL", "SASL_SSL")
     sasl = ("SCRAM-SHA-256", "PLAIN") if protocol.startswith("SASL") else ()
     credentials = CredentialStore()
@@ -100,6 +105,32 @@ def test_ssl_without_sasl_is_anonymous(pki: tuple[Path, Path]) -> None:
     trio.run(main)
 
 
+def test_ssl_client_auth_names_the_principal_by_the_certificate(
+    pki: tuple[Path, Path], tmp_path: Path
+) -> None:
+    ca, keystore = pki
+    # A client certificate from the same CA (cluster up --secure's, for a user "alice").
+    pem = CertificateAuthority.create()  # another CA: its certificate must be refused
+    stranger = tmp_path / "stranger.pem"
+    stranger.write_bytes(pem.issue("mallory", ["localhost"]))
+
+    async def main() -> None:
+        async with listener(keystore, "SSL", client_ca=ca) as (port, _):
+            mine = ClientSecurity("SSL", ca_location=str(ca), certificate_location=str(keystore))
+            async with open_connection("127.0.0.1", port, security=mine) as conn:
+                body = await conn.request(ApiKeys.METADATA, {"topics": None})
+            assert body["principal"] == "User:CN=node,O=isrsim"
+            for who in (
+                ClientSecurity("SSL", ca_location=str(ca)),
+                ClientSecurity("SSL", ca_location=str(ca), certificate_location=str(stranger)),
+            ):
+                with pytest.raises(ConnectionClosed):
+                    async with open_connection("127.0.0.1", port, security=who) as conn:
+                        await conn.request(ApiKeys.METADATA, {"topics": None}, timeout=10)
+
+    trio.run(main)
+
+
 def test_wrong_password_gets_58_and_a_closed_connection(pki: tuple[Path, Path]) -> None:
     ca, keystore = pki
 
@@ -142,6 +173,10 @@ def test_a_request_before_authentication_closes_the_connection_unanswered(pki: t
             )
             frames = await read_until_closed(stream)
             assert [decode_response(f)[0] for f in frames] == [1]  # API_VERSIONS only
+            # An API the listener does not know closes it too, rather than getting UNSUPPORTED_VERSION.
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            await stream.send_all(encode_request(999, 0, 1, "t", {}))
+            assert await read_until_closed(stream) == []
 
     trio.run(main)
 
@@ -212,3 +247,11 @@ async def read_until_closed(stream: trio.abc.Stream) -> list[bytes]:
             while (frame := decoder.next_frame()) is not None:
                 frames.append(frame)
     return frames
+
+
+def test_distinguished_name_as_rfc_2253() -> None:
+    from broker.network import distinguished_name
+
+    subject = ((("countryName", "DE"),), (("organizationName", "isrsim"),), (("commonName", "a,b+c"),))
+    assert distinguished_name({"subject": subject}) == "CN=a\\,b\\+c,O=isrsim,C=DE"
+    assert distinguished_name({}) == ""
