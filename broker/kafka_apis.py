@@ -118,7 +118,23 @@ class KafkaApis:
         entries = {(t.name, p.index): p.records for t in req.topic_data for p in t.partition_data}
         acks = req.acks
         # Write on the topic, else TOPIC_AUTHORIZATION_FAILED for its partitions (Kafka's handleProduce).
-        allowed = self.auth.authorized_topics(request, AclOperation.WRITE, (name for name, _ in order))
+        refused = self._refuse_unwritable(request, entries) if self.auth.enabled else {}
+
+        def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+            if refused:
+                statuses = {**statuses, **refused}
+            request.complete(None if acks == 0 else to_body(_produce_response(order, statuses)))
+
+        if refused and not entries:
+            respond({})
+            return
+        self.replica_manager.append_records(req.timeout_ms, acks, entries, respond)
+
+    def _refuse_unwritable(
+        self, request: Request, entries: dict[TopicPartition, bytes]
+    ) -> dict[TopicPartition, ProducePartitionStatus]:
+        """The partitions of topics the principal may not Write leave ``entries``, answered 29."""
+        allowed = self.auth.authorized_topics(request, AclOperation.WRITE, (tp[0] for tp in entries))
         refused = {
             tp: ProducePartitionStatus(
                 -1,
@@ -133,15 +149,7 @@ class KafkaApis:
         }
         for tp in refused:
             del entries[tp]
-
-        def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
-            statuses = {**statuses, **refused}
-            request.complete(None if acks == 0 else to_body(_produce_response(order, statuses)))
-
-        if not entries:
-            respond({})
-            return
-        self.replica_manager.append_records(req.timeout_ms, acks, entries, respond)
+        return refused
 
     # ------------------------------------------------------------------ FETCH
 
@@ -161,21 +169,12 @@ class KafkaApis:
             req.session_id, req.session_epoch, fetch_data, to_forget, req.replica_id >= 0
         )
         params = FetchParams(req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes)
-        # A consumer needs Read on each topic it fetches, else TOPIC_AUTHORIZATION_FAILED for it.
-        wanted = list(context.partitions())
-        readable = (
-            None
-            if req.replica_id >= 0
-            else self.auth.authorized_topics(request, AclOperation.READ, (tp[0] for tp, _ in wanted))
-        )
-        refused: dict[TopicPartition, PartitionResponseData] = {}
-        for tp, data in wanted:
-            if readable is not None and tp[0] not in readable:
-                refused[tp] = PartitionResponseData(int(Errors.TOPIC_AUTHORIZATION_FAILED), -1, -1, -1, b"")
-                continue
+        for tp, data in context.partitions():
             params.partitions[tp] = FetchPartitionStatus(
                 data.fetch_offset, data.current_leader_epoch, data.max_bytes, data.log_start_offset
             )
+
+        refused = self._refuse_unreadable(request, params)
 
         def respond(results: dict[TopicPartition, FetchPartitionResult]) -> None:
             updates = {
@@ -192,6 +191,25 @@ class KafkaApis:
             respond({})
             return
         self.replica_manager.fetch_messages(params, respond)
+
+    def _refuse_unreadable(
+        self, request: Request, params: FetchParams
+    ) -> dict[TopicPartition, PartitionResponseData]:
+        """A consumer needs Read on each topic it fetches: the partitions of the others leave ``params`` and
+        are answered TOPIC_AUTHORIZATION_FAILED (Kafka's handleFetchRequest)."""
+        if params.replica_id >= 0 or not self.auth.enabled:
+            return {}
+        readable = self.auth.authorized_topics(
+            request, AclOperation.READ, (tp[0] for tp in params.partitions)
+        )
+        refused = {
+            tp: PartitionResponseData(int(Errors.TOPIC_AUTHORIZATION_FAILED), -1, -1, -1, b"")
+            for tp in params.partitions
+            if tp[0] not in readable
+        }
+        for tp in refused:
+            del params.partitions[tp]
+        return refused
 
     # ------------------------------------------------------------------ LIST_OFFSETS
 

@@ -124,6 +124,8 @@ class AuthHelper:
 
     def authorized_topics(self, request: Request, operation: AclOperation, names: Iterable[str]) -> set[str]:
         """The names among ``names`` the principal may ``operation`` (Kafka's ``filterByAuthorized``)."""
+        if self.authorizer is None:
+            return set(names)
         return {n for n in set(names) if self.authorize(request, operation, ResourceType.TOPIC, n)}
 
     def filter_metadata_topics(

@@ -9,6 +9,9 @@ it Write."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import ssl
 import stat
 from collections.abc import Iterator
@@ -167,12 +170,20 @@ def add_user(c: Cluster, name: str, password: str) -> None:
         )
 
 
-def test_an_authenticated_user_cannot_act_as_the_cluster(with_data: Cluster) -> None:
+@pytest.fixture(scope="module")
+def mallory(with_data: Cluster) -> Cluster:
+    """An ordinary user that even has All on the topic (but nothing on the cluster)."""
+    add_user(with_data, MALLORY, MALLORY_PASSWORD)
+    with_data.cli(
+        "acl", "add", "--allow-principal", f"User:{MALLORY}", "--operation", "All", "--topic", TOPIC
+    )
+    return with_data
+
+
+def test_an_authenticated_user_cannot_act_as_the_cluster(mallory: Cluster) -> None:
     """The issue's attacks again, by a user that authenticated and even has All on the topic: each is
     answered CLUSTER_AUTHORIZATION_FAILED (31), and leadership and data are unchanged afterwards."""
-    c = with_data
-    add_user(c, MALLORY, MALLORY_PASSWORD)
-    c.cli("acl", "add", "--allow-principal", f"User:{MALLORY}", "--operation", "All", "--topic", TOPIC)
+    c = mallory
     before_meta = c.metadata(TOPIC)
     before_offsets = c.replica_offsets(TOPIC)
     for target, api, body in the_issue_attacks(before_meta):
@@ -182,63 +193,87 @@ def test_an_authenticated_user_cannot_act_as_the_cluster(with_data: Cluster) -> 
         assert answer is not None, f"{ApiKeys(api).name}: connection closed"  # 31 is what Kafka answers
         assert answer["error_code"] == Errors.CLUSTER_AUTHORIZATION_FAILED, (ApiKeys(api).name, answer)
         assert f"User:{MALLORY}" in answer["error_message"]
+    # Nor may it grant itself ClusterAction.
+    escalate = (
+        "acl",
+        "add",
+        "--allow-principal",
+        f"User:{MALLORY}",
+        "--operation",
+        "ClusterAction",
+        "--cluster",
+    )
+    refused = c.cli(*escalate, "--user", MALLORY, "--password", MALLORY_PASSWORD, check=False)
+    assert refused.returncode != 0 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr, refused.stderr
     assert c.metadata(TOPIC) == before_meta
     assert c.replica_offsets(TOPIC) == before_offsets
     assert c.isr_full(TOPIC)
 
 
 def test_a_fake_follower_fetch_cannot_acknowledge_a_write_while_the_followers_are_paused(
-    with_data: Cluster,
+    mallory: Cluster,
 ) -> None:
-    """The third attack as filed: the real followers of a partition paused, an acks=all write waits at the
-    leader, and an authenticated user fetches as one of the followers from past the write. The fetch gets 31
-    and the write is never acknowledged; after the followers resume, every replica converges."""
-    c = with_data
+    """The third attack as filed: the real followers of a partition paused, an acks=all write appended at the
+    leader and waiting there, and an authenticated user fetching as each follower from just past the write
+    (what would move the HW over it). Each fetch gets 31 and the write is never acknowledged; after the
+    followers resume, every replica converges."""
+    c = mallory
     meta = c.metadata(TOPIC)
-    leader = meta[0]["leader_id"]
-    followers = [r for r in meta[0]["replica_nodes"] if r != leader]
-    leader_entry = c.info.broker(leader)
+    leader = c.info.broker(meta[0]["leader_id"])
+    followers = [r for r in meta[0]["replica_nodes"] if r != leader.id]
+    template = next(body for _, api, body in the_issue_attacks(meta) if api == ApiKeys.FETCH)
+    leo = c.replica_offsets(TOPIC)[(leader.id, 0)][0]
+    fake_fetches = []
     for f in followers:
-        c.cli("broker", "pause", str(f))
+        fake = json.loads(json.dumps(template))
+        fake["replica_id"] = f
+        fake["topics"][0]["partitions"][0].update(fetch_offset=leo + 1, current_leader_epoch=-1)
+        fake_fetches.append((int(ApiKeys.FETCH), fake))
+    for f in followers:
+        os.kill(c.info.broker(f).pid, signal.SIGSTOP)  # as `isrsim broker pause`, without a CLI process each
     try:
-        produce_body = produce_request_body(TOPIC, 0, acks=-1, timeout_ms=2000)
-        fake_fetch = next(body for _, api, body in the_issue_attacks(meta) if api == ApiKeys.FETCH)
-        leo = c.replica_offsets(TOPIC)[(leader, 0)][0]
-        fake_fetch["topics"][0]["partitions"][0]["fetch_offset"] = leo + 1
-        fake_fetch["topics"][0]["partitions"][0]["current_leader_epoch"] = -1
 
-        async def attack() -> tuple[dict[str, Any], dict[str, Any]]:
+        async def leader_leo() -> int:
+            state = await request(
+                leader.host,
+                leader.port,
+                ApiKeys.DESCRIBE_REPLICA_STATE,
+                {"topics": None},
+                security=c.security,
+            )
+            return next(
+                int(p["log_end_offset"])
+                for p in state["partitions"]
+                if p["topic"] == TOPIC and p["partition"] == 0
+            )
+
+        async def attack() -> tuple[dict[str, Any], list[dict[str, Any] | None]]:
             produced: dict[str, Any] = {}
 
             async def write() -> None:
+                body = produce_request_body(TOPIC, 0, acks=-1, timeout_ms=2000)
                 produced.update(
-                    await request(
-                        leader_entry.host,
-                        leader_entry.port,
-                        ApiKeys.PRODUCE,
-                        produce_body,
-                        security=c.security,
-                    )
+                    await request(leader.host, leader.port, ApiKeys.PRODUCE, body, security=c.security)
                 )
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(write)
-                await trio.sleep(0.3)  # the write is waiting in the leader's purgatory
-                [fetched] = await sasl_exchange(
-                    leader_entry, c.root, MALLORY, MALLORY_PASSWORD, [(ApiKeys.FETCH, fake_fetch)]
-                )
-            assert fetched is not None
+                with trio.fail_after(10):  # the write is appended and waits in the leader's purgatory
+                    while await leader_leo() <= leo:
+                        await trio.sleep(0.02)
+                fetched = await sasl_exchange(leader, c.root, MALLORY, MALLORY_PASSWORD, fake_fetches)
             return produced, fetched
 
         produced, fetched = trio.run(attack)
-        assert fetched["error_code"] == Errors.CLUSTER_AUTHORIZATION_FAILED
-        answer = produced["responses"][0]["partition_responses"][0]
-        assert answer["error_code"] != Errors.NONE, (
+        for answer in fetched:
+            assert answer is not None and answer["error_code"] == Errors.CLUSTER_AUTHORIZATION_FAILED, answer
+        written = produced["responses"][0]["partition_responses"][0]
+        assert written["error_code"] != Errors.NONE, (
             "an acks=all write was acknowledged with every follower paused"
         )
     finally:
         for f in followers:
-            c.cli("broker", "resume", str(f))
+            os.kill(c.info.broker(f).pid, signal.SIGCONT)
     wait_until(lambda: c.isr_full(TOPIC), timeout=60, message="full ISR after the followers resumed")
     c.wait_converged(TOPIC, PARTITIONS)
     assert c.assert_no_acked_batch_lost(TOPIC, PARTITIONS) > 0

@@ -417,3 +417,36 @@ async def test_update_metadata_carries_acls_and_credentials_kept_on_disk(
         produced(await handle(broker, ALICE, ApiKeys.PRODUCE, produce_request(1, batch(1)))).error_code == 29
     )
     assert not broker.apis.security_metadata.apply(newer)
+
+
+# ------------------------------------------------------------------------------ the helper itself
+
+
+def test_denials_are_logged_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    now = [100.0]
+    auth = AuthHelper(StandardAuthorizer(), "broker 0", clock=lambda: now[0])
+    request = make_request(ApiKeys.PRODUCE, produce_request(1, batch(1)))
+    conn: Any = request.connection
+    conn.principal, conn.address = ALICE, "10.0.0.7"
+    with caplog.at_level("INFO", logger="kafka.authorizer.logger"):
+        for _ in range(5):
+            assert not auth.authorize(request, AclOperation.WRITE, ResourceType.TOPIC, "t")
+        now[0] += 11
+        assert not auth.authorize(request, AclOperation.WRITE, ResourceType.TOPIC, "t")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2
+    assert "Principal = User:alice is Denied operation = Write from host = 10.0.0.7" in lines[0]
+    assert "Topic:t" in lines[0] and "PRODUCE" in lines[0]
+    assert "4 more like it not logged" in lines[1]
+
+
+def test_net_faults_needs_alter_on_the_cluster(authz: StandardAuthorizer) -> None:
+    auth = AuthHelper(authz)
+    request = make_request(ApiKeys.NET_FAULTS, {"operation": "status"})
+    conn: Any = request.connection
+    conn.principal, conn.address = ALICE, "127.0.0.1"
+    denied = auth.net_faults_check(request)
+    assert denied is not None and "Alter" in denied and "User:alice" in denied
+    authz.replace_acls([allow(str(ALICE), AclOperation.ALTER, CLUSTER_NAME, ResourceType.CLUSTER)])
+    assert auth.net_faults_check(request) is None
+    assert AuthHelper(None).net_faults_check(request) is None

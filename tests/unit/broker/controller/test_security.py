@@ -21,7 +21,15 @@ import trio
 from broker.controller.config import ControllerConfig
 from broker.controller.controller import KafkaController
 from broker.controller.security_control import SecurityControl
-from broker.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from broker.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from broker.security.credentials import ScramCredential
 from broker.security.security_metadata import SecurityMetadata, salted_password
 from protocol import security_messages as sm
@@ -354,3 +362,47 @@ async def test_acl_apis_without_an_authorizer_are_security_disabled(tmp_path: Pa
         assert answer["error_code"] == Errors.SECURITY_DISABLED == 54
         users = await call(c.bound_port, ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": None})
         assert users["error_code"] == 0 and users["results"] == []
+
+
+async def test_controller_topic_apis_decide_per_topic(tmp_path: Path) -> None:
+    """CREATE_TOPICS needs Create on the cluster or the topic, DELETE_TOPICS Delete, DESCRIBE_CONFIGS
+    DescribeConfigs, METADATA Describe (all topics: only those listed), each per topic."""
+
+    def allow(op: AclOperation, name: str, pattern: PatternType = PatternType.LITERAL) -> AclBinding:
+        return AclBinding(
+            ResourcePattern(ResourceType.TOPIC, name, pattern),
+            AccessControlEntry("User:ANONYMOUS", "*", op, AclPermissionType.ALLOW),
+        )
+
+    async with controller(tmp_path, **{"authorizer.class.name": AUTHORIZER}) as c:
+        port = c.bound_port
+        assert port is not None and c.auth.authorizer is not None
+        c.auth.authorizer.replace_acls(
+            [
+                allow(AclOperation.CREATE, "mine-", PatternType.PREFIXED),
+                allow(AclOperation.ALTER_CONFIGS, "mine-a"),
+            ]
+        )
+
+        def topic(name: str) -> dict[str, Any]:
+            return {"name": name, "num_partitions": 1, "replication_factor": 1}
+
+        created = await call(
+            port, ApiKeys.CREATE_TOPICS, {"topics": [topic("mine-a"), topic("theirs")], "timeout_ms": 100}
+        )
+        codes = {t["name"]: t["error_code"] for t in created["topics"]}
+        # mine-a: allowed, and refused only for lack of live brokers; theirs: not authorized
+        assert codes["theirs"] == Errors.TOPIC_AUTHORIZATION_FAILED
+        assert codes["mine-a"] != Errors.TOPIC_AUTHORIZATION_FAILED
+        configs = await call(
+            port,
+            ApiKeys.DESCRIBE_CONFIGS,
+            {"resources": [{"resource_type": 2, "resource_name": n} for n in ("mine-a", "theirs")]},
+        )
+        results = {r["resource_name"]: r["error_code"] for r in configs["results"]}
+        assert results["theirs"] == Errors.TOPIC_AUTHORIZATION_FAILED
+        assert results["mine-a"] != Errors.TOPIC_AUTHORIZATION_FAILED  # AlterConfigs implies DescribeConfigs
+        deleted = await call(port, ApiKeys.DELETE_TOPICS, {"topic_names": ["mine-a"], "timeout_ms": 100})
+        assert deleted["responses"][0]["error_code"] == Errors.TOPIC_AUTHORIZATION_FAILED
+        named = await call(port, ApiKeys.METADATA, {"topics": [{"name": "theirs"}]})
+        assert named["topics"][0]["error_code"] == Errors.TOPIC_AUTHORIZATION_FAILED
