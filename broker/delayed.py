@@ -47,6 +47,9 @@ class DelayedOperation:
     def on_expiration(self) -> None:
         """Called after ``force_complete`` by the reaper when the deadline passed."""
 
+    def note_change(self, key: Hashable) -> None:
+        """Something happened to ``key`` (called by ``check_and_complete`` before ``try_complete``)."""
+
 
 class DelayedOperationPurgatory:
     def __init__(self, name: str, *, clock: Callable[[], float] = trio.current_time) -> None:
@@ -107,6 +110,7 @@ class DelayedOperationPurgatory:
         for op in ops:
             if op.is_completed:
                 continue
+            op.note_change(key)
             if op.try_complete():
                 completed += 1
             else:

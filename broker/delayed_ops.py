@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import cast
 
 from broker.delayed import DelayedOperation
 from protocol.common import TopicPartition
@@ -91,28 +92,45 @@ class FetchParams:
 class DelayedFetch(DelayedOperation):
     """Completes when enough new data is there, when a partition's state changed (leadership, epoch,
     truncation below the fetch offset), or at ``max_wait_ms`` (Kafka's ``DelayedFetch``). ``available``
-    returns the bytes now readable for one partition, or None when the partition must be answered now."""
+    returns the bytes now readable for one partition, or None when the partition must be answered now.
+
+    An incremental session's FETCH reads only the partitions that are not quiet (see
+    ``ReplicaManager.select_follower_partitions``) but waits on all of the session's: ``quiet_status`` gives
+    a quiet partition's fetch state once something happened to it (``note_change``), and from then on it
+    counts like the others."""
 
     def __init__(
         self,
         params: FetchParams,
         available: Callable[[TopicPartition, FetchPartitionStatus, FetchParams], int | None],
         respond: Callable[[FetchParams], None],
+        quiet_status: Callable[[TopicPartition], FetchPartitionStatus | None] | None = None,
     ) -> None:
         super().__init__(params.max_wait_ms)
         self.params = params
         self._available = available
         self._respond = respond
+        self._quiet_status = quiet_status
+        self._woken: dict[TopicPartition, FetchPartitionStatus] = {}
+
+    def note_change(self, key: Hashable) -> None:
+        if self._quiet_status is None or key in self.params.partitions or key in self._woken:
+            return
+        tp = cast(TopicPartition, key)
+        status = self._quiet_status(tp)
+        if status is not None:
+            self._woken[tp] = status
 
     def try_complete(self) -> bool:
         accumulated = 0
-        for tp, status in self.params.partitions.items():
-            n = self._available(tp, status, self.params)
-            if n is None:
-                return self.force_complete()
-            accumulated += min(n, status.max_bytes)
-            if accumulated >= self.params.min_bytes:
-                return self.force_complete()
+        for partitions in (self.params.partitions, self._woken):
+            for tp, status in partitions.items():
+                n = self._available(tp, status, self.params)
+                if n is None:
+                    return self.force_complete()
+                accumulated += min(n, status.max_bytes)
+                if accumulated >= self.params.min_bytes:
+                    return self.force_complete()
         return False
 
     def on_complete(self) -> None:
