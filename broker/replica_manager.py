@@ -28,6 +28,7 @@ from broker.delayed_ops import (
 )
 from broker.fetch_session_cache import CachedPartition, FetchSession
 from broker.follower_view import FollowerPartitionView
+from broker.log.checkpoint import group_commit
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache, PartitionMetadata
 from broker.partition import IsrChange, LeaderAndIsrState, LogReadResult, Partition, TimestampAndOffset
@@ -202,10 +203,18 @@ class ReplicaManager:
             )
             errors[tp] = Errors.NONE
             (to_leader if state.leader == self.broker_id else to_follower).append((partition, state))
-        if to_leader:
-            self._make_leaders(to_leader)
-        if to_follower:
-            self._make_followers(to_follower)
+        # Every leader-epoch checkpoint this request changes is made durable in one group commit before the
+        # response (instead of two fsyncs per partition, one after another).
+        with (
+            self.log_manager.failure_channel.guard(
+                str(self.log_manager.log_dir), "writing leader-epoch checkpoints"
+            ),
+            group_commit(),
+        ):
+            if to_leader:
+                self._make_leaders(to_leader)
+            if to_follower:
+                self._make_followers(to_follower)
         return Errors.NONE, errors
 
     def _make_leaders(self, items: list[tuple[Partition, LeaderAndIsrState]]) -> None:
