@@ -22,6 +22,10 @@ class ProducePartitionStatus:
     record_errors: list[tuple[int, str]] = field(default_factory=list)
 
 
+def _responded(_: object) -> None:
+    """What a completed operation keeps in place of its response callback."""
+
+
 class DelayedProduce(DelayedOperation):
     """Completes when, for every partition, the HW reached the batch or an error is known; expires with
     REQUEST_TIMED_OUT (Kafka's ``DelayedProduce``)."""
@@ -65,7 +69,8 @@ class DelayedProduce(DelayedOperation):
                     f"{tp[0]}-{tp[1]}: the high watermark did not reach offset {status.required_offset - 1} "
                     f"within timeout_ms={self.delay_ms}"
                 )
-        self._respond(self.statuses)
+        respond, self._respond = self._respond, _responded
+        respond(self.statuses)
 
 
 @dataclass(slots=True)
@@ -134,4 +139,9 @@ class DelayedFetch(DelayedOperation):
         return False
 
     def on_complete(self) -> None:
-        self._respond(self.params)
+        # Completed, the operation may linger under other keys until its purgatory is purged: it keeps
+        # nothing that holds a request or its response.
+        respond, self._respond = self._respond, _responded
+        self._quiet_status = None
+        self._woken = {}
+        respond(self.params)
