@@ -106,10 +106,11 @@ async def measured_produce(
     try:
         stats = await produce(ctx, cluster, topic, settings, count, label=label)
         wall = time.monotonic() - t0
+        used = {k: cpu_seconds(pid) - cpu0[k] for k, pid in pids.items()}
         usage: dict[str, Any] = {
-            "cpu_share_of_one_core": {
-                k: round((cpu_seconds(pid) - cpu0[k]) / wall, 3) for k, pid in pids.items()
-            }
+            "cpu_share_of_one_core": {k: round(v / wall, 3) for k, v in used.items()},
+            "cpu_seconds": {k: round(v, 3) for k, v in used.items()},
+            "broker_cpu_seconds": round(sum(v for k, v in used.items() if k.startswith("broker")), 3),
         }
     finally:
         outputs = [(rec.name, await trio.to_thread.run_sync(rec.stop)) for rec in recordings]
@@ -186,6 +187,15 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
             "records/s",
             Target(">=", TARGET_RECORDS_S),
             note=f"{p.small_batch_records} records/batch, {p.small_partitions} partitions; {cpu_note(usage)}",
+        )
+    )
+    result.add(
+        Figure(
+            "small_broker_cpu_ms_per_1000_records",
+            "(2a) broker CPU per 1,000 records (3 brokers together)",
+            usage["broker_cpu_seconds"] * 1e6 / max(stats.records_acked, 1),
+            "ms",
+            note="CPU time: less sensitive to the machine's load than the rate",
         )
     )
     result.add(
@@ -268,6 +278,14 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
                 f"partition; {cpu_note(usage)}",
             )
         )
+        result.add(
+            Figure(
+                f"scaling_{count}_broker_cpu_ms_per_1000_records",
+                f"(2c) broker CPU per 1,000 records, {count} partitions",
+                usage["broker_cpu_seconds"] * 1e6 / max(stats.records_acked, 1),
+                "ms",
+            )
+        )
         details["scaling"][str(count)] = {
             "records": stats.records_acked,
             "seconds": round(secs, 3),
@@ -313,6 +331,14 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
             ratio=ratio,
             ratio_to="loopback",
             note=f"{p.large_partitions} partitions; {cpu_note(usage)}",
+        )
+    )
+    result.add(
+        Figure(
+            "large_broker_cpu_ms_per_mb",
+            "(2b) broker CPU per MB (3 brokers together)",
+            usage["broker_cpu_seconds"] * 1e3 / max(stats.bytes_acked / 1e6, 1e-9),
+            "ms",
         )
     )
     details["large"] = {
