@@ -117,6 +117,8 @@ class DelayedFetch(DelayedOperation):
         self._respond = respond
         self._quiet_status = quiet_status
         self._woken: dict[TopicPartition, FetchPartitionStatus] = {}
+        # Whether something happened to a quiet partition while the fetch waited.
+        self.quiet_partition_changed = False
 
     def note_change(self, key: Hashable) -> None:
         if self._quiet_status is None or key in self.params.partitions or key in self._woken:
@@ -125,6 +127,7 @@ class DelayedFetch(DelayedOperation):
         status = self._quiet_status(tp)
         if status is not None:
             self._woken[tp] = status
+            self.quiet_partition_changed = True
 
     def try_complete(self) -> bool:
         accumulated = 0

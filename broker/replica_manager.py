@@ -434,6 +434,11 @@ class ReplicaManager:
         partition_map = session.partition_map
 
         def complete_session(p: FetchParams) -> None:
+            if not p.partitions and not op.quiet_partition_changed:
+                # Expired with every partition quiet and nothing reported to any of them: the answer is
+                # empty, as a new look at each partition would find (the next round takes that look).
+                respond({})
+                return
             # What woke the fetch may have ended the quiet of other partitions too: choose again.
             again = FetchParams(p.replica_id, p.max_wait_ms, p.min_bytes, p.max_bytes)
             again.partitions = self.select_follower_partitions(replica_id, partition_map.items())
