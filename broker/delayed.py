@@ -76,10 +76,16 @@ class DelayedOperationPurgatory:
         """Tries ``op`` now; if not done, watches it under every key and arms its deadline."""
         if op.try_complete():
             return True
-        keys = list(keys)
+        watchers = self._watchers
+        count = 0
         for key in keys:
-            self._watchers.setdefault(key, []).append(op)
-        self._watches_since_purge += len(keys)
+            ops = watchers.get(key)
+            if ops is None:
+                watchers[key] = [op]
+            else:
+                ops.append(op)
+            count += 1
+        self._watches_since_purge += count
         # Something may have happened between the first try and the watch: try once more.
         if op.try_complete():
             return True

@@ -473,24 +473,16 @@ class ReplicaManager:
         out: dict[TopicPartition, FetchPartitionStatus] = {}
         for tp, c in cached:
             p = partitions.get(tp)
-            if p is not None and p.is_leader and c.leader_epoch in (-1, p.leader_epoch):
-                log_ = p.log
-                leo = log_.log_end_offset
-                replica = p.remote_replicas.get(replica_id)
-                if (
-                    replica is not None
-                    and c.fetch_offset == leo
-                    and replica.log_end_offset == leo
-                    and c.high_watermark == p.high_watermark
-                    and c.local_log_start_offset == log_.log_start_offset
-                    and c.fetcher_log_start_offset == replica.log_start_offset
-                    and replica_id in p.isr
-                ):
-                    if now > replica.last_caught_up_time_ms:
-                        replica.last_caught_up_time_ms = now
-                    replica.last_fetch_leader_log_end_offset = leo
-                    replica.last_fetch_time_ms = now
-                    continue
+            if p is not None and p.record_quiet_follower_fetch(
+                replica_id,
+                c.fetch_offset,
+                c.leader_epoch,
+                c.high_watermark,
+                c.local_log_start_offset,
+                c.fetcher_log_start_offset,
+                now,
+            ):
+                continue
             out[tp] = FetchPartitionStatus(
                 c.fetch_offset, c.leader_epoch, c.max_bytes, c.fetcher_log_start_offset
             )
