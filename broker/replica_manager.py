@@ -15,7 +15,7 @@ fetches) go through the purgatories, whose reaper tasks the server runs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from broker.delayed import DelayedOperationPurgatory
@@ -94,6 +94,8 @@ class ReplicaManager:
         self.produce_purgatory = produce_purgatory
         self.fetch_purgatory = fetch_purgatory
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Follower session fetches parked in the fetch purgatory, with their sessions' partitions.
+        self._parked_session_fetches: list[tuple[DelayedFetch, Mapping[TopicPartition, CachedPartition]]] = []
         self.controller_epoch = 0
         self.fetcher_manager: FetcherManagerLike = NoFetcherManager()
         self._hw_checkpoint = log_manager.high_watermarks()
@@ -381,7 +383,7 @@ class ReplicaManager:
             )
             self.state_listener.on_offsets_changed(partition)
             # New data: wake fetches waiting on this partition (followers and, if the HW moved, consumers).
-            self.fetch_purgatory.check_and_complete(tp)
+            self._wake_fetches(tp)
             self.produce_purgatory.check_and_complete(tp)
         if required_acks != -1 or all(not s.acks_pending for s in statuses.values()):
             respond(statuses)
@@ -453,7 +455,28 @@ class ReplicaManager:
             )
 
         op = DelayedFetch(params, self._available_for_delayed_fetch, complete_session, quiet_status)
-        self.fetch_purgatory.try_complete_else_watch(op, list(partition_map))
+        # Watched under its partitions to read only; its quiet ones are found through the session when
+        # something happens to a partition (``_wake_fetches``), not watched one by one every round.
+        if not self.fetch_purgatory.try_complete_else_watch(op, list(params.partitions)):
+            parked = [entry for entry in self._parked_session_fetches if not entry[0].is_completed]
+            parked.append((op, partition_map))
+            self._parked_session_fetches = parked
+
+    def _wake_fetches(self, tp: TopicPartition) -> None:
+        """Something happened to ``tp``: try the fetches waiting on it, and the parked session fetches whose
+        session holds it."""
+        self.fetch_purgatory.check_and_complete(tp)
+        parked = self._parked_session_fetches
+        if not parked:
+            return
+        live: list[tuple[DelayedFetch, Mapping[TopicPartition, CachedPartition]]] = []
+        for op, partition_map in parked:
+            if not op.is_completed and tp in partition_map:
+                op.note_change(tp)
+                op.try_complete()
+            if not op.is_completed:
+                live.append((op, partition_map))
+        self._parked_session_fetches = live
 
     def select_follower_partitions(
         self, replica_id: int, cached: Iterable[tuple[TopicPartition, CachedPartition]]
@@ -562,7 +585,7 @@ class ReplicaManager:
     def _on_hw_moved(self, partition: Partition) -> None:
         self.state_listener.on_offsets_changed(partition)
         self.produce_purgatory.check_and_complete(partition.tp)
-        self.fetch_purgatory.check_and_complete(partition.tp)
+        self._wake_fetches(partition.tp)
 
     def _on_isr_change(self, partition: Partition, change: IsrChange) -> None:
         """An ISR change a leader made (unmanaged) or the controller committed (managed)."""
@@ -672,7 +695,7 @@ class ReplicaManager:
 
     def _complete_delayed(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
-        self.fetch_purgatory.check_and_complete(tp)
+        self._wake_fetches(tp)
 
     # ------------------------------------------------------------------ the fetchers' view (follower side)
 

@@ -108,6 +108,8 @@ async def test_a_parked_fetch_wakes_when_a_quiet_partition_gets_data(broker: Bro
     session = await open_session(broker)
     parked = await send(broker, fetch(session, 1, {}, max_wait_ms=500))
     assert not parked.done
+    # Parked, but not watched partition by partition: the session is what finds it.
+    assert (broker.fetch_purgatory.delayed, broker.fetch_purgatory.watched) == (1, 0)
     produced = await broker_produce(broker, TPS[1], 3)
     assert produced
     got = partitions(parked)
