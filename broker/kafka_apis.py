@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
-from broker.fetch_session import FetchManager, PartitionResponseData
+from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
 from broker.metadata_cache import PartitionMetadata
 from broker.network import Request, error_body
 from broker.partition import LeaderAndIsrState
@@ -169,10 +169,18 @@ class KafkaApis:
             req.session_id, req.session_epoch, fetch_data, to_forget, req.replica_id >= 0
         )
         params = FetchParams(req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes)
-        for tp, data in context.partitions():
-            params.partitions[tp] = FetchPartitionStatus(
-                data.fetch_offset, data.current_leader_epoch, data.max_bytes, data.log_start_offset
+        session = None
+        if isinstance(context, IncrementalFetchContext) and req.replica_id >= 0:
+            # A follower's session: only partitions with something to read or report (KIP-227).
+            session = context.session
+            params.partitions = self.replica_manager.select_follower_partitions(
+                req.replica_id, session.partition_map.items()
             )
+        else:
+            for tp, data in context.partitions():
+                params.partitions[tp] = FetchPartitionStatus(
+                    data.fetch_offset, data.current_leader_epoch, data.max_bytes, data.log_start_offset
+                )
 
         refused = self._refuse_unreadable(request, params)
 
@@ -187,10 +195,10 @@ class KafkaApis:
             data = context.update_and_generate_response_data(updates)
             request.complete(to_body(data.to_response()))
 
-        if not params.partitions:
+        if not params.partitions and session is None:
             respond({})
             return
-        self.replica_manager.fetch_messages(params, respond)
+        self.replica_manager.fetch_messages(params, respond, session=session)
 
     def _refuse_unreadable(
         self, request: Request, params: FetchParams

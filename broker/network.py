@@ -56,12 +56,14 @@ from protocol.framing import (
     InvalidFrame,
     RequestHeader,
     decode_request,
-    encode_response,
+    encode_response_parts,
 )
 
 log = logging.getLogger(__name__)
 
 RECEIVE_BYTES = 256 * 1024
+# A response part at least this large is written on its own instead of being joined with its neighbours.
+SEND_WITHOUT_JOINING_BYTES = 64 * 1024
 MAX_IN_FLIGHT_PER_CONNECTION = 1000
 # How long a connection that stopped reading waits for the responses to requests it already accepted.
 CLOSE_DRAIN_TIMEOUT_S = 10.0
@@ -85,7 +87,8 @@ class Request:
     connection: Connection
     received_at: float
     size: int
-    response_frame: bytes | None = None
+    # The response frame as (length prefix, payload), written without joining them (see _send_frames).
+    response_parts: tuple[bytes, bytes] | None = None
     done: bool = False
     completed_at: float = 0.0
     pool: MemoryPool | None = None  # holds ``size`` bytes of it until handled (queued.max.request.bytes)
@@ -95,6 +98,12 @@ class Request:
     @property
     def api_key(self) -> int:
         return self.header.api_key
+
+    @property
+    def response_frame(self) -> bytes | None:
+        """The whole response frame (None: no response)."""
+        parts = self.response_parts
+        return None if parts is None else parts[0] + parts[1]
 
     @property
     def listener_name(self) -> str:
@@ -121,7 +130,7 @@ class Request:
         if self.on_complete is not None:
             self.on_complete(self)
         if body is not None:
-            self.response_frame = encode_response(self.header.correlation_id, body)
+            self.response_parts = encode_response_parts(self.header.correlation_id, body)
         self.connection.response_ready()
 
     def release_memory(self) -> None:
@@ -540,7 +549,7 @@ class SocketServer:
             if reserved:
                 self._release(reserved)
 
-    async def _dispatch(self, conn: Connection, payload: bytes) -> None:
+    async def _dispatch(self, conn: Connection, payload: bytes | bytearray) -> None:
         """Hands on a frame read whole, whose ``len(payload)`` bytes were taken from the memory pool."""
         try:
             header, body = decode_request(payload)
@@ -671,8 +680,12 @@ class SocketServer:
             frames: list[bytes] = []
             while pending and pending[0].done:
                 request = pending.popleft()
-                frame = request.response_frame
-                if frame is None:
+                parts = request.response_parts
+                # Sent (or never to be): the request keeps neither its body nor its response, since a
+                # completed delayed operation may still hold it until its purgatory is purged.
+                request.response_parts = None
+                request.body = {}
+                if parts is None:
                     continue
                 if self.faults is not None and self.faults.active:
                     decision = self.faults.outbound(request.header.client_id, request.api_key)
@@ -686,15 +699,33 @@ class SocketServer:
                         await self._send_frames(conn, frames)
                         frames = []
                         await trio.sleep_until(release_at)
-                frames.append(frame)
+                frames += parts
             await self._send_frames(conn, frames)
             conn.responses_sent()
 
     @staticmethod
     async def _send_frames(conn: Connection, frames: list[bytes]) -> None:
-        if frames:
-            await conn.stream.send_all(frames[0] if len(frames) == 1 else b"".join(frames))
-            conn.last_active = trio.current_time()
+        """Writes the frames' parts in order: small ones joined into one write, a large one (a FETCH
+        response's payload) written as it is rather than copied into a joined buffer."""
+        if not frames:
+            return
+        small: list[bytes] = []
+        small_bytes = 0
+        for part in frames:
+            if len(part) >= SEND_WITHOUT_JOINING_BYTES:
+                if small:
+                    await conn.stream.send_all(b"".join(small))
+                    small, small_bytes = [], 0
+                await conn.stream.send_all(part)
+            else:
+                small.append(part)
+                small_bytes += len(part)
+                if small_bytes >= SEND_WITHOUT_JOINING_BYTES:
+                    await conn.stream.send_all(b"".join(small))
+                    small, small_bytes = [], 0
+        if small:
+            await conn.stream.send_all(small[0] if len(small) == 1 else b"".join(small))
+        conn.last_active = trio.current_time()
 
 
 class RequestHandlerPool:

@@ -205,7 +205,7 @@ class KafkaConnection:
         self._pending.clear()
         self._reader_scope.cancel()
 
-    def _deliver(self, frame: bytes) -> None:
+    def _deliver(self, frame: bytes | bytearray) -> None:
         cid, body = decode_response(frame)
         pending = self._pending.pop(cid, None)
         if pending is None:
