@@ -123,7 +123,14 @@ class KafkaApis:
         def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
             if refused:
                 statuses = {**statuses, **refused}
-            request.complete(None if acks == 0 else to_body(_produce_response(order, statuses)))
+            if acks != 0:
+                request.complete(to_body(_produce_response(order, statuses)))
+            elif any(s.error != Errors.NONE for s in statuses.values()):
+                # acks=0 gets no response; a failure closes the connection so the client notices
+                # (Kafka's handleProduceRequest: closeConnection when the response has errors).
+                request.close_connection_instead()
+            else:
+                request.complete(None)
 
         if refused and not entries:
             respond({})

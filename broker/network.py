@@ -94,6 +94,9 @@ class Request:
     pool: MemoryPool | None = None  # holds ``size`` bytes of it until handled (queued.max.request.bytes)
     # Called once when the response is ready (request metrics, ``broker.metrics.request_metrics``).
     on_complete: Callable[[Request], None] | None = None
+    # No response: the connection is closed once the responses before this one are written (Kafka's
+    # RequestChannel.closeConnection, e.g. an acks=0 PRODUCE that failed).
+    close_connection: bool = False
 
     @property
     def api_key(self) -> int:
@@ -132,6 +135,12 @@ class Request:
         if body is not None:
             self.response_parts = encode_response_parts(self.header.correlation_id, body)
         self.connection.response_ready()
+
+    def close_connection_instead(self) -> None:
+        """Sends no response and closes the connection after the responses queued before this request: how
+        Kafka tells a client that expects no answer (PRODUCE with acks=0) that its request failed."""
+        self.close_connection = True
+        self.complete(None)
 
     def release_memory(self) -> None:
         """Gives the request's bytes back to the memory pool (once)."""
@@ -685,6 +694,16 @@ class SocketServer:
                 # completed delayed operation may still hold it until its purgatory is purged.
                 request.response_parts = None
                 request.body = {}
+                if request.close_connection:
+                    await self._send_frames(conn, frames)
+                    log.info(
+                        "%s closing connection %s: a request that gets no response failed (api key %d)",
+                        self.name,
+                        conn.peer,
+                        request.api_key,
+                    )
+                    conn.scope.cancel()
+                    return
                 if parts is None:
                     continue
                 if self.faults is not None and self.faults.active:
