@@ -454,7 +454,7 @@ def chaos(
     _write_run(root, schedule, outcome, started_ms, None, code)
     if outcome.not_converged and code in (0, 3):
         # 3 is the report's "unknown": a run that did not converge is a failure whatever the report says.
-        console.print("[red]the report finds no violation, but the replicas had not converged before the stop[/]")
+        console.print("[red]no violation found, but the replicas had not converged before the stop[/]")
         code = 1
     sys.exit(code)
 

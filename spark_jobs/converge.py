@@ -72,6 +72,7 @@ class Window:
     source: str
     converged_ms: int | None = None
     partitions: list[TPKey] = field(default_factory=list)
+    ended_by: str | None = None
 
     def touches(self, replicas: Iterable[int]) -> bool:
         return "controller" in self.nodes or any(str(b) in self.nodes for b in replicas)
@@ -82,7 +83,7 @@ def collect_events(journal: Any) -> list[Event]:
     from pyspark.sql import functions as F
 
     rows = (
-        journal.filter(F.col("valid") & F.col("event").isin(*ISR_EVENTS, *LIFE_EVENTS))
+        journal.filter(F.col("event").isin(*ISR_EVENTS, *LIFE_EVENTS))
         .select(
             "ts_ms",
             "seq",
@@ -182,9 +183,29 @@ def journal_windows(events: list[Event], bands: list[FaultBand], until_ms: int |
             b = e.owner
             if e.event == "broker_started":
                 if life.get(b) == "broker_started" and b in last_seen:
-                    found.append(Window(f"crash {b}", "crash", [str(b)], last_seen[b], e.ts_ms, "journal"))
+                    found.append(
+                        Window(
+                            f"crash {b}",
+                            "crash",
+                            [str(b)],
+                            last_seen[b],
+                            e.ts_ms,
+                            "journal",
+                            ended_by="restart",
+                        )
+                    )
                 elif life.get(b) == "broker_stopped" and b in stopped_at:
-                    found.append(Window(f"stop {b}", "stop", [str(b)], stopped_at[b], e.ts_ms, "journal"))
+                    found.append(
+                        Window(
+                            f"stop {b}",
+                            "stop",
+                            [str(b)],
+                            stopped_at[b],
+                            e.ts_ms,
+                            "journal",
+                            ended_by="restart",
+                        )
+                    )
                 life[b] = "broker_started"
             elif e.event in ("broker_shutting_down", "broker_stopped"):
                 if life.get(b) != "broker_stopped":
@@ -199,7 +220,17 @@ def journal_windows(events: list[Event], bands: list[FaultBand], until_ms: int |
                 fenced_at.setdefault(e.broker_id, e.ts_ms)
             elif e.event == "broker_unfenced" and e.broker_id in fenced_at:
                 b = e.broker_id
-                found.append(Window(f"fenced {b}", "fenced", [str(b)], fenced_at.pop(b), e.ts_ms, "journal"))
+                found.append(
+                    Window(
+                        f"fenced {b}",
+                        "fenced",
+                        [str(b)],
+                        fenced_at.pop(b),
+                        e.ts_ms,
+                        "journal",
+                        ended_by="unfenced",
+                    )
+                )
     for b, ts in fenced_at.items():
         found.append(Window(f"fenced {b}", "fenced", [str(b)], ts, None, "journal"))
     cli = [
@@ -224,7 +255,15 @@ def _overlap(a: Window, b: Window) -> bool:
 def fault_windows(events: list[Event], bands: list[FaultBand], until_ms: int | None) -> list[Window]:
     """Every window: the CLI's (``faults.jsonl``, instants left out) and the journals' own, by start."""
     cli = [
-        Window(band.label, band.action, list(band.nodes), band.start_ms, band.end_ms, "faults.jsonl")
+        Window(
+            band.label,
+            band.action,
+            list(band.nodes),
+            band.start_ms,
+            band.end_ms,
+            "faults.jsonl",
+            ended_by=band.ended_by,
+        )
         for band in bands
         if not band.instant and (until_ms is None or band.start_ms < until_ms)
     ]
@@ -297,7 +336,9 @@ def converge(
             reason = (
                 ""
                 if since is not None
-                else ("an ISR was not full when the final stop began" if nxt == until_ms else "next fault began")
+                else (
+                    "an ISR was not full when the final stop began" if nxt == until_ms else "next fault began"
+                )
             )
         per_fault.append(
             {
@@ -305,6 +346,7 @@ def converge(
                 "action": w.action,
                 "nodes": list(w.nodes),
                 "source": w.source,
+                "ended_by": w.ended_by,
                 "start_ms": w.start_ms,
                 "end_ms": w.end_ms,
                 "converged_ms": w.converged_ms,
@@ -322,7 +364,9 @@ def converge(
         overall.update(converged_ms=None, time_to_converge_ms=None, note="no fault in this run")
     elif open_:
         overall.update(
-            converged_ms=None, time_to_converge_ms=None, note=f"{open_[0].label} was still in force at the end"
+            converged_ms=None,
+            time_to_converge_ms=None,
+            note=f"{open_[0].label} was still in force at the end",
         )
     else:
         since = history.full_since(tps, until_ms)

@@ -82,7 +82,7 @@ def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLE
         F.col("ts_ms").alias("elected_ts"),
         F.col("leader_id").alias("leader"),
         F.col("leader_epoch").alias("epoch"),
-        F.array_join(F.col("isr").cast("array<string>"), ",").alias("isr"),
+        "isr",
     )
     series = cached(inp, "series")
     # The new leader's LEO when it took over: its became_leader / epoch_assigned for that epoch, else its

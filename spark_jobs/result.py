@@ -15,6 +15,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 DEFAULT_MAX_EXAMPLES = 20
+# report.json's layout: 2 added verdicts valid/invalid/unknown, typed fields (lists, not prose), t0_ms,
+# fault_windows, time_to_converge and fault_matrix. Readers should check it.
+SCHEMA_VERSION = 2
 VALID = "valid"
 INVALID = "invalid"
 UNKNOWN = "unknown"
