@@ -53,6 +53,9 @@ class Event:
     old_isr: tuple[int, ...] | None = None
     broker_id: int | None = None  # the broker a controller event is about (broker_fenced ...)
     clean: bool | None = None
+    prev_ts_ms: int | None = (
+        None  # broker_started: the broker's previous journal line (its last sign of life)
+    )
 
     @property
     def tp(self) -> TPKey | None:
@@ -80,10 +83,13 @@ class Window:
 
 def collect_events(journal: Any) -> list[Event]:
     """The ISR and life-cycle events of the journal DataFrame (source, owner, ts_ms, seq, ...), in order."""
+    from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
+    before = W.partitionBy("source", "owner").orderBy("ts_ms", "seq")
     rows = (
-        journal.filter(F.col("event").isin(*ISR_EVENTS, *LIFE_EVENTS))
+        journal.withColumn("prev_ts_ms", F.lag("ts_ms").over(before))
+        .filter(F.col("event").isin(*ISR_EVENTS, *LIFE_EVENTS))
         .select(
             "ts_ms",
             "seq",
@@ -98,6 +104,7 @@ def collect_events(journal: Any) -> list[Event]:
             "old_isr",
             "broker_id",
             "clean",
+            "prev_ts_ms",
         )
         .collect()
     )
@@ -121,14 +128,35 @@ def collect_events(journal: Any) -> list[Event]:
                 old_isr=None if r["old_isr"] is None else tuple(int(b) for b in r["old_isr"]),
                 broker_id=r["broker_id"],
                 clean=r["clean"],
+                prev_ts_ms=r["prev_ts_ms"],
             )
         )
     return sorted(out, key=lambda e: (e.ts_ms, e.seq))
 
 
-def event_from_record(rec: dict[str, Any], seq: int) -> Event | None:
-    """A journal line as written (``broker_id`` or ``controller_id`` names its writer) as an ``Event``;
-    None for an event of no interest here. For tests and small tools; the report uses ``collect_events``."""
+def events_from_records(records: list[dict[str, Any]]) -> list[Event]:
+    """Journal lines as written (``broker_id`` or ``controller_id`` names the writer; each writer's lines in
+    the order written) as ``Event``s, in order. For tests and small tools; the report uses
+    ``collect_events``."""
+    last: dict[tuple[str, Any], int] = {}
+    out: list[Event] = []
+    for seq, rec in enumerate(records):
+        if not isinstance(rec.get("ts_ms"), int):
+            continue
+        writer = (
+            ("controller", rec["controller_id"])
+            if "controller_id" in rec
+            else ("broker", rec.get("broker_id"))
+        )
+        e = event_from_record(rec, seq, last.get(writer))
+        last[writer] = rec["ts_ms"]
+        if e is not None:
+            out.append(e)
+    return sorted(out, key=lambda e: (e.ts_ms, e.seq))
+
+
+def event_from_record(rec: dict[str, Any], seq: int, prev_ts_ms: int | None = None) -> Event | None:
+    """One journal line as an ``Event``; None for an event of no interest here."""
     if rec.get("event") not in (*ISR_EVENTS, *LIFE_EVENTS) or not isinstance(rec.get("ts_ms"), int):
         return None
     source = "controller" if "controller_id" in rec else "broker"
@@ -149,6 +177,7 @@ def event_from_record(rec: dict[str, Any], seq: int) -> Event | None:
         old_isr=None if old is None else tuple(old),
         broker_id=rec.get("broker_id") if source == "controller" else None,
         clean=rec.get("clean"),
+        prev_ts_ms=prev_ts_ms,
     )
 
 
@@ -169,8 +198,10 @@ def final_stop_ms(events: list[Event]) -> int | None:
 
 def journal_windows(events: list[Event], bands: list[FaultBand], until_ms: int | None) -> list[Window]:
     """Faults seen only in the journals: a broker down (from its last line before a restart, or its clean
-    stop, to its ``broker_started``) and a broker fenced by the controller (to ``broker_unfenced``), each
-    left out when a CLI fault of the same broker (or another journal window of it) overlaps it."""
+    stop, to its ``broker_started``) and a broker fenced by the controller (to ``broker_unfenced``). One is
+    left out when the CLI applied it: a crash or stop overlapped by a CLI ``kill``/``term`` of the broker,
+    a fencing overlapped by any CLI fault of the broker, either overlapped by another journal window of it
+    (a crashed broker is also fenced)."""
     found: list[Window] = []
     last_seen: dict[int, int] = {}
     life: dict[int, str] = {}
@@ -182,13 +213,14 @@ def journal_windows(events: list[Event], bands: list[FaultBand], until_ms: int |
         if e.source == "broker" and e.owner is not None:
             b = e.owner
             if e.event == "broker_started":
-                if life.get(b) == "broker_started" and b in last_seen:
+                if life.get(b) == "broker_started":
+                    down = e.prev_ts_ms if e.prev_ts_ms is not None else last_seen.get(b, e.ts_ms)
                     found.append(
                         Window(
                             f"crash {b}",
                             "crash",
                             [str(b)],
-                            last_seen[b],
+                            down,
                             e.ts_ms,
                             "journal",
                             ended_by="restart",
@@ -240,7 +272,10 @@ def journal_windows(events: list[Event], bands: list[FaultBand], until_ms: int |
     ]
     kept: list[Window] = []
     for w in sorted(found, key=lambda w: (w.start_ms, w.label)):
-        if any(_overlap(w, other) and set(w.nodes) & set(other.nodes) for other in [*cli, *kept]):
+        # A crash or stop is the CLI's kill/term of that broker when one overlaps it; a fencing is the
+        # consequence of any CLI fault of that broker in force then (a kill, a pause, an isolation ...).
+        same = [o for o in cli if w.action == "fenced" or o.action in ("kill", "term")]
+        if any(_overlap(w, o) and set(w.nodes) & set(o.nodes) for o in [*same, *kept]):
             continue
         kept.append(w)
     return kept
@@ -405,6 +440,7 @@ __all__ = [
     "collect_events",
     "converge",
     "event_from_record",
+    "events_from_records",
     "fault_windows",
     "final_stop_ms",
     "isr_history",

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import html
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.padding import Padding
 from rich.text import Text
 
 from spark_jobs.layout import InputProblem
@@ -45,7 +45,7 @@ VERDICT_WORDS = {
 # What each check counts in ``checked``.
 CHECKED_UNITS = {
     "convergence": "partitions",
-    "log_matching": "batches below the HW compared",
+    "log_matching": "batches below the HW",
     "acked_not_lost": "acknowledged batches",
     "offsets_contiguous": "batches",
     "leader_hw_monotonic": "leader tenures",
@@ -128,8 +128,8 @@ def converge_sentence(report: dict[str, Any]) -> str:
     if overall.get("time_to_converge_ms") is not None:
         return (
             f"time to converge: {overall['time_to_converge_ms'] / 1000:.2f} s after the last fault ended\n"
-            f"  (the last fault ended at {overall['last_fault_end_s']:.2f} s; every replica was back in its "
-            f"ISR at {overall['converged_s']:.2f} s)"
+            f"  (last fault ended at {overall['last_fault_end_s']:.2f} s; all replicas back in their "
+            f"ISRs at {overall['converged_s']:.2f} s)"
         )
     return f"time to converge: not measured ({overall.get('note') or 'no fault'})"
 
@@ -307,45 +307,60 @@ def _first_example(c: dict[str, Any], t0_ms: int | None) -> str:
     )
 
 
+def _say(
+    console: Console, text: str, indent: int = 0, style: str = "", head: tuple[int, int, str] | None = None
+) -> None:
+    """``text`` wrapped to the console's width (later lines indented by ``indent``), each line printed as
+    is: nothing padded to the width, no escape codes when the output is not a terminal. ``head``: (start,
+    end, style) of a span of the first line to colour."""
+    width = max(console.width, 40)
+    lines = textwrap.wrap(
+        text, width=width, subsequent_indent=" " * indent, break_on_hyphens=False, drop_whitespace=True
+    ) or [""]
+    lead = len(text) - len(text.lstrip(" "))
+    lines[0] = " " * lead + lines[0].lstrip(" ") if not lines[0].startswith(" " * lead) else lines[0]
+    for i, line in enumerate(lines):
+        t = Text(line, style=style)
+        if i == 0 and head is not None:
+            t.stylize(head[2], head[0], head[1])
+        console.print(t, soft_wrap=True, highlight=False)
+
+
 def render_terminal(console: Console, report: dict[str, Any], out: Path) -> None:
     """Plain lines (no table): a verdict line, a line per check, the time to converge, the faults; long
-    lines wrap under their own indent, at any width."""
+    lines wrap under their own indent at the console's width, with nothing padded."""
     style = {"valid": "green", "invalid": "bold red", "unknown": "yellow"}
     verdict = report["verdict"]
     counts = ", ".join(f"{n} {v}" for v, n in report.get("verdict_counts", {}).items() if n)
-    console.print(
-        Text.assemble(
-            ("isrsim report: ", "bold"), (verdict.upper(), "bold " + style.get(verdict, "")), f"  ({counts})"
-        )
-    )
-    console.print(Text(f"  {VERDICT_WORDS.get(verdict, '')}", style="dim"))
+    first = f"isrsim report: {verdict.upper()}  ({counts})"
+    _say(console, first, 2, "bold", (15, 15 + len(verdict), style.get(verdict, "")))
+    _say(console, f"  {VERDICT_WORDS.get(verdict, '')}", 2, "dim")
     t0 = report.get("t0_ms")
     for c in report["checks"]:
         v = c["verdict"]
         unit = CHECKED_UNITS.get(c["name"], "checked")
         if v == "invalid":
-            checked = c["checked"] if c["checked"] is not None else "?"
+            checked = f"{c['checked']:,}" if c["checked"] is not None else "?"
             what = f"{c['violations']:,} violation(s) in {checked} {unit}"
         elif v == "unknown":
             what = "nothing to examine (0 checked)"
         else:
             what = f"{c['checked']:,} {unit}" if c["checked"] is not None else ""
-        line = Text("  ")
-        line.append(f"{v if v != 'invalid' else 'INVALID':<8}", style=style.get(v, ""))
-        line.append(f" {c['name']:<20} {what}")
-        console.print(line)
+        word = "INVALID" if v == "invalid" else v
+        _say(console, f"  {word:<8} {c['name']:<20} {what}", 32, head=(2, 2 + len(word), style.get(v, "")))
         example = _first_example(c, t0)
         if example:
-            console.print(Padding(Text(f"first: {example}", style="dim"), (0, 0, 0, 11), expand=False))
-    console.print(converge_sentence(report))
+            _say(console, f"           first: {example}", 11, "dim")
+    for line in converge_sentence(report).splitlines():
+        _say(console, line, 4)
     rows = fault_rows(report)
     if rows:
-        console.print(f"faults ({len(rows)}; seconds since the first event):")
+        _say(console, f"faults ({len(rows)}; seconds since the first event):")
         for r in rows:
             ttc = r["time to converge (s)"]
             conv = f"converged +{ttc} s" if ttc and ttc[0].isdigit() else f"not converged: {ttc}"
             seen = "" if r["seen in"] == "faults.jsonl" else " (journal)"
             span = f"{r['from (s)']}-{r['to (s)'] if r['to (s)'] != 'still in force' else 'end'}"
-            console.print(Padding(Text(f"{span:<15} {r['fault']}{seen}; {conv}"), (0, 0, 0, 2), expand=False))
-    console.print(f"report: {out / 'report.json'}")
-    console.print(f"        {out / 'report.html'}")
+            _say(console, f"  {span:<13} {r['fault']}{seen}; {conv}", 16)
+    _say(console, f"report: {out / 'report.json'}")
+    _say(console, f"        {out / 'report.html'}")
