@@ -160,7 +160,7 @@ def draw_lag(fd: FigureData, name: str) -> str:
         if s["t_s"]:
             ys = [math.nan if v is None else v for v in s["lag"]]
             ax.step(s["t_s"], ys, where="post", color=broker_colour(int(broker)), label=f"broker {broker}")
-            top = max(top, *(v for v in s["lag"] if v is not None))
+            top = max([top, *(v for v in s["lag"] if v is not None)])
     marks = data["leader_changes"]
     if marks:
         y = top * 1.08

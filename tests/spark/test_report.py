@@ -14,7 +14,14 @@ from rich.console import Console
 
 from cli.report_cmd import report as report_command
 from spark_jobs.layout import discover
-from spark_jobs.report_job import EXIT_FAILED, EXIT_OK, EXIT_UNREADABLE, ReportOutcome, run_report
+from spark_jobs.report_job import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNKNOWN,
+    EXIT_UNREADABLE,
+    ReportOutcome,
+    run_report,
+)
 from spark_jobs.sources import pack_segments
 from tests.spark.cluster_fixtures import PER_PARTITION, add_kill9_leftovers, damage, make_unreadable, truncate
 
@@ -59,7 +66,11 @@ def test_clean_run_passes_every_check(clean_run: Any) -> None:
     failed = [(c["name"], c["examples"][:2]) for c in outcome.report["checks"] if not c["passed"]]
     assert failed == []
     assert outcome.exit_code == EXIT_OK
-    assert outcome.report["verdict"] == "pass"
+    assert outcome.report["verdict"] == "valid"
+    assert outcome.report["schema_version"] == 2
+    assert {c["name"]: c["verdict"] for c in outcome.report["checks"]} == dict.fromkeys(
+        [c["name"] for c in outcome.report["checks"]], "valid"
+    )
     assert [c["name"] for c in outcome.report["checks"]] == [
         "convergence",
         "log_matching",
@@ -93,31 +104,43 @@ def test_clean_run_final_state_and_convergence_time(clean_run: Any) -> None:
     conv = _check(outcome, "convergence")
     parts = conv["extra"]["partitions"]
     assert len(parts) == 8
-    assert {(p["leader"], p["isr"]) for p in parts} == {(1, "1,2,3")}
-    assert all("LEO 2000 HW 2000" in p["replicas"] for p in parts)
-    # The SIGKILL and the restart of broker 1 are the last faults; each partition converged after them.
+    assert {(p["leader"], tuple(p["isr"])) for p in parts} == {(1, (1, 2, 3))}
+    assert all(p["replicas"] == [{"broker": b, "leo": 2000, "hw": 2000} for b in (1, 2, 3)] for p in parts), (
+        parts[0]["replicas"]
+    )
+    # The SIGKILL and the restart of broker 1 (seen in its journal only) are the last fault; every ISR was
+    # full again by the restart (the copies' journals never shrink one), so each converged at once.
+    windows = [w for w in outcome.report["fault_windows"] if w["source"] == "journal"]
+    assert [w["label"] for w in windows] == ["crash 1"]
     for row in conv["extra"]["time_to_converge"]:
-        assert row["last_fault_ts"] is not None
-        assert row["time_to_converge_ms"] is not None and row["time_to_converge_ms"] >= 0
+        assert row["last_fault"] == "crash 1" and row["replicas"] == [1, 2, 3]
+        assert row["time_to_converge_ms"] == 0
 
 
 def test_clean_run_writes_json_html_and_timelines(clean_run: Any) -> None:
     outcome, _, _ = clean_run
     data = json.loads((outcome.out_dir / "report.json").read_text())
-    assert data["verdict"] == "pass"
+    assert data["verdict"] == "valid"
     assert {c["name"]: c["violations"] for c in data["checks"]} == dict.fromkeys(
         [c["name"] for c in data["checks"]], 0
     )
     page = (outcome.out_dir / "report.html").read_text()
-    assert page.index("PASS") < page.index("Replicas converged")
-    assert page.count("data:image/png;base64,") == 3
+    assert page.index("VALID") < page.index("Replicas converged")
+    assert page.count("data:image/png;base64,") == 1 + 3  # the overview, and a lag plot per partition
     console = (outcome.out_dir.parent / "console.txt").read_text()
     assert "bytes of segments" in console and "MB/s" in console
 
 
-def test_single_broker_run_passes_trivially(spark: Any, single_broker_root: Path, tmp_path: Path) -> None:
+def test_single_broker_run_is_unknown_where_nothing_compares(
+    spark: Any, single_broker_root: Path, tmp_path: Path
+) -> None:
     outcome = _run(spark, single_broker_root, tmp_path)
-    assert outcome.exit_code == EXIT_OK
+    # One replica: no second log to match; no controller journal: no election to look at. Jepsen's
+    # "unknown", not a pass; no check fails.
+    assert outcome.exit_code == EXIT_UNKNOWN and outcome.report["verdict"] == "unknown"
+    unknown = {c["name"] for c in outcome.report["checks"] if c["verdict"] == "unknown"}
+    assert unknown == {"log_matching", "unclean_elections"}
+    assert all(c["passed"] for c in outcome.report["checks"])
     assert outcome.report["inputs"]["max_replicas_per_partition"] == 1
     assert any("single replica" in n for n in _check(outcome, "log_matching")["notes"])
     # The restart after SIGKILL starts a new leader tenure: HW restarting from the checkpoint is no violation.
@@ -133,7 +156,8 @@ def test_single_broker_run_passes_trivially(spark: Any, single_broker_root: Path
 def test_damaged_run_fails_with_exit_code_1(damaged_run: Any) -> None:
     outcome, _ = damaged_run
     assert outcome.exit_code == EXIT_FAILED
-    assert outcome.report["verdict"] == "fail"
+    assert outcome.report["verdict"] == "invalid"
+    assert {c["verdict"] for c in outcome.report["checks"]} == {"invalid"}
     assert all(not c["passed"] for c in outcome.report["checks"])
     assert "FAIL" in (outcome.out_dir / "report.html").read_text()
 
@@ -246,6 +270,29 @@ def test_unreadable_input_exits_2_naming_the_files(spark: Any, cluster_copy: Pat
     written = json.loads((tmp_path / "report" / "report.json").read_text())
     assert written["verdict"] == "unreadable"
     assert len(written["input_problems"]) == 2
+
+
+def test_unknown_when_the_workload_journal_is_gone(
+    spark: Any, cluster_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing to look for is not a pass: acked_not_lost checked 0 batches, so it is unknown, and so is
+    the report, with its own exit code; the summary in a log at 80 columns shows it."""
+    shutil.rmtree(cluster_copy / "workload")
+    monkeypatch.setenv("COLUMNS", "80")
+    out = tmp_path / "report"
+    result = CliRunner().invoke(
+        report_command, ["--data-dir", str(cluster_copy), "--out", str(out), "--max-plots", "1"]
+    )
+    assert result.exit_code == EXIT_UNKNOWN, result.output
+    data = json.loads((out / "report.json").read_text())
+    assert data["verdict"] == "unknown" and data["verdict_counts"] == {"valid": 7, "invalid": 0, "unknown": 1}
+    acked = next(c for c in data["checks"] if c["name"] == "acked_not_lost")
+    assert (acked["verdict"], acked["checked"], acked["passed"]) == ("unknown", 0, True)
+    lines = result.output.splitlines()
+    assert "isrsim report: UNKNOWN" in result.output
+    assert "unknown" in next(line for line in lines if " acked_not_lost " in line)
+    assert max(len(line) for line in lines) <= 80
+    assert "log4j" not in result.output and "WARN" not in result.output
 
 
 def test_cli_reports_a_directory_that_is_not_a_cluster(cluster_copy: Path, tmp_path: Path) -> None:
