@@ -255,9 +255,7 @@ def check_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) ->
             ),
             "; ",
         ).alias("detail"),
-        F.array_join(
-            F.array_except("holders", F.transform("sides", lambda s: s["broker"])).cast("array<string>"), ","
-        ).alias("missing_on"),
+        F.array_except("holders", F.transform("sides", lambda s: s["broker"])).alias("missing_on"),
         "sides",
     )
     notes = [] if inp.max_replicas > 1 else [SINGLE_REPLICA_NOTE]

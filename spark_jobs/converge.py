@@ -265,6 +265,9 @@ def journal_windows(events: list[Event], bands: list[FaultBand], until_ms: int |
                 )
     for b, ts in fenced_at.items():
         found.append(Window(f"fenced {b}", "fenced", [str(b)], ts, None, "journal"))
+    for b, ts in stopped_at.items():  # stopped (or halted) and not started again before the end
+        if life.get(b) == "broker_stopped":
+            found.append(Window(f"stop {b}", "stop", [str(b)], ts, None, "journal"))
     cli = [
         Window(band.label, band.action, band.nodes, band.start_ms, band.end_ms, "faults.jsonl")
         for band in bands

@@ -33,6 +33,7 @@ code{background:#f5f5f5;padding:0 3px}
 table.matrix td{text-align:center;min-width:3.2em;font-size:12px} table.matrix td.hit{background:#fde2c8}
 table.matrix td.lead{background:#f9b27a;font-weight:600}
 table.matrix th.fault{text-align:left;white-space:nowrap}
+td.first{font-size:12px;max-width:520px;color:#444}
 .explain{background:#f6f8fa;border-left:3px solid #ccd;padding:.4em .8em;font-size:13px}
 """
 
@@ -202,15 +203,18 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
         f"({inp['read_mb_per_s']:.1f} MB/s) · "
         f"{inp['journal_lines']:,} journal lines, {inp['acked_lines']:,} acknowledged batches · times are "
         "seconds since the first event</p>",
-        "<table><tr><th>check</th><th>verdict</th><th>violations</th><th>checked</th></tr>",
+        "<table><tr><th>check</th><th>verdict</th><th>violations</th><th>checked</th>"
+        "<th>first violation</th></tr>",
     ]
     for c in report["checks"]:
         v = c["verdict"]
         unit = CHECKED_UNITS.get(c["name"], "")
+        first = _first_example(c, t0)
+        first = first if len(first) <= 160 else first[:157] + "..."
         parts.append(
             f"<tr><td><a href='#{c['name']}'>{_e(c['title'])}</a> <code>{c['name']}</code></td>"
             f"<td class='{v}'>{v.upper()}</td><td class='num'>{c['violations']}</td>"
-            f"<td class='num'>{_e(c['checked'])} {_e(unit)}</td></tr>"
+            f"<td class='num'>{_e(c['checked'])} {_e(unit)}</td><td class='first'>{_e(first)}</td></tr>"
         )
     parts.append("</table>")
     parts.append(
@@ -303,7 +307,7 @@ def _first_example(c: dict[str, Any], t0_ms: int | None) -> str:
     return " ".join(
         f"{k}={_cell(_seconds(v, t0_ms) if _is_time_column(k) else v)}"
         for k, v in first.items()
-        if v is not None
+        if v is not None and v != [] and v != ""
     )
 
 

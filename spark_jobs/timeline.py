@@ -136,7 +136,9 @@ def draw_overview(fd: FigureData) -> str:
             ("latency_p50_ms", "tab:blue", "p50"),
         ):
             ys = [float("nan") if v is None else v for v in rate[key]]
+            # Markers too: a bin between empty ones (a sparse workload) is otherwise a dash too short to see.
             lat.step(rate["t_s"], ys, where="post", color=colour, label=label, linewidth=1.1)
+            lat.plot([t + rate["bin_s"] / 2 for t in rate["t_s"]], ys, "o", color=colour, markersize=2.2)
         lat.set_yscale("symlog", linthresh=10)
         lat.legend(
             fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), title="latency", title_fontsize=7

@@ -183,7 +183,7 @@ def test_log_matching_lists_the_diverged_replica_and_the_gap(damaged_run: Any) -
     assert "broker 3: 1000-1199 epoch 0" in first["detail"]
     assert first["smallest_hw"] == PER_PARTITION
     gap = [r for r in check["examples"] if r["partition"] == 2]
-    assert [(r["base_offset"], r["missing_on"]) for r in gap] == [(600, "3")]
+    assert [(r["base_offset"], r["missing_on"]) for r in gap] == [(600, [3])]
     # Per-record evidence for the first divergences: broker 2 holds other records at offset 1000.
     records = {(r["broker"], r["offset"]): r["value"] for r in check["extra"]["first_records"]}
     assert records[(2, 1000)] == "diverged"
