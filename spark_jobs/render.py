@@ -190,6 +190,7 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
     t0 = report.get("t0_ms")
     counts = report.get("verdict_counts", {})
     count_text = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    any_bad = any(c["examples"] for c in report["checks"])
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>isrsim consistency report: "
         f"{_e(verdict)}</title><style>{_CSS}</style></head><body>",
@@ -204,7 +205,8 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
         f"{inp['journal_lines']:,} journal lines, {inp['acked_lines']:,} acknowledged batches · times are "
         "seconds since the first event</p>",
         "<table><tr><th>check</th><th>verdict</th><th>violations</th><th>checked</th>"
-        "<th>first violation</th></tr>",
+        + ("<th>first violation</th>" if any_bad else "")
+        + "</tr>",
     ]
     for c in report["checks"]:
         v = c["verdict"]
@@ -214,7 +216,9 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
         parts.append(
             f"<tr><td><a href='#{c['name']}'>{_e(c['title'])}</a> <code>{c['name']}</code></td>"
             f"<td class='{v}'>{v.upper()}</td><td class='num'>{c['violations']}</td>"
-            f"<td class='num'>{_e(c['checked'])} {_e(unit)}</td><td class='first'>{_e(first)}</td></tr>"
+            f"<td class='num'>{_e(c['checked'])} {_e(unit)}</td>"
+            + (f"<td class='first'>{_e(first)}</td>" if any_bad else "")
+            + "</tr>"
         )
     parts.append("</table>")
     parts.append(
