@@ -53,9 +53,8 @@ class Event:
     old_isr: tuple[int, ...] | None = None
     broker_id: int | None = None  # the broker a controller event is about (broker_fenced ...)
     clean: bool | None = None
-    prev_ts_ms: int | None = (
-        None  # broker_started: the broker's previous journal line (its last sign of life)
-    )
+    # The writer's last line at an earlier millisecond (a crashed broker's last sign of life).
+    prev_ts_ms: int | None = None
 
     @property
     def tp(self) -> TPKey | None:
@@ -86,9 +85,11 @@ def collect_events(journal: Any) -> list[Event]:
     from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
-    before = W.partitionBy("source", "owner").orderBy("ts_ms", "seq")
+    # The writer's last line at an earlier millisecond: a restarted broker may write a few lines (its
+    # leaderships) in the millisecond of its broker_started, which belong to the new process.
+    before = W.partitionBy("source", "owner").orderBy("ts_ms").rangeBetween(W.unboundedPreceding, -1)
     rows = (
-        journal.withColumn("prev_ts_ms", F.lag("ts_ms").over(before))
+        journal.withColumn("prev_ts_ms", F.max("ts_ms").over(before))
         .filter(F.col("event").isin(*ISR_EVENTS, *LIFE_EVENTS))
         .select(
             "ts_ms",
@@ -138,7 +139,8 @@ def events_from_records(records: list[dict[str, Any]]) -> list[Event]:
     """Journal lines as written (``broker_id`` or ``controller_id`` names the writer; each writer's lines in
     the order written) as ``Event``s, in order. For tests and small tools; the report uses
     ``collect_events``."""
-    last: dict[tuple[str, Any], int] = {}
+    last: dict[tuple[str, Any], int] = {}  # writer -> ts of its latest line
+    earlier: dict[tuple[str, Any], int] = {}  # writer -> ts of its latest line before that millisecond
     out: list[Event] = []
     for seq, rec in enumerate(records):
         if not isinstance(rec.get("ts_ms"), int):
@@ -148,7 +150,9 @@ def events_from_records(records: list[dict[str, Any]]) -> list[Event]:
             if "controller_id" in rec
             else ("broker", rec.get("broker_id"))
         )
-        e = event_from_record(rec, seq, last.get(writer))
+        if writer in last and last[writer] < rec["ts_ms"]:
+            earlier[writer] = last[writer]
+        e = event_from_record(rec, seq, earlier.get(writer))
         last[writer] = rec["ts_ms"]
         if e is not None:
             out.append(e)

@@ -12,7 +12,7 @@ from rich.console import Console
 from cli.fault_journal import append_fault
 from spark_jobs.fault_log import fault_bands, read_fault_log
 from spark_jobs.report_job import EXIT_OK, run_report
-from tests.spark.cluster_fixtures import TOPIC, time_range, write_controller_journal
+from tests.spark.cluster_fixtures import TOPIC, read_events, time_range, write_controller_journal
 
 
 def rec(ts: int, action: str, *nodes: str, **params: Any) -> dict[str, Any]:
@@ -77,12 +77,22 @@ def test_report_lists_faults_draws_them_and_times_convergence(
     """A partition 1 <-> 2 from faults.jsonl during which the controller shrinks partition 3's ISR, healed,
     then the ISR expands again; later broker 3 is killed and never restarted. Broker 1's SIGKILL and
     restart of the fixture are in its journal only."""
-    start, end = time_range(cluster_copy)
-    mid = (start + end) // 2
-    shrink, expand = start + 10, mid + 50
+    start, _ = time_range(cluster_copy)
+    # The fixture's broker 1 is killed mid-run: its last line before the restart starts a journal window.
+    b1 = read_events(cluster_copy / "broker-1" / "data" / "events.jsonl")
+    restart = [e["ts_ms"] for e in b1 if e["event"] == "broker_started"][1]
+    down = max(e["ts_ms"] for e in b1 if e["ts_ms"] < restart)
+    # The single broker journaled ISR [1]; the controller makes it [1, 2, 3] once the copies exist.
+    settled = max(e["ts_ms"] for e in b1 if e["event"] == "became_leader" and e["ts_ms"] < down) + 1
+    shrink = settled + 1
+    mid = shrink + (down - shrink) // 2  # the heal, before the crash
+    expand = mid + (down - mid) // 2
+    assert start + 1 < shrink < mid < expand < down
+    full = {"leader_id": 1, "leader_epoch": 0, "isr": [1, 2, 3], "unclean": False}
     write_controller_journal(
         cluster_copy,
         [
+            *((settled, "leader_elected", {"topic": TOPIC, "partition": p, **full}) for p in range(8)),
             (shrink, "isr_changed", {"topic": TOPIC, "partition": 3, "leader_id": 1, "leader_epoch": 0,
                                      "isr": [1, 3], "reason": "alter_partition"}),
             (expand, "isr_changed", {"topic": TOPIC, "partition": 3, "leader_id": 1, "leader_epoch": 0,
@@ -91,7 +101,7 @@ def test_report_lists_faults_draws_them_and_times_convergence(
     )  # fmt: skip
     append_fault(cluster_copy, "partition", ["1", "2"], {"one_way": False}, ts_ms=start + 1)
     append_fault(cluster_copy, "heal", ["1", "2"], {}, ts_ms=mid)
-    append_fault(cluster_copy, "kill", ["3"], {"signal": "KILL"}, ts_ms=mid + 500)
+    append_fault(cluster_copy, "kill", ["3"], {"signal": "KILL"}, ts_ms=restart + 1)
     console_file = tmp_path / "console.txt"
     with console_file.open("w") as out:
         outcome = run_report(
@@ -103,7 +113,7 @@ def test_report_lists_faults_draws_them_and_times_convergence(
     assert [(f["action"], f["start_ms"], f["end_ms"]) for f in faults] == [
         ("partition", start + 1, mid),
         ("heal", mid, mid),
-        ("kill", mid + 500, None),
+        ("kill", restart + 1, None),
     ]
     t0 = data["t0_ms"]
     assert t0 <= start
@@ -114,7 +124,7 @@ def test_report_lists_faults_draws_them_and_times_convergence(
     cli = [(w["label"], w["start_s"], w["end_s"]) for w in fd.windows if w["source"] == "faults.jsonl"]
     assert cli == [
         ("partition 1 <-> 2", (start + 1 - t0) / 1000, (mid - t0) / 1000),
-        ("kill 3", (mid + 500 - t0) / 1000, None),
+        ("kill 3", (restart + 1 - t0) / 1000, None),
     ]
     assert [w["label"] for w in fd.windows if w["source"] == "journal"] == ["crash 1"]
     assert data["fault_windows"] == fd.windows
