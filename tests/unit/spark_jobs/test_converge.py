@@ -137,3 +137,11 @@ def test_a_deposed_leaders_late_isr_is_ignored() -> None:
     lines += [_isr(5000, [2, 3, 1], epoch=1, event="leader_elected"), _isr(5100, [1], epoch=0)]
     history = isr_history(_events(lines), REPLICAS)
     assert history.full_since([TP], 9000) == 3400
+
+
+def test_a_restarted_brokers_lines_in_the_millisecond_of_its_start_are_not_its_last_sign_of_life() -> None:
+    lines = _kill_run()
+    # The new process journals its leaderships in the millisecond of its broker_started, just before it.
+    lines.insert(lines.index(_started(3000, 3)), {"ts_ms": 3000, "broker_id": 3, "event": "became_follower"})
+    windows = fault_windows(_events(lines), [], 9000)
+    assert [(w.label, w.start_ms, w.end_ms) for w in windows] == [("crash 3", 900, 3000)]
