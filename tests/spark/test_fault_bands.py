@@ -84,10 +84,10 @@ def test_report_lists_faults_draws_them_and_times_convergence(
     down = max(e["ts_ms"] for e in b1 if e["ts_ms"] < restart)
     # The single broker journaled ISR [1]; the controller makes it [1, 2, 3] once the copies exist.
     settled = max(e["ts_ms"] for e in b1 if e["event"] == "became_leader" and e["ts_ms"] < down) + 1
-    shrink = settled + 1
+    cut, shrink = settled + 1, settled + 2  # the partition begins once the elections are done
     mid = shrink + (down - shrink) // 2  # the heal, before the crash
     expand = mid + (down - mid) // 2
-    assert start + 1 < shrink < mid < expand < down
+    assert start < settled < cut < shrink < mid < expand < down
     full = {"leader_id": 1, "leader_epoch": 0, "isr": [1, 2, 3], "unclean": False}
     write_controller_journal(
         cluster_copy,
@@ -99,7 +99,7 @@ def test_report_lists_faults_draws_them_and_times_convergence(
                                      "isr": [1, 3, 2], "reason": "alter_partition"}),
         ],
     )  # fmt: skip
-    append_fault(cluster_copy, "partition", ["1", "2"], {"one_way": False}, ts_ms=start + 1)
+    append_fault(cluster_copy, "partition", ["1", "2"], {"one_way": False}, ts_ms=cut)
     append_fault(cluster_copy, "heal", ["1", "2"], {}, ts_ms=mid)
     append_fault(cluster_copy, "kill", ["3"], {"signal": "KILL"}, ts_ms=restart + 1)
     console_file = tmp_path / "console.txt"
@@ -111,7 +111,7 @@ def test_report_lists_faults_draws_them_and_times_convergence(
     data = json.loads((outcome.out_dir / "report.json").read_text())
     faults = data["faults"]
     assert [(f["action"], f["start_ms"], f["end_ms"]) for f in faults] == [
-        ("partition", start + 1, mid),
+        ("partition", cut, mid),
         ("heal", mid, mid),
         ("kill", restart + 1, None),
     ]
@@ -123,7 +123,7 @@ def test_report_lists_faults_draws_them_and_times_convergence(
     assert fd.t0_ms == t0
     cli = [(w["label"], w["start_s"], w["end_s"]) for w in fd.windows if w["source"] == "faults.jsonl"]
     assert cli == [
-        ("partition 1 <-> 2", (start + 1 - t0) / 1000, (mid - t0) / 1000),
+        ("partition 1 <-> 2", (cut - t0) / 1000, (mid - t0) / 1000),
         ("kill 3", (restart + 1 - t0) / 1000, None),
     ]
     assert [w["label"] for w in fd.windows if w["source"] == "journal"] == ["crash 1"]
