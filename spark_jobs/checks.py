@@ -20,7 +20,7 @@ from spark_jobs.inputs import REPLICA, TP, Inputs
 from spark_jobs.result import DEFAULT_MAX_EXAMPLES, CheckResult, finish, rows_of
 
 SINGLE_REPLICA_NOTE = (
-    "every partition has a single replica here, so the cross-replica comparison passes trivially"
+    "every partition has a single replica here: there is no second replica to compare it with"
 )
 
 
