@@ -151,7 +151,7 @@ def test_report_lists_faults_draws_them_and_times_convergence(
     assert touched == {f"{TOPIC}-3": {"leader_changes": 0, "isr_shrinks": 1, "isr_expands": 1}}
 
     page = (outcome.out_dir / "report.html").read_text()
-    assert page.index("Faults applied") < page.index("Replicas converged")  # next to the findings
+    assert page.index("Faults applied") < page.index("<h2 id='convergence'")  # before the details
     assert "partition 1 &lt;-&gt; 2" in page and "still in force" in page
     assert page.count("data:image/png;base64,") == 2  # the overview and one lag plot
     console = console_file.read_text()
