@@ -82,6 +82,13 @@ def _is_time_column(key: str) -> bool:
     return key in TIME_COLUMNS or key.endswith("_ts")
 
 
+def _time_header(col: str) -> str:
+    """``ts_ms`` -> ``ts (s)``, ``elected_ts`` -> ``elected (s)``: the column now holds seconds since t0."""
+    for suffix in ("_ms", "_ts"):
+        col = col.removesuffix(suffix)
+    return f"{col} (s)"
+
+
 def _seconds(value: Any, t0_ms: int | None) -> Any:
     if t0_ms is None or not isinstance(value, int) or value < 10**12:
         return value
@@ -104,7 +111,7 @@ def _table(rows: list[dict[str, Any]], t0_ms: int | None = None) -> str:
         for k in r:
             if k not in cols:
                 cols.append(k)
-    head = "".join(f"<th>{_e(c + ' (s)' if _is_time_column(c) and t0_ms else c)}</th>" for c in cols)
+    head = "".join(f"<th>{_e(_time_header(c) if _is_time_column(c) and t0_ms else c)}</th>" for c in cols)
     body = []
     for r in rows:
         cells = []
