@@ -146,23 +146,42 @@ def test_clean_run_writes_json_html_and_timelines(clean_run: Any) -> None:
     assert "bytes of segments" in console and "MB/s" in console
 
 
-def test_single_broker_run_is_unknown_where_nothing_compares(
-    spark: Any, single_broker_root: Path, tmp_path: Path
+def test_unknown_where_nothing_could_be_checked(
+    spark: Any, single_broker_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outcome = _run(spark, single_broker_root, tmp_path)
-    # One replica: no second log to match; no controller journal: no election to look at. Jepsen's
-    # "unknown", not a pass; no check fails.
-    assert outcome.exit_code == EXIT_UNKNOWN and outcome.report["verdict"] == "unknown"
-    unknown = {c["name"] for c in outcome.report["checks"] if c["verdict"] == "unknown"}
-    assert unknown == {"log_matching", "unclean_elections"}
-    assert all(c["passed"] for c in outcome.report["checks"])
-    assert outcome.report["inputs"]["max_replicas_per_partition"] == 1
-    assert any("single replica" in n for n in _check(outcome, "log_matching")["notes"])
+    """Nothing to look at is not a pass (Jepsen's "unknown"), with its own exit code: one replica per
+    partition leaves log_matching no second log, no controller journal leaves unclean_elections no
+    election, and with the workload journal deleted acked_not_lost has no batch to look for. Run as
+    `isrsim report` with its output in a log at 80 columns; no check fails."""
+    root = tmp_path / "cluster"
+    shutil.copytree(single_broker_root, root, ignore=shutil.ignore_patterns("report", "workload"))
+    monkeypatch.setenv("COLUMNS", "80")
+    out = tmp_path / "report"
+    result = CliRunner().invoke(
+        report_command, ["--data-dir", str(root), "--out", str(out), "--max-plots", "1"]
+    )
+    assert result.exit_code == EXIT_UNKNOWN, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "unknown" and report["schema_version"] == 2
+    unknown = {c["name"]: c["checked"] for c in report["checks"] if c["verdict"] == "unknown"}
+    assert unknown == {"log_matching": 0, "unclean_elections": 0, "acked_not_lost": 0}
+    assert report["verdict_counts"] == {"valid": 5, "invalid": 0, "unknown": 3}
+    assert all(c["passed"] for c in report["checks"])
+    checks = {c["name"]: c for c in report["checks"]}
+    assert report["inputs"]["max_replicas_per_partition"] == 1
+    assert any("single replica" in n for n in checks["log_matching"]["notes"])
     # The restart after SIGKILL starts a new leader tenure: HW restarting from the checkpoint is no violation.
-    assert _check(outcome, "leader_hw_monotonic")["passed"]
-    faults = _check(outcome, "convergence")["extra"]["faults"]
+    assert checks["leader_hw_monotonic"]["verdict"] == "valid"
+    faults = checks["convergence"]["extra"]["faults"]
     assert [(f["kind"], f["broker"]) for f in faults if f["kind"] == "crash"] == [("crash", 1)]
     assert sorted(f["partition"] for f in faults if f["kind"] == "leader_change") == list(range(8))
+    # The summary: its verdict first, each check on its own line, no line past 80 columns, no Spark lines.
+    lines = result.output.splitlines()
+    assert "isrsim report: UNKNOWN" in result.output
+    for name in unknown:
+        assert "nothing to examine" in next(line for line in lines if f" {name} " in line)
+    assert max(len(line) for line in lines) <= 80
+    assert "log4j" not in result.output and "WARN" not in result.output
 
 
 # ---------------------------------------------------------------------------------------------- damaged
@@ -285,29 +304,6 @@ def test_unreadable_input_exits_2_naming_the_files(spark: Any, cluster_copy: Pat
     written = json.loads((tmp_path / "report" / "report.json").read_text())
     assert written["verdict"] == "unreadable"
     assert len(written["input_problems"]) == 2
-
-
-def test_unknown_when_the_workload_journal_is_gone(
-    spark: Any, cluster_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Nothing to look for is not a pass: acked_not_lost checked 0 batches, so it is unknown, and so is
-    the report, with its own exit code; the summary in a log at 80 columns shows it."""
-    shutil.rmtree(cluster_copy / "workload")
-    monkeypatch.setenv("COLUMNS", "80")
-    out = tmp_path / "report"
-    result = CliRunner().invoke(
-        report_command, ["--data-dir", str(cluster_copy), "--out", str(out), "--max-plots", "1"]
-    )
-    assert result.exit_code == EXIT_UNKNOWN, result.output
-    data = json.loads((out / "report.json").read_text())
-    assert data["verdict"] == "unknown" and data["verdict_counts"] == {"valid": 7, "invalid": 0, "unknown": 1}
-    acked = next(c for c in data["checks"] if c["name"] == "acked_not_lost")
-    assert (acked["verdict"], acked["checked"], acked["passed"]) == ("unknown", 0, True)
-    lines = result.output.splitlines()
-    assert "isrsim report: UNKNOWN" in result.output
-    assert "unknown" in next(line for line in lines if " acked_not_lost " in line)
-    assert max(len(line) for line in lines) <= 80
-    assert "log4j" not in result.output and "WARN" not in result.output
 
 
 def test_cli_reports_a_directory_that_is_not_a_cluster(cluster_copy: Path, tmp_path: Path) -> None:
