@@ -82,7 +82,7 @@ def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLE
         F.col("ts_ms").alias("elected_ts"),
         F.col("leader_id").alias("leader"),
         F.col("leader_epoch").alias("epoch"),
-        F.array_join(F.col("isr").cast("array<string>"), ",").alias("isr"),
+        "isr",
     )
     series = cached(inp, "series")
     # The new leader's LEO when it took over: its became_leader / epoch_assigned for that epoch, else its
@@ -135,6 +135,8 @@ def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLE
         .cache()
     )
     all_rows = rows_of(e.orderBy("elected_ts"), 200)
+    # Every election the controller journaled was looked at (clean ones cost nothing by definition).
+    examined = j.filter((F.col("source") == "controller") & (F.col("event") == "leader_elected")).count()
     violations = e.filter(
         F.col("records_lost").isNull() | (F.col("records_lost") > 0) | (F.col("acked_batches_lost") > 0)
     )
@@ -150,7 +152,7 @@ def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLE
         violations,
         order=["elected_ts"],
         max_examples=max_examples,
-        checked=len(all_rows),
+        checked=examined,
         notes=notes,
         extra={"elections": all_rows},
     )
