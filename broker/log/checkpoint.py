@@ -83,9 +83,25 @@ def write_atomically(path: Path, text: str) -> None:
     fsync_directory(path.parent)
 
 
-# Leader-epoch checkpoints written inside ``group_commit`` wait here (path -> text)
-# to be made durable together.
-_deferred: ContextVar[dict[Path, str] | None] = ContextVar("deferred_checkpoints", default=None)
+class _GroupCommit:
+    """The leader-epoch checkpoints written inside one ``group_commit`` (path -> text), waiting to be made
+    durable together. ``open`` is False once it ended: a task started inside it (a replica fetcher that a
+    LEADER_AND_ISR starts) inherits the context variable, and its later writes must not wait for a group
+    commit that is over (they would never reach the disk)."""
+
+    __slots__ = ("files", "open")
+
+    def __init__(self) -> None:
+        self.files: dict[Path, str] = {}
+        self.open = True
+
+
+_deferred: ContextVar[_GroupCommit | None] = ContextVar("deferred_checkpoints", default=None)
+
+
+def _open_group_commit() -> _GroupCommit | None:
+    batch = _deferred.get()
+    return batch if batch is not None and batch.open else None
 
 
 def _load_syncfs() -> Callable[[int], int] | None:
@@ -112,16 +128,17 @@ def group_commit() -> Iterator[None]:
     durable before this returns), but two ``syncfs`` calls for all of them instead of two fsyncs each: a
     LEADER_AND_ISR that moves 150 partitions pays for two syncs, not 300 (Kafka batches these flushes too).
     Nested uses join the outermost. Where ``syncfs`` is missing the files are written one by one."""
-    if _deferred.get() is not None:
+    if _open_group_commit() is not None:
         yield
         return
-    pending: dict[Path, str] = {}
-    token = _deferred.set(pending)
+    batch = _GroupCommit()
+    token = _deferred.set(batch)
     try:
         yield
     finally:
+        batch.open = False
         _deferred.reset(token)
-        write_all_atomically(pending)
+        write_all_atomically(batch.files)
 
 
 def write_all_atomically(files: Mapping[Path, str]) -> None:
@@ -235,9 +252,9 @@ class LeaderEpochCheckpointFile:
     def write(self, entries: Sequence[EpochEntry]) -> None:
         lines = [f"{e.epoch} {e.start_offset}" for e in entries]
         text = _format(lines, len(lines))
-        deferred = _deferred.get()
-        if deferred is not None:
-            deferred[self.path] = text
+        batch = _open_group_commit()
+        if batch is not None:
+            batch.files[self.path] = text
             return
         write_atomically(self.path, text)
 

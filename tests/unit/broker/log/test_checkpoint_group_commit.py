@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import trio
 
 from broker.log import checkpoint
 from broker.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile, group_commit
@@ -58,3 +59,23 @@ def test_without_syncfs_the_files_are_written_one_by_one(
         for cp in cps:
             cp.write([EpochEntry(4, 1)])
     assert all(cp.read() == [EpochEntry(4, 1)] for cp in cps)
+
+
+async def test_a_task_started_inside_a_group_commit_writes_for_itself_after_it(tmp_path: Path) -> None:
+    # A LEADER_AND_ISR starts replica fetchers inside its group commit; trio copies the context into the
+    # new task, so the task must not keep deferring its writes to a group commit that has ended.
+    [cp] = files(tmp_path, 1)
+    started = trio.Event()
+    go_on = trio.Event()
+
+    async def fetcher() -> None:
+        started.set()
+        await go_on.wait()
+        cp.write([EpochEntry(0, 0), EpochEntry(3, 40)])
+
+    async with trio.open_nursery() as nursery:
+        with group_commit():
+            nursery.start_soon(fetcher)
+        await started.wait()
+        go_on.set()
+    assert cp.read() == [EpochEntry(0, 0), EpochEntry(3, 40)]
