@@ -100,14 +100,24 @@ class Phases:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.timings: dict[str, float] = {}
+        self.spark: Any = None
+        self.jobs: dict[str, int] = {}
+
+    def _job_count(self) -> int:
+        if self.spark is None:
+            return 0
+        return len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(None))
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         t0 = time.monotonic()
+        jobs0 = self._job_count()
         with self.console.status(f"[bold]report[/] {name} ..."):
             yield
         self.timings[name] = round(time.monotonic() - t0, 3)
-        self.console.print(f"[dim]{name}: {self.timings[name]:.1f}s[/]")
+        self.jobs[name] = self._job_count() - jobs0
+        jobs = f", {self.jobs[name]} Spark job(s)" if self.jobs[name] else ""
+        self.console.print(f"[dim]{name}: {self.timings[name]:.1f}s{jobs}[/]")
 
 
 def run_report(
@@ -139,6 +149,7 @@ def run_report(
     if callable(spark):
         with phases.phase("starting Spark"):
             spark = spark()
+    phases.spark = spark
     with phases.phase(f"reading {layout.segment_bytes / 1e6:.1f} MB of segments, checkpoints and journals"):
         inputs = load_inputs(spark, layout, verify_crc=verify_crc)
     s = inputs.stats
