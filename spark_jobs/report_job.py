@@ -31,6 +31,13 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_UNREADABLE = 2
 SHIPPED_PACKAGES = ("protocol", "broker", "spark_jobs")
+# A local report is one short-lived JVM planning many small queries over metadata-sized inputs (see
+# docs/performance.md): the JIT's optimising tier costs more CPU than it ever wins back in such a run, and
+# adaptive execution re-plans every shuffle of data that fits in one task. A cluster keeps Spark's defaults.
+LOCAL_CONF = {
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.sql.adaptive.enabled": "false",
+}
 
 
 @dataclass
@@ -65,6 +72,8 @@ def build_session(master: str | None = None, app_name: str = "isrsim-report") ->
             "spark.driver.bindAddress", "127.0.0.1"
         )
         builder = builder.config("spark.ui.enabled", "false")
+        for key, value in LOCAL_CONF.items():
+            builder = builder.config(key, value)
     if master is not None:
         builder = builder.master(master)
     spark = builder.getOrCreate()
