@@ -79,9 +79,9 @@ def build_session(master: str | None = None, app_name: str = "isrsim-report") ->
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     sc = spark.sparkContext
-    if _is_local(sc.master) and not sc.getConf().contains("spark.sql.shuffle.partitions"):
+    if not sc.getConf().contains("spark.sql.shuffle.partitions"):
         # The inputs are small (metadata, not records): Spark's default of 200 shuffle partitions is all
-        # task overhead on one machine.
+        # task overhead, on one machine and on a cluster alike; one per core is plenty.
         spark.conf.set("spark.sql.shuffle.partitions", str(max(2, sc.defaultParallelism)))
     if not _is_local(spark.sparkContext.master):
         ship_code(spark)
@@ -90,7 +90,8 @@ def build_session(master: str | None = None, app_name: str = "isrsim-report") ->
 
 def ship_code(spark: Any) -> None:
     """Send the project's packages to the executors (``addPyFile``), so the data sources import there.
-    The executors still need the third-party modules the readers use (msgpack, crc32c)."""
+    The executors still need the third-party modules the readers use (numpy, pyarrow, crc32c, msgpack):
+    ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) names an interpreter that has them on every worker."""
     import importlib
 
     tmp = Path(tempfile.mkdtemp(prefix="isrsim-report-"))

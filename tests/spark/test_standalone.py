@@ -31,6 +31,8 @@ READY_TIMEOUT_S = 180.0
 # What may differ between two runs of the same data: when and where it ran, and how long it took.
 RUN_SPECIFIC = ("generated_ms", "spark_master", "timings_s")
 RUN_SPECIFIC_INPUTS = ("read_seconds", "read_mb_per_s")
+# Every JVM here lives for one short job on a shared test machine (see LOCAL_CONF in the report job).
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def _free_port() -> int:
@@ -65,6 +67,7 @@ class Standalone:
             "SPARK_HOME": str(_spark_home()),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_DAEMON_MEMORY": "256m",
+            "SPARK_DAEMON_JAVA_OPTS": SHORT_LIVED_JVM,
             "SPARK_LOG_DIR": str(self.logs),
             "PYSPARK_PYTHON": sys.executable,
         }
@@ -181,7 +184,12 @@ def test_report_on_a_standalone_cluster_matches_local(
     # Executors get 512m of the workers' 768m; everything else is Spark's default for a cluster.
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text("spark.executor.memory 512m\n", encoding="utf-8")
+    (conf_dir / "spark-defaults.conf").write_text(
+        "spark.executor.memory 512m\n"
+        f"spark.driver.extraJavaOptions {SHORT_LIVED_JVM}\n"
+        f"spark.executor.extraJavaOptions {SHORT_LIVED_JVM}\n",
+        encoding="utf-8",
+    )
     env = {**standalone.env(), "SPARK_CONF_DIR": str(conf_dir)}
     proc = subprocess.run(
         [
