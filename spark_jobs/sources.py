@@ -172,7 +172,12 @@ def read_segment(seg: SegmentFile, verify_crc: bool = True) -> SegmentScan:
             size = os.fstat(f.fileno()).st_size
         except OSError as exc:
             return failed("error", f"cannot stat segment: {exc.strerror or exc}")
-        mm = _map(f.fileno()) if size else b""
+        try:
+            mm: Any = _map(f.fileno()) if size else b""
+        except (OSError, ValueError):
+            # A file system that cannot map files: read it whole instead.
+            mm = f.read()
+            size = len(mm)
         try:
             return _scan_buffer(seg, mm, size, verify_crc, crc32c, read_header, CorruptRecordError)
         finally:
