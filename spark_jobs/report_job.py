@@ -83,6 +83,10 @@ def build_session(master: str | None = None, app_name: str = "isrsim-report") ->
         # The inputs are small (metadata, not records): Spark's default of 200 shuffle partitions is all
         # task overhead, on one machine and on a cluster alike; one per core is plenty.
         spark.conf.set("spark.sql.shuffle.partitions", str(max(2, sc.defaultParallelism)))
+    if not sc.getConf().contains("spark.sql.adaptive.enabled"):
+        # Nor is there anything for adaptive execution to re-plan: it would only run every shuffle stage as
+        # a job of its own.
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
     if not _is_local(spark.sparkContext.master):
         ship_code(spark)
     return spark
