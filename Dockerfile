@@ -8,7 +8,8 @@ FROM python:3.11-slim-bookworm AS base
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/venv/bin:$PATH
 RUN groupadd --system --gid 1000 isrsim \
     && useradd --system --uid 1000 --gid isrsim --home-dir /var/lib/isrsim --shell /usr/sbin/nologin isrsim \
-    && mkdir -p /var/lib/isrsim && chown isrsim:isrsim /var/lib/isrsim
+    && mkdir -p /var/lib/isrsim/secrets /var/lib/isrsim/nodes \
+    && chown -R isrsim:isrsim /var/lib/isrsim
 
 # Build the package once, as wheels; the later stages install from them.
 FROM base AS build

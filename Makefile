@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint unit integration spark scenarios demo bench chaos clean
+.PHONY: venv test lint unit integration spark scenarios demo bench chaos secure clean
 
 venv: $(STAMP)
 
@@ -42,6 +42,11 @@ bench: $(STAMP)
 # Five minutes of every fault kind against a 3-broker cluster, then the report (tests/integration/test_chaos.py).
 chaos: $(STAMP)
 	$(BIN)/pytest -q -s -m chaos tests/integration/test_chaos.py
+
+# The managed-cluster tests again on SASL_SSL (`cluster up --secure`), then the demo on a secure cluster.
+secure: $(STAMP)
+	$(BIN)/pytest -q -m secure tests/integration/test_cluster.py
+	$(BIN)/isrsim demo --secure --data-dir isrsim-demo-secure
 
 clean:
 	rm -rf $(VENV) isrsim-data .pytest_cache .mypy_cache .ruff_cache

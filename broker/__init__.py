@@ -10,6 +10,8 @@ move; tests/unit/test_layers.py keeps code outside the package from reaching pas
   broker).
 - Running the controller: ``ControllerConfig``, ``run_controller(config)`` (``StateError`` when its
   metadata file cannot be used).
+- Security metadata for the ``acl`` and ``user`` commands: Kafka's ACL types (``AclBinding``,
+  ``AclOperation`` ...) and ``salted_password`` (what ALTER_USER_SCRAM_CREDENTIALS carries).
 - Reading what brokers leave on disk: ``read_journal`` (``events.jsonl``), the Kafka checkpoint files
   ``OffsetCheckpointFile`` and ``LeaderEpochCheckpointFile`` (``CheckpointError``).
 
@@ -31,11 +33,30 @@ if TYPE_CHECKING:
     from broker.journal import read_journal
     from broker.log.checkpoint import CheckpointError, LeaderEpochCheckpointFile, OffsetCheckpointFile
     from broker.log_manager import InconsistentBrokerIdError, LogDirLoadError
+    from broker.security.acl import (
+        CLUSTER_NAME,
+        SUPPORTED_OPERATIONS,
+        AccessControlEntry,
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourcePattern,
+        ResourceType,
+        camel,
+        parse_enum,
+    )
+    from broker.security.credentials import CredentialStore, ScramCredential, write_secret_file
+    from broker.security.security_metadata import SCRAM_MECHANISM_TYPES, salted_password
     from broker.server import run_broker
 
 # Each exported name and the module that defines it (the imports above say the same to type checkers;
 # tests/unit/test_layers.py checks that the two agree).
 _EXPORTS: dict[str, str] = {
+    "CredentialStore": "broker.security.credentials",
+    "ScramCredential": "broker.security.credentials",
+    "write_secret_file": "broker.security.credentials",
     "BrokerConfig": "broker.config",
     "ConfigError": "broker.config",
     "ControllerConfig": "broker.controller.config",
@@ -47,22 +68,53 @@ _EXPORTS: dict[str, str] = {
     "OffsetCheckpointFile": "broker.log.checkpoint",
     "InconsistentBrokerIdError": "broker.log_manager",
     "LogDirLoadError": "broker.log_manager",
+    "CLUSTER_NAME": "broker.security.acl",
+    "SUPPORTED_OPERATIONS": "broker.security.acl",
+    "AccessControlEntry": "broker.security.acl",
+    "AclBinding": "broker.security.acl",
+    "AclBindingFilter": "broker.security.acl",
+    "AclOperation": "broker.security.acl",
+    "AclPermissionType": "broker.security.acl",
+    "PatternType": "broker.security.acl",
+    "ResourcePattern": "broker.security.acl",
+    "ResourceType": "broker.security.acl",
+    "camel": "broker.security.acl",
+    "parse_enum": "broker.security.acl",
+    "SCRAM_MECHANISM_TYPES": "broker.security.security_metadata",
+    "salted_password": "broker.security.security_metadata",
     "run_broker": "broker.server",
 }
 
 __all__ = [
+    "CLUSTER_NAME",
+    "SCRAM_MECHANISM_TYPES",
+    "SUPPORTED_OPERATIONS",
+    "AccessControlEntry",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
     "BrokerConfig",
     "CheckpointError",
     "ConfigError",
     "ControllerConfig",
+    "CredentialStore",
     "InconsistentBrokerIdError",
     "LeaderEpochCheckpointFile",
     "LogDirLoadError",
     "OffsetCheckpointFile",
+    "PatternType",
+    "ResourcePattern",
+    "ResourceType",
+    "ScramCredential",
     "StateError",
+    "camel",
+    "parse_enum",
     "read_journal",
     "run_broker",
     "run_controller",
+    "salted_password",
+    "write_secret_file",
 ]
 
 if not TYPE_CHECKING:

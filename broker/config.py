@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
+from broker.security.authorizer import check_authorizer_class
 from protocol.replication import TRUNCATION_MODE_KEY, TruncationMode
 
 ENV_PREFIX = "ISRSIM_"
@@ -54,12 +55,81 @@ class ConfigKey:
     minimum: int | None = None
 
 
+def parse_authorizer_class(raw: str) -> str:
+    name = raw.strip()
+    check_authorizer_class(name)
+    return name
+
+
+# The authorizer's keys, read by brokers and the controller alike (docs/security.md, "Authorization").
+AUTHORIZER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "authorizer.class.name",
+        parse_authorizer_class,
+        "",
+        "Kafka's StandardAuthorizer (or AclAuthorizer) class name turns ACL authorization on; empty = off.",
+    ),
+    ConfigKey("super.users", parse_str, "", "Principals allowed everything, e.g. User:admin;User:broker."),
+    ConfigKey(
+        "allow.everyone.if.no.acl.found",
+        parse_bool,
+        False,
+        "With the authorizer on: a resource with no ACL at all is open to everyone (else closed).",
+    ),
+)
+
+
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+SERVED_SECURITY_PROTOCOLS = SECURITY_PROTOCOLS
 DEFAULT_SECURITY_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+
+# TLS and SASL, the broker's and the controller's (broker.security.listener_security reads them).
+SECURITY_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("ssl.keystore.type", parse_str, "PEM", "Format of ssl.keystore.location: PEM only."),
+    ConfigKey(
+        "ssl.keystore.location",
+        parse_str,
+        "",
+        "PEM file with this node's private key and certificate chain (SSL and SASL_SSL listeners).",
+    ),
+    ConfigKey("ssl.key.password", parse_str, "", "Password of the private key, if it is encrypted."),
+    ConfigKey("ssl.truststore.type", parse_str, "PEM", "Format of ssl.truststore.location: PEM only."),
+    ConfigKey(
+        "ssl.truststore.location", parse_str, "", "PEM CA certificates trusted for peers (and client certs)."
+    ),
+    ConfigKey(
+        "ssl.client.auth", parse_str, "none", "Ask TLS clients for a certificate: none, requested, required."
+    ),
+    ConfigKey(
+        "ssl.endpoint.identification.algorithm",
+        parse_str,
+        "https",
+        "https: check a peer's host name against its certificate; empty: do not.",
+    ),
+    ConfigKey(
+        "sasl.enabled.mechanisms",
+        parse_str,
+        "SCRAM-SHA-256",
+        "SASL mechanisms served on SASL listeners: SCRAM-SHA-256, PLAIN (comma-separated).",
+    ),
+    ConfigKey(
+        "sasl.mechanism.inter.broker.protocol",
+        parse_str,
+        "SCRAM-SHA-256",
+        "The SASL mechanism this node uses towards its peers.",
+    ),
+    ConfigKey(
+        "sasl.jaas.config",
+        parse_str,
+        "",
+        'Who this node is to its peers: <ScramLoginModule|PlainLoginModule> required username=".." '
+        'password="..";',
+    ),
+)
 
 # Kafka's keys with Kafka's defaults, plus the few that are isrsim's own (marked).
 BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    *AUTHORIZER_CONFIG_KEYS,
     ConfigKey("broker.id", parse_int, None, "This broker's id.", 0),
     ConfigKey("cluster.id", parse_str, "isrsim", "Cluster id written to meta.properties."),
     ConfigKey(
@@ -79,7 +149,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "listener.security.protocol.map",
         parse_str,
         DEFAULT_SECURITY_PROTOCOL_MAP,
-        "Listener name to security protocol, NAME:PROTOCOL pairs (only PLAINTEXT is served today).",
+        "Listener name to security protocol, NAME:PROTOCOL pairs (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).",
     ),
     ConfigKey(
         "inter.broker.listener.name",
@@ -179,6 +249,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "isrsim: how a follower truncates: leader-epoch (Kafka 2.0+), leader-epoch-pre-kip-279 (0.11 - 1.1), "
         "high-watermark (<= 0.10.2). See docs/truncation-modes.md.",
     ),
+    *SECURITY_CONFIG_KEYS,
 )
 KEYS_BY_NAME: dict[str, ConfigKey] = {k.name: k for k in BROKER_CONFIG_KEYS}
 

@@ -47,6 +47,9 @@ class DelayedOperation:
     def on_expiration(self) -> None:
         """Called after ``force_complete`` by the reaper when the deadline passed."""
 
+    def note_change(self, key: Hashable) -> None:
+        """Something happened to ``key`` (called by ``check_and_complete`` before ``try_complete``)."""
+
 
 class DelayedOperationPurgatory:
     def __init__(self, name: str, *, clock: Callable[[], float] = trio.current_time) -> None:
@@ -73,10 +76,16 @@ class DelayedOperationPurgatory:
         """Tries ``op`` now; if not done, watches it under every key and arms its deadline."""
         if op.try_complete():
             return True
-        keys = list(keys)
+        watchers = self._watchers
+        count = 0
         for key in keys:
-            self._watchers.setdefault(key, []).append(op)
-        self._watches_since_purge += len(keys)
+            ops = watchers.get(key)
+            if ops is None:
+                watchers[key] = [op]
+            else:
+                ops.append(op)
+            count += 1
+        self._watches_since_purge += count
         # Something may have happened between the first try and the watch: try once more.
         if op.try_complete():
             return True
@@ -107,6 +116,7 @@ class DelayedOperationPurgatory:
         for op in ops:
             if op.is_completed:
                 continue
+            op.note_change(key)
             if op.try_complete():
                 completed += 1
             else:

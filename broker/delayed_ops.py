@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import cast
 
 from broker.delayed import DelayedOperation
 from protocol.common import TopicPartition
@@ -19,6 +20,10 @@ class ProducePartitionStatus:
     error_message: str = ""
     acks_pending: bool = True
     record_errors: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _responded(_: object) -> None:
+    """What a completed operation keeps in place of its response callback."""
 
 
 class DelayedProduce(DelayedOperation):
@@ -64,7 +69,8 @@ class DelayedProduce(DelayedOperation):
                     f"{tp[0]}-{tp[1]}: the high watermark did not reach offset {status.required_offset - 1} "
                     f"within timeout_ms={self.delay_ms}"
                 )
-        self._respond(self.statuses)
+        respond, self._respond = self._respond, _responded
+        respond(self.statuses)
 
 
 @dataclass(slots=True)
@@ -91,29 +97,54 @@ class FetchParams:
 class DelayedFetch(DelayedOperation):
     """Completes when enough new data is there, when a partition's state changed (leadership, epoch,
     truncation below the fetch offset), or at ``max_wait_ms`` (Kafka's ``DelayedFetch``). ``available``
-    returns the bytes now readable for one partition, or None when the partition must be answered now."""
+    returns the bytes now readable for one partition, or None when the partition must be answered now.
+
+    An incremental session's FETCH reads only the partitions that are not quiet (see
+    ``ReplicaManager.select_follower_partitions``) but waits on all of the session's: ``quiet_status`` gives
+    a quiet partition's fetch state once something happened to it (``note_change``), and from then on it
+    counts like the others."""
 
     def __init__(
         self,
         params: FetchParams,
         available: Callable[[TopicPartition, FetchPartitionStatus, FetchParams], int | None],
         respond: Callable[[FetchParams], None],
+        quiet_status: Callable[[TopicPartition], FetchPartitionStatus | None] | None = None,
     ) -> None:
         super().__init__(params.max_wait_ms)
         self.params = params
         self._available = available
         self._respond = respond
+        self._quiet_status = quiet_status
+        self._woken: dict[TopicPartition, FetchPartitionStatus] = {}
+        # Whether something happened to a quiet partition while the fetch waited.
+        self.quiet_partition_changed = False
+
+    def note_change(self, key: Hashable) -> None:
+        if self._quiet_status is None or key in self.params.partitions or key in self._woken:
+            return
+        tp = cast(TopicPartition, key)
+        status = self._quiet_status(tp)
+        if status is not None:
+            self._woken[tp] = status
+            self.quiet_partition_changed = True
 
     def try_complete(self) -> bool:
         accumulated = 0
-        for tp, status in self.params.partitions.items():
-            n = self._available(tp, status, self.params)
-            if n is None:
-                return self.force_complete()
-            accumulated += min(n, status.max_bytes)
-            if accumulated >= self.params.min_bytes:
-                return self.force_complete()
+        for partitions in (self.params.partitions, self._woken):
+            for tp, status in partitions.items():
+                n = self._available(tp, status, self.params)
+                if n is None:
+                    return self.force_complete()
+                accumulated += min(n, status.max_bytes)
+                if accumulated >= self.params.min_bytes:
+                    return self.force_complete()
         return False
 
     def on_complete(self) -> None:
-        self._respond(self.params)
+        # Completed, the operation may linger under other keys until its purgatory is purged: it keeps
+        # nothing that holds a request or its response.
+        respond, self._respond = self._respond, _responded
+        self._quiet_status = None
+        self._woken = {}
+        respond(self.params)

@@ -9,11 +9,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
-from broker.fetch_session import FetchManager, PartitionResponseData
+from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
 from broker.metadata_cache import PartitionMetadata
 from broker.network import Request, error_body
 from broker.partition import LeaderAndIsrState
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
+from broker.security.acl import AclOperation, ResourceType
+from broker.security.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
+from broker.security.security_metadata import BrokerSecurityMetadata
 from protocol import messages as m
 from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, ApiKeys
 from protocol.common import BrokerEndpoint, TopicPartition, is_valid_topic_name
@@ -37,10 +40,24 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.DESCRIBE_REPLICA_STATE,
 )
 
+# What the principal needs on the cluster before these are handled at all (docs/security.md): the
+# controller's requests need ClusterAction; isrsim's replica state dump needs Describe.
+CLUSTER_OPERATION_APIS: dict[int, AclOperation] = {
+    ApiKeys.LEADER_AND_ISR: AclOperation.CLUSTER_ACTION,
+    ApiKeys.STOP_REPLICA: AclOperation.CLUSTER_ACTION,
+    ApiKeys.UPDATE_METADATA: AclOperation.CLUSTER_ACTION,
+    ApiKeys.DESCRIBE_REPLICA_STATE: AclOperation.DESCRIBE,
+}
+
 
 class KafkaApis:
-    def __init__(self, replica_manager: ReplicaManager, fetch_manager: FetchManager) -> None:
+    def __init__(
+        self, replica_manager: ReplicaManager, fetch_manager: FetchManager, auth: AuthHelper = ALLOW_ALL
+    ) -> None:
         self.replica_manager = replica_manager
+        self.auth = auth
+        # Where UPDATE_METADATA's copy of the ACLs and credentials goes (set by the server).
+        self.security_metadata: BrokerSecurityMetadata | None = None
         self.fetch_manager = fetch_manager
         self.broker_id = replica_manager.broker_id
         self.supported: dict[int, tuple[int, int]] = {int(k): m.SUPPORTED_VERSIONS[k] for k in BROKER_APIS}
@@ -76,6 +93,9 @@ class KafkaApis:
             request.complete(error_body(Errors.INVALID_REQUEST, exc.message))
             return
         try:
+            cluster_operation = CLUSTER_OPERATION_APIS.get(request.api_key)
+            if cluster_operation is not None:
+                self.auth.authorize_cluster_operation(request, cluster_operation)
             handler(request, body)
         except KafkaError as exc:
             request.complete(error_body(exc.error, exc.message))
@@ -97,15 +117,54 @@ class KafkaApis:
             return
         entries = {(t.name, p.index): p.records for t in req.topic_data for p in t.partition_data}
         acks = req.acks
+        # Write on the topic, else TOPIC_AUTHORIZATION_FAILED for its partitions (Kafka's handleProduce).
+        refused = self._refuse_unwritable(request, entries) if self.auth.enabled else {}
 
         def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
-            request.complete(None if acks == 0 else to_body(_produce_response(order, statuses)))
+            if refused:
+                statuses = {**statuses, **refused}
+            if acks != 0:
+                request.complete(to_body(_produce_response(order, statuses)))
+            elif any(s.error != Errors.NONE for s in statuses.values()):
+                # acks=0 gets no response; a failure closes the connection so the client notices
+                # (Kafka's handleProduceRequest: closeConnection when the response has errors).
+                request.close_connection_instead()
+            else:
+                request.complete(None)
 
+        if refused and not entries:
+            respond({})
+            return
         self.replica_manager.append_records(req.timeout_ms, acks, entries, respond)
+
+    def _refuse_unwritable(
+        self, request: Request, entries: dict[TopicPartition, bytes]
+    ) -> dict[TopicPartition, ProducePartitionStatus]:
+        """The partitions of topics the principal may not Write leave ``entries``, answered 29."""
+        allowed = self.auth.authorized_topics(request, AclOperation.WRITE, (tp[0] for tp in entries))
+        refused = {
+            tp: ProducePartitionStatus(
+                -1,
+                -1,
+                -1,
+                Errors.TOPIC_AUTHORIZATION_FAILED,
+                topic_denied_message(request, AclOperation.WRITE, tp[0]),
+                False,
+            )
+            for tp in entries
+            if tp[0] not in allowed
+        }
+        for tp in refused:
+            del entries[tp]
+        return refused
 
     # ------------------------------------------------------------------ FETCH
 
     def handle_fetch(self, request: Request, req: m.FetchRequest) -> None:
+        if req.replica_id >= 0:
+            # A follower's fetch moves the leader's idea of the follower's log end offset, hence the ISR and
+            # the high watermark: only the cluster may send one (SPEC §8: 31 for the whole request).
+            self.auth.authorize_cluster_operation(request, AclOperation.CLUSTER_ACTION)
         fetch_data: dict[TopicPartition, FetchRequestPartitionData] = {}
         for t in req.topics:
             for p in t.partitions:
@@ -117,10 +176,20 @@ class KafkaApis:
             req.session_id, req.session_epoch, fetch_data, to_forget, req.replica_id >= 0
         )
         params = FetchParams(req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes)
-        for tp, data in context.partitions():
-            params.partitions[tp] = FetchPartitionStatus(
-                data.fetch_offset, data.current_leader_epoch, data.max_bytes, data.log_start_offset
+        session = None
+        if isinstance(context, IncrementalFetchContext) and req.replica_id >= 0:
+            # A follower's session: only partitions with something to read or report (KIP-227).
+            session = context.session
+            params.partitions = self.replica_manager.select_follower_partitions(
+                req.replica_id, session.partition_map.items()
             )
+        else:
+            for tp, data in context.partitions():
+                params.partitions[tp] = FetchPartitionStatus(
+                    data.fetch_offset, data.current_leader_epoch, data.max_bytes, data.log_start_offset
+                )
+
+        refused = self._refuse_unreadable(request, params)
 
         def respond(results: dict[TopicPartition, FetchPartitionResult]) -> None:
             updates = {
@@ -129,13 +198,33 @@ class KafkaApis:
                 )
                 for tp, r in results.items()
             }
+            updates.update(refused)
             data = context.update_and_generate_response_data(updates)
             request.complete(to_body(data.to_response()))
 
-        if not params.partitions:
+        if not params.partitions and session is None:
             respond({})
             return
-        self.replica_manager.fetch_messages(params, respond)
+        self.replica_manager.fetch_messages(params, respond, session=session)
+
+    def _refuse_unreadable(
+        self, request: Request, params: FetchParams
+    ) -> dict[TopicPartition, PartitionResponseData]:
+        """A consumer needs Read on each topic it fetches: the partitions of the others leave ``params`` and
+        are answered TOPIC_AUTHORIZATION_FAILED (Kafka's handleFetchRequest)."""
+        if params.replica_id >= 0 or not self.auth.enabled:
+            return {}
+        readable = self.auth.authorized_topics(
+            request, AclOperation.READ, (tp[0] for tp in params.partitions)
+        )
+        refused = {
+            tp: PartitionResponseData(int(Errors.TOPIC_AUTHORIZATION_FAILED), -1, -1, -1, b"")
+            for tp in params.partitions
+            if tp[0] not in readable
+        }
+        for tp in refused:
+            del params.partitions[tp]
+        return refused
 
     # ------------------------------------------------------------------ LIST_OFFSETS
 
@@ -143,6 +232,9 @@ class KafkaApis:
         client_request = req.replica_id == CONSUMER_REPLICA_ID
         fetch_only_from_leader = req.replica_id != DEBUGGING_REPLICA_ID
         named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+        describable = self.auth.authorized_topics(
+            request, AclOperation.DESCRIBE, (t.name for t in req.topics)
+        )
         topics: list[m.ListOffsetsResponseTopic] = []
         for t in req.topics:
             out = m.ListOffsetsResponseTopic(name=t.name)
@@ -151,6 +243,10 @@ class KafkaApis:
                 if named[(t.name, p.partition_index)] > 1:
                     # Kafka: a partition named twice is refused, each time, with INVALID_REQUEST.
                     resp.error_code = int(Errors.INVALID_REQUEST)
+                    out.partitions.append(resp)
+                    continue
+                if t.name not in describable:
+                    resp.error_code = int(Errors.TOPIC_AUTHORIZATION_FAILED)
                     out.partitions.append(resp)
                     continue
                 try:
@@ -185,7 +281,11 @@ class KafkaApis:
         request.complete(
             to_body(
                 m.MetadataResponse(
-                    brokers=brokers, controller_id=cache.controller_id, topics=cache.topic_metadata(names)
+                    brokers=brokers,
+                    controller_id=cache.controller_id,
+                    topics=self.auth.filter_metadata_topics(
+                        request, names is not None, cache.topic_metadata(names)
+                    ),
                 )
             )
         )
@@ -283,6 +383,15 @@ class KafkaApis:
         error = self.replica_manager.update_metadata(
             req.controller_id, req.controller_epoch, brokers, partitions, endpoints
         )
+        if error == Errors.NONE and req.security is not None and self.security_metadata is not None:
+            try:
+                self.security_metadata.apply(req.security)
+            except ValueError as exc:
+                log.warning("broker %d: security metadata not taken: %s", self.broker_id, exc)
+                error = Errors.INVALID_REQUEST
+            except OSError as exc:
+                log.error("broker %d: security metadata could not be saved: %s", self.broker_id, exc)
+                error = Errors.KAFKA_STORAGE_ERROR
         request.complete(to_body(m.UpdateMetadataResponse(error_code=int(error))))
 
     # ------------------------------------------------------------------ the rest
@@ -296,10 +405,27 @@ class KafkaApis:
 
     def handle_offset_for_leader_epoch(self, request: Request, req: m.OffsetForLeaderEpochRequest) -> None:
         # Only the leader answers, whatever the replica_id (Kafka's fetchOnlyFromLeader = true).
+        # A broker (replica_id >= 0) needs ClusterAction (31 for the whole request); anyone else with
+        # ClusterAction may ask too, else each topic needs Describe (29), as Kafka's handler decides.
+        cluster_action = self.auth.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
+        if req.replica_id >= 0 and not cluster_action:
+            self.auth.authorize_cluster_operation(request, AclOperation.CLUSTER_ACTION)
+        describable = (
+            None
+            if cluster_action
+            else self.auth.authorized_topics(request, AclOperation.DESCRIBE, (t.topic for t in req.topics))
+        )
         topics: list[m.OffsetForLeaderEpochResponseTopic] = []
         for t in req.topics:
             out = m.OffsetForLeaderEpochResponseTopic(topic=t.topic)
             for p in t.partitions:
+                if describable is not None and t.topic not in describable:
+                    out.partitions.append(
+                        m.OffsetForLeaderEpochResponsePartition(
+                            error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED), partition=p.partition
+                        )
+                    )
+                    continue
                 error, epoch, offset = self.replica_manager.last_offset_for_leader_epoch(
                     (t.topic, p.partition), p.current_leader_epoch, p.leader_epoch
                 )

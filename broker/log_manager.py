@@ -152,7 +152,8 @@ class LogManager:
                 continue
             tp = parse_partition_dir(entry.name)
             if tp is None:
-                log.warning("ignoring %s: not a <topic>-<partition> directory", entry)
+                if entry.name != "security":  # the node's credentials (docs/security.md)
+                    log.warning("ignoring %s: not a <topic>-<partition> directory", entry)
                 continue
             try:
                 opened = Log.open(

@@ -20,6 +20,13 @@ Network faults (docs/faults.md): with a :class:`~protocol.fault_injector.FaultIn
 read is first shown to it (dropped: never handled; delayed: held, in order, on the connection) and so is
 every response frame before it is written (dropped: never written; delayed: the writer waits). The server
 also answers NET_FAULTS itself, so every node serves it with no help from its ``KafkaApis``.
+
+Security (docs/security.md): a listener may ask for TLS and SASL (``ListenerSecurity``). On a TLS listener
+the accepted stream is wrapped in trio's ``SSLStream`` (the handshake happens on the first read; a peer that
+does not speak TLS is disconnected). On a SASL listener every request read before the connection
+authenticated goes to its ``SaslServerAuthenticator`` first, which lets API_VERSIONS through, answers
+SASL_HANDSHAKE and SASL_AUTHENTICATE itself, and closes the connection on anything else or on a failure
+(after the answer, if there is one). Once authenticated, ``Connection.principal`` is ``User:<name>``.
 """
 
 from __future__ import annotations
@@ -35,7 +42,10 @@ from typing import Any
 import trio
 
 from broker.memory_pool import ConnectionQuotas, MemoryPool
-from broker.security.principal import ANONYMOUS, KafkaPrincipal
+from broker.security.credentials import CredentialStore
+from broker.security.listener_security import ListenerSecurity
+from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from broker.security.sasl_server import SaslServerAuthenticator, illegal_sasl_state
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.fault_injector import FaultInjector
@@ -46,12 +56,14 @@ from protocol.framing import (
     InvalidFrame,
     RequestHeader,
     decode_request,
-    encode_response,
+    encode_response_parts,
 )
 
 log = logging.getLogger(__name__)
 
 RECEIVE_BYTES = 256 * 1024
+# A response part at least this large is written on its own instead of being joined with its neighbours.
+SEND_WITHOUT_JOINING_BYTES = 64 * 1024
 MAX_IN_FLIGHT_PER_CONNECTION = 1000
 # How long a connection that stopped reading waits for the responses to requests it already accepted.
 CLOSE_DRAIN_TIMEOUT_S = 10.0
@@ -59,6 +71,11 @@ CLOSE_DRAIN_TIMEOUT_S = 10.0
 ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 ACCEPT_BACKOFF_MIN_S = 0.1
 ACCEPT_BACKOFF_MAX_S = 2.0
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
+# What a SASL listener serves before the connection authenticated.
+_PRE_AUTH_APIS = frozenset(
+    {int(ApiKeys.API_VERSIONS), int(ApiKeys.SASL_HANDSHAKE), int(ApiKeys.SASL_AUTHENTICATE)}
+)
 
 
 @dataclass(eq=False, slots=True)
@@ -70,16 +87,26 @@ class Request:
     connection: Connection
     received_at: float
     size: int
-    response_frame: bytes | None = None
+    # The response frame as (length prefix, payload), written without joining them (see _send_frames).
+    response_parts: tuple[bytes, bytes] | None = None
     done: bool = False
     completed_at: float = 0.0
     pool: MemoryPool | None = None  # holds ``size`` bytes of it until handled (queued.max.request.bytes)
     # Called once when the response is ready (request metrics, ``broker.metrics.request_metrics``).
     on_complete: Callable[[Request], None] | None = None
+    # No response: the connection is closed once the responses before this one are written (Kafka's
+    # RequestChannel.closeConnection, e.g. an acks=0 PRODUCE that failed).
+    close_connection: bool = False
 
     @property
     def api_key(self) -> int:
         return self.header.api_key
+
+    @property
+    def response_frame(self) -> bytes | None:
+        """The whole response frame (None: no response)."""
+        parts = self.response_parts
+        return None if parts is None else parts[0] + parts[1]
 
     @property
     def listener_name(self) -> str:
@@ -106,8 +133,14 @@ class Request:
         if self.on_complete is not None:
             self.on_complete(self)
         if body is not None:
-            self.response_frame = encode_response(self.header.correlation_id, body)
+            self.response_parts = encode_response_parts(self.header.correlation_id, body)
         self.connection.response_ready()
+
+    def close_connection_instead(self) -> None:
+        """Sends no response and closes the connection after the responses queued before this request: how
+        Kafka tells a client that expects no answer (PRODUCE with acks=0) that its request failed."""
+        self.close_connection = True
+        self.complete(None)
 
     def release_memory(self) -> None:
         """Gives the request's bytes back to the memory pool (once)."""
@@ -120,7 +153,7 @@ class Request:
 class Connection:
     id: int
     peer: str
-    stream: trio.SocketStream
+    stream: trio.abc.Stream
     pending: deque[Request] = field(default_factory=deque)
     _ready: trio.Event = field(default_factory=trio.Event)
     _drained: trio.Event = field(default_factory=trio.Event)
@@ -136,6 +169,9 @@ class Connection:
     principal: KafkaPrincipal = ANONYMOUS
     last_active: float = 0.0  # trio time of the last bytes read or written (connections.max.idle.ms)
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    # SASL listeners: the connection's authenticator until it authenticated (None: no SASL here).
+    authenticator: SaslServerAuthenticator | None = None
+    sasl_listener: bool = False
 
     def hold(self, release_at: float, header: RequestHeader, body: dict[str, Any], size: int) -> None:
         self.held.append((release_at, header, body, size))
@@ -189,6 +225,38 @@ def error_body(error: Errors, message: str) -> dict[str, Any]:
     return {"error_code": int(error), "error_message": message}
 
 
+def distinguished_name(cert: Mapping[str, Any]) -> str:
+    """An X.509 subject as RFC 2253 writes it (Java's ``X500Principal.getName()``): most significant last,
+    ``CN=broker-1,O=isrsim``."""
+    short = {
+        "commonName": "CN",
+        "organizationName": "O",
+        "organizationalUnitName": "OU",
+        "countryName": "C",
+        "localityName": "L",
+        "stateOrProvinceName": "ST",
+        "streetAddress": "STREET",
+        "domainComponent": "DC",
+        "userId": "UID",
+    }
+
+    def escape(value: str) -> str:
+        out = "".join("\\" + ch if ch in ',+"\\<>;' else ch for ch in value)
+        if out.startswith((" ", "#")):
+            out = "\\" + out
+        return out[:-1] + "\\ " if out.endswith(" ") else out
+
+    rdns = [
+        "+".join(f"{short.get(str(k), str(k))}={escape(str(v))}" for k, v in rdn)
+        for rdn in cert.get("subject", ())
+    ]
+    return ",".join(reversed(rdns))
+
+
+class _CloseConnection(Exception):
+    """Stop reading this connection: answer what was accepted, then close it (a SASL refusal)."""
+
+
 class SocketServer:
     def __init__(
         self,
@@ -204,6 +272,8 @@ class SocketServer:
         quotas: ConnectionQuotas | None = None,
         connections_max_idle_ms: int = 600_000,
         listeners: Sequence[tuple[str, str, int]] = (),
+        security: Mapping[str, ListenerSecurity] | None = None,
+        credential_store: CredentialStore | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -215,6 +285,8 @@ class SocketServer:
         self.supported = dict(supported)
         self.name = name
         self.faults = faults
+        # Asked before NET_FAULTS is served: None to serve it, else why not (CLUSTER_AUTHORIZATION_FAILED).
+        self.net_faults_check: Callable[[Request], str | None] | None = None
         if faults is not None:
             self.supported[int(ApiKeys.NET_FAULTS)] = (0, 0)
         self.bound_port: int | None = None
@@ -228,6 +300,12 @@ class SocketServer:
         self._memory_freed = trio.Event()
         self._slot_freed = trio.Event()
         self.memory_pool.add_release_listener(self._on_memory_released)
+        # Listener name -> its TLS / SASL (absent: PLAINTEXT), and the credentials SASL checks against.
+        self.security = dict(security or {})
+        self.credential_store = credential_store if credential_store is not None else CredentialStore()
+        self.supported.setdefault(int(ApiKeys.SASL_HANDSHAKE), (0, 0))
+        self.supported.setdefault(int(ApiKeys.SASL_AUTHENTICATE), (0, 0))
+        self.authentication_failures = 0
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Binds every listener (Kafka's one Acceptor per listener), then accepts on all of them;
@@ -359,14 +437,21 @@ class SocketServer:
         self, stream: trio.SocketStream, address: str, peer: str, listener_name: str = "PLAINTEXT"
     ) -> None:
         """Serves one connection, already counted in the quotas under ``address``."""
+        security = self.security.get(listener_name)
+        served: trio.abc.Stream = stream
+        if security is not None and security.ssl_context is not None:
+            served = trio.SSLStream(stream, security.ssl_context, server_side=True)
         conn = Connection(
             next(self._ids),
             peer,
-            stream,
+            served,
             address=address,
             listener_name=listener_name,
             last_active=trio.current_time(),
         )
+        if security is not None and security.sasl:
+            conn.sasl_listener = True
+            conn.authenticator = SaslServerAuthenticator(security.sasl_mechanisms, self.credential_store)
         self.connections[conn.id] = conn
         try:
             with conn.scope:
@@ -386,6 +471,8 @@ class SocketServer:
                 await stream.aclose()
 
     async def _serve_connection(self, conn: Connection) -> None:
+        if isinstance(conn.stream, trio.SSLStream) and not await self._tls_handshake(conn, conn.stream):
+            return
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop, conn)
@@ -408,6 +495,23 @@ class SocketServer:
             log.error(
                 "%s: closing connection %s after an unexpected error", self.name, conn.peer, exc_info=group
             )
+
+    async def _tls_handshake(self, conn: Connection, stream: trio.SSLStream[trio.SocketStream]) -> bool:
+        """The TLS handshake, before anything is read. On an SSL listener that asks for client certificates
+        (``ssl.client.auth``) the peer's certificate names the principal, as Kafka's default principal
+        builder names it: ``User:`` and the subject's distinguished name (``User:CN=broker-1,O=isrsim``)."""
+        try:
+            with trio.fail_after(min(self.connections_max_idle_s, TLS_HANDSHAKE_TIMEOUT_S)):
+                await stream.do_handshake()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError) as exc:
+            cause = exc.__cause__ or exc
+            log.info("%s closing connection %s: TLS handshake failed: %s", self.name, conn.peer, cause)
+            return False
+        if conn.authenticator is None and not conn.sasl_listener:
+            cert = stream.getpeercert()
+            if cert:
+                conn.principal = KafkaPrincipal(USER_TYPE, distinguished_name(cert))
+        return True
 
     async def _read_loop(self, conn: Connection) -> None:
         decoder = FrameDecoder(self.max_request_bytes)
@@ -448,11 +552,13 @@ class SocketServer:
                         "%s closing connection %s: invalid request frame: %s", self.name, conn.peer, exc
                     )
                     return
+                except _CloseConnection:
+                    return
         finally:
             if reserved:
                 self._release(reserved)
 
-    async def _dispatch(self, conn: Connection, payload: bytes) -> None:
+    async def _dispatch(self, conn: Connection, payload: bytes | bytearray) -> None:
         """Hands on a frame read whole, whose ``len(payload)`` bytes were taken from the memory pool."""
         try:
             header, body = decode_request(payload)
@@ -488,7 +594,11 @@ class SocketServer:
             release_at, header, body, size = conn.held[0]
             await trio.sleep_until(release_at)
             conn.held.popleft()
-            await self._accept(conn, header, body, size)
+            try:
+                await self._accept(conn, header, body, size)
+            except _CloseConnection:
+                conn.scope.cancel()
+                return
 
     async def _accept(self, conn: Connection, header: RequestHeader, body: dict[str, Any], size: int) -> None:
         try:
@@ -498,6 +608,10 @@ class SocketServer:
             raise
         request = Request(header, body, conn, trio.current_time(), size, pool=self.memory_pool)
         conn.pending.append(request)
+        # Before authentication only API_VERSIONS and SASL get past here (NET_FAULTS and unknown APIs
+        # included: as Kafka's SaslServerAuthenticator, anything else closes the connection unanswered).
+        if conn.authenticator is not None and header.api_key not in _PRE_AUTH_APIS:
+            self._authenticate(conn, request)
         versions = self.supported.get(header.api_key)
         if versions is None:
             request.complete(error_body(Errors.UNSUPPORTED_VERSION, f"unknown api_key {header.api_key}"))
@@ -512,10 +626,60 @@ class SocketServer:
                 )
             )
             return
+        if conn.authenticator is not None:
+            self._authenticate(conn, request)
+            if request.done:
+                return
+        elif header.api_key in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE):
+            why = (
+                "after successful authentication"
+                if conn.sasl_listener
+                else f"on {conn.listener_name}, which has no SASL"
+            )
+            request.complete(illegal_sasl_state(header.api_key, why))
+            return
         if header.api_key == ApiKeys.NET_FAULTS and self.faults is not None:
+            denied = None if self.net_faults_check is None else self.net_faults_check(request)
+            if denied is not None:
+                request.complete(error_body(Errors.CLUSTER_AUTHORIZATION_FAILED, denied))
+                return
             request.complete(self.faults.handle_net_faults(body))
             return
         await self.channel.send_request(request)
+
+    def _authenticate(self, conn: Connection, request: Request) -> None:
+        """A request on a SASL listener before it authenticated: the authenticator says what to do (answer,
+        close, or let it through). Raises ``_CloseConnection`` to stop reading after a refusal."""
+        authenticator = conn.authenticator
+        assert authenticator is not None
+        step = authenticator.receive(request.api_key, request.body)
+        if authenticator.complete:
+            if authenticator.principal is not None:
+                conn.principal = authenticator.principal
+                log.debug(
+                    "%s: connection %s on %s authenticated as %s (%s)",
+                    self.name,
+                    conn.peer,
+                    conn.listener_name,
+                    conn.principal,
+                    authenticator.mechanism,
+                )
+            conn.authenticator = None
+        if step.passthrough:
+            return
+        if step.close:
+            self.authentication_failures += 1
+            log.warning(
+                "%s closing connection %s on %s: %s", self.name, conn.peer, conn.listener_name, step.reason
+            )
+            if step.response is not None:
+                request.complete(step.response)
+            else:
+                conn.pending.remove(request)
+                request.done = True
+                request.release_memory()
+            raise _CloseConnection(step.reason)
+        request.complete(step.response)
 
     async def _write_loop(self, conn: Connection) -> None:
         pending = conn.pending
@@ -525,8 +689,22 @@ class SocketServer:
             frames: list[bytes] = []
             while pending and pending[0].done:
                 request = pending.popleft()
-                frame = request.response_frame
-                if frame is None:
+                parts = request.response_parts
+                # Sent (or never to be): the request keeps neither its body nor its response, since a
+                # completed delayed operation may still hold it until its purgatory is purged.
+                request.response_parts = None
+                request.body = {}
+                if request.close_connection:
+                    await self._send_frames(conn, frames)
+                    log.info(
+                        "%s closing connection %s: a request that gets no response failed (api key %d)",
+                        self.name,
+                        conn.peer,
+                        request.api_key,
+                    )
+                    conn.scope.cancel()
+                    return
+                if parts is None:
                     continue
                 if self.faults is not None and self.faults.active:
                     decision = self.faults.outbound(request.header.client_id, request.api_key)
@@ -540,15 +718,33 @@ class SocketServer:
                         await self._send_frames(conn, frames)
                         frames = []
                         await trio.sleep_until(release_at)
-                frames.append(frame)
+                frames += parts
             await self._send_frames(conn, frames)
             conn.responses_sent()
 
     @staticmethod
     async def _send_frames(conn: Connection, frames: list[bytes]) -> None:
-        if frames:
-            await conn.stream.send_all(frames[0] if len(frames) == 1 else b"".join(frames))
-            conn.last_active = trio.current_time()
+        """Writes the frames' parts in order: small ones joined into one write, a large one (a FETCH
+        response's payload) written as it is rather than copied into a joined buffer."""
+        if not frames:
+            return
+        small: list[bytes] = []
+        small_bytes = 0
+        for part in frames:
+            if len(part) >= SEND_WITHOUT_JOINING_BYTES:
+                if small:
+                    await conn.stream.send_all(b"".join(small))
+                    small, small_bytes = [], 0
+                await conn.stream.send_all(part)
+            else:
+                small.append(part)
+                small_bytes += len(part)
+                if small_bytes >= SEND_WITHOUT_JOINING_BYTES:
+                    await conn.stream.send_all(b"".join(small))
+                    small, small_bytes = [], 0
+        if small:
+            await conn.stream.send_all(small[0] if len(small) == 1 else b"".join(small))
+        conn.last_active = trio.current_time()
 
 
 class RequestHandlerPool:

@@ -377,6 +377,42 @@ class Partition:
         hw_moved = self.maybe_increment_leader_hw()
         return hw_moved, change
 
+    def record_quiet_follower_fetch(
+        self,
+        follower_id: int,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        high_watermark_sent: int,
+        log_start_offset_sent: int,
+        follower_start_offset: int,
+        fetch_time_ms: int,
+    ) -> bool:
+        """A follower's incremental fetch session names this partition; if there is nothing to read or
+        report (this broker leads in the epoch named, the follower in the ISR has fetched at the leader's LEO,
+        and the HW and log start offset are the ones last sent to it), record its fetch (only its fetch
+        times change) and return True; else change nothing and return False (read it the usual way)."""
+        if self.leader_id != self.local_broker_id or current_leader_epoch not in (-1, self.leader_epoch):
+            return False
+        log_ = self.log
+        leo = log_.log_end_offset
+        replica = self.remote_replicas.get(follower_id)
+        if (
+            replica is None
+            or fetch_offset != leo
+            or replica.log_end_offset != leo
+            or high_watermark_sent != self._high_watermark
+            or log_start_offset_sent != log_.log_start_offset
+            or follower_start_offset != replica.log_start_offset
+            or follower_id not in self.isr
+        ):
+            return False
+        # Kafka's Replica.updateFetchState for a follower at the leader's LEO.
+        if fetch_time_ms > replica.last_caught_up_time_ms:
+            replica.last_caught_up_time_ms = fetch_time_ms
+        replica.last_fetch_leader_log_end_offset = leo
+        replica.last_fetch_time_ms = fetch_time_ms
+        return True
+
     def is_follower_in_sync_for_expansion(self, follower_id: int) -> bool:
         replica = self.remote_replicas.get(follower_id)
         if replica is None or self.leader_epoch_start_offset is None:

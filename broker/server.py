@@ -28,6 +28,13 @@ from broker.metrics.http_server import MetricsHttpServer
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
+from broker.security.auth_helper import AuthHelper, build_authorizer
+from broker.security.listener_security import (
+    inter_broker_client_security,
+    listener_securities,
+    load_credential_store,
+)
+from broker.security.security_metadata import BrokerSecurityMetadata, SecurityMetadata
 from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
@@ -35,6 +42,8 @@ from protocol.common import BrokerEndpoint, wall_clock_ms
 from protocol.errors import KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
+from protocol.sasl_messages import SASL_API_VERSIONS
+from protocol.security import current_client_security
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +119,34 @@ class KafkaServer:
         )
         self.replica_manager.fatal_error_handler = self._fatal
         self.fetch_manager = FetchManager(fetch_session_cache, wall_clock_ms)
-        self.apis = KafkaApis(self.replica_manager, self.fetch_manager)
+        self.auth = AuthHelper(build_authorizer(c), f"broker {self.broker_id}")
+        self.apis = KafkaApis(self.replica_manager, self.fetch_manager, self.auth)
+        # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
+        # Kafka's does on every listener.
+        self.apis.supported.update(SASL_API_VERSIONS)
         self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
         self.channel = RequestChannel(c.get_int("queued.max.requests"))
+        # Security (docs/security.md): the live credential store SASL checks, what each listener asks of a
+        # connection, and who this broker is when it connects to its peers (inter-broker listener).
+        self.credential_store = load_credential_store(c.log_dir)
+        protocols = self.listeners.protocols
+        listener_security = listener_securities(
+            c.values, protocols, [e.name for e in self.listeners.listeners]
+        )
+        self.client_security = inter_broker_client_security(c.values, protocols[self.listeners.inter_broker])
+        # The last copy of the cluster's ACLs and SCRAM credentials the controller sent, kept under
+        # <log.dirs>/security so that a restarted broker authorizes and authenticates at once.
+        self.security_metadata = BrokerSecurityMetadata(
+            SecurityMetadata.directory_of(c.log_dir),
+            self.auth.authorizer,
+            self.credential_store,
+            f"broker {self.broker_id}",
+        )
+        try:
+            self.security_metadata.load()
+        except ValueError as e:
+            raise LogDirLoadError(f"{e}; remove it to start without ACLs and users") from None
+        self.apis.security_metadata = self.security_metadata
         self.socket_server = SocketServer(
             host=host,
             port=port,
@@ -125,7 +159,10 @@ class KafkaServer:
             memory_pool=MemoryPool(c.get_int("queued.max.request.bytes")),
             quotas=ConnectionQuotas(c.get_int("max.connections"), c.get_int("max.connections.per.ip")),
             connections_max_idle_ms=c.get_int("connections.max.idle.ms"),
+            security=listener_security,
+            credential_store=self.credential_store,
         )
+        self.socket_server.net_faults_check = self.auth.net_faults_check
         self.metrics.watch_socket_server(self.socket_server, self.channel)
         self.handler_pool = RequestHandlerPool(
             self.channel,
@@ -233,6 +270,8 @@ class KafkaServer:
             log.warning("broker %d: unknown configuration key %r ignored", self.broker_id, unknown)
         # Every task started below (fetchers, controller channel) inherits this: their connects see faults.
         current_faults.set(self.faults)
+        # ... and authenticate as this broker on the inter-broker listener (fetchers, controller channel).
+        current_client_security.set(self.client_security)
         async with trio.open_nursery() as nursery:
             await nursery.start(self.socket_server.serve)
             self.bound_port = self.socket_server.bound_ports[self.listeners.inter_broker]

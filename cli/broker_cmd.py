@@ -70,6 +70,8 @@ def broker_start(
             raise _first_leaf(bind_errors) from None
     except LogDirLoadError as exc:
         raise click.ClickException(f"broker {config.broker_id} refuses to start: {exc}") from None
+    except ConfigError as exc:  # TLS / SASL settings are checked as the server is built
+        raise click.ClickException(f"bad broker configuration: {exc}") from None
     except OSError as exc:
         where = ", ".join(f"{e.host}:{e.port}" for e in config.listener_config.listeners)
         raise click.ClickException(

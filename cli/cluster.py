@@ -81,7 +81,7 @@ def _pin_port(config: Path, port: int) -> None:
     """An OS-assigned port (0) is written back into ``listeners``, so a restart keeps the address."""
     lines = config.read_text(encoding="utf-8").splitlines()
     out = [
-        f"listeners=PLAINTEXT://127.0.0.1:{port}"
+        f"{line[:-2]}:{port}"  # the listener keeps its name (PLAINTEXT, SASL_SSL ...)
         if line.startswith("listeners=") and line.endswith(":0")
         else line
         for line in lines
@@ -126,7 +126,9 @@ def wait_healthy(info: ClusterInfo, timeout: float = START_TIMEOUT_S) -> None:
     raise ClusterError(f"the cluster did not become healthy within {timeout:.0f}s: {problem}")
 
 
-def fresh_cluster(root: Path, brokers: int, overrides: tuple[str, ...], *, what: str) -> ClusterInfo:
+def fresh_cluster(
+    root: Path, brokers: int, overrides: tuple[str, ...], *, what: str, secure: bool = False
+) -> ClusterInfo:
     """A new cluster under ``root`` on OS-assigned ports, for a run that owns its root (the demo, a
     scenario): a previous cluster there is stopped and deleted first; a directory that is not a cluster root
     is refused. Returns when the cluster is healthy."""
@@ -143,7 +145,8 @@ def fresh_cluster(root: Path, brokers: int, overrides: tuple[str, ...], *, what:
             pass
         shutil.rmtree(root)
     check_overrides(overrides)
-    info = create_layout(root, brokers, 0, overrides)
+    info = create_layout(root, brokers, 0, overrides, secure=secure)
+    _use_client_properties(root)
     start_controller(info)
     info.save()
     for b in info.brokers:
@@ -153,12 +156,29 @@ def fresh_cluster(root: Path, brokers: int, overrides: tuple[str, ...], *, what:
     return info
 
 
-def create_layout(root: Path, brokers: int, base_port: int, overrides: tuple[str, ...]) -> ClusterInfo:
+def _use_client_properties(root: Path) -> None:
+    """This command's own requests (health checks) authenticate as the root's client.properties says."""
+    from cli.client_auth import apply_client_security
+
+    apply_client_security(root)
+
+
+def create_layout(
+    root: Path, brokers: int, base_port: int, overrides: tuple[str, ...], *, secure: bool = False
+) -> ClusterInfo:
     """Writes every process's config under ``root`` (``overrides`` already checked by
-    :func:`check_overrides`) and returns the cluster, not yet saved."""
+    :func:`check_overrides`) and returns the cluster, not yet saved. ``secure``: a CA, certificates, SCRAM
+    users and SASL_SSL listeners everywhere, and ``<root>/client.properties`` (cli.security_files)."""
     from broker import BrokerConfig, ControllerConfig
 
     root = root.resolve()
+    setup = None
+    protocol = "PLAINTEXT"
+    if secure:
+        from cli.security_files import SECURE_PROTOCOL, SecureSetup
+
+        setup = SecureSetup.create(root)
+        protocol = SECURE_PROTOCOL
     cdir = root / "controller"
     controller_port = 0 if base_port == 0 else base_port - 1
     controller = ProcessEntry(
@@ -183,11 +203,13 @@ def create_layout(root: Path, brokers: int, base_port: int, overrides: tuple[str
         Path(controller.config),
         {
             "node.id": CONTROLLER_ID,
-            "listeners": f"PLAINTEXT://127.0.0.1:{controller_port}",
+            "listeners": f"{protocol}://127.0.0.1:{controller_port}",
             "metadata.log.dir": cdir,
             "metrics.port": controller.metrics_port,
+            **(setup.node_settings("controller", cdir, cdir) if setup else {}),
             **controller_settings,
         },
+        secret=setup is not None,
     )
     info = ClusterInfo(
         root=str(root),
@@ -196,6 +218,10 @@ def create_layout(root: Path, brokers: int, base_port: int, overrides: tuple[str
         created_ms=int(time.time() * 1000),
         settings={"brokers": brokers, "base_port": base_port, "overrides": settings},
     )
+    if setup is not None:
+        info.settings["secure"] = True
+        info.settings["security_protocol"] = protocol
+        info.settings["client_config"] = str(setup.write_client_properties())
     for i in range(1, brokers + 1):
         bdir = root / f"broker-{i}"
         port = 0 if base_port == 0 else base_port + i - 1
@@ -215,13 +241,22 @@ def create_layout(root: Path, brokers: int, base_port: int, overrides: tuple[str
             Path(entry.config),
             {
                 "broker.id": i,
-                "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                "listeners": f"{protocol}://127.0.0.1:{port}",
                 "log.dirs": entry.data_dir,
                 "journal.dir": bdir,
                 "metrics.port": entry.metrics_port,
                 "controller.quorum.voters": f"{CONTROLLER_ID}@127.0.0.1:{controller_port}",
+                **(
+                    {
+                        "inter.broker.listener.name": protocol,
+                        **setup.node_settings(f"broker-{i}", bdir, Path(entry.data_dir)),
+                    }
+                    if setup
+                    else {}
+                ),
                 **broker_settings,
             },
+            secret=setup is not None,
         )
         info.brokers.append(entry)
     return info
@@ -328,9 +363,21 @@ def cluster() -> None:
     is_flag=True,
     help="Delete an existing (stopped) cluster at --data-dir, its data included, and make a new one.",
 )
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="SASL_SSL everywhere: a CA and certificates, SCRAM users admin and broker, the authorizer on, "
+    "and <data-dir>/client.properties for clients (docs/security.md).",
+)
 @click.pass_context
 def cluster_up(
-    ctx: click.Context, brokers: int, data_dir: Path, base_port: int, overrides: tuple[str, ...], reset: bool
+    ctx: click.Context,
+    brokers: int,
+    data_dir: Path,
+    base_port: int,
+    overrides: tuple[str, ...],
+    reset: bool,
+    secure: bool,
 ) -> None:
     """Start a controller and N brokers as background processes; return when the cluster is healthy.
 
@@ -346,9 +393,10 @@ def cluster_up(
     warn_unknown("cluster up", [], [*BrokerConfig.KEYS, *BrokerConfig.ALIASES, *ControllerConfig.KEYS])
     try:
         settings = check_overrides(overrides)
-        info, made = _prepare(ctx, data_dir, brokers, base_port, settings, reset)
+        info, made = _prepare(ctx, data_dir, brokers, base_port, settings, reset, secure)
     except ClusterError as exc:
         raise _fail(exc) from None
+    _use_client_properties(Path(info.root))
     try:
         start_controller(info)
         info.save()
@@ -368,6 +416,11 @@ def cluster_up(
     click.echo(
         f"cluster is up: {len(info.brokers)} brokers. Data, journals and process logs under {info.root}"
     )
+    if info.settings.get("secure"):
+        click.echo(
+            f"secure: every listener is {info.settings.get('security_protocol')}; clients authenticate as "
+            f"admin from {info.settings.get('client_config')} (mode 0600)"
+        )
     where = "" if _is_default_root(data_dir) else f" --data-dir {data_dir}"
     click.echo(
         f"next: isrsim topic create t --partitions 6 --replication-factor 3{where}; "
@@ -384,14 +437,20 @@ def _is_default_root(data_dir: Path) -> bool:
 
 
 def _prepare(
-    ctx: click.Context, data_dir: Path, brokers: int, base_port: int, settings: dict[str, str], reset: bool
+    ctx: click.Context,
+    data_dir: Path,
+    brokers: int,
+    base_port: int,
+    settings: dict[str, str],
+    reset: bool,
+    secure: bool = False,
 ) -> tuple[ClusterInfo, bool]:
     """The cluster to start, and whether this command makes its root (then a failure removes it)."""
     import shutil
 
     given = {
         name
-        for name in ("brokers", "base_port", "overrides")
+        for name in ("brokers", "base_port", "overrides", "secure")
         if ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)
     }
     if (data_dir / "cluster.json").exists():
@@ -406,6 +465,12 @@ def _prepare(
             shutil.rmtree(data_dir)
         else:
             _check_same_settings(info, given, brokers, base_port, settings, data_dir)
+            if "secure" in given and secure != bool(info.settings.get("secure")):
+                raise ClusterError(
+                    f"the cluster at {data_dir} was made {'without' if secure else 'with'} --secure; run "
+                    f"`isrsim cluster up --data-dir {data_dir}` to start it as it is, or add --reset to "
+                    "delete it (data included) and make a new one"
+                )
             check_ports(
                 [(info.controller.port, "the controller")]
                 + [(b.port, f"broker {b.id}") for b in info.brokers]
@@ -418,7 +483,9 @@ def _prepare(
         + [(0 if base_port == 0 else base_port + i - 1, f"broker {i}") for i in range(1, brokers + 1)]
     )
     made = not data_dir.exists() or not any(data_dir.iterdir())
-    info = create_layout(data_dir, brokers, base_port, tuple(f"{k}={v}" for k, v in settings.items()))
+    info = create_layout(
+        data_dir, brokers, base_port, tuple(f"{k}={v}" for k, v in settings.items()), secure=secure
+    )
     return info, made
 
 

@@ -11,7 +11,15 @@ from typing import Any
 
 import trio
 
-from protocol import ApiKeys, ConnectionClosed, Errors, KafkaConnection, TopicPartition, open_connection
+from protocol import (
+    ApiKeys,
+    AuthenticationFailed,
+    ConnectionClosed,
+    Errors,
+    KafkaConnection,
+    TopicPartition,
+    open_connection,
+)
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +28,9 @@ Address = tuple[str, int]
 
 class ClientError(Exception):
     """Something the user must fix (no cluster there, unknown topic); the message says what to do."""
+
+
+CREDENTIALS_HINT = "(check the cluster root's client.properties, --command-config FILE, or --user/--password)"
 
 
 def parse_address(value: str) -> Address:
@@ -93,11 +104,15 @@ class ClusterClient:
 
     async def _hold(self, address: Address, *, task_status: trio.TaskStatus[KafkaConnection]) -> None:
         with trio.CancelScope() as scope:
-            async with open_connection(address[0], address[1], client_id=self.client_id) as conn:
-                self._conns[address] = (conn, scope)
-                task_status.started(conn)
-                while not conn.closed:
-                    await trio.sleep(0.5)
+            try:
+                async with open_connection(address[0], address[1], client_id=self.client_id) as conn:
+                    self._conns[address] = (conn, scope)
+                    task_status.started(conn)
+                    while not conn.closed:
+                        await trio.sleep(0.5)
+            except AuthenticationFailed as exc:
+                # Retrying cannot help: the credentials are wrong (docs/security.md).
+                raise ClientError(f"{address[0]}:{address[1]}: {exc} {CREDENTIALS_HINT}") from None
         self._conns.pop(address, None)
 
     def drop(self, address: Address) -> None:
@@ -151,6 +166,14 @@ class ClusterClient:
                 for t in resp["topics"]:
                     if t["name"] == topic and t["error_code"] == Errors.NONE and t["partitions"]:
                         return sorted(p["partition_index"] for p in t["partitions"])
+                    if t["name"] == topic and t["error_code"] == Errors.TOPIC_AUTHORIZATION_FAILED:
+                        grant = (
+                            f"isrsim acl add --allow-principal User:NAME --operation Write --topic {topic}"
+                        )
+                        raise ClientError(
+                            f"not authorized to describe topic {topic!r} (TOPIC_AUTHORIZATION_FAILED): a "
+                            f"super user can grant it, e.g. `{grant}` (Write and Read imply Describe)"
+                        )
                 await trio.sleep(0.2)
         raise ClientError(
             f"topic {topic!r} does not exist: create it with `isrsim topic create {topic} --partitions P "

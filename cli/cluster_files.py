@@ -211,11 +211,18 @@ def stop_process(pid: int | None, timeout: float) -> str:
     return f"killed after {timeout:.0f}s"
 
 
-def write_properties(path: Path, values: dict[str, Any]) -> None:
+def write_properties(path: Path, values: dict[str, Any], *, secret: bool = False) -> None:
+    """A properties file; ``secret`` (it holds a password): created with mode 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = ["# written by `isrsim cluster up`; edit and `isrsim broker restart` to apply"]
     lines += [f"{k}={v}" for k, v in values.items()]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    text = "\n".join(lines) + "\n"
+    if secret:
+        from broker import write_secret_file
+
+        write_secret_file(path, text)
+        return
+    path.write_text(text, encoding="utf-8")
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:

@@ -11,7 +11,7 @@ import click
 
 ENV_PREFIX = "ISRSIM_"
 # Variables the CLI itself reads (not configuration keys).
-CLI_VARIABLES = frozenset({"ISRSIM_DATA_DIR"})
+CLI_VARIABLES = frozenset({"ISRSIM_DATA_DIR", "ISRSIM_COMMAND_CONFIG"})
 
 
 def env_name(key: str) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import trio
 
-from cli.cluster_client import ClusterClient
+from cli.cluster_client import ClientError, ClusterClient
 from protocol import (
     CONSUMER_REPLICA_ID,
     EARLIEST_TIMESTAMP,
@@ -188,6 +188,15 @@ class Consumer:
                     reset = EARLIEST_TIMESTAMP if self.from_beginning else LATEST_TIMESTAMP
                     self.positions[partition] = await self._list_offset(partition, reset)
                     continue
+                if code == Errors.TOPIC_AUTHORIZATION_FAILED:
+                    # Not retriable (Kafka's consumer raises TopicAuthorizationException).
+                    grant = (
+                        f"isrsim acl add --allow-principal User:NAME --operation Read --topic {self.topic}"
+                    )
+                    raise ClientError(
+                        f"not authorized to read topic {self.topic!r} (TOPIC_AUTHORIZATION_FAILED): a super "
+                        f"user can grant it with `{grant}`"
+                    )
                 if code != Errors.NONE:
                     refresh = True
                     continue

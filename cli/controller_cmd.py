@@ -49,6 +49,8 @@ def controller_start(config_file: Path | None, overrides: tuple[str, ...], log_l
         trio.run(run_controller, config)
     except StateError as exc:
         raise click.ClickException(str(exc)) from None
+    except ConfigError as exc:  # TLS / SASL settings are checked as the controller is built
+        raise click.ClickException(f"bad controller configuration: {exc}") from None
     except OSError as exc:
         host, port = config.listener
         raise click.ClickException(

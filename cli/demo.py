@@ -40,6 +40,7 @@ class Demo:
         self.t0 = time.monotonic()
         self.info: ClusterInfo | None = None
         self.producer: subprocess.Popen[str] | None = None
+        self.secure = False  # `--secure`: SASL_SSL everywhere (docs/security.md)
 
     # ------------------------------------------------------------------ output
 
@@ -103,7 +104,7 @@ class Demo:
     # ------------------------------------------------------------------ steps
 
     def up(self) -> None:
-        self.info = fresh_cluster(self.root, 3, DEMO_SETTINGS, what="demo")
+        self.info = fresh_cluster(self.root, 3, DEMO_SETTINGS, what="demo", secure=self.secure)
         self.say(f"cluster up: controller + 3 brokers under {self.root} ({', '.join(DEMO_SETTINGS[:3])})")
         body = {
             "topics": [
@@ -247,11 +248,13 @@ def run_report(root: Path, console: Console) -> int:
 @click.option("--keep", is_flag=True, help="Leave the cluster running at the end (and skip the report).")
 @click.option("--rate", type=int, default=5000, show_default=True, help="Workload records per second.")
 @click.option("--seconds", type=int, default=25, show_default=True, help="How long the workload runs.")
-def demo(data_dir: Path, keep: bool, rate: int, seconds: int) -> None:
+@click.option("--secure", is_flag=True, help="The cluster on SASL_SSL, as `cluster up --secure` makes it.")
+def demo(data_dir: Path, keep: bool, rate: int, seconds: int, secure: bool) -> None:
     """The main job: a cluster, an acks=all workload through a crash, a clean bounce and a zombie leader,
     then the consistency report."""
     console = Console()
     d = Demo(data_dir.resolve(), console, rate, seconds)
+    d.secure = secure
     try:
         d.up()
         d.start_workload()

@@ -14,8 +14,11 @@ from typing import Any
 
 import click
 
+from cli.client_auth import NOT_CLIENTS, add_client_auth_options
+
 # name -> ("module:attribute", short help shown by `isrsim --help` without importing the module)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "acl": ("cli.acl_cmd:acl", "Add, list and remove ACLs (kafka-acls)."),
     "broker": ("cli.broker_cmd:broker", "Run and control broker processes."),
     "bench": ("cli.bench.command:bench", "Measure throughput and latency under scenarios."),
     "chaos": (
@@ -38,7 +41,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cli.scenario_cmd:scenario",
         "Replay KIP-101, KIP-279 and other stories under a truncation mode.",
     ),
+    "security": ("cli.security_cmd:security", "Make TLS certificates and SCRAM users for a cluster."),
     "topic": ("cli.topic_cmd:topic", "Create, list, describe and delete topics (kafka-topics)."),
+    "user": ("cli.user_cmd:user", "Add, list and delete SCRAM users (kafka-configs --entity-type users)."),
 }
 
 
@@ -73,6 +78,9 @@ class LazyGroup(click.Group):
             ) from None
         command = getattr(module, attr)
         assert isinstance(command, click.Command), target
+        if cmd_name not in NOT_CLIENTS:
+            # --command-config / --user / --password on every command that talks to a cluster.
+            add_client_auth_options(command)
         self.commands[cmd_name] = command
         return command
 

@@ -16,7 +16,7 @@ import click
 import trio
 
 from cli.cluster_files import ProcessEntry
-from protocol import ApiKeys, ConnectionClosed, open_connection
+from protocol import ApiKeys, AuthenticationFailed, ConnectionClosed, open_connection
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,11 @@ async def ask(
         with trio.fail_after(timeout):
             async with open_connection(host, port, client_id="isrsim-cli", connect_timeout=timeout) as conn:
                 return await conn.request(api_key, body, timeout=timeout)
+    except AuthenticationFailed as exc:
+        raise QueryError(
+            f"{host}:{port} refused this client: {exc} (check the cluster root's client.properties, "
+            "--command-config FILE, or --user/--password)"
+        ) from None
     except NO_ANSWER:
         return None
     except Exception as exc:

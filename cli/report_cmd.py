@@ -40,8 +40,16 @@ def report(
     """Did the replicas converge, and was anything acknowledged lost or any log diverged?
 
     Reads every broker's segments, checkpoints and journals with Spark, runs the checks and writes
-    report.json and report.html. Exit code 0: every check passes; 1: a check fails; 2: the input cannot
-    be read (the message names the file).
+    report.json and report.html (verdict, faults and time to converge, throughput and latency, replica
+    lag, a fault x partition matrix). Spark's own output goes to <out>/spark.log.
+
+    \b
+    Exit codes (the verdict, as Jepsen words it):
+      0  valid: every check examined something and found no violation
+      1  invalid: a check found a violation
+      2  the input cannot be read (the message names the file)
+      3  unknown: no violation, but a check had nothing to examine
+         (e.g. no workload journal: no acknowledged batch to look for)
     """
     from rich.console import Console
 

@@ -131,7 +131,8 @@ class RemoteLeaderEndPoint:
                 stream = await open_tcp_stream(ep.host, ep.port)  # held while partitioned (net faults)
         except (OSError, trio.TooSlowError) as exc:
             raise FetchFailed(f"cannot connect to {ep.host}:{ep.port}: {exc or type(exc).__name__}") from exc
-        async with connect_stream(stream, client_id=self.client_id) as conn:
+        # TLS and SASL as the broker's inter-broker listener asks (protocol.security.current_client_security).
+        async with connect_stream(stream, client_id=self.client_id, server_hostname=ep.host) as conn:
             self._conn = conn
             try:
                 yield

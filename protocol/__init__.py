@@ -16,7 +16,7 @@ from protocol.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from protocol.api_keys import CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
-    from protocol.client import ConnectionClosed, KafkaConnection, open_connection
+    from protocol.client import AuthenticationFailed, ConnectionClosed, KafkaConnection, open_connection
     from protocol.common import TopicPartition, error_name, wall_clock_ms
     from protocol.errors import RETRIABLE, CorruptRecordError, Errors
     from protocol.fault_injector import net_faults_set_body, rules_from_body
@@ -30,6 +30,12 @@ if TYPE_CHECKING:
         iter_batches,
         read_header,
     )
+    from protocol.security import (
+        AuthenticationError,
+        ClientSecurity,
+        SecurityConfigError,
+        current_client_security,
+    )
 
 # Each exported name and the module that defines it (the imports above say the same to type checkers;
 # tests/unit/test_layers.py checks that the two agree).
@@ -38,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "CONSUMER_REPLICA_ID": "protocol.api_keys",
     "EARLIEST_TIMESTAMP": "protocol.api_keys",
     "LATEST_TIMESTAMP": "protocol.api_keys",
+    "AuthenticationFailed": "protocol.client",
     "ConnectionClosed": "protocol.client",
     "KafkaConnection": "protocol.client",
     "open_connection": "protocol.client",
@@ -53,6 +60,10 @@ _EXPORTS: dict[str, str] = {
     "FaultError": "protocol.faults",
     "FaultSet": "protocol.faults",
     "LinkFault": "protocol.faults",
+    "AuthenticationError": "protocol.security",
+    "ClientSecurity": "protocol.security",
+    "SecurityConfigError": "protocol.security",
+    "current_client_security": "protocol.security",
     "ATTRIBUTES_OFFSET": "protocol.records",
     "BATCH_HEADER_SIZE": "protocol.records",
     "batch_crc": "protocol.records",
@@ -71,6 +82,9 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "RETRIABLE",
     "ApiKeys",
+    "AuthenticationError",
+    "AuthenticationFailed",
+    "ClientSecurity",
     "ConnectionClosed",
     "CorruptRecordError",
     "Errors",
@@ -78,9 +92,11 @@ __all__ = [
     "FaultSet",
     "KafkaConnection",
     "LinkFault",
+    "SecurityConfigError",
     "TopicPartition",
     "batch_crc",
     "build_simple_batch",
+    "current_client_security",
     "decode_records",
     "error_name",
     "iter_batches",

@@ -13,6 +13,14 @@ connection usable; its late response is dropped. (If the timeout hits while the 
 written the stream cannot be reused: the connection is closed, and later requests raise ConnectionClosed.)
 
 The reader task lives in a nursery owned by the ``open_connection`` context: nothing outlives it.
+
+Security (``protocol.security``): a connection is opened with the ``ClientSecurity`` it is given, else the
+process's ``current_client_security``, else PLAINTEXT. With SSL or SASL_SSL the stream is wrapped in trio's
+``SSLStream`` and the TLS handshake done before the first request; with SASL the connection authenticates
+(SASL_HANDSHAKE, SASL_AUTHENTICATE) before it is handed over. A failed TLS handshake raises
+``ConnectionClosed``; refused credentials raise ``AuthenticationFailed`` (a ``ConnectionClosed`` carrying
+Kafka's error code, since the server closes the connection), so callers that retry on a lost connection
+retry, and log why.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import trio
 from protocol.fault_injector import current_faults
 from protocol.framing import FrameDecoder, decode_response, encode_request
 from protocol.schema import to_body
+from protocol.security import AuthenticationError, ClientSecurity, authenticate, effective_security
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +51,16 @@ _INT32_MAX = 2**31 - 1
 
 class ConnectionClosed(Exception):
     """The connection is gone (closed by either side, broken, or sent an invalid frame)."""
+
+
+class AuthenticationFailed(ConnectionClosed):
+    """The server refused this client's SASL authentication and closed the connection; ``error`` is the code
+    it answered (SASL_AUTHENTICATION_FAILED 58, UNSUPPORTED_SASL_MECHANISM 33, ILLEGAL_SASL_STATE 34)."""
+
+    def __init__(self, error: AuthenticationError) -> None:
+        super().__init__(str(error))
+        self.error = error.error
+        self.message = error.message
 
 
 class _Pending:
@@ -186,7 +205,7 @@ class KafkaConnection:
         self._pending.clear()
         self._reader_scope.cancel()
 
-    def _deliver(self, frame: bytes) -> None:
+    def _deliver(self, frame: bytes | bytearray) -> None:
         cid, body = decode_response(frame)
         pending = self._pending.pop(cid, None)
         if pending is None:
@@ -224,14 +243,28 @@ async def connect_stream(
     *,
     client_id: str = "isrsim",
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    security: ClientSecurity | None = None,
+    server_hostname: str | None = None,
+    handshake_timeout: float = 30.0,
 ) -> AsyncIterator[KafkaConnection]:
     """A :class:`KafkaConnection` over an already open stream (any ``trio.abc.Stream``); the stream is
-    closed on exit."""
+    closed on exit. With TLS (``security``, or the process's) the stream is wrapped and the handshake done
+    first, checking the server's certificate against ``server_hostname``; with SASL the connection
+    authenticates before it is yielded."""
+    sec = effective_security(security)
+    if sec.tls:
+        stream = await _start_tls(stream, sec, server_hostname, handshake_timeout)
     conn = KafkaConnection(stream, client_id=client_id, max_response_bytes=max_response_bytes)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn._reader)
             try:
+                if sec.sasl:
+                    try:
+                        with trio.fail_after(handshake_timeout):
+                            await authenticate(conn, sec, timeout=handshake_timeout)
+                    except AuthenticationError as refused:
+                        raise AuthenticationFailed(refused) from None
                 yield conn
             finally:
                 nursery.cancel_scope.cancel()
@@ -252,6 +285,25 @@ async def connect_stream(
         await trio.aclose_forcefully(stream)
 
 
+async def _start_tls(
+    stream: trio.abc.Stream, security: ClientSecurity, server_hostname: str | None, timeout: float
+) -> trio.SSLStream[trio.abc.Stream]:
+    ssl_stream = trio.SSLStream(stream, security.ssl_context(), server_hostname=server_hostname or None)
+    try:
+        with trio.fail_after(timeout):
+            await ssl_stream.do_handshake()
+    except trio.BrokenResourceError as exc:
+        await trio.aclose_forcefully(stream)
+        cause = exc.__cause__ or exc
+        raise ConnectionClosed(
+            f"TLS handshake with {server_hostname or 'the server'} failed: {cause}"
+        ) from exc
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+    return ssl_stream
+
+
 async def open_tcp_stream(host: str, port: int) -> trio.SocketStream:
     """``trio.open_tcp_stream``; inside a node process with network faults in force
     (``protocol.fault_injector.current_faults``), a connect to a node partitioned from this one hangs until
@@ -270,17 +322,27 @@ async def open_connection(
     client_id: str = "isrsim",
     connect_timeout: float = 5.0,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    security: ClientSecurity | None = None,
 ) -> AsyncIterator[KafkaConnection]:
     """Connect to ``host:port``; raises ``OSError`` if the connection is refused and ``trio.TooSlowError``
-    after ``connect_timeout`` seconds (network faults: see :func:`open_tcp_stream`)."""
+    after ``connect_timeout`` seconds (network faults: see :func:`open_tcp_stream`). TLS and SASL as
+    :func:`connect_stream` (the handshakes have ``connect_timeout`` too)."""
     with trio.fail_after(connect_timeout):
         stream = await open_tcp_stream(host, port)
-    async with connect_stream(stream, client_id=client_id, max_response_bytes=max_response_bytes) as conn:
+    async with connect_stream(
+        stream,
+        client_id=client_id,
+        max_response_bytes=max_response_bytes,
+        security=security,
+        server_hostname=host,
+        handshake_timeout=connect_timeout,
+    ) as conn:
         yield conn
 
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "AuthenticationFailed",
     "ConnectionClosed",
     "KafkaConnection",
     "connect_stream",

@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from protocol.schema import Int8, Int16, Int32, Int64
+from protocol.security_messages import UpdateMetadataSecurity
 
 NON_NEGATIVE = {"min": 0}
 
@@ -186,6 +187,8 @@ class UpdateMetadataRequest:
     broker_epoch: Int64 = -1
     topic_states: list[UpdateMetadataRequestTopicState]
     live_brokers: list[UpdateMetadataRequestBroker]
+    # isrsim: the cluster's ACLs and SCRAM credentials, once the controller has any (docs/protocol.md).
+    security: UpdateMetadataSecurity | None = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -48,14 +48,23 @@ def encode_frame(obj: Any) -> bytes:
     return _LENGTH.pack(len(payload)) + payload
 
 
+def encode_frame_parts(obj: Any) -> tuple[bytes, bytes]:
+    """A whole frame as (length prefix, msgpack of ``obj``), to be written one after the other: a large frame
+    (a FETCH response with a MiB of records) is not copied once more just to put 4 bytes in front of it."""
+    payload: bytes = msgpack.packb(obj, use_bin_type=True)
+    return _LENGTH.pack(len(payload)), payload
+
+
 class FrameDecoder:
     """Splits a byte stream into frame payloads.
 
     ``feed`` appends received bytes; ``next_frame`` returns the payload of the next complete frame, or
-    ``None`` until more bytes arrive. A length prefix above ``max_frame_bytes`` raises :class:`FrameTooLarge`
-    as soon as the prefix has arrived (the payload is never buffered). Bytes are appended to one growing
-    buffer and each payload is copied out once, so a 100 MB frame in many chunks costs linear time, and
-    many small frames in one chunk are sliced out without moving the rest of the buffer.
+    ``None`` until more bytes arrive (a large frame that ends the bytes received is returned as the
+    ``bytearray`` it was received into, without a copy). A length prefix above ``max_frame_bytes`` raises
+    :class:`FrameTooLarge` as soon as the prefix has arrived (the payload is never buffered). Bytes are
+    appended to one growing buffer and each payload is copied out at most once, so a 100 MB frame in many
+    chunks costs linear time, and many small frames in one chunk are sliced out without moving the rest of
+    the buffer.
     """
 
     __slots__ = ("_buf", "_need", "_pos", "max_frame_bytes")
@@ -82,7 +91,7 @@ class FrameDecoder:
             self._pos = 0
         self._buf += data
 
-    def next_frame(self) -> bytes | None:
+    def next_frame(self) -> bytes | bytearray | None:
         buf = self._buf
         pos = self._pos
         need = self._need
@@ -100,9 +109,16 @@ class FrameDecoder:
         if len(buf) - pos < need:
             return None
         end = pos + need
+        self._need = -1
+        if end == len(buf) and need >= _COMPACT_THRESHOLD:
+            # A large frame that ends the buffer: hand the buffer itself over instead of copying the frame out
+            # (deleting from the front of a bytearray moves no bytes) and start a new one.
+            del buf[:pos]
+            self._buf = bytearray()
+            self._pos = 0
+            return buf
         with memoryview(buf) as view, view[pos:end] as part:
             payload = bytes(part)  # one copy; the views are released before the buffer is resized
-        self._need = -1
         if end == len(buf):
             buf.clear()
             self._pos = 0
@@ -195,6 +211,11 @@ def encode_request(
 def encode_response(correlation_id: int, body: dict[str, Any]) -> bytes:
     """A whole response frame."""
     return encode_frame({"correlation_id": correlation_id, "body": body})
+
+
+def encode_response_parts(correlation_id: int, body: dict[str, Any]) -> tuple[bytes, bytes]:
+    """A whole response frame as (length prefix, payload): see :func:`encode_frame_parts`."""
+    return encode_frame_parts({"correlation_id": correlation_id, "body": body})
 
 
 def decode_response(payload: bytes | bytearray | memoryview) -> tuple[int, dict[str, Any]]:

@@ -19,9 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from protocol import controller_messages as cm
+from protocol import security_messages as sm
 from protocol.api_keys import ApiKeys
 from protocol.controller_messages import *  # noqa: F403  (re-exported: one module to import from)
 from protocol.fault_messages import NetFaultsRequest, NetFaultsResponse
+from protocol.sasl_messages import SASL_REQUEST_TYPES, SASL_RESPONSE_TYPES
 from protocol.schema import Int8, Int16, Int32, Int64
 
 NON_NEGATIVE = {"min": 0}
@@ -396,6 +398,7 @@ REQUEST_TYPES: dict[ApiKeys, type] = {
     ApiKeys.BROKER_HEARTBEAT: cm.BrokerHeartbeatRequest,
     ApiKeys.DESCRIBE_REPLICA_STATE: DescribeReplicaStateRequest,
     ApiKeys.NET_FAULTS: NetFaultsRequest,
+    **SASL_REQUEST_TYPES,
 }
 
 RESPONSE_TYPES: dict[ApiKeys, type] = {
@@ -419,6 +422,27 @@ RESPONSE_TYPES: dict[ApiKeys, type] = {
     ApiKeys.BROKER_HEARTBEAT: cm.BrokerHeartbeatResponse,
     ApiKeys.DESCRIBE_REPLICA_STATE: DescribeReplicaStateResponse,
     ApiKeys.NET_FAULTS: NetFaultsResponse,
+    **SASL_RESPONSE_TYPES,
 }
+
+# The security metadata APIs (protocol/security_messages.py).
+REQUEST_TYPES.update(
+    {
+        ApiKeys.DESCRIBE_ACLS: sm.DescribeAclsRequest,
+        ApiKeys.CREATE_ACLS: sm.CreateAclsRequest,
+        ApiKeys.DELETE_ACLS: sm.DeleteAclsRequest,
+        ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: sm.DescribeUserScramCredentialsRequest,
+        ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: sm.AlterUserScramCredentialsRequest,
+    }
+)
+RESPONSE_TYPES.update(
+    {
+        ApiKeys.DESCRIBE_ACLS: sm.DescribeAclsResponse,
+        ApiKeys.CREATE_ACLS: sm.CreateAclsResponse,
+        ApiKeys.DELETE_ACLS: sm.DeleteAclsResponse,
+        ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: sm.DescribeUserScramCredentialsResponse,
+        ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: sm.AlterUserScramCredentialsResponse,
+    }
+)
 
 SUPPORTED_VERSIONS: dict[ApiKeys, tuple[int, int]] = dict.fromkeys(REQUEST_TYPES, (0, 0))

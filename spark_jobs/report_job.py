@@ -2,7 +2,8 @@
 write ``report.json`` and ``report.html``.
 
 Run it as ``isrsim report --data-dir ROOT`` or ``spark-submit spark_jobs/report_job.py --data-dir ROOT``.
-Exit code: 0 every check passes, 1 a check fails, 2 the input cannot be read.
+Exit code: 0 valid (every check examined something and found no violation), 1 invalid (a check found a
+violation), 2 the input cannot be read, 3 unknown (no violation, but a check had nothing to examine).
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ if __name__ == "__main__" and __package__ in (None, ""):
 from rich.console import Console
 
 from spark_jobs.layout import InputProblem, discover
+from spark_jobs.result import SCHEMA_VERSION
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_UNREADABLE = 2
+EXIT_UNKNOWN = 3
+EXIT_CODES = {"valid": EXIT_OK, "invalid": EXIT_FAILED, "unknown": EXIT_UNKNOWN}
 SHIPPED_PACKAGES = ("protocol", "broker", "spark_jobs")
 # A local report is one short-lived JVM planning many small queries over metadata-sized inputs (see
 # docs/performance.md): the JIT's optimising tier costs more CPU than it ever wins back in such a run, and
@@ -46,6 +50,7 @@ class ReportOutcome:
     report: dict[str, Any]
     out_dir: Path
     problems: list[InputProblem] = field(default_factory=list)
+    figures: Any = None  # spark_jobs.figures.FigureData: the data series behind the plots
 
 
 def _is_local(master: str) -> bool:
@@ -161,7 +166,9 @@ def run_report(
     if layout.problems:
         return _unreadable(console, data_dir, out, layout.problems, unreadable_report, write_json)
     if callable(spark):
-        with phases.phase("starting Spark"):
+        from spark_jobs.quiet import spark_output_to
+
+        with phases.phase("starting Spark"), spark_output_to(out / "spark.log"):
             spark = spark()
     phases.spark = spark
     with phases.phase(f"reading {layout.segment_bytes / 1e6:.1f} MB of segments, checkpoints and journals"):
@@ -191,17 +198,30 @@ def run_report(
     if not verify_crc:
         results[-1].notes.append("CRCs were not verified (--no-verify-crc)")
     from spark_jobs.fault_log import fault_bands, read_fault_log
+    from spark_jobs.figures import build_story
+    from spark_jobs.result import overall_verdict
+    from spark_jobs.timeline import draw_lag, draw_overview
 
     bands = fault_bands(read_fault_log(Path(data_dir)))
-    with phases.phase("drawing timelines"):
-        from spark_jobs.timeline import draw_timelines
-
-        figures, plotted_note = draw_timelines(inputs, max_plots, bands)
-    passed = all(r.passed for r in results)
+    with phases.phase("time to converge, fault windows"):
+        story = build_story(inputs, bands, max_plots)
+    conv = next((r for r in results if r.name == "convergence"), None)
+    if conv is not None:
+        conv.extra["time_to_converge"] = story.per_partition
+    with phases.phase("drawing plots"):
+        figures = {"overview": draw_overview(story.figures)}
+        for name in story.figures.lag:
+            figures[f"lag:{name}"] = draw_lag(story.figures, name)
+    plotted_note = story.plotted_note
+    verdicts = [r.verdict for r in results]
+    verdict = overall_verdict(verdicts)
     report: dict[str, Any] = {
-        "verdict": "pass" if passed else "fail",
+        "schema_version": SCHEMA_VERSION,
+        "verdict": verdict,
+        "verdict_counts": {v: verdicts.count(v) for v in ("valid", "invalid", "unknown")},
         "data_dir": str(data_dir),
         "generated_ms": int(started * 1000),
+        "t0_ms": story.figures.t0_ms,
         "spark_master": spark.sparkContext.master,
         "inputs": {
             "brokers": inputs.layout.broker_ids(),
@@ -222,7 +242,10 @@ def run_report(
             "notes": inputs.notes + ([plotted_note] if plotted_note else []),
         },
         "checks": [r.as_dict() for r in results],
-        "faults": [b.as_dict() for b in bands],
+        "faults": [b.as_dict(story.figures.t0_ms) for b in bands],
+        "fault_windows": story.figures.windows,
+        "time_to_converge": {"overall": story.overall, "per_fault": story.per_fault},
+        "fault_matrix": story.figures.matrix,
         "timings_s": phases.timings,
     }
     with phases.phase("writing report"):
@@ -230,7 +253,7 @@ def run_report(
         write_json(out / "report.json", report)
         write_html(out / "report.html", report, figures)
     render_terminal(console, report, out)
-    return ReportOutcome(EXIT_OK if passed else EXIT_FAILED, report, out)
+    return ReportOutcome(EXIT_CODES[verdict], report, out, figures=story.figures)
 
 
 def _unreadable(

@@ -1,147 +1,194 @@
-"""Per-partition timelines of LEO and HW per replica (from the journals), with leader changes and faults
-marked, drawn with matplotlib into PNG images for the HTML report. The faults the CLI applied
-(``faults.jsonl``: partitions, isolations, delays, loss, kills, pauses) are shaded bands."""
+"""Drawing the report's plots with matplotlib (PNG, base64, for the one-page HTML), from the data series of
+``figures.py``; nothing is computed here.
+
+- the overview: one lane per fault window (a bar from its start to its end, a thin line on to when the
+  cluster converged after it), then throughput and commit latency with the windows shaded;
+- per partition: each replica's lag behind the leader, leader changes as black triangles with the new
+  leader's id, the windows shaded.
+
+Every x axis is seconds since the first event and spans the whole run, so plots line up; each broker has
+one colour everywhere; legends sit outside the axes, to the right, so they never cover data.
+"""
 
 from __future__ import annotations
 
 import base64
 import io
-from collections import defaultdict
+import math
 from typing import Any
 
-from pyspark.sql import functions as F
+from spark_jobs.figures import FigureData
 
-from spark_jobs.fault_log import FaultBand
-from spark_jobs.history import cached
-from spark_jobs.inputs import TP, Inputs
-
-FAULT_COLOURS = {
-    "crash": "red",
-    "unclean_stop": "red",
-    "fenced": "darkorange",
-    "isr_shrink": "orange",
-    "unclean_election": "purple",
-}
-
-
+# One colour per broker (tab10 without green and grey, kept for "converged" and "down").
+BROKER_COLOURS = ["tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
 BAND_COLOURS = {
-    "partition": "tab:red",
-    "isolate": "tab:purple",
-    "delay": "tab:olive",
-    "loss": "tab:brown",
-    "kill": "dimgrey",
-    "term": "grey",
-    "pause": "tab:cyan",
+    "partition": "#d62728",
+    "isolate": "#9467bd",
+    "delay": "#bcbd22",
+    "loss": "#8c564b",
+    "kill": "#555555",
+    "crash": "#555555",
+    "term": "#999999",
+    "stop": "#999999",
+    "pause": "#17becf",
+    "fenced": "#ff7f0e",
 }
+LEADER_MARK = {"marker": "v", "color": "black", "markersize": 6, "linestyle": "none"}
+WIDTH_IN = 11.0
 
 
-def draw_timelines(
-    inp: Inputs, max_plots: int = 12, bands: list[FaultBand] | None = None
-) -> tuple[dict[str, str], str | None]:
-    """``{"topic-partition": base64 PNG}`` for the first ``max_plots`` partitions, and a note if some were
-    left out. ``bands`` (from faults.jsonl) are drawn on every timeline."""
+def broker_colour(broker: int) -> str:
+    return BROKER_COLOURS[(broker - 1) % len(BROKER_COLOURS)]
+
+
+def band_colour(action: str) -> str:
+    return BAND_COLOURS.get(action, "#7f7f7f")
+
+
+def _plt() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    all_tps = [(r["topic"], r["partition"]) for r in inp.partitions.select(*TP).orderBy(*TP).collect()]
-    tps = all_tps[:max_plots]
-    note = (
-        f"timelines drawn for the first {len(tps)} of {len(all_tps)} partitions"
-        if len(all_tps) > len(tps)
-        else None
-    )
-    if not tps:
-        return {}, note
-    keep = inp.partitions.sparkSession.createDataFrame(tps, "topic STRING, partition INT")
-    series = cached(inp, "series").join(keep, TP).orderBy("ts_ms", "seq").collect()
-    f = cached(inp, "faults")
-    fault_rows = f.filter(F.col("topic").isNull()).collect() + f.join(keep, TP).collect()
-    points: dict[tuple[str, int], dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
-    leader_marks: dict[tuple[str, int], list[Any]] = defaultdict(list)
-    for r in series:
-        points[(r["topic"], r["partition"])][r["broker"]].append(r)
-        if r["event"] == "became_leader":
-            leader_marks[(r["topic"], r["partition"])].append(r)
-    t0 = min((r["ts_ms"] for r in series), default=0)
-    t_end = max((r["ts_ms"] for r in series), default=t0)
-    images: dict[str, str] = {}
-    for tp in tps:
-        fig, ax = plt.subplots(figsize=(9, 3.2), dpi=90)
-        for broker, rows in sorted(points[tp].items()):
-            xs = [(r["ts_ms"] - t0) / 1000 for r in rows]
-            (line,) = ax.step(xs, [r["leo"] for r in rows], where="post", label=f"broker {broker} LEO")
-            ax.step(
-                xs,
-                [r["hw"] for r in rows],
-                where="post",
-                linestyle="--",
-                color=line.get_color(),
-                label=f"broker {broker} HW",
-            )
-        for r in leader_marks[tp]:
-            x = (r["ts_ms"] - t0) / 1000
-            ax.axvline(x, color="green", linewidth=0.8, alpha=0.7)
-            ax.annotate(
-                f"L{r['broker']}",
-                (x, 1.0),
-                xycoords=("data", "axes fraction"),
-                fontsize=7,
-                color="green",
-                va="top",
-            )
-        for f in fault_rows:
-            if f["topic"] is not None and (f["topic"], f["partition"]) != tp:
-                continue
-            if f["kind"] == "leader_change":
-                continue
-            x = (f["ts_ms"] - t0) / 1000
-            ax.axvline(x, color=FAULT_COLOURS.get(f["kind"], "red"), linewidth=1.2, linestyle=":")
-            ax.annotate(
-                f"{f['kind']} b{f['broker']}",
-                (x, 0.02),
-                xycoords=("data", "axes fraction"),
-                fontsize=7,
-                rotation=90,
-                color=FAULT_COLOURS.get(f["kind"], "red"),
-            )
-        _draw_bands(ax, bands or [], t0, t_end)
-        ax.set_title(f"{tp[0]}-{tp[1]}: LEO (solid) and HW (dashed) per replica", fontsize=9)
-        ax.set_xlabel("seconds since the first journal event", fontsize=8)
-        ax.set_ylabel("offset", fontsize=8)
-        ax.tick_params(labelsize=7)
-        if points[tp]:
-            # Band labels sit at the top left of their bands; offsets grow to the upper right.
-            ax.legend(fontsize=6, loc="lower right" if bands else "upper left", ncol=2)
-        else:
-            ax.text(0.5, 0.5, "no offsets in the journals", transform=ax.transAxes, ha="center")
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        plt.close(fig)
-        images[f"{tp[0]}-{tp[1]}"] = base64.b64encode(buf.getvalue()).decode("ascii")
-    return images, note
+    return plt
 
 
-def _draw_bands(ax: Any, bands: list[FaultBand], t0: int, t_end: int) -> None:
-    """Shaded spans from a fault's start to its end (or the end of the journals), labelled at the top;
-    instants (a heal, a restart) are thin lines. Spans of several faults stack their labels."""
-    for i, band in enumerate(bands):
-        if band.start_ms > t_end or (band.end_ms is not None and band.end_ms < t0):
-            continue
-        colour = BAND_COLOURS.get(band.action, "black")
-        x0 = (band.start_ms - t0) / 1000
-        if band.instant:
-            ax.axvline(x0, color=colour, linewidth=0.6, alpha=0.6)
-            continue
-        x1 = ((band.end_ms if band.end_ms is not None else t_end) - t0) / 1000
-        ax.axvspan(x0, max(x1, x0 + 0.01), color=colour, alpha=0.12, linewidth=0)
-        ax.annotate(
-            band.label,
-            (x0, 0.97 - 0.07 * (i % 4)),
-            xycoords=("data", "axes fraction"),
-            fontsize=6,
-            color=colour,
-            va="top",
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    _plt().close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _shade(ax: Any, fd: FigureData) -> None:
+    for w in fd.windows:
+        end = w["end_s"] if w["end_s"] is not None else fd.end_s
+        ax.axvspan(
+            w["start_s"], max(end, w["start_s"] + 0.05), color=band_colour(w["action"]), alpha=0.15, lw=0
         )
+
+
+def _axes_style(ax: Any, fd: FigureData) -> None:
+    ax.set_xlim(0, max(fd.end_s, 0.1))
+    ax.grid(axis="y", color="#e6e6e6", linewidth=0.6)
+    ax.tick_params(labelsize=8)
+
+
+def draw_overview(fd: FigureData) -> str:
+    """Fault lanes, throughput and commit latency (see the module doc) as one base64 PNG."""
+    plt = _plt()
+    lanes = max(len(fd.windows), 1)
+    fig, (gantt, thr, lat) = plt.subplots(
+        3,
+        1,
+        sharex=True,
+        figsize=(WIDTH_IN, 2.2 + 0.22 * lanes + 4.2),
+        gridspec_kw={"height_ratios": [0.5 + 0.22 * lanes, 2.0, 2.0]},
+    )
+    for i, w in enumerate(fd.windows):
+        y = lanes - 1 - i
+        end = w["end_s"] if w["end_s"] is not None else fd.end_s
+        colour = band_colour(w["action"])
+        gantt.barh(y, max(end - w["start_s"], 0.05), left=w["start_s"], height=0.6, color=colour, alpha=0.6)
+        if w["converged_s"] is not None and w["converged_s"] > end:
+            gantt.plot([end, w["converged_s"]], [y, y], color="tab:green", linewidth=1.2, linestyle=":")
+        if w["converged_s"] is not None:
+            gantt.plot([w["converged_s"]], [y], marker="|", color="tab:green", markersize=9)
+        source = "" if w["source"] == "faults.jsonl" else " (journal)"
+        open_ = "" if w["end_s"] is not None else " (never ended)"
+        gantt.annotate(
+            f"{w['label']}{source}{open_}",
+            (w["start_s"], y),
+            xytext=(0, 5),
+            textcoords="offset points",
+            fontsize=8.5,
+            va="bottom",
+        )
+    gantt.set_ylim(-0.7, lanes + 0.1)
+    gantt.set_yticks([])
+    gantt.set_title(
+        "faults (bar: in force; green: converged, every replica back in its ISR)", fontsize=9, loc="left"
+    )
+    if not fd.windows:
+        gantt.text(0.5, 0.5, "no fault in this run", transform=gantt.transAxes, ha="center", fontsize=8)
+    _axes_style(gantt, fd)
+    rate = fd.rate
+    _shade(thr, fd)
+    if rate.get("t_s"):
+        thr.step(rate["t_s"], rate["records_per_s"], where="post", color="tab:blue", label="records/s acked")
+    else:
+        thr.text(
+            0.5, 0.5, "no acknowledged batch (no workload journal)", transform=thr.transAxes, ha="center"
+        )
+    thr.set_ylabel("records/s", fontsize=8)
+    thr.set_title(
+        f"throughput: acknowledged records per second ({rate.get('bin_s', 0):g} s bins)",
+        fontsize=9,
+        loc="left",
+    )
+    _axes_style(thr, fd)
+    _shade(lat, fd)
+    if rate.get("t_s"):
+        for key, colour, label in (
+            ("latency_max_ms", "#c7c7c7", "max"),
+            ("latency_p99_ms", "tab:red", "p99"),
+            ("latency_p50_ms", "tab:blue", "p50"),
+        ):
+            ys = [float("nan") if v is None else v for v in rate[key]]
+            # Markers too: a bin between empty ones (a sparse workload) is otherwise a dash too short to see.
+            lat.step(rate["t_s"], ys, where="post", color=colour, label=label, linewidth=1.1)
+            lat.plot([t + rate["bin_s"] / 2 for t in rate["t_s"]], ys, "o", color=colour, markersize=2.2)
+        lat.set_yscale("symlog", linthresh=10)
+        lat.legend(
+            fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), title="latency", title_fontsize=7
+        )
+    lat.set_ylabel("ms", fontsize=8)
+    lat.set_title("commit latency: acked_ms - sent_ms of each batch", fontsize=9, loc="left")
+    lat.set_xlabel("seconds since the first event", fontsize=8)
+    _axes_style(lat, fd)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def draw_lag(fd: FigureData, name: str) -> str:
+    """One partition's replica lag (see the module doc) as a base64 PNG."""
+    plt = _plt()
+    data = fd.lag[name]
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.0))
+    _shade(ax, fd)
+    top = 1
+    for broker, s in sorted(data["brokers"].items()):
+        if s["t_s"]:
+            ys = [math.nan if v is None else v for v in s["lag"]]
+            ax.step(s["t_s"], ys, where="post", color=broker_colour(int(broker)), label=f"broker {broker}")
+            top = max([top, *(v for v in s["lag"] if v is not None)])
+    marks = data["leader_changes"]
+    if marks:
+        y = top * 1.08
+        ax.plot([m["t_s"] for m in marks], [y] * len(marks), label="new leader", **LEADER_MARK)
+        for m in marks:
+            ax.annotate(
+                str(m["leader"]),
+                (m["t_s"], y),
+                xytext=(0, 4),
+                textcoords="offset points",
+                fontsize=7,
+                ha="center",
+            )
+        ax.set_ylim(-0.02 * top, top * 1.25)
+    ax.set_title(
+        f"{name}: each follower's lag behind the leader (leader LEO - replica LEO)", fontsize=9, loc="left"
+    )
+    ax.set_ylabel("offsets behind", fontsize=8)
+    ax.set_xlabel("seconds since the first event", fontsize=8)
+    if data["brokers"] or marks:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0))
+    else:
+        ax.text(0.5, 0.5, "no offsets in the journals", transform=ax.transAxes, ha="center")
+    _axes_style(ax, fd)
+    fig.tight_layout()
+    return _png(fig)
+
+
+__all__ = ["BAND_COLOURS", "BROKER_COLOURS", "band_colour", "broker_colour", "draw_lag", "draw_overview"]

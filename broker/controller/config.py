@@ -7,17 +7,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.config import (
+    AUTHORIZER_CONFIG_KEYS,
+    DEFAULT_SECURITY_PROTOCOL_MAP,
+    SECURITY_CONFIG_KEYS,
     ConfigKey,
     ConfigValues,
     ListenerEndpoint,
     parse_bool,
     parse_int,
     parse_listener_list,
+    parse_protocol_map,
     parse_str,
 )
 from broker.controller.topics import TopicSettings
 
 CONTROLLER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    *AUTHORIZER_CONFIG_KEYS,
     ConfigKey(
         "node.id", parse_int, 1000, "The controller's id (brokers name it in controller.quorum.voters).", 0
     ),
@@ -69,6 +74,14 @@ CONTROLLER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "isrsim: wait before re-sending to a broker after a failure (doubles up to 2s).",
         1,
     ),
+    ConfigKey(
+        "listener.security.protocol.map",
+        parse_str,
+        DEFAULT_SECURITY_PROTOCOL_MAP,
+        "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); the controller "
+        "reaches the brokers with the protocol of its first listener.",
+    ),
+    *SECURITY_CONFIG_KEYS,
 )
 CONTROLLER_KEYS_BY_NAME: dict[str, ConfigKey] = {k.name: k for k in CONTROLLER_CONFIG_KEYS}
 
@@ -80,7 +93,14 @@ class ControllerConfig(ConfigValues):
     KEYS = CONTROLLER_KEYS_BY_NAME
 
     def check(self) -> None:
-        _ = self.listeners
+        _ = self.listeners, self.protocols
+
+    @property
+    def protocols(self) -> dict[str, str]:
+        """Each listener's security protocol (``listener.security.protocol.map``; a listener it does not
+        name is PLAINTEXT, as the controller's listeners were before the map)."""
+        mapping = parse_protocol_map(str(self.values["listener.security.protocol.map"]))
+        return {e.name: mapping.get(e.name, "PLAINTEXT") for e in self.listeners}
 
     @property
     def node_id(self) -> int:

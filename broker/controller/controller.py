@@ -26,18 +26,29 @@ from broker.controller.channel_manager import ControllerChannelManager
 from broker.controller.config import ControllerConfig
 from broker.controller.core import ControllerCore, ControllerSettings
 from broker.controller.request_batch import OutboundRequest
+from broker.controller.security_control import SecurityControl
 from broker.controller.state import save_state, start_new_epoch
 from broker.journal import Journal
 from broker.metrics.controller_metrics import ControllerMetrics
 from broker.metrics.http_server import MetricsHttpServer
 from broker.network import Request, RequestChannel, RequestHandlerPool, SocketServer, error_body
+from broker.security.acl import AclOperation, ResourceType
+from broker.security.auth_helper import AuthHelper, ClusterAuthorizationError, build_authorizer
+from broker.security.listener_security import (
+    inter_broker_client_security,
+    listener_securities,
+    load_credential_store,
+)
+from broker.security.security_metadata import SecurityMetadata
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.common import monotonic_ms, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
+from protocol.sasl_messages import SASL_API_VERSIONS
 from protocol.schema import from_body, to_body
+from protocol.security import current_client_security
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +63,28 @@ CONTROLLER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.DESCRIBE_CONFIGS,
     ApiKeys.BROKER_REGISTRATION,
     ApiKeys.BROKER_HEARTBEAT,
+    ApiKeys.DESCRIBE_ACLS,
+    ApiKeys.CREATE_ACLS,
+    ApiKeys.DELETE_ACLS,
+    ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ApiKeys.ALTER_USER_SCRAM_CREDENTIALS,
 )
+
+# What the principal needs on the cluster before these are handled (docs/security.md). The rest:
+# CREATE_TOPICS / DELETE_TOPICS / METADATA / DESCRIBE_CONFIGS decide per topic; DESCRIBE_CLUSTER and
+# API_VERSIONS are open, as in Kafka.
+CLUSTER_OPERATION_APIS: dict[ApiKeys, AclOperation] = {
+    ApiKeys.BROKER_REGISTRATION: AclOperation.CLUSTER_ACTION,
+    ApiKeys.BROKER_HEARTBEAT: AclOperation.CLUSTER_ACTION,
+    ApiKeys.ALTER_PARTITION: AclOperation.CLUSTER_ACTION,
+    ApiKeys.CONTROLLED_SHUTDOWN: AclOperation.CLUSTER_ACTION,
+    ApiKeys.DESCRIBE_ACLS: AclOperation.DESCRIBE,
+    ApiKeys.CREATE_ACLS: AclOperation.ALTER,
+    ApiKeys.DELETE_ACLS: AclOperation.ALTER,
+    ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: AclOperation.DESCRIBE,
+    ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: AclOperation.ALTER,
+}
+ACL_APIS = (ApiKeys.DESCRIBE_ACLS, ApiKeys.CREATE_ACLS, ApiKeys.DELETE_ACLS)
 
 
 class KafkaController:
@@ -78,12 +110,25 @@ class KafkaController:
             request_timeout_s=config.get_int("controller.socket.timeout.ms") / 1000.0,
             retry_backoff_s=config.get_int("controller.retry.backoff.ms") / 1000.0,
         )
+        self.auth = AuthHelper(build_authorizer(config), f"controller {self.controller_id}")
+        # The cluster's ACLs and SCRAM credentials, which this controller owns: loaded from
+        # <metadata.log.dir>/security when it runs (docs/security.md).
+        self.security: SecurityControl | None = None
         self.apis = ControllerApis(self)
+        # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
+        # Kafka's does on every listener.
+        self.apis.supported.update(SASL_API_VERSIONS)
         self.request_channel = RequestChannel(config.get_int("queued.max.requests"))
         host, port = config.listener
         self.host = host
         self.faults = FaultInjector(CONTROLLER, resolve=self._resolve_peer, peers=self._peers)
         self.listeners = config.listeners
+        # Security (docs/security.md): the live credential store, each listener's TLS / SASL, and who the
+        # controller is to the brokers (it reaches them with the protocol of its first listener).
+        self.credential_store = load_credential_store(self.directory)
+        protocols = config.protocols
+        listener_security = listener_securities(config.values, protocols, [e.name for e in self.listeners])
+        self.client_security = inter_broker_client_security(config.values, protocols[self.listeners[0].name])
         self.socket_server = SocketServer(
             host=host,
             port=port,
@@ -93,7 +138,10 @@ class KafkaController:
             supported=self.apis.supported,
             name=f"controller {self.controller_id}",
             faults=self.faults,
+            security=listener_security,
+            credential_store=self.credential_store,
         )
+        self.socket_server.net_faults_check = self.auth.net_faults_check
         self.metrics = ControllerMetrics(
             CONTROLLER_APIS, lambda: None if self.core is None else self.core.state
         )
@@ -138,6 +186,7 @@ class KafkaController:
         for unknown in self.config.unknown_keys:
             log.warning("controller %d: unknown configuration key %r ignored", self.controller_id, unknown)
         state = start_new_epoch(self.directory, self.config.cluster_id)
+        security = self._load_security()
         self.core = ControllerCore(
             state,
             ControllerSettings(
@@ -148,6 +197,8 @@ class KafkaController:
             now_ms=self.clock_ms(),
             rng=self.rng,
         )
+        if security.version > 0:
+            self.core.security = security.to_message()
         self.journal = Journal(
             self.directory / "events.jsonl",
             self.controller_id,
@@ -156,6 +207,7 @@ class KafkaController:
         )
         # The controller channel's connects (tasks started below inherit this) see network faults.
         current_faults.set(self.faults)
+        current_client_security.set(self.client_security)
         try:
             async with trio.open_nursery() as nursery:
                 self.bound_port = await nursery.start(self.socket_server.serve)
@@ -208,6 +260,44 @@ class KafkaController:
                 )
             self.apply_effects()
 
+    def _load_security(self) -> SecurityMetadata:
+        metadata = SecurityMetadata.load(SecurityMetadata.directory_of(self.directory))
+        self.credential_store.replace_all(metadata.credentials)
+        metadata.credentials = self.credential_store  # one store: the SASL server sees every change
+        if self.auth.authorizer is not None:
+            self.auth.authorizer.replace_acls(metadata.acls)
+        self.security = SecurityControl(metadata)
+        log.info(
+            "controller %d: security metadata version %d (%d ACL(s), %d user(s)); authorizer %s",
+            self.controller_id,
+            metadata.version,
+            len(metadata.acls),
+            len(metadata.credentials),
+            "on" if self.auth.enabled else "off",
+        )
+        return metadata
+
+    def security_changed(self) -> None:
+        """After an ACL or credential change: saved first (0600), then the authorizer's ACLs, then every
+        live broker is sent the new copy."""
+        security = self._require_security()
+        metadata = security.metadata
+        metadata.save(SecurityMetadata.directory_of(self.directory))
+        if self.auth.authorizer is not None:
+            self.auth.authorizer.replace_acls(metadata.acls)
+        self._require_core().security_changed(metadata.to_message())
+        if self.journal is not None:
+            self.journal.emit(
+                "security_metadata_changed",
+                version=metadata.version,
+                acls=len(metadata.acls),
+                users=len(metadata.credentials),
+            )
+
+    def _require_security(self) -> SecurityControl:
+        assert self.security is not None, "the controller is not running"
+        return self.security
+
     def _require_core(self) -> ControllerCore:
         assert self.core is not None, "the controller is not running"
         return self.core
@@ -255,6 +345,16 @@ class ControllerApis:
         now = c.clock_ms()
         response: Any
         wait_s = 0.0
+        operation = CLUSTER_OPERATION_APIS.get(key)
+        try:
+            if operation is not None:
+                c.auth.authorize_cluster_operation(request, operation)
+        except ClusterAuthorizationError as exc:
+            request.complete(error_body(exc.error, exc.message))
+            return
+        if key in ACL_APIS and not c.auth.enabled:
+            request.complete(error_body(Errors.SECURITY_DISABLED, "No Authorizer is configured."))
+            return
         if key == ApiKeys.BROKER_REGISTRATION:
             response = core.register_broker(body, now)
         elif key == ApiKeys.BROKER_HEARTBEAT:
@@ -264,17 +364,20 @@ class ControllerApis:
         elif key == ApiKeys.CONTROLLED_SHUTDOWN:
             response = core.controlled_shutdown(body)
         elif key == ApiKeys.CREATE_TOPICS:
-            response = core.create_topics(body)
+            response = self._create_topics(request, body)
             wait_s = body.timeout_ms / 1000.0
         elif key == ApiKeys.DELETE_TOPICS:
-            response = core.delete_topics(body)
+            response = self._delete_topics(request, body)
             wait_s = body.timeout_ms / 1000.0
         elif key == ApiKeys.METADATA:
             response = core.metadata(body, c.answer_listener(request))
+            response.topics = c.auth.filter_metadata_topics(request, body.topics is not None, response.topics)
         elif key == ApiKeys.DESCRIBE_CLUSTER:
             response = core.describe_cluster(c.answer_listener(request))
         elif key == ApiKeys.DESCRIBE_CONFIGS:
-            response = core.describe_configs(body)
+            response = self._describe_configs(request, body)
+        elif key in SECURITY_APIS:
+            response = self._security_api(key, body)
         else:
             response = m.ApiVersionsResponse(
                 api_keys=[
@@ -290,6 +393,95 @@ class ControllerApis:
                     if sent.api_key in (ApiKeys.LEADER_AND_ISR, ApiKeys.STOP_REPLICA):
                         await event.wait()
         request.complete(to_body(response))
+
+    # ------------------------------------------------------------------ per-topic authorization
+
+    def _create_topics(self, request: Request, req: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
+        """Create on the cluster, or on each topic, else TOPIC_AUTHORIZATION_FAILED for it (Kafka's
+        handleCreateTopicsRequest)."""
+        auth = self.controller.auth
+        if auth.authorize(request, AclOperation.CREATE, ResourceType.CLUSTER):
+            return self.controller._require_core().create_topics(req)
+        allowed = [
+            t for t in req.topics if auth.authorize(request, AclOperation.CREATE, ResourceType.TOPIC, t.name)
+        ]
+        refused = {t.name for t in req.topics} - {t.name for t in allowed}
+        req.topics = allowed
+        response = self.controller._require_core().create_topics(req)
+        response.topics.extend(
+            m.CreateTopicsResponseTopic(
+                name=name,
+                error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED),
+                error_message=f"Principal {request.principal} is not authorized to Create topic {name!r}",
+            )
+            for name in sorted(refused)
+        )
+        return response
+
+    def _delete_topics(self, request: Request, req: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
+        """Delete on each topic, else TOPIC_AUTHORIZATION_FAILED for it (whether it exists or not)."""
+        allowed = self.controller.auth.authorized_topics(request, AclOperation.DELETE, req.topic_names)
+        refused = sorted(set(req.topic_names) - allowed)
+        req.topic_names = [n for n in req.topic_names if n in allowed]
+        response = self.controller._require_core().delete_topics(req)
+        response.responses.extend(
+            m.DeleteTopicsResponseTopic(
+                name=name,
+                error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED),
+                error_message=f"Principal {request.principal} is not authorized to Delete topic {name!r}",
+            )
+            for name in refused
+        )
+        return response
+
+    def _describe_configs(self, request: Request, req: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
+        """DescribeConfigs on each topic, else TOPIC_AUTHORIZATION_FAILED for it."""
+        auth = self.controller.auth
+        allowed: list[m.DescribeConfigsRequestResource] = []
+        refused: list[m.DescribeConfigsResponseResult] = []
+        for r in req.resources:
+            if r.resource_type == m.CONFIG_RESOURCE_TOPIC and not auth.authorize(
+                request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, r.resource_name
+            ):
+                refused.append(
+                    m.DescribeConfigsResponseResult(
+                        error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED),
+                        error_message=f"Principal {request.principal} is not authorized to DescribeConfigs "
+                        f"topic {r.resource_name!r}",
+                        resource_type=r.resource_type,
+                        resource_name=r.resource_name,
+                    )
+                )
+            else:
+                allowed.append(r)
+        req.resources = allowed
+        response = self.controller._require_core().describe_configs(req)
+        response.results.extend(refused)
+        return response
+
+    # ------------------------------------------------------------------ ACLs and SCRAM credentials
+
+    def _security_api(self, key: ApiKeys, body: Any) -> Any:
+        c = self.controller
+        security = c._require_security()
+        changed = False
+        response: Any
+        if key == ApiKeys.CREATE_ACLS:
+            response, changed = security.create_acls(body)
+        elif key == ApiKeys.DESCRIBE_ACLS:
+            response = security.describe_acls(body)
+        elif key == ApiKeys.DELETE_ACLS:
+            response, changed = security.delete_acls(body)
+        elif key == ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS:
+            response = security.describe_scram_credentials(body)
+        else:
+            response, changed = security.alter_scram_credentials(body)
+        if changed:
+            c.security_changed()
+        return response
+
+
+SECURITY_APIS = (*ACL_APIS, ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKeys.ALTER_USER_SCRAM_CREDENTIALS)
 
 
 async def run_controller(config: ControllerConfig) -> None:

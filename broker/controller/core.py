@@ -37,6 +37,7 @@ from protocol import controller_messages as cm
 from protocol import messages as m
 from protocol.common import TopicPartition
 from protocol.errors import Errors
+from protocol.security_messages import UpdateMetadataSecurity
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,13 @@ class ControllerCore:
         self._events: list[JournalEvent] = []
         self._resets: list[int] = []
         self._dirty = False
+        # The ACLs and SCRAM credentials every UPDATE_METADATA carries (None until there are any).
+        self.security: UpdateMetadataSecurity | None = None
+
+    def security_changed(self, security: UpdateMetadataSecurity) -> None:
+        """A new version of the ACLs and credentials: every live broker gets it in an UPDATE_METADATA."""
+        self.security = security
+        self._batch.add_update_metadata(self.live_brokers(), [])
 
     # ------------------------------------------------------------------------------------ views
 
@@ -114,7 +122,7 @@ class ControllerCore:
     def drain(self) -> Effects:
         """The effects of the calls since the last drain (then forgotten)."""
         effects = Effects(
-            requests=self._batch.build(self.state, self.controller_id),
+            requests=self._batch.build(self.state, self.controller_id, self.security),
             events=self._events,
             resets=self._resets,
             dirty=self._dirty,

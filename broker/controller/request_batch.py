@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from broker.controller.state import ClusterState, PartitionState
 from protocol import controller_messages as cm
+from protocol import security_messages as sm
 from protocol.api_keys import ApiKeys
 from protocol.common import LEADER_DURING_DELETE, TopicPartition
 
@@ -57,7 +58,10 @@ class RequestBatch:
     def is_empty(self) -> bool:
         return not (self.leader_and_isr or self.update_metadata or self.stop_replica)
 
-    def build(self, state: ClusterState, controller_id: int) -> list[OutboundRequest]:
+    def build(
+        self, state: ClusterState, controller_id: int, security: sm.UpdateMetadataSecurity | None = None
+    ) -> list[OutboundRequest]:
+        """``security``: the ACLs and credentials every UPDATE_METADATA carries (None: none yet)."""
         live = [b for _, b in sorted(state.brokers.items()) if not b.fenced]
         live_leaders = [
             cm.LeaderAndIsrRequestLiveLeader(broker_id=b.broker_id, host_name=b.host, port=b.port)
@@ -98,6 +102,7 @@ class RequestBatch:
                     broker_epoch=broker_epoch,
                     topic_states=self._update_metadata_states(state, self.update_metadata[broker_id]),
                     live_brokers=list(live_brokers),
+                    security=security,
                 )
                 out.append(OutboundRequest(broker_id, ApiKeys.UPDATE_METADATA, body_um))
             stops = self.stop_replica.get(broker_id)

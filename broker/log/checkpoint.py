@@ -14,17 +14,23 @@ Every checkpoint has the same shape (Kafka's ``CheckpointFile``)::
 
 A write goes to ``<file>.tmp``, which is flushed and fsynced, renamed over the file, and then the
 directory is fsynced so the rename itself survives a crash. A reader therefore sees either the old or
-the new content, never a mix. A missing or empty file reads as no entries (as Kafka's reader does);
-anything else that does not parse raises :class:`CheckpointError` naming the file and the line.
+the new content, never a mix. Leader-epoch checkpoints written inside :func:`group_commit` (one
+LEADER_AND_ISR) are made durable together, with one filesystem sync before and one after the renames.
+A missing or empty file reads as no entries (as Kafka's reader does); anything else that does not parse
+raises :class:`CheckpointError` naming the file and the line.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 CURRENT_VERSION = 0
 
@@ -75,6 +81,82 @@ def write_atomically(path: Path, text: str) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_directory(path.parent)
+
+
+# Leader-epoch checkpoints written inside ``group_commit`` wait here (path -> text)
+# to be made durable together.
+_deferred: ContextVar[dict[Path, str] | None] = ContextVar("deferred_checkpoints", default=None)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return cast(Callable[[int], int], fn)
+
+
+_syncfs = _load_syncfs() if sys.platform.startswith("linux") else None
+
+# Below this many files a group commit is not worth a filesystem-wide sync: they are written one by one.
+GROUP_COMMIT_MIN_FILES = 4
+
+
+@contextmanager
+def group_commit() -> Iterator[None]:
+    """Leader-epoch checkpoints written inside are made durable together when it ends, with the same
+    guarantee as ``write_atomically`` (the new text is durable before it replaces the old, and the rename is
+    durable before this returns), but two ``syncfs`` calls for all of them instead of two fsyncs each: a
+    LEADER_AND_ISR that moves 150 partitions pays for two syncs, not 300 (Kafka batches these flushes too).
+    Nested uses join the outermost. Where ``syncfs`` is missing the files are written one by one."""
+    if _deferred.get() is not None:
+        yield
+        return
+    pending: dict[Path, str] = {}
+    token = _deferred.set(pending)
+    try:
+        yield
+    finally:
+        _deferred.reset(token)
+        write_all_atomically(pending)
+
+
+def write_all_atomically(files: Mapping[Path, str]) -> None:
+    """``write_atomically`` for several files at once: every ``<path>.tmp`` is written, one ``syncfs`` per
+    filesystem makes them durable, all are renamed over their files, and a second ``syncfs`` makes the
+    renames durable. A file whose directory is gone (its log was deleted meanwhile) is skipped."""
+    live = {path: text for path, text in files.items() if path.parent.is_dir()}
+    if _syncfs is None or len(live) < GROUP_COMMIT_MIN_FILES:
+        for path, text in live.items():
+            write_atomically(path, text)
+        return
+    devices: dict[int, Path] = {}
+    renames: list[tuple[Path, Path]] = []
+    for path, text in live.items():
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            devices.setdefault(os.fstat(f.fileno()).st_dev, path.parent)
+        renames.append((tmp, path))
+    _sync_filesystems(devices.values())
+    for tmp, path in renames:
+        os.replace(tmp, path)
+    _sync_filesystems(devices.values())
+
+
+def _sync_filesystems(directories: Iterable[Path]) -> None:
+    assert _syncfs is not None
+    for directory in directories:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            if _syncfs(fd) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"syncfs failed: {os.strerror(err)}", str(directory))
+        finally:
+            os.close(fd)
 
 
 def _format(lines: Iterable[str], count: int) -> str:
@@ -152,7 +234,12 @@ class LeaderEpochCheckpointFile:
 
     def write(self, entries: Sequence[EpochEntry]) -> None:
         lines = [f"{e.epoch} {e.start_offset}" for e in entries]
-        write_atomically(self.path, _format(lines, len(lines)))
+        text = _format(lines, len(lines))
+        deferred = _deferred.get()
+        if deferred is not None:
+            deferred[self.path] = text
+            return
+        write_atomically(self.path, text)
 
     def read(self) -> list[EpochEntry]:
         def parse(line_number: int, parts: list[str]) -> EpochEntry:

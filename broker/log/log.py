@@ -61,8 +61,11 @@ def _disk(what: str) -> Callable[[Callable[Concatenate[Log, P], R]], Callable[Co
 
     def decorate(method: Callable[Concatenate[Log, P], R]) -> Callable[Concatenate[Log, P], R]:
         def guarded(self: Log, /, *args: P.args, **kwargs: P.kwargs) -> R:
-            with self.failure_channel.guard(str(self._dir.parent), f"{what} {self._topic}-{self._partition}"):
-                return method(self, *args, **kwargs)
+            return self.failure_channel.run(
+                self._log_dir_name,
+                lambda: f"{what} {self._topic}-{self._partition}",
+                lambda: method(self, *args, **kwargs),
+            )
 
         guarded.__name__ = method.__name__
         guarded.__doc__ = method.__doc__
@@ -134,6 +137,7 @@ class Log:
         failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self._dir = directory
+        self._log_dir_name = str(directory.parent)
         self._topic = topic
         self._partition = partition
         self.config = config

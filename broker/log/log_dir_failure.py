@@ -17,10 +17,13 @@ import errno
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from protocol.errors import KafkaStorageError
 
 logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 # Out of file descriptors: the process's limit, not the disk. The operation fails (KAFKA_STORAGE_ERROR, which
 # clients retry) but the directory stays online, so a flood of connections cannot take the logs offline
@@ -58,6 +61,20 @@ class LogDirFailureChannel:
         )
         for listener in self._listeners:
             listener(log_dir)
+
+    def run(self, log_dir: str, what: Callable[[], str], fn: Callable[[], R]) -> R:
+        """``guard`` as a call, for the hot paths (every log read and append): ``what`` is only built when
+        something failed, and no generator-based context manager is entered."""
+        if log_dir in self._offline or self.transient_failures:
+            with self.guard(log_dir, what()):
+                return fn()
+        try:
+            return fn()
+        except OSError as e:
+            error = e
+        # The failure goes through guard's handling: re-raised inside it, it comes out as KafkaStorageError.
+        with self.guard(log_dir, what()):
+            raise error
 
     @contextmanager
     def guard(self, log_dir: str, what: str) -> Iterator[None]:

@@ -25,6 +25,9 @@ class Params:
     small_partitions: int
     # (2a) again with 16 KB batches (Kafka's default batch.size): records to send.
     kafka_batch_records: int
+    # (2c) 100-byte records over more partitions: the partition counts and the records to send for each.
+    scaling_partition_counts: tuple[int, ...]
+    scaling_records: int
     # (2b) 1 MiB batches.
     large_batches: int
     large_partitions: int
@@ -38,6 +41,9 @@ class Params:
     # (5) catch-up.
     catchup_bytes: int
     catchup_partitions: int
+    # (5b) catch-up of many lagging partitions.
+    catchup_many_bytes: int
+    catchup_many_partitions: int
     # (6) fetch sessions.
     idle_partitions: int
     idle_window_s: float
@@ -57,6 +63,8 @@ class Params:
                 small_batch_records=1000,
                 kafka_batch_records=200_000,
                 small_partitions=3,
+                scaling_partition_counts=(30, 300),
+                scaling_records=300_000,
                 large_batches=200,
                 large_partitions=3,
                 latency_rate=20_000,
@@ -66,6 +74,8 @@ class Params:
                 failover_repeats=1,
                 catchup_bytes=100_000_000,
                 catchup_partitions=4,
+                catchup_many_bytes=30_000_000,
+                catchup_many_partitions=100,
                 idle_partitions=1000,
                 idle_window_s=3.0,
                 profile=profile,
@@ -78,6 +88,8 @@ class Params:
             small_batch_records=1000,
             kafka_batch_records=1_000_000,
             small_partitions=3,
+            scaling_partition_counts=(30, 300),
+            scaling_records=2_000_000,
             large_batches=1000,
             large_partitions=3,
             latency_rate=20_000,
@@ -87,6 +99,8 @@ class Params:
             failover_repeats=3,
             catchup_bytes=500_000_000,
             catchup_partitions=4,
+            catchup_many_bytes=200_000_000,
+            catchup_many_partitions=100,
             idle_partitions=1000,
             idle_window_s=10.0,
             profile=profile,

@@ -21,7 +21,7 @@ import trio
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from cli.bench import catchup, ceiling, failover, fetch_sessions, report_job, throughput
+from cli.bench import catchup, ceiling, failover, fetch_sessions, report_job, security, throughput
 from cli.bench.cluster import _kill_leftovers
 from cli.bench.context import BenchContext, Params, Skip
 from cli.bench.results import ScenarioResult, format_ratio, format_value
@@ -49,6 +49,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("catchup", "5. follower catch-up", catchup.run, 120, 420),
     Scenario("fetch-sessions", "6. fetch sessions, 1,000 idle partitions", fetch_sessions.run, 90, 240),
     Scenario("report", "7. report job segment read rate", report_job.run, 120, 300),
+    Scenario("security", "8. SASL_SSL throughput next to PLAINTEXT", security.run, 120, 300),
 )
 NAMES = tuple(s.name for s in SCENARIOS)
 

@@ -43,7 +43,7 @@ class Outcome:
     mode: str
     expected: Expectation
     seen_outcome: str
-    report_verdict: str | None  # "pass", "fail", "unreadable", or None (--no-report)
+    report_verdict: str | None  # "valid", "invalid", "unknown", "unreadable", or None (--no-report)
     failed_checks: list[str] = field(default_factory=list)
     root: Path | None = None
 
@@ -54,8 +54,8 @@ class Outcome:
         if self.report_verdict is None:
             return True
         if self.expected.report_passes:
-            return self.report_verdict == "pass"
-        return self.report_verdict == "fail" and any(
+            return self.report_verdict == "valid"
+        return self.report_verdict == "invalid" and any(
             c in self.failed_checks for c in self.expected.failing_checks
         )
 
@@ -142,12 +142,12 @@ def summary(console: Console, out: Outcome, ev: Evidence) -> None:
     seen = OUTCOMES[out.seen_outcome]
     if out.report_verdict is None:
         report = "the report was not run (--no-report)"
-    elif out.report_verdict == "pass":
-        report = "the report passes"
+    elif out.report_verdict == "valid":
+        report = "the report is valid"
+    elif out.report_verdict == "invalid":
+        report = f"the report is INVALID ({', '.join(out.failed_checks) or 'no check named'})"
     else:
-        report = (
-            f"the report {out.report_verdict.upper()}S ({', '.join(out.failed_checks) or 'no check named'})"
-        )
+        report = f"the report is {out.report_verdict.upper()}"
     console.print(f"seen:     {seen}; {report}")
     if out.as_expected:
         plain = "as expected" + (

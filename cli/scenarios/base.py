@@ -34,9 +34,9 @@ class Expectation:
     def describe(self) -> str:
         files = OUTCOMES[self.outcome]
         report = (
-            "the report passes"
+            "the report is valid"
             if self.report_passes
-            else f"the report FAILS ({' or '.join(self.failing_checks)})"
+            else f"the report is INVALID ({' or '.join(self.failing_checks)})"
         )
         return f"{files}; {report}"
 

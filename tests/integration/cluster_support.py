@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import trio
 from cli.cluster_files import ClusterInfo, process_state, stop_process
 from protocol.api_keys import ApiKeys
 from protocol.records import iter_batches
+from protocol.security import ClientSecurity
 from tests.integration.harness import REPO_ROOT, events, python_cmd, request, run_cli, wait_until
 
 FAST = (
@@ -43,9 +45,15 @@ class Cluster:
     def broker_events(self, broker_id: int, event: str | None = None) -> list[dict[str, Any]]:
         return events(Path(self.info.broker(broker_id).journal), event)
 
+    @property
+    def security(self) -> ClientSecurity | None:
+        """The admin's client config of a secure cluster (``cluster up --secure``), else None."""
+        path = self.root / "client.properties"
+        return ClientSecurity.from_file(path) if path.is_file() else None
+
     def ask(self, target: str | int, api: int, body: dict[str, Any]) -> dict[str, Any]:
         entry = self.info.controller if target == "controller" else self.info.broker(int(target))
-        return trio.run(request, entry.host, entry.port, api, body)
+        return trio.run(partial(request, security=self.security), entry.host, entry.port, api, body)
 
     def metadata(self, topic: str) -> dict[int, dict[str, Any]]:
         resp = self.ask("controller", ApiKeys.METADATA, {"topics": [{"name": topic}]})
@@ -67,7 +75,11 @@ class Cluster:
             if process_state(b.pid) != "running":
                 continue
             resp = trio.run(
-                request, b.host, b.port, ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": [{"name": topic}]}
+                partial(request, security=self.security),
+                b.host,
+                b.port,
+                ApiKeys.DESCRIBE_REPLICA_STATE,
+                {"topics": [{"name": topic}]},
             )
             for p in resp["partitions"]:
                 out[(b.id, p["partition"])] = (p["log_end_offset"], p["high_watermark"])
@@ -151,9 +163,13 @@ class Cluster:
                 stop_process(p.pid, 5)
 
 
-def cluster_up(root: Path, brokers: int = 3, settings: tuple[str, ...] = FAST) -> Iterator[Cluster]:
+def cluster_up(
+    root: Path, brokers: int = 3, settings: tuple[str, ...] = FAST, *, secure: bool = False
+) -> Iterator[Cluster]:
     cluster = Cluster(root)
     args = ["cluster", "up", "--brokers", str(brokers), "--data-dir", str(root), "--base-port", "0"]
+    if secure:
+        args.append("--secure")
     for s in settings:
         args += ["--override", s]
     try:

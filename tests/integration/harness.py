@@ -40,6 +40,7 @@ import trio
 from broker.journal import read_journal
 from protocol.client import open_connection
 from protocol.framing import FrameDecoder, decode_response, encode_request
+from protocol.security import ClientSecurity
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 20.0
@@ -108,10 +109,17 @@ def events(path: Path | str, event: str | None = None) -> list[dict[str, Any]]:
 
 
 async def request(
-    host: str, port: int, api_key: int, body: Any, *, api_version: int = 0, timeout: float = 10.0
+    host: str,
+    port: int,
+    api_key: int,
+    body: Any,
+    *,
+    api_version: int = 0,
+    timeout: float = 10.0,
+    security: ClientSecurity | None = None,
 ) -> dict[str, Any]:
-    """One request on a new connection; returns the response body."""
-    async with open_connection(host, port, client_id="integration-test") as conn:
+    """One request on a new connection (TLS and SASL as ``security`` says); returns the response body."""
+    async with open_connection(host, port, client_id="integration-test", security=security) as conn:
         return await conn.request(api_key, body, api_version=api_version, timeout=timeout)
 
 

@@ -619,14 +619,31 @@ async def test_batch_at_message_max_bytes_is_accepted(broker: BrokerProcess, int
     intact.appended.add(("t", 0))
 
 
-async def test_acks_0_with_bad_input_sends_nothing_and_keeps_serving(broker: BrokerProcess) -> None:
+async def test_acks_0_with_bad_input_gets_no_response_and_the_connection_closed(
+    broker: BrokerProcess, intact: Snapshot
+) -> None:
+    # Kafka answers an acks=0 PRODUCE with nothing, so a failed one closes the connection: the only way
+    # the client learns of it. What was asked before it is still answered; the log is untouched.
     async with RawConnection(broker.host, broker.port) as raw:
         await raw.send(
-            encode_request(ApiKeys.PRODUCE, 0, 1, "x", produce_body("t", 0, b"\x00" * 80, acks=0))
+            encode_request(ApiKeys.API_VERSIONS, 0, 1, "x", {})
+            + encode_request(ApiKeys.PRODUCE, 0, 2, "x", produce_body("t", 0, b"\x00" * 80, acks=0))
+        )
+        [(cid, body)] = await raw.receive_responses(1)
+        assert cid == 1 and body["error_code"] == 0
+        assert await raw.wait_closed(5.0)
+
+
+async def test_acks_0_that_succeeds_keeps_the_connection(broker: BrokerProcess, intact: Snapshot) -> None:
+    batch = build_simple_batch([b"zero"])
+    async with RawConnection(broker.host, broker.port) as raw:
+        await raw.send(
+            encode_request(ApiKeys.PRODUCE, 0, 1, "x", produce_body("t", 1, batch, acks=0))
             + encode_request(ApiKeys.API_VERSIONS, 0, 2, "x", {})
         )
         [(cid, body)] = await raw.receive_responses(1)
         assert cid == 2 and body["error_code"] == 0
+    intact.appended.add(("t", 1))
 
 
 # ---------------------------------------------------------------------------------------------- LIST_OFFSETS

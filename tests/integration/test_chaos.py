@@ -95,7 +95,7 @@ def test_short_chaos_run_with_every_fault_kind_passes_the_report(cluster: Cluste
     assert (cluster.root / "chaos.json").read_text() == schedule.to_json()
     assert f"seed {seed}" in out and "isrsim report: PASS" in out
     report = json.loads((cluster.root / "report" / "report.json").read_text())
-    assert report["verdict"] == "pass"
+    assert report["verdict"] == "valid"
     assert run["report_exit_code"] == 0 and run["skipped"] == 0 and run["error"] is None
     assert run["injected"] == schedule.counts() and all(run["injected"].values())
     assert run["records_acked"] > 0 and run["converged_after_last_fault_s"] is not None

@@ -22,9 +22,10 @@ from tests.integration.harness import request, wait_until
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from cluster_up(tmp_path / "root")
+# Each test also runs on a `cluster up --secure` cluster (SASL_SSL everywhere) under `make secure`.
+@pytest.fixture(params=[False, pytest.param(True, marks=pytest.mark.secure)], ids=["plaintext", "secure"])
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    yield from cluster_up(tmp_path / "root", secure=request.param)
 
 
 def _produce_one(c: Cluster, broker_id: int, topic: str, partition: int, acks: int, timeout_ms: int) -> dict:  # type: ignore[type-arg]
@@ -41,7 +42,15 @@ def _produce_one(c: Cluster, broker_id: int, topic: str, partition: int, acks: i
         ],
     }
     resp = trio.run(
-        functools.partial(request, b.host, b.port, ApiKeys.PRODUCE, body, timeout=timeout_ms / 1000 + 10)
+        functools.partial(
+            request,
+            b.host,
+            b.port,
+            ApiKeys.PRODUCE,
+            body,
+            timeout=timeout_ms / 1000 + 10,
+            security=c.security,
+        )
     )
     return resp["responses"][0]["partition_responses"][0]  # type: ignore[no-any-return]
 

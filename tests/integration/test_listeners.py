@@ -105,7 +105,7 @@ def test_two_listeners_per_broker(controller: ControllerProcess, launcher: Broke
     wait_until(isr_full, 20, message="both replicas in every ISR")
 
 
-def test_an_unsupported_security_protocol_is_refused_at_start_up(tmp_path: Path) -> None:
+def test_a_tls_listener_without_a_keystore_is_refused_at_start_up(tmp_path: Path) -> None:
     proc = subprocess.run(
         python_cmd(
             "broker", "start", "--id", "1",
@@ -115,7 +115,7 @@ def test_an_unsupported_security_protocol_is_refused_at_start_up(tmp_path: Path)
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert proc.returncode != 0
-    assert "SASL_SSL, which isrsim does not support yet" in proc.stderr
+    assert "ssl.keystore.location is required for SSL and SASL_SSL listeners" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from cli.fault_journal import append_fault
 from spark_jobs.fault_log import fault_bands, read_fault_log
 from spark_jobs.report_job import EXIT_OK, run_report
-from tests.spark.cluster_fixtures import time_range
+from tests.spark.cluster_fixtures import TOPIC, read_events, time_range, write_controller_journal
 
 
 def rec(ts: int, action: str, *nodes: str, **params: Any) -> dict[str, Any]:
@@ -71,28 +71,89 @@ def test_reader_skips_torn_and_foreign_lines(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_report_lists_faults_and_draws_bands(spark: Any, cluster_copy: Path, tmp_path: Path) -> None:
-    start, end = time_range(cluster_copy)
-    mid = (start + end) // 2
-    append_fault(cluster_copy, "partition", ["1", "2"], {"one_way": False}, ts_ms=start + 1)
+def test_report_lists_faults_draws_them_and_times_convergence(
+    spark: Any, cluster_copy: Path, tmp_path: Path
+) -> None:
+    """A partition 1 <-> 2 from faults.jsonl during which the controller shrinks partition 3's ISR, healed,
+    then the ISR expands again; later broker 3 is killed and never restarted. Broker 1's SIGKILL and
+    restart of the fixture are in its journal only."""
+    start, _ = time_range(cluster_copy)
+    # The fixture's broker 1 is killed mid-run: its last line before the restart starts a journal window.
+    b1 = read_events(cluster_copy / "broker-1" / "data" / "events.jsonl")
+    restart = [e["ts_ms"] for e in b1 if e["event"] == "broker_started"][1]
+    down = max(e["ts_ms"] for e in b1 if e["ts_ms"] < restart)
+    # The single broker journaled ISR [1]; the controller makes it [1, 2, 3] once the copies exist.
+    settled = max(e["ts_ms"] for e in b1 if e["event"] == "became_leader" and e["ts_ms"] < down) + 1
+    cut, shrink = settled + 1, settled + 2  # the partition begins once the elections are done
+    mid = shrink + (down - shrink) // 2  # the heal, before the crash
+    expand = mid + (down - mid) // 2
+    assert start < settled < cut < shrink < mid < expand < down
+    full = {"leader_id": 1, "leader_epoch": 0, "isr": [1, 2, 3], "unclean": False}
+    write_controller_journal(
+        cluster_copy,
+        [
+            *((settled, "leader_elected", {"topic": TOPIC, "partition": p, **full}) for p in range(8)),
+            (shrink, "isr_changed", {"topic": TOPIC, "partition": 3, "leader_id": 1, "leader_epoch": 0,
+                                     "isr": [1, 3], "reason": "alter_partition"}),
+            (expand, "isr_changed", {"topic": TOPIC, "partition": 3, "leader_id": 1, "leader_epoch": 0,
+                                     "isr": [1, 3, 2], "reason": "alter_partition"}),
+        ],
+    )  # fmt: skip
+    append_fault(cluster_copy, "partition", ["1", "2"], {"one_way": False}, ts_ms=cut)
     append_fault(cluster_copy, "heal", ["1", "2"], {}, ts_ms=mid)
-    append_fault(cluster_copy, "kill", ["3"], {"signal": "KILL"}, ts_ms=mid + 1)
+    append_fault(cluster_copy, "kill", ["3"], {"signal": "KILL"}, ts_ms=restart + 1)
     console_file = tmp_path / "console.txt"
     with console_file.open("w") as out:
         outcome = run_report(
-            spark, cluster_copy, tmp_path / "report", console=Console(file=out, width=160), max_plots=1
+            spark, cluster_copy, tmp_path / "report", console=Console(file=out, width=80), max_plots=1
         )
     assert outcome.exit_code == EXIT_OK
     data = json.loads((outcome.out_dir / "report.json").read_text())
     faults = data["faults"]
     assert [(f["action"], f["start_ms"], f["end_ms"]) for f in faults] == [
-        ("partition", start + 1, mid),
+        ("partition", cut, mid),
         ("heal", mid, mid),
-        ("kill", mid + 1, None),
+        ("kill", restart + 1, None),
     ]
+    t0 = data["t0_ms"]
+    assert t0 <= start
+
+    # The plots are drawn from these series: the bands are faults.jsonl's, in seconds since t0.
+    fd = outcome.figures
+    assert fd.t0_ms == t0
+    cli = [(w["label"], w["start_s"], w["end_s"]) for w in fd.windows if w["source"] == "faults.jsonl"]
+    assert cli == [
+        ("partition 1 <-> 2", (cut - t0) / 1000, (mid - t0) / 1000),
+        ("kill 3", (restart + 1 - t0) / 1000, None),
+    ]
+    assert [w["label"] for w in fd.windows if w["source"] == "journal"] == ["crash 1"]
+    assert data["fault_windows"] == fd.windows
+    # Throughput: every acknowledged record is in exactly one bin.
+    acked = [json.loads(line) for f in (cluster_copy / "workload").glob("acked-*.jsonl") for line in f.open()]
+    records = sum(a["last_offset"] - a["base_offset"] + 1 for a in acked)
+    assert round(sum(fd.rate["records_per_s"]) * fd.rate["bin_s"]) == records
+    assert len(fd.rate["t_s"]) == len(fd.rate["latency_p99_ms"])
+    assert list(fd.lag) == [f"{TOPIC}-0"]
+
+    # Time to converge after the partition: when partition 3's ISR was full again, from the journal.
+    ctrl = [json.loads(line) for line in (cluster_copy / "controller" / "events.jsonl").open()]
+    back = next(e["ts_ms"] for e in ctrl if e["event"] == "isr_changed" and len(e["isr"]) == 3)
+    assert back == expand
+    by_fault = {f["fault"]: f for f in data["time_to_converge"]["per_fault"]}
+    assert by_fault["partition 1 <-> 2"]["converged_ms"] == back
+    assert by_fault["partition 1 <-> 2"]["time_to_converge_ms"] == back - mid
+    assert by_fault["kill 3"]["converged_ms"] is None
+    assert data["time_to_converge"]["overall"]["converged_ms"] is None  # broker 3 was never restarted
+    # The matrix: the partition shrank and expanded partition 3's ISR, and no other partition's.
+    m = data["fault_matrix"]
+    row = m["cells"][[f["label"] for f in m["faults"]].index("partition 1 <-> 2")]
+    touched = {m["partitions"][i]: c for i, c in enumerate(row) if c["isr_shrinks"] or c["isr_expands"]}
+    assert touched == {f"{TOPIC}-3": {"leader_changes": 0, "isr_shrinks": 1, "isr_expands": 1}}
+
     page = (outcome.out_dir / "report.html").read_text()
-    assert page.index("Faults applied") < page.index("<h2")  # next to the findings, before the details
+    assert page.index("Faults applied") < page.index("<h2 id='convergence'")  # before the details
     assert "partition 1 &lt;-&gt; 2" in page and "still in force" in page
-    assert page.count("data:image/png;base64,") == 1
+    assert page.count("data:image/png;base64,") == 2  # the overview and one lag plot
     console = console_file.read_text()
-    assert "faults applied (3" in console and "partition 1 <-> 2" in console
+    assert "partition 1 <-> 2; converged +" in console and "kill 3; not converged" in console
+    assert max(len(line) for line in console.splitlines()) <= 80

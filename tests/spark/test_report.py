@@ -14,9 +14,23 @@ from rich.console import Console
 
 from cli.report_cmd import report as report_command
 from spark_jobs.layout import discover
-from spark_jobs.report_job import EXIT_FAILED, EXIT_OK, EXIT_UNREADABLE, ReportOutcome, run_report
+from spark_jobs.report_job import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNKNOWN,
+    EXIT_UNREADABLE,
+    ReportOutcome,
+    run_report,
+)
 from spark_jobs.sources import pack_segments
-from tests.spark.cluster_fixtures import PER_PARTITION, add_kill9_leftovers, damage, make_unreadable, truncate
+from tests.spark.cluster_fixtures import (
+    PER_PARTITION,
+    add_kill9_leftovers,
+    damage,
+    make_unreadable,
+    read_events,
+    truncate,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -59,7 +73,11 @@ def test_clean_run_passes_every_check(clean_run: Any) -> None:
     failed = [(c["name"], c["examples"][:2]) for c in outcome.report["checks"] if not c["passed"]]
     assert failed == []
     assert outcome.exit_code == EXIT_OK
-    assert outcome.report["verdict"] == "pass"
+    assert outcome.report["verdict"] == "valid"
+    assert outcome.report["schema_version"] == 2
+    assert {c["name"]: c["verdict"] for c in outcome.report["checks"]} == dict.fromkeys(
+        [c["name"] for c in outcome.report["checks"]], "valid"
+    )
     assert [c["name"] for c in outcome.report["checks"]] == [
         "convergence",
         "log_matching",
@@ -93,38 +111,77 @@ def test_clean_run_final_state_and_convergence_time(clean_run: Any) -> None:
     conv = _check(outcome, "convergence")
     parts = conv["extra"]["partitions"]
     assert len(parts) == 8
-    assert {(p["leader"], p["isr"]) for p in parts} == {(1, "1,2,3")}
-    assert all("LEO 2000 HW 2000" in p["replicas"] for p in parts)
-    # The SIGKILL and the restart of broker 1 are the last faults; each partition converged after them.
+    assert {(p["leader"], tuple(p["isr"])) for p in parts} == {(1, (1, 2, 3))}
+    assert all(p["replicas"] == [{"broker": b, "leo": 2000, "hw": 2000} for b in (1, 2, 3)] for p in parts), (
+        parts[0]["replicas"]
+    )
+    # The SIGKILL and the restart of broker 1 (seen in its journal only) are the last fault. The restarted
+    # broker journals ISR [1] (it ran alone); the controller's journal then says [1, 2, 3]: converged.
+    root = Path(outcome.report["data_dir"])
+    b1 = read_events(root / "broker-1" / "data" / "events.jsonl")
+    restart = [e["ts_ms"] for e in b1 if e["event"] == "broker_started"][1]
+    down = max(e["ts_ms"] for e in b1 if e["ts_ms"] < restart)
+    elected = min(e["ts_ms"] for e in read_events(root / "controller" / "events.jsonl") if e.get("isr"))
+    windows = [w for w in outcome.report["fault_windows"] if w["source"] == "journal"]
+    assert [(w["label"], w["start_s"], w["end_s"]) for w in windows] == [
+        ("crash 1", (down - outcome.report["t0_ms"]) / 1000, (restart - outcome.report["t0_ms"]) / 1000)
+    ]
     for row in conv["extra"]["time_to_converge"]:
-        assert row["last_fault_ts"] is not None
-        assert row["time_to_converge_ms"] is not None and row["time_to_converge_ms"] >= 0
+        assert row["last_fault"] == "crash 1" and row["replicas"] == [1, 2, 3]
+        assert row["converged_ts"] == max(elected, restart)
+        assert row["time_to_converge_ms"] == max(elected, restart) - restart
 
 
 def test_clean_run_writes_json_html_and_timelines(clean_run: Any) -> None:
     outcome, _, _ = clean_run
     data = json.loads((outcome.out_dir / "report.json").read_text())
-    assert data["verdict"] == "pass"
+    assert data["verdict"] == "valid"
     assert {c["name"]: c["violations"] for c in data["checks"]} == dict.fromkeys(
         [c["name"] for c in data["checks"]], 0
     )
     page = (outcome.out_dir / "report.html").read_text()
-    assert page.index("PASS") < page.index("Replicas converged")
-    assert page.count("data:image/png;base64,") == 3
+    assert page.index("VALID") < page.index("Replicas converged")
+    assert page.count("data:image/png;base64,") == 1 + 3  # the overview, and a lag plot per partition
     console = (outcome.out_dir.parent / "console.txt").read_text()
     assert "bytes of segments" in console and "MB/s" in console
 
 
-def test_single_broker_run_passes_trivially(spark: Any, single_broker_root: Path, tmp_path: Path) -> None:
-    outcome = _run(spark, single_broker_root, tmp_path)
-    assert outcome.exit_code == EXIT_OK
-    assert outcome.report["inputs"]["max_replicas_per_partition"] == 1
-    assert any("single replica" in n for n in _check(outcome, "log_matching")["notes"])
+def test_unknown_where_nothing_could_be_checked(
+    spark: Any, single_broker_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing to look at is not a pass (Jepsen's "unknown"), with its own exit code: one replica per
+    partition leaves log_matching no second log, no controller journal leaves unclean_elections no
+    election, and with the workload journal deleted acked_not_lost has no batch to look for. Run as
+    `isrsim report` with its output in a log at 80 columns; no check fails."""
+    root = tmp_path / "cluster"
+    shutil.copytree(single_broker_root, root, ignore=shutil.ignore_patterns("report", "workload"))
+    monkeypatch.setenv("COLUMNS", "80")
+    out = tmp_path / "report"
+    result = CliRunner().invoke(
+        report_command, ["--data-dir", str(root), "--out", str(out), "--max-plots", "1"]
+    )
+    assert result.exit_code == EXIT_UNKNOWN, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "unknown" and report["schema_version"] == 2
+    unknown = {c["name"]: c["checked"] for c in report["checks"] if c["verdict"] == "unknown"}
+    assert unknown == {"log_matching": 0, "unclean_elections": 0, "acked_not_lost": 0}
+    assert report["verdict_counts"] == {"valid": 5, "invalid": 0, "unknown": 3}
+    assert all(c["passed"] for c in report["checks"])
+    checks = {c["name"]: c for c in report["checks"]}
+    assert report["inputs"]["max_replicas_per_partition"] == 1
+    assert any("single replica" in n for n in checks["log_matching"]["notes"])
     # The restart after SIGKILL starts a new leader tenure: HW restarting from the checkpoint is no violation.
-    assert _check(outcome, "leader_hw_monotonic")["passed"]
-    faults = _check(outcome, "convergence")["extra"]["faults"]
+    assert checks["leader_hw_monotonic"]["verdict"] == "valid"
+    faults = checks["convergence"]["extra"]["faults"]
     assert [(f["kind"], f["broker"]) for f in faults if f["kind"] == "crash"] == [("crash", 1)]
     assert sorted(f["partition"] for f in faults if f["kind"] == "leader_change") == list(range(8))
+    # The summary: its verdict first, each check on its own line, no line past 80 columns, no Spark lines.
+    lines = result.output.splitlines()
+    assert "isrsim report: UNKNOWN" in result.output
+    for name in unknown:
+        assert "nothing to examine" in next(line for line in lines if f" {name} " in line)
+    assert max(len(line) for line in lines) <= 80
+    assert "log4j" not in result.output and "WARN" not in result.output
 
 
 # ---------------------------------------------------------------------------------------------- damaged
@@ -133,9 +190,10 @@ def test_single_broker_run_passes_trivially(spark: Any, single_broker_root: Path
 def test_damaged_run_fails_with_exit_code_1(damaged_run: Any) -> None:
     outcome, _ = damaged_run
     assert outcome.exit_code == EXIT_FAILED
-    assert outcome.report["verdict"] == "fail"
+    assert outcome.report["verdict"] == "invalid"
+    assert {c["verdict"] for c in outcome.report["checks"]} == {"invalid"}
     assert all(not c["passed"] for c in outcome.report["checks"])
-    assert "FAIL" in (outcome.out_dir / "report.html").read_text()
+    assert "INVALID" in (outcome.out_dir / "report.html").read_text()
 
 
 def test_convergence_fails_on_hw_above_leo(damaged_run: Any) -> None:
@@ -159,7 +217,7 @@ def test_log_matching_lists_the_diverged_replica_and_the_gap(damaged_run: Any) -
     assert "broker 3: 1000-1199 epoch 0" in first["detail"]
     assert first["smallest_hw"] == PER_PARTITION
     gap = [r for r in check["examples"] if r["partition"] == 2]
-    assert [(r["base_offset"], r["missing_on"]) for r in gap] == [(600, "3")]
+    assert [(r["base_offset"], r["missing_on"]) for r in gap] == [(600, [3])]
     # Per-record evidence for the first divergences: broker 2 holds other records at offset 1000.
     records = {(r["broker"], r["offset"]): r["value"] for r in check["extra"]["first_records"]}
     assert records[(2, 1000)] == "diverged"

@@ -9,6 +9,7 @@ in the ISR when the stop began must hold the whole log."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -74,6 +75,7 @@ def test_every_scenario_passes_under_the_default_mode(
     assert report.exit_code == EXIT_OK, _failed(report)
     ev = gather(ClusterInfo.load(outcome.root), _replicas(outcome.root), TOPIC, PARTITION)
     assert ev.acked and not ev.lost_everywhere and not ev.missing_somewhere and not ev.diverged
+    _converged_as_the_journals_say(report, outcome.root)
     if name in ("zombie-leader", "kip-279-divergence"):
         # One acks=1 batch is gone from every replica (the zombie's, truncated when it learnt the new epoch;
         # KIP-279's m3, written in an epoch the final leader never had): Kafka's acks=1 loss, listed by
@@ -81,6 +83,36 @@ def test_every_scenario_passes_under_the_default_mode(
         assert [a.acks for a in ev.acks1_lost] == [1]
         acked = next(c for c in report.report["checks"] if c["name"] == "acked_not_lost")
         assert acked["extra"]["acks1_lost"]
+
+
+def _converged_as_the_journals_say(report: ReportOutcome, root: Path) -> None:
+    """The report's time to converge after the last fault, checked against the controller's journal: the
+    moment it gives is one at which the ISR was full, every ISR the controller set from then until the
+    final stop is full, and (unless it is the fault's end) the ISR was short just before."""
+    overall = report.report["time_to_converge"]["overall"]
+    converged, last_end = overall["converged_ms"], overall["last_fault_end_ms"]
+    assert converged is not None and last_end is not None and converged >= last_end
+    lines = [json.loads(line) for line in (root / "controller" / "events.jsonl").open() if line.strip()]
+    last_start = max(
+        e["ts_ms"] for b in root.glob("broker-*") for e in _journal(b) if e["event"] == "broker_started"
+    )
+    stop = min(e["ts_ms"] for e in lines if e["event"] == "broker_shutting_down" and e["ts_ms"] > last_start)
+    replicas = set(_replicas(root))
+    isr = [
+        (e["ts_ms"], set(e["isr"]))
+        for e in lines
+        if e.get("topic") == TOPIC and e.get("isr") is not None and e["ts_ms"] < stop
+    ]
+    assert all(s == replicas for ts, s in isr if ts >= converged), (converged, isr)
+    if converged > last_end:
+        before = [s for ts, s in isr if ts < converged]
+        assert before and before[-1] != replicas
+        assert converged in {ts for ts, s in isr if s == replicas}
+    assert overall["time_to_converge_ms"] == converged - last_end
+
+
+def _journal(broker_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for f in broker_dir.rglob("events.jsonl") for line in f.open() if line.strip()]
 
 
 @pytest.mark.scenarios

@@ -228,11 +228,6 @@ def test_a_listener_not_advertised_advertises_its_own_address(tmp_path: Path) ->
         ),
         (["listeners=PLAINTEXT://:1", "inter.broker.listener.name=INTERNAL"], "inter.broker.listener.name"),
         (["listeners=INTERNAL://:1"], "listener.security.protocol.map: listener INTERNAL"),
-        (["listeners=SSL://:9093"], "SSL, which isrsim does not support yet"),
-        (
-            ["listeners=CLIENT://:9093", "listener.security.protocol.map=CLIENT:SASL_SSL"],
-            "CLIENT uses security protocol SASL_SSL",
-        ),
         (["listener.security.protocol.map=PLAINTEXT:TLS"], "unknown security protocol"),
         (["listener.security.protocol.map=PLAINTEXT"], "expected NAME:PROTOCOL"),
         (["listeners=INTERNAL://nohost"], "expected NAME://host:port"),

@@ -1,0 +1,144 @@
+"""How a client command authenticates (docs/security.md): ``--command-config FILE`` (Kafka's flag), else the
+cluster root's ``client.properties`` (written by ``cluster up --secure``), else PLAINTEXT; ``--user NAME
+--password P`` authenticate as someone else over the same transport.
+
+Every command that talks to a cluster gets the three options from :func:`add_client_auth_options`, which
+``cli.main`` applies to each command as it loads it (server commands such as ``broker start`` excepted).
+The choice is made before the command runs and set as the process's
+``protocol.security.current_client_security``, which every connection the command opens then uses.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from protocol import ClientSecurity
+
+CLIENT_PROPERTIES = "client.properties"
+DEFAULT_ROOT = Path("isrsim-data")
+# Commands that do not act as a client of a running cluster (by their name in their group).
+NOT_CLIENTS = {"start", "dump-log", "report", "demo", "scenario", "bench", "down", "up", "security"}
+_META_KEY = "isrsim.client_auth"
+
+
+def resolve_client_security(
+    data_dir: Path | None,
+    command_config: Path | None = None,
+    user: str | None = None,
+    password: str | None = None,
+) -> ClientSecurity | None:
+    """The security a client command connects with; None: PLAINTEXT (no file and no user)."""
+    from protocol import ClientSecurity
+
+    security: ClientSecurity | None = None
+    if command_config is not None:
+        security = ClientSecurity.from_file(command_config)
+    else:
+        root = data_dir or Path(os.environ.get("ISRSIM_DATA_DIR") or DEFAULT_ROOT)
+        path = root / CLIENT_PROPERTIES
+        if path.is_file():
+            security = ClientSecurity.from_file(path)
+    if user is not None:
+        if password is None:
+            raise click.UsageError("--user needs --password")
+        security = (security or ClientSecurity()).with_user(user, password)
+    elif password is not None:
+        raise click.UsageError("--password needs --user")
+    return security
+
+
+def apply_client_security(
+    data_dir: Path | None,
+    command_config: Path | None = None,
+    user: str | None = None,
+    password: str | None = None,
+) -> ClientSecurity | None:
+    """Resolves the security and makes it the process's default for new connections."""
+    from protocol import SecurityConfigError, current_client_security
+
+    try:
+        security = resolve_client_security(data_dir, command_config, user, password)
+    except SecurityConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    current_client_security.set(security)
+    return security
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    ctx.meta.setdefault(_META_KEY, {})[param.name] = value
+    return value
+
+
+def _options() -> list[click.Option]:
+    return [
+        click.Option(
+            ["--command-config"],
+            type=click.Path(dir_okay=False, exists=True, path_type=Path),
+            default=None,
+            envvar="ISRSIM_COMMAND_CONFIG",
+            expose_value=False,
+            callback=_remember,
+            help="Client properties (security.protocol, sasl.*, ssl.*), or $ISRSIM_COMMAND_CONFIG; "
+            "default: <root>/client.properties.",
+        ),
+        click.Option(
+            ["--user"],
+            default=None,
+            expose_value=False,
+            callback=_remember,
+            help="Authenticate as this SASL user (with --password).",
+        ),
+        click.Option(
+            ["--password"],
+            default=None,
+            expose_value=False,
+            callback=_remember,
+            help="The --user's password.",
+        ),
+    ]
+
+
+def add_client_auth_options(command: click.Command) -> click.Command:
+    """Adds --command-config, --user and --password to ``command`` (to each client command of a group),
+    applied just before the command runs."""
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            if name not in NOT_CLIENTS:
+                add_client_auth_options(sub)
+        return command
+    if any(p.name == "command_config" for p in command.params):
+        return command
+    options = _options()
+    if any("--password" in getattr(p, "opts", ()) for p in command.params):
+        # The command's own --password (`user add NAME --password P`): authenticate with --command-config.
+        options = [o for o in options if o.name == "command_config"]
+    command.params.extend(options)
+    original: Callable[[click.Context], Any] = command.invoke
+
+    def invoke(ctx: click.Context) -> Any:
+        given = ctx.meta.get(_META_KEY, {})
+        data_dir = ctx.params.get("data_dir")
+        apply_client_security(
+            Path(data_dir) if data_dir is not None else None,
+            given.get("command_config"),
+            given.get("user"),
+            given.get("password"),
+        )
+        return original(ctx)
+
+    command.invoke = invoke  # type: ignore[method-assign]
+    return command
+
+
+__all__ = [
+    "CLIENT_PROPERTIES",
+    "add_client_auth_options",
+    "apply_client_security",
+    "resolve_client_security",
+]

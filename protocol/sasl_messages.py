@@ -1,0 +1,56 @@
+"""Bodies of SASL_HANDSHAKE (17) and SASL_AUTHENTICATE (36), SPEC §8 (Kafka's SaslHandshakeRequest and
+SaslAuthenticateRequest; the SASL tokens travel in ``auth_bytes`` as Kafka frames them since KIP-152)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from protocol.api_keys import ApiKeys
+from protocol.schema import Int16, Int64
+
+
+@dataclass(slots=True, kw_only=True)
+class SaslHandshakeRequest:
+    mechanism: str
+
+
+@dataclass(slots=True, kw_only=True)
+class SaslHandshakeResponse:
+    error_code: Int16 = 0
+    mechanisms: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class SaslAuthenticateRequest:
+    auth_bytes: bytes
+
+
+@dataclass(slots=True, kw_only=True)
+class SaslAuthenticateResponse:
+    error_code: Int16 = 0
+    error_message: str | None = None
+    auth_bytes: bytes = b""
+    session_lifetime_ms: Int64 = 0
+
+
+SASL_REQUEST_TYPES: dict[ApiKeys, type] = {
+    ApiKeys.SASL_HANDSHAKE: SaslHandshakeRequest,
+    ApiKeys.SASL_AUTHENTICATE: SaslAuthenticateRequest,
+}
+SASL_RESPONSE_TYPES: dict[ApiKeys, type] = {
+    ApiKeys.SASL_HANDSHAKE: SaslHandshakeResponse,
+    ApiKeys.SASL_AUTHENTICATE: SaslAuthenticateResponse,
+}
+
+# The versions served (both 0), by API key.
+SASL_API_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, 0) for k in SASL_REQUEST_TYPES}
+
+__all__ = [
+    "SASL_API_VERSIONS",
+    "SASL_REQUEST_TYPES",
+    "SASL_RESPONSE_TYPES",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
+]
