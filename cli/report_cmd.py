@@ -24,7 +24,8 @@ import click
 @click.option(
     "--master",
     default=None,
-    help="Spark master URL [local[*]; under spark-submit, spark-submit's own --master].",
+    help="Spark master URL: local[N], or spark://HOST:PORT for a standalone cluster (the data dir must be "
+    "at the same path on every worker) [local[*]; under spark-submit, spark-submit's own --master].",
 )
 @click.option(
     "--verify-crc/--no-verify-crc", default=True, show_default=True, help="Check every batch's CRC."

@@ -17,7 +17,8 @@ from pyspark.sql import functions as F
 
 from spark_jobs.history import cached
 from spark_jobs.inputs import REPLICA, TP, Inputs
-from spark_jobs.result import DEFAULT_MAX_EXAMPLES, CheckResult, finish, rows_of
+from spark_jobs.plan import collect_tables, count_of, finished, single, top, violation_tables
+from spark_jobs.result import DEFAULT_MAX_EXAMPLES, CheckResult, rows_of
 
 SINGLE_REPLICA_NOTE = (
     "every partition has a single replica here: there is no second replica to compare it with"
@@ -88,27 +89,34 @@ def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
     ]
     if inp.max_replicas <= 1:
         notes.append(SINGLE_REPLICA_NOTE)
-    out_rows = rows_of(out_of_isr.orderBy(*TP, "broker"), 200)
+    order = [*TP, "broker", "ts_ms"]
+    got = collect_tables(
+        {
+            **violation_tables(violations, order, max_examples),
+            "out_of_isr": top(out_of_isr, [*TP, "broker"], 200),
+            "partitions": _final_table(inp).limit(200),
+            "faults": top(cached(inp, "faults"), ["ts_ms", "kind", "broker", *TP], 100),
+        }
+    )
+    out_rows = got["out_of_isr"]
     if out_rows:
         notes.append(
             f"{len(out_rows)} replica(s) out of the ISR since before the final stop: listed under "
             "out_of_isr_before_stop, not judged against the ISR's log"
         )
-    return finish(
+    return finished(
         "convergence",
         "Replicas converged",
         "For each partition the live ISR replicas agree on LEO and HW at the end, every replica in the ISR "
         "when the final stop began ends with the same LEO, and HW <= LEO everywhere (final checkpoints and "
         "every journal event).",
-        violations,
-        order=[*TP, "broker", "ts_ms"],
-        max_examples=max_examples,
+        got,
         checked=len(inp.layout.partition_names()),
         notes=notes,
         extra={
-            "partitions": rows_of(_final_table(inp), 200),
+            "partitions": got["partitions"],
             "time_to_converge": [],  # filled by the report from spark_jobs.converge (ISR-based)
-            "faults": rows_of(cached(inp, "faults").orderBy("ts_ms", "kind", "broker", *TP), 100),
+            "faults": got["faults"],
             "out_of_isr_before_stop": out_rows,
         },
     )
@@ -164,54 +172,6 @@ def _final_table(inp: Inputs) -> DataFrame:
     )
 
 
-def convergence_times(inp: Inputs, limit: int = 200) -> list[dict[str, object]]:
-    """Per partition: the last fault, and when every live ISR replica's journal last reached (and kept) the
-    final LEO and HW."""
-    parts = inp.partitions.select(*TP, "live_isr")
-    final = (
-        inp.replicas.join(parts, TP)
-        .filter(F.array_contains("live_isr", F.col("broker")))
-        .groupBy(*TP)
-        .agg(F.max("leo").alias("final_leo"), F.max("hw").alias("final_hw"))
-    )
-    series = cached(inp, "series").join(parts, TP).filter(F.array_contains("live_isr", F.col("broker")))
-    series = series.join(final, TP)
-    ok = ((F.col("leo") == F.col("final_leo")) & (F.col("hw") == F.col("final_hw"))).cast("int")
-    w = Window.partitionBy("broker", *TP).orderBy("ts_ms", "seq").rowsBetween(0, Window.unboundedFollowing)
-    series = series.withColumn("rest_ok", F.min(ok).over(w))
-    per_replica = series.groupBy("broker", *TP).agg(
-        F.min(F.when(F.col("rest_ok") == 1, F.col("ts_ms"))).alias("at")
-    )
-    converged = per_replica.groupBy(*TP).agg(
-        F.max("at").alias("converged_ts"), F.sum(F.col("at").isNull().cast("int")).alias("unobserved")
-    )
-    f = cached(inp, "faults")
-    scoped = (
-        f.filter(F.col("topic").isNotNull()).groupBy(*TP).agg(F.max("ts_ms").alias("last_partition_fault"))
-    )
-    cluster_last = f.filter(F.col("topic").isNull()).agg(F.max("ts_ms").alias("last_cluster_fault"))
-    df = (
-        inp.partitions.select(*TP)
-        .join(converged, TP, "left")
-        .join(scoped, TP, "left")
-        .crossJoin(cluster_last)
-        .withColumn("last_fault_ts", F.greatest("last_partition_fault", "last_cluster_fault"))
-        .select(
-            *TP,
-            "last_fault_ts",
-            F.when(F.col("unobserved") == 0, F.col("converged_ts")).alias("converged_ts"),
-        )
-        .withColumn(
-            "time_to_converge_ms",
-            F.when(
-                F.col("last_fault_ts").isNotNull() & F.col("converged_ts").isNotNull(),
-                F.greatest(F.col("converged_ts") - F.col("last_fault_ts"), F.lit(0)),
-            ),
-        )
-    )
-    return rows_of(df.orderBy(*TP), limit)
-
-
 def check_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
     bounds = inp.replicas.groupBy(*TP).agg(
         F.min(F.least(F.coalesce("hw", F.lit(0)), "leo")).alias("bound"),
@@ -259,15 +219,16 @@ def check_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) ->
         "sides",
     )
     notes = [] if inp.max_replicas > 1 else [SINGLE_REPLICA_NOTE]
-    result = finish(
+    got = collect_tables(
+        {**violation_tables(violations, [*TP, "base_offset"], max_examples), "checked": count_of(b)}
+    )
+    result = finished(
         "log_matching",
         "Logs match below the high watermark",
         "Below the smallest HW of a partition's replicas (and above the largest log start offset) every "
         "replica holds the same batches: base offset, last offset, leader epoch and CRC.",
-        violations,
-        order=[*TP, "base_offset"],
-        max_examples=max_examples,
-        checked=b.count(),
+        got,
+        checked=int(single(got["checked"])),
         notes=notes,
     )
     if result.examples:
@@ -355,7 +316,22 @@ def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckR
     ]
     if inp.stats.torn_acked_lines:
         notes.append(f"{inp.stats.torn_acked_lines} torn acked-journal line(s) skipped")
-    result = finish(
+    order = [*TP, "base_offset", "broker"]
+    got = collect_tables(
+        {
+            **violation_tables(violations, order, max_examples),
+            "n_acks1": count_of(acks1_lost, "producer_id", *TP, "base_offset"),
+            "acks1_lost": top(acks1_lost, [*TP, "base_offset", "broker"], max_examples),
+            "lost_by_acks": top(
+                violations.groupBy("acks").agg(
+                    F.countDistinct("producer_id", *TP, "base_offset").alias("batches")
+                ),
+                ["acks"],
+                10,
+            ),
+        }
+    )
+    result = finished(
         "acked_not_lost",
         "No acknowledged batch lost",
         "Every line of workload/acked-*.jsonl is present at the same base offset with the same CRC on the "
@@ -364,24 +340,19 @@ def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckR
         "by retention, not lost). Kafka guarantees this for acks=all; acks=1 batches may be lost when their "
         "leader fails over (a crash, or a zombie leader that acknowledged alone): those are listed under "
         "acks1_lost, not counted as violations.",
-        violations,
-        order=[*TP, "base_offset", "broker"],
-        max_examples=max_examples,
+        got,
         checked=checked,
         notes=notes,
     )
-    n_acks1 = acks1_lost.select("producer_id", *TP, "base_offset").distinct().count()
+    n_acks1 = int(single(got["n_acks1"]) or 0)
     if n_acks1:
         result.notes.append(
             f"{n_acks1} acks=1 batch(es) lost: allowed by Kafka's acks=1 contract on a leader failover; "
             "listed under acks1_lost"
         )
-        result.extra["acks1_lost"] = rows_of(acks1_lost.orderBy(*TP, "base_offset", "broker"), max_examples)
+        result.extra["acks1_lost"] = got["acks1_lost"]
     if result.violations:
-        lost = violations.groupBy("acks").agg(
-            F.countDistinct("producer_id", *TP, "base_offset").alias("batches")
-        )
-        result.extra["lost_by_acks"] = rows_of(lost.orderBy("acks"), 10)
+        result.extra["lost_by_acks"] = got["lost_by_acks"]
     return result
 
 
@@ -420,14 +391,12 @@ def check_contiguous(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> C
             "position",
         )
     )
-    return finish(
+    return finished(
         "offsets_contiguous",
         "Offsets contiguous in every replica",
         "Within each replica, batches follow each other with no gap, no overlap and no duplicate, from the "
         "log start offset on, each in the segment whose name is at or below its base offset.",
-        violations,
-        order=[*REPLICA, "base_offset"],
-        max_examples=max_examples,
+        collect_tables(violation_tables(violations, [*REPLICA, "base_offset"], max_examples)),
         checked=inp.stats.batches,
     )
 
@@ -502,15 +471,16 @@ def check_epoch_cache(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
         F.format_string("batch %d-%d", "offset", "last_offset").alias("detail"),
     )
     violations = entry_rows.unionByName(mismatched)
-    return finish(
+    got = collect_tables(
+        {**violation_tables(violations, [*REPLICA, "offset"], max_examples), "checked": count_of(entries)}
+    )
+    return finished(
         "epoch_cache",
         "Leader epoch cache consistent",
         "In each replica's leader-epoch-checkpoint, epochs and start offsets strictly increase and no entry "
         "starts past the LEO; each batch's partition leader epoch is the cache's epoch for its base offset.",
-        violations,
-        order=[*REPLICA, "offset"],
-        max_examples=max_examples,
-        checked=entries.count(),
+        got,
+        checked=int(single(got["checked"])),
     )
 
 
@@ -518,13 +488,11 @@ def check_batches_intact(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) 
     violations = inp.batches.filter(F.col("crc_ok") == F.lit(False)).select(
         *REPLICA, "base_offset", "last_offset", "leader_epoch", "crc", "file", "position"
     )
-    return finish(
+    return finished(
         "batches_intact",
         "Batches intact (CRC)",
         "Every batch's stored CRC-32C matches its bytes (a torn last batch of a partition is not counted: "
         "log recovery cuts it off).",
-        violations,
-        order=[*REPLICA, "base_offset"],
-        max_examples=max_examples,
+        collect_tables(violation_tables(violations, [*REPLICA, "base_offset"], max_examples)),
         checked=inp.stats.batches,
     )

@@ -24,7 +24,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_jobs.inputs import TP, Inputs
+from spark_jobs.inputs import TP, Inputs, pinned
 
 FAULT_COLUMNS = ["ts_ms", "kind", "broker", "topic", "partition", "detail"]
 SERIES_EVENTS = ("offsets", "became_leader", "became_follower", "isr_changed")
@@ -93,7 +93,10 @@ def isr_before_stop(journal: DataFrame) -> DataFrame:
     ``isr_changed`` or ``leader_elected`` before it, the controller winning ties). No rows if the cluster
     never stopped cleanly. The controlled shutdowns of ``cluster down`` shrink every ISR to its last broker,
     so the final ISR says little about which replicas were in sync: this one does."""
-    cutoff = final_shutdown_start(journal)
+    return _isr_before(journal, final_shutdown_start(journal))
+
+
+def _isr_before(journal: DataFrame, cutoff: int | None) -> DataFrame:
     ev = journal.filter(
         F.col("topic").isNotNull()
         & F.col("event").isin("became_leader", "isr_changed", "leader_elected")
@@ -106,8 +109,11 @@ def isr_before_stop(journal: DataFrame) -> DataFrame:
 
 def faults(journal: DataFrame) -> DataFrame:
     """Every fault (see the module doc), columns ``FAULT_COLUMNS``."""
+    return _faults_before(journal, final_shutdown_start(journal))
+
+
+def _faults_before(journal: DataFrame, cutoff: int | None) -> DataFrame:
     every = _all_faults(journal)
-    cutoff = final_shutdown_start(journal)
     return every if cutoff is None else every.filter(F.col("ts_ms") < F.lit(cutoff))
 
 
@@ -250,11 +256,13 @@ def role_timeline(journal: DataFrame) -> DataFrame:
 def cached(inp: Inputs, name: str) -> DataFrame:
     """``faults``, ``series``, ``roles`` or ``stop_isr`` of the run, computed once and cached."""
     if name not in inp.derived:
+        # The final stop's start was found while loading the inputs: no action here.
+        cutoff = inp.shutdown_start
         build = {
-            "faults": faults,
+            "faults": lambda j: _faults_before(j, cutoff),
             "series": offsets_series,
             "roles": role_timeline,
-            "stop_isr": isr_before_stop,
+            "stop_isr": lambda j: _isr_before(j, cutoff),
         }[name]
-        inp.derived[name] = build(inp.journal).cache()
+        inp.derived[name] = pinned(build(inp.journal))
     return inp.derived[name]

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_jobs.layout import ClusterLayout, InputProblem
+from spark_jobs.plan import collect_tables
 from spark_jobs.sources import register_sources
 
 JOURNAL_SCHEMA = (
@@ -63,6 +63,8 @@ class Inputs:
     problems: list[InputProblem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     derived: dict[str, DataFrame] = field(default_factory=dict)
+    # When the cluster's final stop began (history.final_shutdown_start), found while loading.
+    shutdown_start: int | None = None
 
     @property
     def max_replicas(self) -> int:
@@ -71,6 +73,14 @@ class Inputs:
             for p in b.partitions:
                 counts[(p.topic, p.partition)] = counts.get((p.topic, p.partition), 0) + 1
         return max(counts.values(), default=0)
+
+
+def pinned(df: DataFrame) -> DataFrame:
+    """``df`` computed once, when first used, and kept on the executors; later plans start from its rows
+    (a leaf), not from the plan that made them. The checks' plans stay small: Spark's planning time grows
+    with the depth of the plans and the number of cached ones they are compared against, and on the
+    report's metadata-sized inputs that time, not the data, was most of each check's cost."""
+    return df.localCheckpoint(eager=False)
 
 
 def _jsonl(spark: SparkSession, paths: list[str], schema: str) -> DataFrame:
@@ -95,12 +105,8 @@ def _names(schema: str) -> list[str]:
     return [part.strip().split(" ", 1)[0] for part in schema.split(", ") if " " in part.strip()]
 
 
-def _line_counts(df: DataFrame) -> list[Any]:
-    return (
-        df.groupBy("file")
-        .agg(F.sum(F.col("valid").cast("int")).alias("ok"), F.count("*").alias("n"))
-        .collect()
-    )
+def _line_counts(df: DataFrame) -> DataFrame:
+    return df.groupBy("file").agg(F.sum(F.col("valid").cast("int")).alias("ok"), F.count("*").alias("n"))
 
 
 def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool = True) -> Inputs:
@@ -110,50 +116,73 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
     notes: list[str] = []
     root = layout.root
 
-    # ---- segments: one pass over every byte, timed.
+    # ---- segments: one pass over every byte, timed (the action that fills the cache).
     t0 = time.monotonic()
     segments = (
         spark.read.format("isrsim-segments")
         .option("verify_crc", str(verify_crc).lower())
         .option("min_partitions", str(spark.sparkContext.defaultParallelism))
         .load(root)
-        .cache()
     )
-    by_kind = {
-        r["kind"]: r
-        for r in segments.groupBy("kind").agg(F.count("*").alias("n"), F.sum("size").alias("bytes")).collect()
-    }
+    segments = pinned(segments)
+    seg_facts = collect_tables(
+        {
+            "kinds": segments.groupBy("kind").agg(F.count("*").alias("n"), F.sum("size").alias("bytes")),
+            "bad": segments.filter(F.col("kind").isin(*FATAL_SEGMENT_KINDS, "torn_tail")).select(
+                "file", "kind", "position", "size", "problem"
+            ),
+        }
+    )
     stats.seconds = time.monotonic() - t0
+    by_kind = {r["kind"]: r for r in seg_facts["kinds"]}
     stats.segment_files = int(by_kind["segment"]["n"]) if "segment" in by_kind else 0
     stats.segment_bytes = int(by_kind["segment"]["bytes"] or 0) if "segment" in by_kind else 0
     stats.batches = int(by_kind["batch"]["n"]) if "batch" in by_kind else 0
-    if any(k in by_kind for k in (*FATAL_SEGMENT_KINDS, "torn_tail")):
-        for r in segments.filter(F.col("kind").isin(*FATAL_SEGMENT_KINDS, "torn_tail")).collect():
-            where = f"{r['file']} (position {r['position']}, {r['size']} bytes)"
-            if r["kind"] == "torn_tail":
-                stats.torn_tail_bytes += int(r["size"])
-                notes.append(f"{where}: {r['problem']}; ignored, as log recovery would cut it off")
-            else:
-                problems.append(
-                    InputProblem(str(r["file"]), f"{r['kind']}: {r['problem']} at position {r['position']}")
-                )
+    for r in seg_facts["bad"]:
+        where = f"{r['file']} (position {r['position']}, {r['size']} bytes)"
+        if r["kind"] == "torn_tail":
+            stats.torn_tail_bytes += int(r["size"])
+            notes.append(f"{where}: {r['problem']}; ignored, as log recovery would cut it off")
+        else:
+            problems.append(
+                InputProblem(str(r["file"]), f"{r['kind']}: {r['problem']} at position {r['position']}")
+            )
     batches = segments.filter(F.col("kind") == "batch").drop("kind", "problem")
 
-    # ---- checkpoints
-    checkpoints = spark.read.format("isrsim-checkpoints").load(root).cache()
-    for r in checkpoints.filter(F.col("kind") == "error").collect():
-        problems.append(InputProblem(str(r["file"]), str(r["problem"])))
-    checkpoints = checkpoints.filter(F.col("kind") != "error")
-
-    # ---- journals
+    # ---- checkpoints and journals: parsed once and cached; what the driver needs of them in one action.
+    checkpoints = pinned(spark.read.format("isrsim-checkpoints").load(root))
     broker_j = _jsonl(spark, layout.broker_journals, JOURNAL_SCHEMA).withColumn("source", F.lit("broker"))
     ctrl_j = _jsonl(spark, layout.controller_journals, JOURNAL_SCHEMA).withColumn(
         "source", F.lit("controller")
     )
-    journal_all = broker_j.unionByName(ctrl_j).cache()
-    acked_all = _jsonl(spark, layout.acked_journals, ACKED_SCHEMA).cache()
-    for df, kind in ((journal_all, "journal"), (acked_all, "acked")):
-        for r in _line_counts(df):
+    journal_all = pinned(broker_j.unionByName(ctrl_j))
+    acked_all = pinned(_jsonl(spark, layout.acked_journals, ACKED_SCHEMA))
+    broker_from_path = F.regexp_extract("file", r"broker-(\d+)/", 1)
+    journal = (
+        journal_all.filter("valid")
+        .withColumn(
+            "owner",
+            F.when(F.col("source") == "controller", F.col("controller_id")).otherwise(
+                F.coalesce(F.col("broker_id"), F.when(broker_from_path != "", broker_from_path.cast("int")))
+            ),
+        )
+        .drop("valid")
+    )
+    acked = acked_all.filter("valid").drop("valid", "seq")
+    facts = collect_tables(
+        {
+            "checkpoint_errors": checkpoints.filter(F.col("kind") == "error").select("file", "problem"),
+            "journal": _line_counts(journal_all),
+            "acked": _line_counts(acked_all),
+            "fenced": _fenced_at_end(journal),
+            "shutdown": _shutdown_facts(journal),
+        }
+    )
+    for r in facts["checkpoint_errors"]:
+        problems.append(InputProblem(str(r["file"]), str(r["problem"])))
+    checkpoints = checkpoints.filter(F.col("kind") != "error")
+    for kind in ("journal", "acked"):
+        for r in facts[kind]:
             bad = int(r["n"]) - int(r["ok"])
             if kind == "journal":
                 stats.journal_lines += int(r["ok"])
@@ -169,22 +198,15 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
                 notes.append(
                     f"{r['file']}: {bad} unreadable line(s) skipped (a torn last line is what kill -9 leaves)"
                 )
-    broker_from_path = F.regexp_extract("file", r"broker-(\d+)/", 1)
-    journal = (
-        journal_all.filter("valid")
-        .withColumn(
-            "owner",
-            F.when(F.col("source") == "controller", F.col("controller_id")).otherwise(
-                F.coalesce(F.col("broker_id"), F.when(broker_from_path != "", broker_from_path.cast("int")))
-            ),
-        )
-        .drop("valid")
-    )
-    acked = acked_all.filter("valid").drop("valid", "seq")
+    fenced = sorted(int(r["broker_id"]) for r in facts["fenced"])
+    shutdown = facts["shutdown"][0] if facts["shutdown"] else {}
+    shutdown_start = shutdown.get("controlled")
+    if shutdown_start is None:
+        shutdown_start = shutdown.get("stopped")
 
-    replicas = _replica_state(spark, layout, segments, checkpoints, journal).cache()
-    fenced = _fenced_at_end(journal)
-    partitions = _partition_state(replicas, journal, fenced).cache()
+    journal = pinned(journal)
+    replicas = pinned(_replica_state(spark, layout, segments, checkpoints, journal))
+    partitions = pinned(_partition_state(replicas, journal, fenced))
     return Inputs(
         layout,
         segments,
@@ -198,6 +220,7 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
         stats,
         problems,
         notes,
+        shutdown_start=None if shutdown_start is None else int(shutdown_start),
     )
 
 
@@ -251,14 +274,43 @@ def _replica_state(
     )
 
 
-def _fenced_at_end(journal: DataFrame) -> list[int]:
+def _shutdown_facts(journal: DataFrame) -> DataFrame:
+    """One row: ``controlled``, the first controlled shutdown after the last ``broker_started``, and
+    ``stopped``, the first clean ``broker_stopped`` after it (see ``history.final_shutdown_start``)."""
+    broker = F.col("source") == "broker"
+    last_start = journal.filter(broker & (F.col("event") == "broker_started")).agg(
+        F.max("ts_ms").alias("last_start")
+    )
+    after = F.col("ts_ms") > F.col("last_start")
+    return (
+        journal.crossJoin(last_start)
+        .filter(F.col("last_start").isNotNull() & after)
+        .agg(
+            F.min(
+                F.when(
+                    (F.col("source") == "controller") & (F.col("reason") == "controlled_shutdown"),
+                    F.col("ts_ms"),
+                )
+            ).alias("controlled"),
+            F.min(
+                F.when(
+                    broker & (F.col("event") == "broker_stopped") & (F.col("clean") == F.lit(True)),
+                    F.col("ts_ms"),
+                )
+            ).alias("stopped"),
+        )
+    )
+
+
+def _fenced_at_end(journal: DataFrame) -> DataFrame:
+    """The brokers (``broker_id``) whose last registration event in the controller journal fenced them."""
     ctrl = journal.filter(
         (F.col("source") == "controller")
         & F.col("event").isin("broker_fenced", "broker_registered", "broker_unfenced")
         & F.col("broker_id").isNotNull()
     )
     last = ctrl.groupBy("broker_id").agg(F.max_by("event", F.struct("ts_ms", "seq")).alias("event"))
-    return sorted(int(r["broker_id"]) for r in last.filter(F.col("event") == "broker_fenced").collect())
+    return last.filter(F.col("event") == "broker_fenced").select("broker_id")
 
 
 def _partition_state(replicas: DataFrame, journal: DataFrame, fenced: list[int]) -> DataFrame:

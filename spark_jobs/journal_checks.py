@@ -13,7 +13,8 @@ from pyspark.sql import functions as F
 
 from spark_jobs.history import cached
 from spark_jobs.inputs import TP, Inputs
-from spark_jobs.result import DEFAULT_MAX_EXAMPLES, CheckResult, finish, rows_of
+from spark_jobs.plan import collect_tables, count_of, finished, single, top, violation_tables
+from spark_jobs.result import DEFAULT_MAX_EXAMPLES, CheckResult
 
 
 def check_leader_hw(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
@@ -54,18 +55,22 @@ def check_leader_hw(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> Ch
         .filter((F.col("role") != "leader") & (F.col("hw") < F.col("prev_hw")))
         .select("broker", *TP, "ts_ms", "prev_hw", "hw", "role", "trunc_ts", "trunc_to", "trunc_reason")
     )
-    drops = rows_of(fol.orderBy(*TP, "broker", "ts_ms"), max_examples)
-    tenures = leaders.select("broker", *TP, "tenure", "incarnation").distinct().count()
-    return finish(
+    got = collect_tables(
+        {
+            **violation_tables(violations, [*TP, "broker", "ts_ms"], max_examples),
+            "drops": top(fol, [*TP, "broker", "ts_ms"], max_examples),
+            "tenures": count_of(leaders.select("broker", *TP, "tenure", "incarnation").distinct()),
+        }
+    )
+    drops = got["drops"]
+    return finished(
         "leader_hw_monotonic",
         "Leader HW never moves backwards",
         "Within a leader's tenure (one leader epoch of one broker process, from became_leader to the next "
         "role change or stop) the HW in its journal never decreases. Follower HW drops are listed apart, "
         "with the truncation that preceded them.",
-        violations,
-        order=[*TP, "broker", "ts_ms"],
-        max_examples=max_examples,
-        checked=tenures,
+        got,
+        checked=int(single(got["tenures"])),
         notes=[f"{len(drops)} follower HW drop(s) listed (information, not violations)"] if drops else [],
         extra={"follower_hw_drops": drops},
     )
@@ -119,42 +124,42 @@ def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLE
         .groupBy(*TP, "elected_ts")
         .agg(F.count("*").alias("acked_batches_lost"))
     )
-    e = (
-        e.join(lost_acked, [*TP, "elected_ts"], "left")
-        .select(
-            *TP,
-            "elected_ts",
-            "leader",
-            "epoch",
-            "isr",
-            "leader_start",
-            "others_leo",
-            F.greatest(F.col("others_leo") - F.col("leader_start"), F.lit(0)).alias("records_lost"),
-            F.coalesce("acked_batches_lost", F.lit(0)).alias("acked_batches_lost"),
-        )
-        .cache()
+    e = e.join(lost_acked, [*TP, "elected_ts"], "left").select(
+        *TP,
+        "elected_ts",
+        "leader",
+        "epoch",
+        "isr",
+        "leader_start",
+        "others_leo",
+        F.greatest(F.col("others_leo") - F.col("leader_start"), F.lit(0)).alias("records_lost"),
+        F.coalesce("acked_batches_lost", F.lit(0)).alias("acked_batches_lost"),
     )
-    all_rows = rows_of(e.orderBy("elected_ts"), 200)
-    # Every election the controller journaled was looked at (clean ones cost nothing by definition).
-    examined = j.filter((F.col("source") == "controller") & (F.col("event") == "leader_elected")).count()
     violations = e.filter(
         F.col("records_lost").isNull() | (F.col("records_lost") > 0) | (F.col("acked_batches_lost") > 0)
     )
+    got = collect_tables(
+        {
+            **violation_tables(violations, ["elected_ts"], max_examples),
+            "elections": top(e, ["elected_ts"], 200),
+            # Every election the controller journaled was looked at (clean ones cost nothing by definition).
+            "examined": count_of(
+                j.filter((F.col("source") == "controller") & (F.col("event") == "leader_elected"))
+            ),
+        }
+    )
+    all_rows = got["elections"]
     notes = []
     if not inp.layout.controller_journals:
         notes.append("no controller journal: unclean elections cannot be seen (none counted)")
-    result = finish(
+    return finished(
         "unclean_elections",
         "No unclean election cost records",
         "Each leader_elected with unclean=true in the controller journal, with what it cost: records the "
         "other replicas had beyond the new leader's log end (from the journals) and acknowledged batches "
         "above it. An unclean election that cost nothing passes; one whose cost cannot be worked out fails.",
-        violations,
-        order=["elected_ts"],
-        max_examples=max_examples,
-        checked=examined,
+        got,
+        checked=single(got["examined"]) or 0,
         notes=notes,
         extra={"elections": all_rows},
     )
-    e.unpersist()
-    return result

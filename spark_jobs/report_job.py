@@ -35,6 +35,13 @@ EXIT_UNREADABLE = 2
 EXIT_UNKNOWN = 3
 EXIT_CODES = {"valid": EXIT_OK, "invalid": EXIT_FAILED, "unknown": EXIT_UNKNOWN}
 SHIPPED_PACKAGES = ("protocol", "broker", "spark_jobs")
+# A local report is one short-lived JVM planning many small queries over metadata-sized inputs (see
+# docs/performance.md): the JIT's optimising tier costs more CPU than it ever wins back in such a run, and
+# adaptive execution re-plans every shuffle of data that fits in one task. A cluster keeps Spark's defaults.
+LOCAL_CONF = {
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.sql.adaptive.enabled": "false",
+}
 
 
 @dataclass
@@ -70,15 +77,21 @@ def build_session(master: str | None = None, app_name: str = "isrsim-report") ->
             "spark.driver.bindAddress", "127.0.0.1"
         )
         builder = builder.config("spark.ui.enabled", "false")
+        for key, value in LOCAL_CONF.items():
+            builder = builder.config(key, value)
     if master is not None:
         builder = builder.master(master)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     sc = spark.sparkContext
-    if _is_local(sc.master) and not sc.getConf().contains("spark.sql.shuffle.partitions"):
+    if not sc.getConf().contains("spark.sql.shuffle.partitions"):
         # The inputs are small (metadata, not records): Spark's default of 200 shuffle partitions is all
-        # task overhead on one machine.
+        # task overhead, on one machine and on a cluster alike; one per core is plenty.
         spark.conf.set("spark.sql.shuffle.partitions", str(max(2, sc.defaultParallelism)))
+    if not sc.getConf().contains("spark.sql.adaptive.enabled"):
+        # Nor is there anything for adaptive execution to re-plan: it would only run every shuffle stage as
+        # a job of its own.
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
     if not _is_local(spark.sparkContext.master):
         ship_code(spark)
     return spark
@@ -86,7 +99,8 @@ def build_session(master: str | None = None, app_name: str = "isrsim-report") ->
 
 def ship_code(spark: Any) -> None:
     """Send the project's packages to the executors (``addPyFile``), so the data sources import there.
-    The executors still need the third-party modules the readers use (msgpack, crc32c)."""
+    The executors still need the third-party modules the readers use (numpy, pyarrow, crc32c, msgpack):
+    ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) names an interpreter that has them on every worker."""
     import importlib
 
     tmp = Path(tempfile.mkdtemp(prefix="isrsim-report-"))
@@ -105,14 +119,24 @@ class Phases:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.timings: dict[str, float] = {}
+        self.spark: Any = None
+        self.jobs: dict[str, int] = {}
+
+    def _job_count(self) -> int:
+        if self.spark is None:
+            return 0
+        return len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(None))
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         t0 = time.monotonic()
+        jobs0 = self._job_count()
         with self.console.status(f"[bold]report[/] {name} ..."):
             yield
         self.timings[name] = round(time.monotonic() - t0, 3)
-        self.console.print(f"[dim]{name}: {self.timings[name]:.1f}s[/]")
+        self.jobs[name] = self._job_count() - jobs0
+        jobs = f", {self.jobs[name]} Spark job(s)" if self.jobs[name] else ""
+        self.console.print(f"[dim]{name}: {self.timings[name]:.1f}s{jobs}[/]")
 
 
 def run_report(
@@ -146,6 +170,7 @@ def run_report(
 
         with phases.phase("starting Spark"), spark_output_to(out / "spark.log"):
             spark = spark()
+    phases.spark = spark
     with phases.phase(f"reading {layout.segment_bytes / 1e6:.1f} MB of segments, checkpoints and journals"):
         inputs = load_inputs(spark, layout, verify_crc=verify_crc)
     s = inputs.stats

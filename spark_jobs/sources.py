@@ -18,11 +18,15 @@ on the executors, one task per file (segments) or per data directory (checkpoint
 from __future__ import annotations
 
 import json
+import mmap
+import os
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -49,8 +53,9 @@ RECORDS_SCHEMA = (
     "timestamp LONG, key STRING, value STRING, problem STRING"
 )
 
-_READ_CHUNK = 1 << 20
 _VALUE_PREVIEW = 48
+_HEADER_SIZE = 61  # protocol.BATCH_HEADER_SIZE
+_ATTRIBUTES_OFFSET = 21  # protocol.ATTRIBUTES_OFFSET: the CRC covers the batch from here on
 
 
 @dataclass(frozen=True)
@@ -79,84 +84,244 @@ def _bool_option(options: dict[str, str], key: str, default: bool) -> bool:
 
 # ---------------------------------------------------------------------------------------------- segments
 
+# The v2 batch header (protocol.records) as a numpy record: one row per batch, gathered from a whole file.
+_HEADER_DTYPE = np.dtype(
+    [
+        ("base_offset", ">i8"),
+        ("batch_length", ">i4"),
+        ("partition_leader_epoch", ">i4"),
+        ("magic", "i1"),
+        ("crc", ">u4"),
+        ("attributes", ">i2"),
+        ("last_offset_delta", ">i4"),
+        ("base_timestamp", ">i8"),
+        ("max_timestamp", ">i8"),
+        ("producer_id", ">i8"),
+        ("producer_epoch", ">i2"),
+        ("base_sequence", ">i4"),
+        ("records_count", ">i4"),
+    ]
+)
+_LOG_OVERHEAD = 12  # base_offset + batch_length, not counted by batch_length
+_MAGIC = 2
 
-def scan_segment(seg: SegmentFile, verify_crc: bool = True) -> Iterator[tuple[Any, ...]]:
-    """Rows (see ``SEGMENTS_SCHEMA``) for one segment file. Never raises for bad content."""
+
+@dataclass
+class SegmentScan:
+    """What one segment file holds: the positions and sizes of its whole batches, their headers (a numpy
+    record array, ``_HEADER_DTYPE``), their CRC verdicts, and at most one row for bytes that are not whole
+    valid batches (``kind``, ``position``, ``size``, ``problem``)."""
+
+    seg: SegmentFile
+    file_size: int | None
+    positions: Any  # np.ndarray[int64]
+    sizes: Any  # np.ndarray[int64]
+    headers: Any  # np.ndarray[_HEADER_DTYPE]
+    crc_ok: Any  # np.ndarray[bool] or None when not verified
+    bad: tuple[str, int, int, str] | None = None
+
+
+def _walk(buf: Any, size: int) -> tuple[list[int], int]:
+    """Positions of the whole batches from the start of ``buf``, and where the walk stopped (``size`` when
+    the file ends on a batch boundary). Reads one length per batch; everything else is parsed later, for
+    all batches at once."""
+    unpack = struct.Struct(">i").unpack_from
+    positions: list[int] = []
+    append = positions.append
+    pos = 0
+    min_length = _HEADER_SIZE - _LOG_OVERHEAD
+    while pos < size:
+        if size - pos < _HEADER_SIZE or buf[pos + 16] != _MAGIC:
+            break
+        length = unpack(buf, pos + 8)[0]
+        end = pos + _LOG_OVERHEAD + length
+        if length < min_length or end > size:
+            break
+        append(pos)
+        pos = end
+    return positions, pos
+
+
+def _map(fd: int) -> mmap.mmap:
+    """The whole file, read-only, its pages mapped up front (one fault per page would cost more than the
+    CRC over them) where the platform can."""
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    if populate and hasattr(mmap, "MAP_SHARED"):
+        return mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
+    return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+
+
+def read_segment(seg: SegmentFile, verify_crc: bool = True) -> SegmentScan:
+    """Scan one segment file: batch boundaries, every header parsed at once with numpy, CRCs checked over
+    the file's bytes (memory-mapped: the page cache is read in place). Never raises for bad content."""
     from crc32c import crc32c
 
-    from protocol import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, CorruptRecordError, read_header
+    from protocol import CorruptRecordError, read_header
 
-    key = (seg.broker, seg.topic, seg.partition, seg.path, seg.base_offset)
+    empty = np.zeros(0, dtype=np.int64)
 
-    def row(kind: str, position: int, size: int, problem: str | None = None, h: Any = None, ok: Any = None):
-        if h is None:
-            return (*key, kind, position, size, None, None, None, None, ok, None, None, problem)
-        return (
-            *key,
-            kind,
-            position,
-            size,
-            h.base_offset,
-            h.last_offset,
-            h.partition_leader_epoch,
-            h.crc,
-            ok,
-            h.records_count,
-            h.max_timestamp,
-            problem,
-        )
+    def failed(kind: str, problem: str) -> SegmentScan:
+        return SegmentScan(seg, None, empty, empty, np.zeros(0, _HEADER_DTYPE), None, (kind, 0, 0, problem))
 
     try:
-        f = open(seg.path, "rb", buffering=_READ_CHUNK)  # noqa: SIM115 (closed by `with f` below)
+        f = open(seg.path, "rb")  # noqa: SIM115 (closed by `with f` below)
     except OSError as exc:
-        yield row("error", 0, 0, f"cannot open segment: {exc.strerror or exc}")
-        return
+        return failed("error", f"cannot open segment: {exc.strerror or exc}")
     with f:
         try:
-            size = Path(seg.path).stat().st_size
+            size = os.fstat(f.fileno()).st_size
         except OSError as exc:
-            yield row("error", 0, 0, f"cannot stat segment: {exc.strerror or exc}")
-            return
-        yield row("segment", 0, size)
-        pos = 0
-        pending: tuple[Any, ...] | None = None  # the last batch row, held back: a bad CRC there is torn
-        while pos < size:
-            head = f.read(BATCH_HEADER_SIZE)
-            try:
-                h = read_header(head)
-                if pos + h.size > size:
-                    raise CorruptRecordError(
-                        f"batch at position {pos}: claims {h.size} bytes, only {size - pos} left in the file"
-                    )
-            except CorruptRecordError as exc:
-                if pending is not None:
-                    yield pending
-                    pending = None
-                if pos == 0 and len(head) > 16 and head[16] != 2:
-                    kind = "foreign"
-                    why = f"not a v2 record batch log ({exc})"
-                elif seg.is_last:
-                    kind, why = "torn_tail", f"torn tail: {exc}"
-                else:
-                    kind, why = "corrupt", f"unreadable bytes before the last segment: {exc}"
-                yield row(kind, pos, size - pos, why)
-                return
-            if verify_crc:
-                rest = f.read(h.size - BATCH_HEADER_SIZE)
-                ok = crc32c(rest, crc32c(head[ATTRIBUTES_OFFSET:])) == h.crc
+            return failed("error", f"cannot stat segment: {exc.strerror or exc}")
+        try:
+            mm: Any = _map(f.fileno()) if size else b""
+        except (OSError, ValueError):
+            # A file system that cannot map files: read it whole instead.
+            mm = f.read()
+            size = len(mm)
+        try:
+            return _scan_buffer(seg, mm, size, verify_crc, crc32c, read_header, CorruptRecordError)
+        finally:
+            if isinstance(mm, mmap.mmap):
+                mm.close()
+
+
+def _scan_buffer(
+    seg: SegmentFile, mm: Any, size: int, verify_crc: bool, crc32c: Any, read_header: Any, corrupt: Any
+) -> SegmentScan:
+    positions, stop = _walk(mm, size)
+    pos = np.asarray(positions, dtype=np.int64)
+    data = np.frombuffer(mm, dtype=np.uint8) if size else np.zeros(0, np.uint8)
+    try:
+        idx = pos[:, None] + np.arange(_HEADER_SIZE, dtype=np.int64)
+        headers = np.ascontiguousarray(data[idx]).view(_HEADER_DTYPE).reshape(-1)
+    finally:
+        del data
+    sizes = headers["batch_length"].astype(np.int64) + _LOG_OVERHEAD
+    crc_ok = None
+    if verify_crc:
+        view = memoryview(mm) if size else memoryview(b"")
+        try:
+            computed = np.fromiter(
+                (
+                    crc32c(view[p + _ATTRIBUTES_OFFSET : p + n])
+                    for p, n in zip(positions, sizes.tolist(), strict=True)
+                ),
+                dtype=np.uint32,
+                count=len(positions),
+            )
+        finally:
+            view.release()
+        crc_ok = computed == headers["crc"]
+    bad: tuple[str, int, int, str] | None = None
+    if stop < size:
+        head = bytes(mm[stop : stop + _HEADER_SIZE])
+        try:
+            # The same message as a reader of one header at a time: read_header's, or the batch's claim.
+            h = read_header(head)
+            raise corrupt(
+                f"batch at position {stop}: claims {h.size} bytes, only {size - stop} left in the file"
+            )
+        except corrupt as exc:
+            if stop == 0 and len(head) > 16 and head[16] != _MAGIC:
+                bad = ("foreign", stop, size - stop, f"not a v2 record batch log ({exc})")
+            elif seg.is_last:
+                bad = ("torn_tail", stop, size - stop, f"torn tail: {exc}")
             else:
-                f.seek(h.size - BATCH_HEADER_SIZE, 1)
-                ok = None
-            if pending is not None:
-                yield pending
-            pending = row("batch", pos, h.size, None if ok is not False else "CRC mismatch", h, ok)
-            pos += h.size
-        if pending is not None:
-            if pending[12] is False and seg.is_last:
-                # A last batch whose bytes do not match its CRC is a torn write, cut off by recovery.
-                yield row("torn_tail", pending[6], pending[7], "torn tail: the last batch fails its CRC")
-            else:
-                yield pending
+                bad = ("corrupt", stop, size - stop, f"unreadable bytes before the last segment: {exc}")
+    elif crc_ok is not None and len(positions) and not crc_ok[-1] and seg.is_last:
+        # A last batch whose bytes do not match its CRC is a torn write, cut off by recovery.
+        last = len(positions) - 1
+        bad = ("torn_tail", positions[last], int(sizes[last]), "torn tail: the last batch fails its CRC")
+        pos, sizes, headers, crc_ok = pos[:last], sizes[:last], headers[:last], crc_ok[:last]
+    return SegmentScan(seg, size, pos, sizes, headers, crc_ok, bad)
+
+
+def scans_to_arrow(scans: Sequence[SegmentScan], arrow_schema: Any) -> Any:
+    """One Arrow record batch (``SEGMENTS_SCHEMA``) for the scans of a read task: a ``segment`` row per
+    file, a ``batch`` row per whole batch, and the row of a file's bad bytes, if any."""
+    import pyarrow as pa
+
+    file_idx: list[Any] = []
+    kinds: list[Any] = []
+    positions: list[Any] = []
+    sizes: list[Any] = []
+    headers: list[Any] = []
+    crc_ok: list[Any] = []
+    problems: list[Any] = []
+    has_header: list[Any] = []
+    kind_names = ["segment", "batch", "torn_tail", "corrupt", "foreign", "error"]
+    kind_code = {k: i for i, k in enumerate(kind_names)}
+    problem_texts: list[str] = []
+    no_header = np.zeros(1, _HEADER_DTYPE)
+    for i, s in enumerate(scans):
+        n = len(s.positions)
+        extra: list[tuple[str, int, int, str | None]] = []
+        if s.file_size is not None:
+            extra.append(("segment", 0, s.file_size, None))
+        if s.bad is not None:
+            extra.append(s.bad)
+        m = n + len(extra)
+        file_idx.append(np.full(m, i, dtype=np.int32))
+        kinds.append(
+            np.concatenate(
+                [np.full(n, kind_code["batch"], np.int8), np.array([kind_code[e[0]] for e in extra], np.int8)]
+            )
+        )
+        positions.append(np.concatenate([s.positions, np.array([e[1] for e in extra], np.int64)]))
+        sizes.append(np.concatenate([s.sizes, np.array([e[2] for e in extra], np.int64)]))
+        headers.append(np.concatenate([s.headers, np.repeat(no_header, len(extra))]))
+        has_header.append(np.concatenate([np.ones(n, bool), np.zeros(len(extra), bool)]))
+        ok = s.crc_ok if s.crc_ok is not None else np.zeros(n, bool)
+        crc_ok.append(np.concatenate([ok, np.zeros(len(extra), bool)]))
+        # problem: an index into problem_texts, -1 for none; 0 is "CRC mismatch".
+        prob = np.full(m, -1, dtype=np.int32)
+        if s.crc_ok is not None:
+            prob[:n][~s.crc_ok] = 0
+        for j, e in enumerate(extra):
+            if e[3] is not None:
+                problem_texts.append(e[3])
+                prob[n + j] = len(problem_texts)
+        problems.append(prob)
+    verified = [s.crc_ok is not None for s in scans]
+    if not scans:
+        return pa.RecordBatch.from_pylist([], schema=arrow_schema)
+    fi = np.concatenate(file_idx)
+    kind = np.concatenate(kinds)
+    h = np.concatenate(headers)
+    with_header = np.concatenate(has_header)
+    no_h = ~with_header
+    crc_valid = with_header & np.asarray(verified, bool)[fi]
+    prob = np.concatenate(problems)
+
+    def per_file(values: list[Any], typ: Any) -> Any:
+        return pa.DictionaryArray.from_arrays(pa.array(fi), pa.array(values, typ)).dictionary_decode()
+
+    def masked(values: Any, typ: Any, mask: Any) -> Any:
+        return pa.array(values, typ, mask=mask)
+
+    columns = {
+        "broker": per_file([s.seg.broker for s in scans], pa.int32()),
+        "topic": per_file([s.seg.topic for s in scans], pa.string()),
+        "partition": per_file([s.seg.partition for s in scans], pa.int32()),
+        "file": per_file([s.seg.path for s in scans], pa.string()),
+        "segment_base": per_file([s.seg.base_offset for s in scans], pa.int64()),
+        "kind": pa.DictionaryArray.from_arrays(pa.array(kind), pa.array(kind_names)).dictionary_decode(),
+        "position": pa.array(np.concatenate(positions), pa.int64()),
+        "size": pa.array(np.concatenate(sizes), pa.int64()),
+        "base_offset": masked(h["base_offset"].astype(np.int64), pa.int64(), no_h),
+        "last_offset": masked(
+            h["base_offset"].astype(np.int64) + h["last_offset_delta"].astype(np.int64), pa.int64(), no_h
+        ),
+        "leader_epoch": masked(h["partition_leader_epoch"].astype(np.int32), pa.int32(), no_h),
+        "crc": masked(h["crc"].astype(np.int64), pa.int64(), no_h),
+        "crc_ok": masked(np.concatenate(crc_ok), pa.bool_(), ~crc_valid),
+        "records_count": masked(h["records_count"].astype(np.int32), pa.int32(), no_h),
+        "max_timestamp": masked(h["max_timestamp"].astype(np.int64), pa.int64(), no_h),
+        "problem": pa.DictionaryArray.from_arrays(
+            pa.array(prob, mask=prob < 0), pa.array(["CRC mismatch", *problem_texts])
+        ).dictionary_decode(),
+    }
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in arrow_schema], schema=arrow_schema)
 
 
 def pack_segments(
@@ -182,9 +347,16 @@ def pack_segments(
 
 class SegmentsReader(DataSourceReader):  # type: ignore[misc]
     def __init__(
-        self, root: str, verify_crc: bool, max_bytes: int, open_cost: int, min_partitions: int
+        self,
+        root: str,
+        schema: StructType,
+        verify_crc: bool,
+        max_bytes: int,
+        open_cost: int,
+        min_partitions: int,
     ) -> None:
         self.root = root
+        self.schema = schema
         self.verify_crc = verify_crc
         self.max_bytes = max_bytes
         self.open_cost = open_cost
@@ -196,10 +368,13 @@ class SegmentsReader(DataSourceReader):  # type: ignore[misc]
         )
         return [_SegmentPartition(tuple(g), self.verify_crc) for g in groups]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """One Arrow record batch per task: no Python object per row."""
+        from pyspark.sql.pandas.types import to_arrow_schema
+
         assert isinstance(partition, _SegmentPartition)
-        for segment in partition.segments:
-            yield from scan_segment(segment, partition.verify_crc)
+        scans = [read_segment(segment, partition.verify_crc) for segment in partition.segments]
+        yield scans_to_arrow(scans, to_arrow_schema(self.schema, timezone="UTC"))
 
 
 class SegmentsDataSource(DataSource):  # type: ignore[misc]
@@ -217,6 +392,7 @@ class SegmentsDataSource(DataSource):  # type: ignore[misc]
         o = self.options
         return SegmentsReader(
             o["path"],
+            schema,
             _bool_option(o, "verify_crc", True),
             int(o.get("max_partition_bytes", 128 << 20)),
             int(o.get("open_cost_bytes", 4 << 20)),

@@ -44,8 +44,22 @@ from cli.bench.runner import NAMES, run_bench
     default=None,
     help="Where to make the temporary root (default: the system's temp directory).",
 )
+@click.option(
+    "--report-mb",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="(7) also on a cluster of its own with about this many MB of segments (e.g. 1000), to show how "
+    "the report scales with its input.",
+)
 def bench(
-    quick: bool, only: tuple[str, ...], out_dir: Path, profile: bool, keep: bool, tmp_dir: Path | None
+    quick: bool,
+    only: tuple[str, ...],
+    out_dir: Path,
+    profile: bool,
+    keep: bool,
+    tmp_dir: Path | None,
+    report_mb: int,
 ) -> None:
     """Benchmark this machine and isrsim: ceiling, replicated throughput, commit latency, failover,
     follower catch-up, fetch sessions and the report job, each figure next to its target and as a ratio of
@@ -67,6 +81,7 @@ def bench(
             keep=keep,
             profile=profile,
             temp_parent=tmp_dir,
+            report_mb=report_mb,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--only") from None

@@ -49,6 +49,8 @@ class Params:
     idle_window_s: float
     # (2) profile with py-spy while it runs.
     profile: bool = False
+    # (7) also on a cluster of its own holding about this many MB of segments (0: not).
+    report_mb: int = 0
 
     @classmethod
     def for_mode(cls, quick: bool, *, profile: bool = False) -> Params:

@@ -16,6 +16,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from cli.bench.cluster import BenchCluster, dir_bytes, reap, spawn, tail, wait_for
 from cli.bench.context import BenchContext, Skip
@@ -34,15 +35,15 @@ def report_job_available() -> str | None:
     return None
 
 
-async def _fill(ctx: BenchContext) -> Path:
-    """A small cluster's worth of data when no scenario left any."""
-    cluster = BenchCluster(ctx.scenario_dir("report-data"), {"min.insync.replicas": "2"})
+async def _fill(ctx: BenchContext, name: str = "report-data", records: int = FILL_RECORDS) -> Path:
+    """A 3-broker cluster holding ``records`` 100-byte records (RF 3), stopped cleanly."""
+    cluster = BenchCluster(ctx.scenario_dir(name), {"min.insync.replicas": "2"})
     try:
         ctx.step("starting 3 brokers to write data for the report")
         await cluster.start([1, 2, 3])
         await cluster.assign("report", 3)
         settings = ProducerSettings(acks=-1, record_size=100, batch_records=1000)
-        await produce(ctx, cluster, "report", settings, FILL_RECORDS, label="writing data for the report")
+        await produce(ctx, cluster, "report", settings, records, label="writing data for the report")
         await cluster.wait_converged("report", 3)
         for b in cluster.brokers.values():
             await b.stop()
@@ -51,20 +52,10 @@ async def _fill(ctx: BenchContext) -> Path:
     return cluster.root
 
 
-async def run(ctx: BenchContext, result: ScenarioResult) -> None:
-    why = report_job_available()
-    if why is not None:
-        raise Skip(f"needs the Spark report job ({why})")
-    source = next((name for name, path in ctx.data_roots.items() if path.exists()), None)
-    if source is not None:
-        root = ctx.data_roots[source]
-    else:
-        root = await _fill(ctx)
-        source = "its own cluster"
-    out = ctx.scenario_dir("report")
+async def _run_job(ctx: BenchContext, root: Path, out: Path) -> tuple[dict[str, Any], float, int]:
+    """The report job as its own process on ``root``: its report.json, wall time and exit code."""
     cores = os.cpu_count() or 1
-    segment_bytes = dir_bytes(root)
-    ctx.step(f"Spark report on {segment_bytes / 1e6:,.0f} MB of segments (local[{cores}])")
+    ctx.step(f"Spark report on {dir_bytes(root) / 1e6:,.0f} MB (local[{cores}])")
     log_path = out / "report.log"
     t0 = time.monotonic()
     proc = spawn(
@@ -89,17 +80,28 @@ async def run(ctx: BenchContext, result: ScenarioResult) -> None:
     wall = time.monotonic() - t0
     report_path = out / "report.json"
     if proc.returncode not in (0, 1) or not report_path.exists():
-        result.details["log_tail"] = tail(log_path, 60)
         last = tail(log_path, 1).strip()
-        raise RuntimeError(f"the report job exited with {proc.returncode} ({last}); see details.log_tail")
-    report = json.loads(report_path.read_text(encoding="utf-8"))
+        raise RuntimeError(
+            f"the report job exited with {proc.returncode} ({last}); log: {log_path}\n{tail(log_path, 60)}"
+        )
+    report: dict[str, Any] = json.loads(report_path.read_text(encoding="utf-8"))
+    return report, wall, proc.returncode
+
+
+def _figures(
+    ctx: BenchContext, result: ScenarioResult, label: str, suffix: str, report: dict[str, Any], wall: float
+) -> None:
+    cores = os.cpu_count() or 1
     inputs = report.get("inputs", {})
     rate = inputs.get("read_mb_per_s")
     mb = inputs.get("segment_bytes", 0) / 1e6
+    timings: dict[str, float] = report.get("timings_s", {})
+    checks = {k: v for k, v in timings.items() if k.startswith("check: ")}
+    slowest = max(checks.items(), key=lambda kv: kv[1], default=("", 0.0))
     result.add(
         Figure(
-            "segment_read_mb_per_s",
-            "(7) report job: segment read rate",
+            f"segment_read_mb_per_s{suffix}",
+            f"{label}: segment read rate",
             rate,
             "MB/s",
             ratio=ctx.of_read(rate) if rate else None,
@@ -107,11 +109,47 @@ async def run(ctx: BenchContext, result: ScenarioResult) -> None:
             note=f"{mb:,.0f} MB in {inputs.get('read_seconds', 0):.1f}s, local[{cores}]",
         )
     )
-    result.add(Figure("report_wall_s", "(7) report job, whole run (JVM start, reads, checks)", wall, "s"))
+    result.add(Figure(f"report_wall_s{suffix}", f"{label}, whole run (JVM start, reads, checks)", wall, "s"))
+    if slowest[0]:
+        result.add(
+            Figure(
+                f"report_slowest_check_s{suffix}",
+                f"{label}: slowest check",
+                slowest[1],
+                "s",
+                note=slowest[0].removeprefix("check: "),
+            )
+        )
+
+
+async def run(ctx: BenchContext, result: ScenarioResult) -> None:
+    why = report_job_available()
+    if why is not None:
+        raise Skip(f"needs the Spark report job ({why})")
+    source = next((name for name, path in ctx.data_roots.items() if path.exists()), None)
+    if source is not None:
+        root = ctx.data_roots[source]
+    else:
+        root = await _fill(ctx)
+        source = "its own cluster"
+    report, wall, code = await _run_job(ctx, root, ctx.scenario_dir("report"))
+    _figures(ctx, result, "(7) report job", "", report, wall)
     result.details = {
         "data_from": source,
         "verdict": report.get("verdict"),
-        "exit_code": proc.returncode,
-        "inputs": inputs,
+        "exit_code": code,
+        "inputs": report.get("inputs", {}),
         "timings_s": report.get("timings_s"),
     }
+    if ctx.params.report_mb:
+        # Segment bytes on disk: 3 replicas of ~104 bytes per 100-byte record (its record and batch framing).
+        records = int(ctx.params.report_mb * 1e6 / (3 * 104))
+        big_root = await _fill(ctx, "report-data-big", records)
+        big, big_wall, big_code = await _run_job(ctx, big_root, ctx.scenario_dir("report-big"))
+        _figures(ctx, result, f"(7) report job, --report-mb {ctx.params.report_mb}", "_big", big, big_wall)
+        result.details["big"] = {
+            "verdict": big.get("verdict"),
+            "exit_code": big_code,
+            "inputs": big.get("inputs", {}),
+            "timings_s": big.get("timings_s"),
+        }

@@ -13,7 +13,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
@@ -75,10 +75,11 @@ def run_bench(
     keep: bool = False,
     profile: bool = False,
     temp_parent: Path | None = None,
+    report_mb: int = 0,
 ) -> tuple[list[ScenarioResult], bool]:
     """Runs the scenarios; returns their results and whether the run was interrupted."""
     scenarios = select(only)
-    params = Params.for_mode(quick, profile=profile)
+    params = replace(Params.for_mode(quick, profile=profile), report_mb=report_mb)
     root = Path(tempfile.mkdtemp(prefix="isrsim-bench-", dir=temp_parent))
     ctx = BenchContext(root=root, params=params, out_dir=out_dir)
     results: list[ScenarioResult] = []
@@ -113,6 +114,8 @@ def run_bench(
                 ctx.on_step = on_step
                 ctx.on_note = lambda text: progress.console.print(f"  [yellow]note[/]: {text}")
                 limit = scenario.quick_limit_s if quick else scenario.full_limit_s
+                if scenario.name == "report":
+                    limit += params.report_mb * 0.6  # filling and reading its own cluster (--report-mb)
                 load0, cpu0 = _loadavg(), _cpu_ticks()
                 t0 = time.monotonic()
                 try:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from spark_jobs.report_job import LOCAL_CONF
 from tests.spark.cluster_fixtures import make_single_broker_cluster, make_three_replicas
 
 
@@ -20,7 +21,7 @@ def spark() -> Iterator[Any]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("isrsim-report-tests")
         .config("spark.ui.enabled", "false")
@@ -30,8 +31,10 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.driver.memory", "1g")
-        .getOrCreate()
     )
+    for key, value in LOCAL_CONF.items():  # what `isrsim report` sets for a local master
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
