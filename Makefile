@@ -29,7 +29,8 @@ integration: $(STAMP)
 	$(BIN)/pytest -q tests/integration
 
 # The scenarios under the buggy truncation modes (KIP-101 under high-watermark, KIP-279 under
-# leader-epoch-pre-kip-279): each brings up its own cluster, so they are kept out of `make test`.
+# leader-epoch-pre-kip-279), the network-fault ones and zombie-leader: each brings up its own cluster,
+# so they are kept out of `make test`.
 scenarios: $(STAMP)
 	$(BIN)/pytest -q -m scenarios tests/spark/test_scenarios.py
 

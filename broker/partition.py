@@ -389,8 +389,9 @@ class Partition:
     ) -> bool:
         """A follower's incremental fetch session names this partition; if there is nothing to read or
         report (this broker leads in the epoch named, the follower in the ISR has fetched at the leader's LEO,
-        and the HW and log start offset are the ones last sent to it), record its fetch (only its fetch
-        times change) and return True; else change nothing and return False (read it the usual way)."""
+        the HW is at the LEO, and the HW and log start offset are the ones last sent to it), record its
+        fetch (only its fetch times change) and return True; else change nothing and return False (read it
+        the usual way)."""
         if self.leader_id != self.local_broker_id or current_leader_epoch not in (-1, self.leader_epoch):
             return False
         log_ = self.log
@@ -401,6 +402,9 @@ class Partition:
             or fetch_offset != leo
             or replica.log_end_offset != leo
             or high_watermark_sent != self._high_watermark
+            # A HW below the LEO may be due to move (an ISR that just shrank to replicas all at the LEO):
+            # only the usual path, which records the follower's fetch, moves it. Idle partitions sit at LEO.
+            or self._high_watermark != leo
             or log_start_offset_sent != log_.log_start_offset
             or follower_start_offset != replica.log_start_offset
             or follower_id not in self.isr

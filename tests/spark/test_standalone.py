@@ -224,5 +224,5 @@ def test_report_on_a_standalone_cluster_matches_local(
 
     console = Console(file=(tmp_path / "local.txt").open("w"), width=160)
     local = run_report(spark, root, tmp_path / "local", console=console, max_plots=3)
-    assert local.report["verdict"] == "pass"
+    assert local.report["verdict"] == "valid"
     assert _comparable(on_cluster) == _comparable(local.report)

@@ -137,3 +137,31 @@ async def test_a_parked_fetch_expires_empty_and_a_new_leader_epoch_is_reported(b
     assert broker.leader_and_isr(0, 2, [0, FOLLOWER], [0, FOLLOWER], tp=TPS[2])[0] == Errors.NONE
     fenced = partitions(await send(broker, fetch(session, 2, {})))
     assert {tp: p.error_code for tp, p in fenced.items()} == {TPS[2]: Errors.FENCED_LEADER_EPOCH}
+
+
+async def test_a_hw_left_behind_by_a_shrunk_isr_moves_on_the_next_round(tmp_path: Path) -> None:
+    # Replica 2 is in the ISR but never fetches, so the follower's fetch at the LEO cannot move the HW.
+    # The controller then drops 2 from the ISR (a new leader epoch, as a controlled shutdown does). The
+    # follower is at the LEO with nothing new to fetch: the HW must still reach the LEO, or an acks=all
+    # write waits for its timeout (and a retry writes it twice).
+    b = Broker(tmp_path)
+    tp = TPS[0]
+    assert b.leader_and_isr(0, 1, [0, FOLLOWER, 2], [0, FOLLOWER, 2], tp=tp)[0] == Errors.NONE
+    first = response(await send(b, fetch(0, 0, {tp: 0})), m.FetchResponse)
+    session = first.session_id
+    write = make_request(ApiKeys.PRODUCE, produce_request(-1, batch(3), tp=tp))
+    await b.apis.handle(write)
+    assert not write.done
+    got = partitions(await send(b, fetch(session, 1, {tp: 0})))
+    assert record_count(got[tp].records) == 3
+    partitions(await send(b, fetch(session, 2, {tp: 3})))
+    assert b.rm.partitions[tp].high_watermark == 0 and not write.done
+    # The follower hears of epoch 2 first (the controller's requests race): its fetch in epoch 2 is
+    # answered UNKNOWN_LEADER_EPOCH, and the session keeps epoch 2 for the rounds that follow.
+    early = partitions(await send(b, fetch(session, 3, {tp: 3}, current_leader_epoch=2)))
+    assert early[tp].error_code == Errors.UNKNOWN_LEADER_EPOCH
+    assert b.leader_and_isr(0, 2, [0, FOLLOWER], [0, FOLLOWER, 2], tp=tp)[0] == Errors.NONE
+    partitions(await send(b, fetch(session, 4, {})))
+    assert b.rm.partitions[tp].high_watermark == 3
+    assert write.done
+    assert response(write, m.ProduceResponse).responses[0].partition_responses[0].error_code == 0
