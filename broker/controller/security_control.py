@@ -182,18 +182,7 @@ class SecurityControl:
             removed.update(matching)
             results.append(
                 sm.DeleteAclsFilterResult(
-                    matching_acls=[
-                        sm.DeleteAclsMatchingAcl(
-                            resource_type=int(b.pattern.resource_type),
-                            resource_name=b.pattern.name,
-                            pattern_type=int(b.pattern.pattern_type),
-                            principal=b.entry.principal,
-                            host=b.entry.host,
-                            operation=int(b.entry.operation),
-                            permission_type=int(b.entry.permission_type),
-                        )
-                        for b in matching
-                    ]
+                    matching_acls=[sm.DeleteAclsMatchingAcl(**b.wire_fields()) for b in matching]
                 )
             )
         self.metadata.acls -= removed

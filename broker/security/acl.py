@@ -167,6 +167,19 @@ class AclBinding:
             "permission_type": e.permission_type.name,
         }
 
+    def wire_fields(self) -> dict[str, Any]:
+        """The binding as the ACL messages carry it (Kafka's numeric codes): ``SecurityAcl(**...)``."""
+        p, e = self.pattern, self.entry
+        return {
+            "resource_type": int(p.resource_type),
+            "resource_name": p.name,
+            "pattern_type": int(p.pattern_type),
+            "principal": e.principal,
+            "host": e.host,
+            "operation": int(e.operation),
+            "permission_type": int(e.permission_type),
+        }
+
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> AclBinding:
         return cls(

@@ -103,18 +103,7 @@ class SecurityMetadata:
     def to_message(self) -> sm.UpdateMetadataSecurity:
         return sm.UpdateMetadataSecurity(
             version=self.version,
-            acls=[
-                sm.SecurityAcl(
-                    resource_type=int(b.pattern.resource_type),
-                    resource_name=b.pattern.name,
-                    pattern_type=int(b.pattern.pattern_type),
-                    principal=b.entry.principal,
-                    host=b.entry.host,
-                    operation=int(b.entry.operation),
-                    permission_type=int(b.entry.permission_type),
-                )
-                for b in sorted(self.acls)
-            ],
+            acls=[sm.SecurityAcl(**b.wire_fields()) for b in sorted(self.acls)],
             scram_credentials=[
                 sm.SecurityScramCredential(
                     name=user,
