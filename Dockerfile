@@ -18,6 +18,8 @@ COPY pyproject.toml README.md ./
 COPY protocol ./protocol
 COPY broker ./broker
 COPY fetcher ./fetcher
+COPY kit ./kit
+COPY lab ./lab
 COPY cli ./cli
 COPY spark_jobs ./spark_jobs
 RUN pip wheel --no-cache-dir --wheel-dir /wheels '.[report]'

@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check protocol broker fetcher cli spark_jobs tests
+	$(BIN)/ruff check protocol broker fetcher kit lab cli spark_jobs tests
 	$(BIN)/ruff format --check protocol broker fetcher
 	$(BIN)/mypy
 

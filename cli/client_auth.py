@@ -10,7 +10,6 @@ The choice is made before the command runs and set as the process's
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +19,6 @@ import click
 if TYPE_CHECKING:
     from protocol import ClientSecurity
 
-CLIENT_PROPERTIES = "client.properties"
-DEFAULT_ROOT = Path("isrsim-data")
 # Commands that do not act as a client of a running cluster (by their name in their group).
 NOT_CLIENTS = {"start", "dump-log", "report", "demo", "scenario", "bench", "down", "up", "security"}
 _META_KEY = "isrsim.client_auth"
@@ -33,24 +30,14 @@ def resolve_client_security(
     user: str | None = None,
     password: str | None = None,
 ) -> ClientSecurity | None:
-    """The security a client command connects with; None: PLAINTEXT (no file and no user)."""
-    from protocol import ClientSecurity
+    """:func:`kit.client_security.resolve_client_security`, a mismatch as click's usage error."""
+    from kit.client_security import CredentialsMismatch
+    from kit.client_security import resolve_client_security as resolve
 
-    security: ClientSecurity | None = None
-    if command_config is not None:
-        security = ClientSecurity.from_file(command_config)
-    else:
-        root = data_dir or Path(os.environ.get("ISRSIM_DATA_DIR") or DEFAULT_ROOT)
-        path = root / CLIENT_PROPERTIES
-        if path.is_file():
-            security = ClientSecurity.from_file(path)
-    if user is not None:
-        if password is None:
-            raise click.UsageError("--user needs --password")
-        security = (security or ClientSecurity()).with_user(user, password)
-    elif password is not None:
-        raise click.UsageError("--password needs --user")
-    return security
+    try:
+        return resolve(data_dir, command_config, user, password)
+    except CredentialsMismatch as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def apply_client_security(
@@ -137,7 +124,6 @@ def add_client_auth_options(command: click.Command) -> click.Command:
 
 
 __all__ = [
-    "CLIENT_PROPERTIES",
     "add_client_auth_options",
     "apply_client_security",
     "resolve_client_security",

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import trio
 
-from cli.cluster_client import ClientError
+from kit.cluster_client import ClientError
 
 T = TypeVar("T")
 

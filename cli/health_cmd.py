@@ -12,8 +12,8 @@ def health(address: str, timeout: float) -> None:
     """Exit 0 if the broker or controller at ADDRESS (host:port) answers API_VERSIONS (for healthchecks)."""
     import trio
 
-    from cli.cluster_client import ClientError, parse_address
-    from cli.node_query import ask
+    from kit.cluster_client import ClientError, parse_address
+    from kit.node_query import ask
     from protocol import ApiKeys
 
     try:

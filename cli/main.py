@@ -15,12 +15,13 @@ from typing import Any
 import click
 
 from cli.client_auth import NOT_CLIENTS, add_client_auth_options
+from kit.errors import KitError
 
 # name -> ("module:attribute", short help shown by `isrsim --help` without importing the module)
 COMMANDS: dict[str, tuple[str, str]] = {
     "acl": ("cli.acl_cmd:acl", "Add, list and remove ACLs (kafka-acls)."),
     "broker": ("cli.broker_cmd:broker", "Run and control broker processes."),
-    "bench": ("cli.bench.command:bench", "Measure throughput and latency under scenarios."),
+    "bench": ("cli.bench_cmd:bench", "Measure throughput and latency under scenarios."),
     "chaos": (
         "cli.chaos_cmd:chaos",
         "Workload and seeded nemesis against a running cluster, then converge and report.",
@@ -28,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("cli.cluster:cluster", "Bring a local cluster up and down, and watch it."),
     "consume": ("cli.workload_cmd:consume", "Read TOPIC and print record values (kafka-console-consumer)."),
     "controller": ("cli.broker_cmd:controller", "Run and control the cluster controller."),
-    "demo": ("cli.demo:demo", "The main job, end to end: cluster, workload, faults, report."),
+    "demo": ("cli.demo_cmd:demo", "The main job, end to end: cluster, workload, faults, report."),
     "dump-log": (
         "cli.dump_log_cmd:dump_log",
         "Print the batches of a segment or partition (kafka-dump-log).",
@@ -83,6 +84,14 @@ class LazyGroup(click.Group):
             add_client_auth_options(command)
         self.commands[cmd_name] = command
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """The kit's and the lab's errors are the user's to fix (or name a bug in one line): each is shown as
+        click shows its own, ``Error: MESSAGE`` and exit code 1."""
+        try:
+            return super().invoke(ctx)
+        except KitError as exc:
+            raise click.ClickException(str(exc)) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows: list[tuple[str, str]] = []

@@ -15,7 +15,7 @@ def scenario() -> None:
 @scenario.command("list")
 def scenario_list() -> None:
     """The scenarios, with what each truncation mode is expected to show."""
-    from cli.scenarios import MODES, SCENARIOS, net_available
+    from lab.scenarios import MODES, SCENARIOS, net_available
 
     has_net = net_available()
     for s in SCENARIOS.values():
@@ -48,8 +48,8 @@ def scenario_run(name: str, mode: str, data_dir: Path | None, no_report: bool) -
     buggy mode); 1: not as expected; 2: the script could not be played."""
     from rich.console import Console
 
-    from cli.cluster_files import ClusterError
-    from cli.scenarios import SCENARIOS, play
+    from kit.cluster_files import ClusterError
+    from lab.scenarios import SCENARIOS, play
 
     if name not in SCENARIOS:
         raise click.BadParameter(

@@ -42,7 +42,7 @@ def init(
 ) -> None:
     """Make a CA, a certificate and security.properties per node, SCRAM users admin and broker, and
     client.properties, under DIRECTORY."""
-    from cli.security_files import DEFAULT_HOSTS, SecureSetup, write_node_properties
+    from kit.security_files import DEFAULT_HOSTS, SecureSetup, write_node_properties
 
     targets: dict[str, Path] = {}
     for item in credentials:

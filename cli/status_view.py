@@ -13,8 +13,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cli.cluster_files import ClusterInfo, process_state
-from cli.node_query import ask, first_query_error
+from kit.cluster_files import ClusterInfo, process_state
+from kit.node_query import ask, first_query_error
 from protocol import CONTROLLER, ApiKeys, FaultSet, LinkFault, rules_from_body
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import click
 import trio
 
-from cli.cluster_client import ClientError, parse_address
-from cli.cluster_files import ClusterError, ClusterInfo
-from cli.node_query import ask
 from cli.output import OUTPUT_OPTION, echo_json
+from kit.cluster_client import ClientError, parse_address
+from kit.cluster_files import ClusterError, ClusterInfo
+from kit.node_query import ask
 from protocol import ApiKeys, Errors, error_name
 
 

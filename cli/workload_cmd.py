@@ -16,10 +16,10 @@ import click
 import trio
 
 from cli.client_run import run_client
-from cli.cluster_client import ClientError, ClusterClient, bootstrap_from
-from cli.consumer import ConsumedRecord, Consumer
 from cli.main import setup_logging
-from cli.producer import ACKS_BY_NAME, AckJournal, Producer, ProducerSettings, ProduceStats
+from kit.cluster_client import ClientError, ClusterClient, bootstrap_from
+from kit.consumer import ConsumedRecord, Consumer
+from kit.producer import ACKS_BY_NAME, AckJournal, Producer, ProducerSettings, ProduceStats
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from cli.cluster_files import ClusterInfo, process_state, send_signal, wait_exit
+from kit.cluster_files import ClusterInfo, process_state, send_signal, wait_exit
 from protocol.api_keys import ApiKeys
 from protocol.records import iter_batches
 from protocol.security import ClientSecurity

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from cli.chaos_schedule import FAULT_KINDS, Schedule, make_schedule
-from cli.cluster_files import process_state
-from cli.fault_journal import read_faults
+from kit.cluster_files import process_state
+from kit.fault_journal import read_faults
+from lab.chaos.schedule import FAULT_KINDS, Schedule, make_schedule
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import run_cli
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import trio
 
-from cli.cluster_files import ProcessEntry
+from kit.cluster_files import ProcessEntry
 from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed, open_connection
 from protocol.errors import Errors

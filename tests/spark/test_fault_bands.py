@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from cli.fault_journal import append_fault
+from kit.fault_journal import append_fault
 from spark_jobs.fault_log import fault_bands, read_fault_log
 from spark_jobs.report_job import EXIT_OK, run_report
 from tests.spark.cluster_fixtures import TOPIC, read_events, time_range, write_controller_journal

@@ -21,10 +21,10 @@ from rich.console import Console
 from broker.config import KEYS_BY_NAME
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.log import Log, LogConfig
-from cli.cluster_files import ClusterInfo
-from cli.scenarios import Outcome, play
-from cli.scenarios.evidence import gather
-from cli.scenarios.run import PARTITION, TOPIC
+from kit.cluster_files import ClusterInfo
+from lab.scenarios import Outcome, play
+from lab.scenarios.evidence import gather
+from lab.scenarios.run import PARTITION, TOPIC
 from spark_jobs import checks
 from spark_jobs.inputs import load_inputs
 from spark_jobs.layout import discover

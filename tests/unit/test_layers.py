@@ -1,11 +1,12 @@
 """The packages' layering, read from the source with ``ast`` (nothing is imported).
 
-The arrow goes one way: ``cli`` and ``spark_jobs`` -> ``broker`` -> ``fetcher`` -> ``protocol``. The
-applications (the CLI and the report) reach ``broker``, ``fetcher`` and ``protocol`` only through their front
-doors (the package's ``__init__``, or a module listed in ``FRONT_DOORS``), so the packages' insides can move
-without breaking them. And no module imports itself back, however far round: every import counts, including
-those inside functions and under ``if TYPE_CHECKING:`` (a cycle that only the type checker sees still ties
-the two modules' designs together).
+The arrow goes one way: ``cli`` -> ``lab`` -> ``kit`` -> ``spark_jobs`` and ``broker`` -> ``fetcher`` ->
+``protocol``. The applications (the command line, the lab, the kit and the report) reach ``broker``,
+``fetcher``, ``protocol`` and ``spark_jobs`` only through their front doors (the package's ``__init__``, or
+a module listed in ``FRONT_DOORS``), so the packages' insides can move without breaking them. No module
+imports itself back, however far round: every import counts, including those inside functions and under
+``if TYPE_CHECKING:`` (a cycle that only the type checker sees still ties the two modules' designs
+together); no two folders of a package import each other; and only ``cli`` speaks click.
 """
 
 from __future__ import annotations
@@ -18,22 +19,29 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("protocol", "fetcher", "broker", "cli", "spark_jobs")
+PACKAGES = ("protocol", "fetcher", "broker", "spark_jobs", "kit", "lab", "cli")
 
 # What each package may import from the others (a package always may import from itself).
 ALLOWED: dict[str, frozenset[str]] = {
     "protocol": frozenset(),
     "fetcher": frozenset({"protocol"}),
     "broker": frozenset({"protocol", "fetcher"}),
-    "cli": frozenset({"protocol", "broker", "spark_jobs"}),
     "spark_jobs": frozenset({"protocol", "broker"}),
+    "kit": frozenset({"protocol", "broker", "spark_jobs"}),
+    "lab": frozenset({"protocol", "broker", "spark_jobs", "kit"}),
+    "cli": frozenset({"protocol", "broker", "spark_jobs", "kit", "lab"}),
 }
 
 # The applications: they use the library packages only through their front doors.
-APPLICATIONS = frozenset({"cli", "spark_jobs"})
+APPLICATIONS = frozenset({"cli", "lab", "kit", "spark_jobs"})
+
+# Only the command line speaks click: the kit and the lab are libraries (their errors carry a message, which
+# ``cli.main`` shows as click shows its own).
+CLICK_FREE = frozenset({"protocol", "fetcher", "broker", "spark_jobs", "kit", "lab"})
 
 # The modules of a package that an application may import: its ``__init__`` (the package name), which
-# exports what applications need, and any module designed to be used from outside. (Inside the library,
+# exports what applications need, and any module designed to be used from outside. (``kit`` and ``lab`` have
+# no door: each of their modules is made to be used by the floors above.) (Inside the library,
 # ``broker`` and ``fetcher`` implement the protocol and use ``protocol``'s modules directly.)
 FRONT_DOORS: dict[str, frozenset[str]] = {
     "protocol": frozenset({"protocol"}),
@@ -190,12 +198,80 @@ def test_applications_go_through_the_front_doors() -> None:
     wrong = [
         f"{e}, which is not one of {sorted(FRONT_DOORS[package_of(e.imported)])}"
         for e in cross_package_imports()
-        if package_of(e.importer) in APPLICATIONS and e.imported not in FRONT_DOORS[package_of(e.imported)]
+        if package_of(e.importer) in APPLICATIONS
+        and package_of(e.imported) in FRONT_DOORS
+        and e.imported not in FRONT_DOORS[package_of(e.imported)]
     ]
     assert not wrong, (
         "import another package through its front door (export the name there if it is missing):\n"
         + "\n".join(wrong)
     )
+
+
+def third_party_imports(module: str) -> Iterator[tuple[str, int]]:
+    """The top-level names of what ``module`` imports from outside the project, with the line."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"), filename=str(MODULES[module]))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name.split(".")[0], node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.module.split(".")[0], node.lineno
+
+
+@pytest.mark.parametrize("package", sorted(CLICK_FREE))
+def test_only_the_command_line_speaks_click(package: str) -> None:
+    wrong = [
+        f"{m} (line {line}) imports click"
+        for m in MODULES
+        if package_of(m) == package
+        for name, line in third_party_imports(m)
+        if name == "click"
+    ]
+    assert not wrong, (
+        f"{package} is a library under the command line: raise an error with a message (kit.errors.KitError) "
+        "and let cli/ turn it into click's:\n" + "\n".join(wrong)
+    )
+
+
+def folder_of(module: str) -> str:
+    """The folder a module's file is in, as a dotted name (a package's ``__init__`` is in its own folder)."""
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+# Packages whose folders still import each other in a loop, being untangled (remove a name once its cycles
+# are gone; the test then keeps them gone).
+FOLDER_CYCLES_TO_BREAK = frozenset({"broker"})
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_folder_cycles(package: str) -> None:
+    """Folders import each other one way only: no two folders of a package (``lab/bench`` and ``lab``, say)
+    each import a module of the other, however far round."""
+    if package in FOLDER_CYCLES_TO_BREAK:
+        pytest.skip(f"{package}'s folder cycles are being broken")
+    graph: dict[str, set[str]] = {}
+    for edges in GRAPH.values():
+        for e in edges:
+            if package_of(e.importer) != package or package_of(e.imported) != package:
+                continue
+            a, b = folder_of(e.importer), folder_of(e.imported)
+            graph.setdefault(a, set())
+            graph.setdefault(b, set())
+            if a != b:
+                graph[a].add(b)
+    cycles = [c for c in strongly_connected(graph) if len(c) > 1]
+    shown = [
+        "{" + ", ".join(sorted(c)) + "}:\n"
+        + "\n".join(
+            f"  {e}"
+            for mod, edges in GRAPH.items()
+            if folder_of(mod) in c
+            for e in edges
+            if folder_of(e.imported) in c and folder_of(e.imported) != folder_of(mod)
+        )
+        for c in cycles
+    ]
+    assert not cycles, "folder cycles (move the shared part into a folder both import):\n" + "\n".join(shown)
 
 
 def test_no_import_cycles() -> None:

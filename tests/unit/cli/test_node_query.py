@@ -15,8 +15,8 @@ import pytest
 import trio
 
 from cli import status_view
-from cli.cluster_files import ClusterInfo, ProcessEntry
-from cli.node_query import QueryError, ask
+from kit.cluster_files import ClusterInfo, ProcessEntry
+from kit.node_query import QueryError, ask
 from protocol import ApiKeys
 
 Handler = Callable[[trio.SocketStream], Awaitable[None]]
@@ -56,12 +56,12 @@ async def test_a_silent_or_hanging_up_node_is_no_answer(handler: Handler) -> Non
 
 
 async def test_any_other_failure_is_a_query_error_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="cli.node_query")
+    caplog.set_level(logging.ERROR, logger="kit.node_query")
     unencodable = {"topics": object()}  # a request the CLI built wrongly: msgpack cannot encode it
     async with server(silent) as port:
         with pytest.raises(QueryError) as raised:
             await ask("127.0.0.1", port, ApiKeys.METADATA, unencodable, timeout=2)
-    message = raised.value.format_message()
+    message = str(raised.value)
     assert "\n" not in message
     assert f"METADATA to 127.0.0.1:{port} failed: TypeError" in message
     assert isinstance(raised.value.__cause__, TypeError)

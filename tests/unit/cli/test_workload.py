@@ -9,9 +9,9 @@ import pytest
 import trio
 
 from cli.client_run import run_client
-from cli.cluster_client import ClientError
-from cli.producer import ProduceStats, RateLimitedLog, retry_backoff_s
 from cli.workload_cmd import produce_summary
+from kit.cluster_client import ClientError
+from kit.producer import ProduceStats, RateLimitedLog, retry_backoff_s
 
 
 def test_backoff_doubles_up_to_the_maximum_with_jitter() -> None:

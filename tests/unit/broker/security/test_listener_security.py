@@ -9,7 +9,7 @@ import pytest
 
 from broker.config import BrokerConfig, ConfigError
 from broker.security.listener_security import inter_broker_client_security, listener_securities
-from cli.security_files import CertificateAuthority, jaas_config
+from kit.security_files import CertificateAuthority, jaas_config
 from protocol.security import ClientSecurity, SecurityConfigError, parse_jaas_config
 
 

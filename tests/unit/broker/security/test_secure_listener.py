@@ -15,7 +15,7 @@ import trio
 from broker.network import Request, RequestChannel, RequestHandlerPool, SocketServer
 from broker.security.credentials import CredentialStore, ScramCredential
 from broker.security.listener_security import ListenerSecurity
-from cli.security_files import CertificateAuthority
+from kit.security_files import CertificateAuthority
 from protocol.api_keys import ApiKeys
 from protocol.client import AuthenticationFailed, ConnectionClosed, open_connection
 from protocol.errors import Errors

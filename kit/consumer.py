@@ -1,0 +1,244 @@
+"""A consumer: finds each partition's leader, starts at the earliest or latest offset (LIST_OFFSETS), and
+long-polls FETCH (sessionless, read up to the HW), following leader changes."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import trio
+
+from kit.cluster_client import ClientError, ClusterClient
+from protocol import (
+    CONSUMER_REPLICA_ID,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ApiKeys,
+    ConnectionClosed,
+    Errors,
+    decode_records,
+    error_name,
+    iter_batches,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+
+class Consumer:
+    def __init__(
+        self,
+        client: ClusterClient,
+        topic: str,
+        *,
+        from_beginning: bool,
+        max_wait_ms: int = 500,
+        partition_max_bytes: int = 1048576,
+    ) -> None:
+        self.client = client
+        self.topic = topic
+        self.from_beginning = from_beginning
+        self.max_wait_ms = max_wait_ms
+        self.partition_max_bytes = partition_max_bytes
+        self.positions: dict[int, int] = {}
+        self.high_watermarks: dict[int, int] = {}
+        self.consumed = 0
+
+    async def _list_offset(self, partition: int, timestamp: int) -> int:
+        while True:
+            leader = self.client.leader_for((self.topic, partition))
+            try:
+                conn = await self.client.broker_connection(leader)
+                resp = await conn.request(
+                    ApiKeys.LIST_OFFSETS,
+                    {
+                        "replica_id": CONSUMER_REPLICA_ID,
+                        "isolation_level": 0,
+                        "topics": [
+                            {
+                                "name": self.topic,
+                                "partitions": [
+                                    {
+                                        "partition_index": partition,
+                                        "current_leader_epoch": -1,
+                                        "timestamp": timestamp,
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                )
+                p = resp["topics"][0]["partitions"][0]
+                if p["error_code"] == Errors.NONE:
+                    return int(p["offset"])
+                log.info("LIST_OFFSETS %s-%d: %s", self.topic, partition, error_name(p["error_code"]))
+            except (OSError, ConnectionClosed, trio.TooSlowError) as exc:
+                log.info("LIST_OFFSETS %s-%d: %s", self.topic, partition, exc)
+            await trio.sleep(0.2)
+            await self.client.refresh_metadata([self.topic])
+
+    async def run(
+        self,
+        on_record: Callable[[ConsumedRecord], None],
+        *,
+        max_records: int | None = None,
+        idle_timeout_ms: int | None = None,
+        until_end: bool = False,
+    ) -> int:
+        """Consumes until ``max_records`` were delivered, nothing arrived for ``idle_timeout_ms``, or (with
+        ``until_end``) every partition was read up to the high watermark its leader last reported."""
+        partitions = await self.client.topic_partitions(self.topic)
+        start_ts = EARLIEST_TIMESTAMP if self.from_beginning else LATEST_TIMESTAMP
+        for p in partitions:
+            self.positions[p] = await self._list_offset(p, start_ts)
+        last_data = time.monotonic()
+        while max_records is None or self.consumed < max_records:
+            if idle_timeout_ms is not None and (time.monotonic() - last_data) * 1000 >= idle_timeout_ms:
+                break
+            if until_end and self.at_end(partitions):
+                break
+            by_leader: dict[int, list[int]] = {}
+            for p in partitions:
+                by_leader.setdefault(self.client.leader_for((self.topic, p)), []).append(p)
+            results: list[int] = []
+            async with trio.open_nursery() as nursery:
+                for leader, parts in by_leader.items():
+                    nursery.start_soon(self._fetch_into, results, leader, parts, on_record, max_records)
+            got = sum(results)
+            if got:
+                last_data = time.monotonic()
+        return self.consumed
+
+    def at_end(self, partitions: list[int]) -> bool:
+        """Every partition's position is at (or past) the high watermark last reported for it."""
+        return all(
+            p in self.high_watermarks and self.positions[p] >= self.high_watermarks[p] for p in partitions
+        )
+
+    async def _fetch_into(
+        self,
+        results: list[int],
+        leader: int,
+        parts: list[int],
+        on_record: Callable[[ConsumedRecord], None],
+        max_records: int | None,
+    ) -> None:
+        results.append(await self._fetch(leader, parts, on_record, max_records))
+
+    async def _fetch(
+        self,
+        leader: int,
+        parts: list[int],
+        on_record: Callable[[ConsumedRecord], None],
+        max_records: int | None,
+    ) -> int:
+        body = {
+            "replica_id": CONSUMER_REPLICA_ID,
+            "max_wait_ms": self.max_wait_ms,
+            "min_bytes": 1,
+            "max_bytes": 52428800,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": self.topic,
+                    "partitions": [
+                        {
+                            "partition": p,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": self.positions[p],
+                            "log_start_offset": -1,
+                            "partition_max_bytes": self.partition_max_bytes,
+                        }
+                        for p in parts
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+        }
+        try:
+            if leader < 0:
+                raise ConnectionClosed("no leader")
+            conn = await self.client.broker_connection(leader)
+            resp = await conn.request(ApiKeys.FETCH, body, timeout=self.max_wait_ms / 1000 + 30)
+        except (OSError, ConnectionClosed, trio.TooSlowError) as exc:
+            log.info("fetch from broker %d failed: %s; refreshing metadata", leader, exc)
+            await trio.sleep(0.2)
+            await self.client.refresh_metadata([self.topic])
+            return 0
+        got = 0
+        refresh = False
+        for t in resp.get("responses", []):
+            for p in t["partitions"]:
+                partition = p["partition_index"]
+                code = Errors(p["error_code"])
+                if code == Errors.OFFSET_OUT_OF_RANGE:
+                    reset = EARLIEST_TIMESTAMP if self.from_beginning else LATEST_TIMESTAMP
+                    self.positions[partition] = await self._list_offset(partition, reset)
+                    continue
+                if code == Errors.TOPIC_AUTHORIZATION_FAILED:
+                    # Not retriable (Kafka's consumer raises TopicAuthorizationException).
+                    grant = (
+                        f"isrsim acl add --allow-principal User:NAME --operation Read --topic {self.topic}"
+                    )
+                    raise ClientError(
+                        f"not authorized to read topic {self.topic!r} (TOPIC_AUTHORIZATION_FAILED): a super "
+                        f"user can grant it with `{grant}`"
+                    )
+                if code != Errors.NONE:
+                    refresh = True
+                    continue
+                self.high_watermarks[partition] = int(p.get("high_watermark", -1))
+                got += self._deliver(partition, p["records"], on_record, max_records)
+        if refresh:
+            await trio.sleep(0.1)
+            await self.client.refresh_metadata([self.topic])
+        return got
+
+    def _deliver(
+        self,
+        partition: int,
+        data: bytes,
+        on_record: Callable[[ConsumedRecord], None],
+        max_records: int | None,
+    ) -> int:
+        got = 0
+        position = self.positions[partition]
+        for pos, header in iter_batches(data):
+            if header.last_offset < position:
+                continue
+            _, records = decode_records(data, pos)
+            for r in records:
+                offset = header.base_offset + r.offset_delta
+                if offset < position:
+                    continue
+                if max_records is not None and self.consumed >= max_records:
+                    self.positions[partition] = position
+                    return got
+                on_record(
+                    ConsumedRecord(
+                        self.topic,
+                        partition,
+                        offset,
+                        r.key,
+                        r.value,
+                        header.base_timestamp + r.timestamp_delta,
+                    )
+                )
+                position = offset + 1
+                self.consumed += 1
+                got += 1
+        self.positions[partition] = position
+        return got

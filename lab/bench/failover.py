@@ -1,0 +1,292 @@
+"""Scenario 4: producer-visible unavailability when a leader goes away.
+
+Each case runs on a fresh managed cluster: a controller and three brokers
+(``broker.session.timeout.ms`` and ``broker.heartbeat.interval.ms`` below), a topic with replication factor
+3 and ``min.insync.replicas=2`` created through the controller with 3 x N partitions, so that the controller's
+round-robin placement gives each broker N leaderships (N = 1 and 100).
+
+A prober writes to every partition the victim leads, as a producer would: one PRODUCE (acks=-1, one small
+batch per partition) per leader every ``PROBE_INTERVAL_S``, refreshing metadata after an error (at most
+every ``METADATA_BACKOFF_S``). The victim is killed with SIGKILL, or stopped cleanly with SIGTERM (the broker
+then moves its leaderships away through the controller first). A partition's unavailability is the time from
+the signal to the acknowledgement of the first request sent after it that succeeded; the figure is the
+worst partition (every partition writable again), the median is in the details.
+"""
+
+from __future__ import annotations
+
+import signal
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from kit.cluster_client import ClientError, ClusterClient
+from lab.bench.cluster import (
+    BenchCluster,
+    BenchError,
+    isrsim_cmd,
+    read_events,
+    reap,
+    request,
+    spawn,
+    wait_for,
+)
+from lab.bench.context import BenchContext
+from lab.bench.results import Figure, ScenarioResult, Target
+from protocol import ApiKeys, ConnectionClosed, Errors, TopicPartition, build_simple_batch, error_name
+
+CONTROLLER_ID = 1000
+SESSION_TIMEOUT_MS = 3000
+HEARTBEAT_MS = 500
+PROBE_INTERVAL_S = 0.01
+METADATA_BACKOFF_S = 0.02
+RECOVERY_TIMEOUT_S = 60.0
+
+
+class ManagedCluster(BenchCluster):
+    """A controller process plus brokers that register with it."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(
+            root,
+            {
+                "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
+                "min.insync.replicas": "2",
+            },
+        )
+        self.controller_dir = root / "controller"
+        self.controller_proc: Any = None
+        self.controller_address = ("127.0.0.1", -1)
+
+    async def start_controller(self) -> None:
+        self.controller_dir.mkdir(parents=True, exist_ok=True)
+        journal = self.controller_dir / "events.jsonl"
+        args = ["controller", "start", "--log-level", "WARNING"]
+        for key, value in {
+            "node.id": CONTROLLER_ID,
+            "listeners": "127.0.0.1:0",
+            "metadata.log.dir": self.controller_dir,
+            "broker.session.timeout.ms": SESSION_TIMEOUT_MS,
+            "min.insync.replicas": 2,
+        }.items():
+            args += ["--override", f"{key}={value}"]
+        proc = spawn(isrsim_cmd(*args), log_path=self.controller_dir / "controller.log")
+        self.controller_proc = proc
+
+        def started() -> dict[str, Any] | None:
+            if proc.poll() is not None:
+                raise BenchError(f"the controller exited with {proc.returncode} during start-up")
+            lines = [e for e in read_events(journal, "controller_started") if e.get("pid") == proc.pid]
+            return lines[-1] if lines else None
+
+        line = await wait_for(started, 30, "the controller to start", interval=0.05)
+        self.controller_address = (str(line["host"]), int(line["port"]))
+        host, port = self.controller_address
+        self.overrides["controller.quorum.voters"] = f"{CONTROLLER_ID}@{host}:{port}"
+
+    async def wait_registered(self, ids: list[int], timeout: float = 30) -> None:
+        async def all_unfenced() -> bool:
+            resp = await request(self.controller_address, ApiKeys.DESCRIBE_CLUSTER, {})
+            live = {b["broker_id"] for b in resp.get("brokers", []) if not b.get("fenced")}
+            return set(ids) <= live
+
+        await wait_for(all_unfenced, timeout, "every broker to register with the controller", interval=0.1)
+
+    async def create_topic(self, name: str, partitions: int) -> None:
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": partitions,
+                    "replication_factor": 3,
+                    "configs": {"min.insync.replicas": "2"},
+                }
+            ],
+            "timeout_ms": 30_000,
+        }
+        resp = await request(self.controller_address, ApiKeys.CREATE_TOPICS, body, timeout=60)
+        topic = resp["topics"][0]
+        if topic["error_code"] != 0:
+            raise BenchError(f"CREATE_TOPICS {name}: {topic['error_code']} {topic.get('error_message')}")
+
+    def close(self) -> None:
+        super().close()
+        if self.controller_proc is not None:
+            reap(self.controller_proc)
+
+
+@dataclass
+class Prober:
+    client: ClusterClient
+    partitions: list[TopicPartition]
+    acks: dict[TopicPartition, list[tuple[float, float]]] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    _in_flight: set[TopicPartition] = field(default_factory=set)
+    _stale: bool = False
+    _last_refresh: float = 0.0
+
+    async def run(self) -> None:
+        batch = build_simple_batch([b"p" * 100])
+        async with trio.open_nursery() as nursery:
+            while True:
+                if self._stale and time.monotonic() - self._last_refresh >= METADATA_BACKOFF_S:
+                    self._stale = False
+                    self._last_refresh = time.monotonic()
+                    try:
+                        await self.client.refresh_metadata([self.partitions[0][0]])
+                    except (ClientError, OSError, ConnectionClosed, trio.TooSlowError, KeyError):
+                        self._stale = True
+                by_leader: dict[int, list[TopicPartition]] = {}
+                for tp in self.partitions:
+                    if tp not in self._in_flight:
+                        by_leader.setdefault(self.client.leader_for(tp), []).append(tp)
+                for leader, tps in by_leader.items():
+                    self._in_flight.update(tps)
+                    nursery.start_soon(self._send, leader, tps, batch)
+                await trio.sleep(PROBE_INTERVAL_S)
+
+    def _error(self, name: str) -> None:
+        self.errors[name] = self.errors.get(name, 0) + 1
+        self._stale = True
+
+    async def _send(self, leader: int, tps: list[TopicPartition], batch: bytes) -> None:
+        sent = time.monotonic()
+        topic = tps[0][0]
+        body = {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 10_000,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": tp[1], "records": batch} for tp in tps]}
+            ],
+        }
+        try:
+            if leader < 0:
+                raise ConnectionClosed("no leader")
+            conn = await self.client.broker_connection(leader)
+            resp = await conn.request(ApiKeys.PRODUCE, body, timeout=15)
+            now = time.monotonic()
+            for part in resp["responses"][0]["partition_responses"]:
+                tp = (topic, part["index"])
+                if part["error_code"] == Errors.NONE:
+                    self.acks.setdefault(tp, []).append((sent, now))
+                else:
+                    self._error(error_name(part["error_code"]))
+        except (OSError, ConnectionClosed, trio.TooSlowError) as exc:
+            self._error(type(exc).__name__)
+            address = self.client.brokers.get(leader)
+            if address is not None:
+                self.client.drop(address)
+        finally:
+            self._in_flight.difference_update(tps)
+
+    def recovered_after(self, t_kill: float) -> dict[TopicPartition, float]:
+        """Partition -> seconds from ``t_kill`` to the ack of its first successful request sent after it."""
+        out = {}
+        for tp in self.partitions:
+            after = [ack for sent, ack in self.acks.get(tp, []) if sent >= t_kill]
+            if after:
+                out[tp] = min(after) - t_kill
+        return out
+
+
+async def _case(ctx: BenchContext, n: int, mode: str, trial: int) -> dict[str, Any]:
+    cluster = ManagedCluster(ctx.scenario_dir("failover") / f"{mode}-{n}-{trial}")
+    label = f"{mode}, {n} partition(s)"
+    try:
+        ctx.step(f"{label}: starting a controller and 3 brokers")
+        await cluster.start_controller()
+        await cluster.start([1, 2, 3])
+        await cluster.wait_registered([1, 2, 3])
+        topic = "fo"
+        await cluster.create_topic(topic, 3 * n)
+        async with trio.open_nursery() as nursery:
+            client = ClusterClient(nursery, cluster.bootstrap, client_id="isrsim-bench-prober")
+
+            async def placed() -> bool:
+                await client.refresh_metadata([topic])
+                parts = [info for (t, _), info in client.partitions.items() if t == topic]
+                return len(parts) == 3 * n and all(i.leader >= 0 and len(i.isr) == 3 for i in parts)
+
+            await wait_for(placed, 60, f"{topic}'s {3 * n} partitions to have leaders", interval=0.1)
+            led: dict[int, list[TopicPartition]] = {}
+            for tp, info in client.partitions.items():
+                if tp[0] == topic:
+                    led.setdefault(info.leader, []).append(tp)
+            victim = max(led, key=lambda b: len(led[b]))
+            prober = Prober(client, sorted(led[victim]))
+            nursery.start_soon(prober.run)
+            ctx.step(f"{label}: probing {len(prober.partitions)} partitions led by broker {victim}")
+            await wait_for(
+                lambda: all(prober.acks.get(tp) for tp in prober.partitions),
+                30,
+                "every probed partition to ack",
+            )
+            await trio.sleep(0.5)
+            ctx.step(f"{label}: {'SIGKILL' if mode == 'sigkill' else 'SIGTERM'} to broker {victim}")
+            broker = cluster[victim]
+            t_kill = time.monotonic()
+            broker.proc.send_signal(signal.SIGKILL if mode == "sigkill" else signal.SIGTERM)  # type: ignore[union-attr]
+            await wait_for(
+                lambda: len(prober.recovered_after(t_kill)) == len(prober.partitions),
+                RECOVERY_TIMEOUT_S + SESSION_TIMEOUT_MS / 1000,
+                f"every partition led by broker {victim} to take writes again",
+            )
+            recovered = prober.recovered_after(t_kill)
+            await wait_for(lambda: not broker.is_running(), 30, f"broker {victim} to exit")
+            nursery.cancel_scope.cancel()
+    finally:
+        cluster.close()
+    times = sorted(recovered.values())
+    return {
+        "mode": mode,
+        "partitions_led": len(times),
+        "victim": victim,
+        "worst_ms": times[-1] * 1000,
+        "median_ms": statistics.median(times) * 1000,
+        "errors_seen": prober.errors,
+        "exit_code": broker.proc.returncode if broker.proc is not None else None,
+    }
+
+
+async def run(ctx: BenchContext, result: ScenarioResult) -> None:
+    p = ctx.params
+    cases: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for n in p.failover_partition_counts:
+        for mode in ("sigkill", "clean"):
+            for trial in range(p.failover_repeats):
+                cases.setdefault((mode, n), []).append(await _case(ctx, n, mode, trial))
+    for (mode, n), runs in cases.items():
+        worst = statistics.median(r["worst_ms"] for r in runs)
+        target = (
+            Target(
+                "<=", SESSION_TIMEOUT_MS + 500, f"<= session timeout + 500 ms ({SESSION_TIMEOUT_MS + 500} ms)"
+            )
+            if mode == "sigkill"
+            else Target("<=", 100)
+        )
+        trials = f", median of {len(runs)} runs" if len(runs) > 1 else ""
+        median_partition = statistics.median(r["median_ms"] for r in runs)
+        result.add(
+            Figure(
+                f"{mode}_{n}_worst_ms",
+                f"(4) {'SIGKILL' if mode == 'sigkill' else 'clean stop'}, {runs[0]['partitions_led']} "
+                "partition(s) led: unavailable",
+                worst,
+                "ms",
+                target,
+                note=f"worst partition{trials}; median partition {median_partition:.0f} ms",
+            )
+        )
+    result.details = {
+        "broker_session_timeout_ms": SESSION_TIMEOUT_MS,
+        "broker_heartbeat_interval_ms": HEARTBEAT_MS,
+        "probe_interval_ms": PROBE_INTERVAL_S * 1000,
+        "metadata_backoff_ms": METADATA_BACKOFF_S * 1000,
+        "cases": {f"{mode}-{n}": runs for (mode, n), runs in cases.items()},
+    }

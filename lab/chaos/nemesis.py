@@ -1,0 +1,205 @@
+"""The chaos nemesis: starts and ends the faults of a schedule (``lab.chaos.schedule``) on a running cluster.
+
+Process faults signal the brokers named in ``cluster.json`` (kill: SIGKILL, term: SIGTERM and a controlled
+shutdown, pause: SIGSTOP) and end with a restart on the same data (kill, term) or SIGCONT (pause). Network
+faults go through the same library as ``isrsim net`` (``kit.net_faults.change_faults``) and end with a heal
+of exactly their links. Every action is appended to ``<root>/faults.jsonl`` with the step's index in
+``chaos.json`` (``params.chaos_step``).
+
+Blocking work (a controlled shutdown, a broker start that waits for its ``broker_started`` line) runs in a
+worker thread, so the workload and the progress line go on meanwhile.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+from rich.markup import escape
+
+from kit.cluster_files import ClusterError, ClusterInfo, process_state, send_signal, stop_process, wait_exit
+from kit.fault_journal import append_fault
+from kit.local_cluster import STOP_TIMEOUT_S, start_broker
+from kit.net_faults import NetCluster, NetError, change_faults, cluster_from_info, read_tables
+from lab.chaos.schedule import FaultStep
+from protocol import FaultSet
+
+NET_RETRIES = 3
+RESTART_ATTEMPTS = 2
+
+
+class ChaosError(Exception):
+    """The nemesis cannot go on (a broker does not start again); the message says which and why."""
+
+
+class Nemesis:
+    def __init__(self, info: ClusterInfo, say: Callable[[str], None]) -> None:
+        self.info = info
+        self.root = Path(info.root)
+        self.say = say
+        self.applied: dict[int, FaultStep] = {}  # steps started and not yet ended
+        self.skipped: list[tuple[FaultStep, str]] = []
+        self.injected: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ helpers
+
+    def _net(self) -> NetCluster:
+        return cluster_from_info(self.info)  # process states as they are now
+
+    def _record(self, action: str, nodes: list[str], params: dict[str, Any]) -> None:
+        append_fault(self.root, action, nodes, params)
+
+    async def _change(
+        self, edit: Callable[[NetCluster, FaultSet], FaultSet], required: list[str], seed: int | None
+    ) -> int:
+        cluster = self._net()
+        change = await change_faults(cluster, lambda s: edit(cluster, s), required=required, seed=seed)
+        return len(change.changed)
+
+    # ------------------------------------------------------------------ one step
+
+    async def start(self, step: FaultStep) -> bool:
+        """Starts ``step``'s fault; False (and the reason in ``skipped``) when it cannot be applied now."""
+        params = {**step.params, "chaos_step": step.index}
+        kind, nodes = step.kind, step.nodes
+        try:
+            if kind in ("kill", "term", "pause"):
+                self._start_process_fault(step, params)
+            else:
+                seed = step.params.get("seed")
+                a = nodes[0]
+                b = nodes[1] if len(nodes) > 1 else ""
+                one_way = bool(step.params.get("one_way"))
+                if kind == "partition":
+                    await self._change(lambda c, s: s.partition(a, b, one_way=one_way), [a, b], None)
+                elif kind == "isolate":
+                    await self._change(lambda c, s: s.isolate(a, c.names), [a], None)
+                elif kind == "delay":
+                    ms, jitter = int(step.params["ms"]), int(step.params["jitter_ms"])
+                    await self._change(lambda c, s: s.delay(a, b, ms, jitter, one_way=one_way), [a, b], seed)
+                elif kind == "loss":
+                    pct = float(step.params["percent"])
+                    await self._change(lambda c, s: s.loss(a, b, pct, one_way=one_way), [a, b], seed)
+                self._record(kind, nodes, params)
+        except (NetError, ClusterError) as exc:
+            self.skipped.append((step, str(exc)))
+            self.say(f"[yellow]skipped[/] {step.describe()}: {escape(str(exc))}")
+            return False
+        self.applied[step.index] = step
+        self.injected[kind] = self.injected.get(kind, 0) + 1
+        self.say(f"[red]{step.describe()}[/] (until {step.until_s:g}s)")
+        pid = self.info.broker(int(nodes[0])).pid if kind in ("kill", "term") else None
+        if kind == "kill":
+            await trio.to_thread.run_sync(wait_exit, pid, 5.0)  # reaps it if this process started it
+        elif kind == "term":
+            result = await trio.to_thread.run_sync(stop_process, pid, STOP_TIMEOUT_S)
+            self.say(f"broker {nodes[0]} {result}")
+        return True
+
+    def _start_process_fault(self, step: FaultStep, params: dict[str, Any]) -> None:
+        b = self.info.broker(int(step.nodes[0]))
+        state = process_state(b.pid)
+        if state != "running":
+            raise ClusterError(f"broker {b.id} is {state}")
+        sig = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "pause": signal.SIGSTOP}[step.kind]
+        if step.kind == "term":
+            # Recorded before the signal: the controlled shutdown that follows is part of the fault.
+            self._record("term", step.nodes, {**params, "pid": b.pid})
+            return
+        if not send_signal(b.pid, sig):
+            raise ClusterError(f"broker {b.id} is not running")
+        self._record(step.kind, step.nodes, {**params, "pid": b.pid})
+
+    async def end(self, step: FaultStep) -> None:
+        """Ends a started step: restart (kill, term), resume (pause) or heal its links."""
+        if self.applied.pop(step.index, None) is None:
+            return
+        node = step.nodes[0]
+        params = {"chaos_step": step.index}
+        if step.kind in ("kill", "term"):
+            await self.restart(int(node), params)
+        elif step.kind == "pause":
+            b = self.info.broker(int(node))
+            send_signal(b.pid, signal.SIGCONT)
+            self._record("resume", [node], {**params, "pid": b.pid})
+            self.say(f"[green]resume {node}[/]")
+        else:
+            pair = step.nodes if step.kind != "isolate" else [node]
+            a, b2 = pair[0], pair[1] if len(pair) > 1 else None
+            for attempt in range(1, NET_RETRIES + 1):
+                try:
+                    await self._change(lambda c, s: s.heal(a, b2), [], None)
+                    break
+                except NetError as exc:
+                    if attempt == NET_RETRIES:
+                        why = escape(str(exc))
+                        self.say(f"[yellow]heal {' '.join(pair)} failed[/] ({why}); healed at the end")
+                        return
+                    await trio.sleep(1.0)
+            self._record("heal", pair, params)
+            self.say(f"[green]heal {' '.join(pair)}[/]")
+
+    async def restart(self, broker_id: int, params: dict[str, Any]) -> None:
+        b = self.info.broker(broker_id)
+        error: ClusterError | None = None
+        for _ in range(RESTART_ATTEMPTS):
+            try:
+                await trio.to_thread.run_sync(self._start_broker, b.id)
+                break
+            except ClusterError as exc:
+                error = exc
+        else:
+            raise ChaosError(f"broker {broker_id} did not start again: {error}")
+        healed = 0
+        try:
+            cluster = self._net()
+            change = await change_faults(cluster, lambda s: s.heal(str(broker_id)), required=[])
+            healed = len(change.before) - len(change.after)
+        except NetError:
+            pass
+        self._record("restart", [str(broker_id)], {**params, "pid": b.pid, "healed_links": healed})
+        self.say(f"[green]restart {broker_id}[/] (pid {b.pid})")
+
+    def _start_broker(self, broker_id: int) -> None:
+        b = self.info.broker(broker_id)
+        if process_state(b.pid) != "stopped":
+            stop_process(b.pid, STOP_TIMEOUT_S)
+        start_broker(self.info, b)
+        self.info.save()
+
+    # ------------------------------------------------------------------ the end
+
+    async def heal_everything(self) -> list[str]:
+        """Resumes paused brokers, heals every network fault, restarts stopped brokers. Returns what it did
+        (nothing when every step ended as planned)."""
+        done: list[str] = []
+        for b in self.info.brokers:
+            if process_state(b.pid) == "paused":
+                send_signal(b.pid, signal.SIGCONT)
+                self._record("resume", [str(b.id)], {"pid": b.pid, "chaos_final": True})
+                done.append(f"resumed {b.id}")
+        for attempt in range(1, NET_RETRIES + 1):
+            try:
+                tables = await read_tables(self._net())
+                if not any(tables.values()):
+                    break
+                await self._change(lambda c, s: s.heal(), [], None)
+                self._record("heal", [], {"chaos_final": True})
+                done.append("healed every network fault")
+                break
+            except NetError as exc:
+                if attempt == NET_RETRIES:
+                    raise ChaosError(f"could not heal the network faults: {exc}") from None
+                await trio.sleep(1.0)
+        for b in self.info.brokers:
+            if process_state(b.pid) == "stopped":
+                await self.restart(b.id, {"chaos_final": True})
+                done.append(f"restarted {b.id}")
+        self.applied.clear()
+        return done
+
+
+__all__ = ["ChaosError", "Nemesis"]

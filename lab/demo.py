@@ -1,0 +1,265 @@
+"""``isrsim demo``: the main job end to end. A 3-broker cluster, a 6-partition topic with replication factor
+3 and min.insync.replicas=2, an acks=all workload, and meanwhile: a leader killed with SIGKILL and restarted,
+another broker bounced cleanly, a third paused and resumed (a zombie leader). Then the cluster settles and
+stops, and the Spark report says whether anything acknowledged was lost or any replica diverged."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from kit.cluster_files import ClusterError, ClusterInfo, process_state, send_signal, stop_process
+from kit.local_cluster import fresh_cluster, record_fault, start_broker, stop_brokers
+from kit.node_query import ask_sync
+from protocol import ApiKeys
+
+TOPIC = "demo"
+DEMO_SETTINGS = (
+    "min.insync.replicas=2",
+    "replica.lag.time.max.ms=2000",
+    "broker.session.timeout.ms=3000",
+    "broker.heartbeat.interval.ms=500",
+    "replica.fetch.backoff.ms=200",
+    "controlled.shutdown.timeout.ms=10000",
+)
+
+
+class Demo:
+    def __init__(self, root: Path, console: Console, rate: int, seconds: int) -> None:
+        self.root = root
+        self.console = console
+        self.rate = rate
+        self.seconds = seconds
+        self.t0 = time.monotonic()
+        self.info: ClusterInfo | None = None
+        self.producer: subprocess.Popen[str] | None = None
+        self.secure = False  # `--secure`: SASL_SSL everywhere (docs/security.md)
+
+    # ------------------------------------------------------------------ output
+
+    def say(self, text: str) -> None:
+        self.console.print(f"[dim]{time.monotonic() - self.t0:6.1f}s[/]  {text}")
+
+    def acked(self) -> int:
+        return sum(p.read_text().count("\n") for p in (self.root / "workload").glob("acked-*.jsonl"))
+
+    def wait(self, what: str, cond: Callable[[], Any], timeout: float = 60.0) -> Any:
+        deadline = time.monotonic() + timeout
+        with self.console.status(f"{what} (acknowledged batches: {self.acked()})") as status:
+            while time.monotonic() < deadline:
+                result = cond()
+                if result:
+                    return result
+                status.update(f"{what} (acknowledged batches: {self.acked()})")
+                time.sleep(0.2)
+        raise ClusterError(f"timed out after {timeout:.0f}s waiting for: {what}")
+
+    # ------------------------------------------------------------------ cluster views
+
+    @property
+    def cluster(self) -> ClusterInfo:
+        assert self.info is not None
+        return self.info
+
+    def metadata(self) -> dict[tuple[str, int], dict[str, Any]]:
+        meta = ask_sync(self.cluster.controller, ApiKeys.METADATA, {"topics": [{"name": TOPIC}]})
+        if not meta or not meta.get("topics"):
+            return {}
+        return {(TOPIC, p["partition_index"]): p for p in meta["topics"][0].get("partitions", [])}
+
+    def leader_of(self, partition: int) -> int:
+        return int(self.metadata()[(TOPIC, partition)]["leader_id"])
+
+    def all_isr_full(self) -> bool:
+        meta = self.metadata()
+        return bool(meta) and all(
+            len(p["isr_nodes"]) == len(p["replica_nodes"]) and p["leader_id"] >= 0 for p in meta.values()
+        )
+
+    def fenced(self, broker_id: int) -> bool:
+        resp = ask_sync(self.cluster.controller, ApiKeys.DESCRIBE_CLUSTER, {})
+        return bool(resp) and any(b["broker_id"] == broker_id and b.get("fenced") for b in resp["brokers"])
+
+    def converged(self) -> bool:
+        views: dict[tuple[str, int], set[tuple[int, int]]] = {}
+        for b in self.cluster.brokers:
+            resp = ask_sync(b, ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": [{"name": TOPIC}]})
+            if resp is None:
+                return False
+            for p in resp["partitions"]:
+                views.setdefault((p["topic"], p["partition"]), set()).add(
+                    (p["log_end_offset"], p["high_watermark"])
+                )
+        return len(views) == 6 and all(
+            len(v) == 1 and next(iter(v))[0] == next(iter(v))[1] for v in views.values()
+        )
+
+    # ------------------------------------------------------------------ steps
+
+    def up(self) -> None:
+        self.info = fresh_cluster(self.root, 3, DEMO_SETTINGS, what="demo", secure=self.secure)
+        self.say(f"cluster up: controller + 3 brokers under {self.root} ({', '.join(DEMO_SETTINGS[:3])})")
+        body = {
+            "topics": [
+                {
+                    "name": TOPIC,
+                    "num_partitions": 6,
+                    "replication_factor": 3,
+                    "configs": {"min.insync.replicas": "2"},
+                }
+            ],
+            "timeout_ms": 30000,
+        }
+        resp = ask_sync(self.cluster.controller, ApiKeys.CREATE_TOPICS, body, timeout=35)
+        if not resp or resp["topics"][0]["error_code"] != 0:
+            raise ClusterError(f"CREATE_TOPICS failed: {resp}")
+        self.wait(
+            "every partition to have a leader", lambda: len(self.metadata()) == 6 and self.all_isr_full()
+        )
+        self.say(f"topic {TOPIC}: 6 partitions, replication factor 3, min.insync.replicas=2")
+
+    def start_workload(self) -> None:
+        count = self.rate * self.seconds
+        self.producer = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cli.main",
+                "produce",
+                TOPIC,
+                "--count",
+                str(count),
+                "--acks",
+                "all",
+                "--rate",
+                str(self.rate),
+                "--data-dir",
+                str(self.root),
+                "--no-progress",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.say(
+            f"workload: {count:,} records with acks=all at {self.rate:,}/s (journal: {self.root}/workload)"
+        )
+
+    def sigkill_a_leader(self) -> int:
+        victim = self.leader_of(0)
+        b = self.cluster.broker(victim)
+        send_signal(b.pid, __import__("signal").SIGKILL)
+        record_fault(self.cluster, "kill", str(victim), signal="KILL", pid=b.pid)
+        self.say(f"[red]SIGKILL[/] broker {victim}, leader of {TOPIC}-0")
+        self.wait(
+            f"the controller to fence broker {victim} and elect new leaders",
+            lambda: self.leader_of(0) != victim,
+        )
+        self.say(f"new leader of {TOPIC}-0: broker {self.leader_of(0)}")
+        start_broker(self.cluster, b)
+        self.cluster.save()
+        record_fault(self.cluster, "restart", str(victim), pid=b.pid)
+        self.say(f"broker {victim} restarted: truncating by leader epoch and catching up")
+        self.wait(f"broker {victim} to rejoin every ISR", self.all_isr_full)
+        self.say(f"broker {victim} is back in every ISR")
+        return victim
+
+    def clean_bounce(self, avoid: set[int]) -> int:
+        victim = next(b.id for b in self.cluster.brokers if b.id not in avoid)
+        b = self.cluster.broker(victim)
+        self.say(f"[yellow]SIGTERM[/] broker {victim}: controlled shutdown moves its leaderships first")
+        record_fault(self.cluster, "term", str(victim), signal="TERM", pid=b.pid)
+        result = stop_process(b.pid, 30)
+        self.say(f"broker {victim} {result}; restarting it")
+        start_broker(self.cluster, b)
+        self.cluster.save()
+        record_fault(self.cluster, "restart", str(victim), pid=b.pid)
+        self.wait(f"broker {victim} to rejoin every ISR", self.all_isr_full)
+        self.say(f"broker {victim} is back in every ISR")
+        return victim
+
+    def pause_a_leader(self, avoid: set[int]) -> int:
+        leaders = {self.leader_of(p) for p in range(6)}
+        victim = next((x for x in sorted(leaders) if x not in avoid), None) or sorted(leaders)[0]
+        b = self.cluster.broker(victim)
+        send_signal(b.pid, __import__("signal").SIGSTOP)
+        record_fault(self.cluster, "pause", str(victim), pid=b.pid)
+        self.say(f"[magenta]SIGSTOP[/] broker {victim}: a zombie leader, sockets open, answering nothing")
+        self.wait(f"the controller to fence broker {victim}", lambda: self.fenced(victim))
+        self.say(f"broker {victim} fenced; its partitions have new leaders")
+        send_signal(b.pid, __import__("signal").SIGCONT)
+        record_fault(self.cluster, "resume", str(victim), pid=b.pid)
+        self.say(f"[magenta]SIGCONT[/] broker {victim}: it learns its leaderships are gone (fenced by epoch)")
+        self.wait(f"broker {victim} to rejoin every ISR", self.all_isr_full)
+        self.say(f"broker {victim} is back in every ISR")
+        return victim
+
+    def finish_workload(self) -> tuple[int, str]:
+        assert self.producer is not None
+        with self.console.status("waiting for the workload to finish") as status:
+            while self.producer.poll() is None:
+                status.update(f"waiting for the workload to finish (acknowledged batches: {self.acked()})")
+                time.sleep(0.3)
+        out = (self.producer.stdout.read() if self.producer.stdout else "").strip()
+        self.say(f"workload done: {out.splitlines()[0] if out else '(no output)'}")
+        return self.producer.returncode, out
+
+    def settle_and_stop(self) -> None:
+        self.wait("every replica to agree on LEO and HW", self.converged, timeout=90)
+        self.say("replicas converged; stopping the cluster")
+        stop_brokers(self.cluster)
+        stop_process(self.cluster.controller.pid, 30)
+        self.cluster.controller.pid = None
+        self.cluster.save()
+
+    def cleanup(self) -> None:
+        if self.producer is not None and self.producer.poll() is None:
+            self.producer.kill()
+        if self.info is not None:
+            for p in [*self.info.brokers, self.info.controller]:
+                if process_state(p.pid) != "stopped":
+                    stop_process(p.pid, 10)
+
+
+def run_report(root: Path, console: Console) -> int:
+    out = root / "report"
+    console.print(f"[dim]running the Spark report over {root} ...[/]")
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "report", "--data-dir", str(root), "--out", str(out)]
+    )
+    return proc.returncode
+
+
+def run_demo(data_dir: Path, *, keep: bool, rate: int, seconds: int, secure: bool, console: Console) -> int:
+    """The demo from start to end; returns the report's exit code (0 when kept running: no report). A
+    ClusterError leaves nothing running."""
+    d = Demo(data_dir.resolve(), console, rate, seconds)
+    d.secure = secure
+    try:
+        d.up()
+        d.start_workload()
+        d.wait("the workload to get going", lambda: d.acked() >= 20)
+        killed = d.sigkill_a_leader()
+        bounced = d.clean_bounce({killed})
+        d.pause_a_leader({killed, bounced})
+        code, _ = d.finish_workload()
+        if code != 0:
+            err = d.producer.stderr.read() if d.producer and d.producer.stderr else ""
+            console.print(f"[red]the producer exited with {code}[/]: {err[-2000:]}")
+        if keep:
+            d.say(f"--keep: the cluster stays up; `isrsim cluster status --data-dir {d.root}`")
+            return 0
+        d.settle_and_stop()
+    except (ClusterError, KeyboardInterrupt):
+        d.cleanup()
+        raise
+    verdict = run_report(d.root, console)
+    elapsed = time.monotonic() - d.t0
+    console.print(f"demo finished in {elapsed:.0f}s; report: {d.root / 'report' / 'report.html'}")
+    return verdict
