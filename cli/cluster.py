@@ -11,15 +11,9 @@ from typing import Any
 import click
 import trio
 
+from broker import read_journal
 from cli.output import OUTPUT_OPTION, echo_json
-from kit.cluster_files import (
-    ClusterError,
-    ClusterInfo,
-    journal_events,
-    process_state,
-    send_signal,
-    stop_process,
-)
+from kit.cluster_files import ClusterError, ClusterInfo
 from kit.local_cluster import (
     STOP_TIMEOUT_S,
     check_overrides,
@@ -34,6 +28,7 @@ from kit.local_cluster import (
     use_client_properties,
     wait_healthy,
 )
+from kit.processes import process_state, send_signal, stop_process
 
 DEFAULT_ROOT = Path("isrsim-data")
 
@@ -391,7 +386,7 @@ def controller_restart(data_dir: Path) -> None:
         raise _fail(exc) from None
     healed = heal_restarted(info, "controller")
     record_fault(info, "restart", "controller", pid=info.controller.pid, healed_links=healed)
-    epoch = journal_events(Path(info.controller.journal), "controller_started")[-1].get("controller_epoch")
+    epoch = read_journal(Path(info.controller.journal), "controller_started")[-1].get("controller_epoch")
     click.echo(
         f"controller restarted on {info.controller.address} (pid {info.controller.pid}), epoch {epoch}"
     )

@@ -13,8 +13,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from kit.cluster_files import ClusterInfo, process_state
+from kit.cluster_files import ClusterInfo
 from kit.node_query import ask, first_query_error
+from kit.processes import process_state
 from protocol import CONTROLLER, ApiKeys, FaultSet, LinkFault, rules_from_body
 
 

@@ -6,3 +6,7 @@ from __future__ import annotations
 
 class KitError(Exception):
     """A problem the user can fix, or a bug named in one line; the message says which."""
+
+
+class ClusterError(KitError):
+    """A problem with a local cluster (its files, its processes) the user can fix; the message says how."""

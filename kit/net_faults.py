@@ -19,9 +19,10 @@ from typing import Any
 import trio
 
 from kit.cluster_client import ClientError, parse_address
-from kit.cluster_files import ClusterError, ClusterInfo, process_state
+from kit.cluster_files import ClusterError, ClusterInfo
 from kit.errors import KitError
 from kit.node_query import NO_ANSWER
+from kit.processes import process_state
 from protocol import (
     CONTROLLER,
     ApiKeys,

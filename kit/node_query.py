@@ -1,5 +1,6 @@
-"""One request to one node (a broker or the controller), for the commands that look at a cluster
-(``cluster status``, ``topic``, ``health``, ``demo``).
+"""One request to one node (a broker or the controller): :func:`request` raises whatever goes wrong (for
+programs that expect an answer: the benchmarks, the tests' fixtures); :func:`ask` is for the commands that
+look at a cluster (``cluster status``, ``topic``, ``health``, ``demo``).
 
 A node that does not answer (refused, closed, stopped, paused, too slow) is an ordinary state of a cluster
 under test: ``ask`` returns None and the caller shows it. Anything else that goes wrong is a bug in isrsim:
@@ -16,7 +17,7 @@ import trio
 
 from kit.cluster_files import ProcessEntry
 from kit.errors import KitError
-from protocol import ApiKeys, AuthenticationFailed, ConnectionClosed, open_connection
+from protocol import ApiKeys, AuthenticationFailed, ClientSecurity, ConnectionClosed, open_connection
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +37,32 @@ def api_name(api_key: int) -> str:
         return f"API {api_key}"
 
 
+async def request(
+    host: str,
+    port: int,
+    api_key: int,
+    body: Any,
+    *,
+    api_version: int = 0,
+    timeout: float = 10.0,
+    security: ClientSecurity | None = None,
+    client_id: str = "isrsim-cli",
+) -> dict[str, Any]:
+    """One request on a new connection (TLS and SASL as ``security`` says, else as the process's client
+    security); the response body. Whatever goes wrong is raised."""
+    async with open_connection(
+        host, port, client_id=client_id, security=security, connect_timeout=timeout
+    ) as conn:
+        return await conn.request(api_key, body, api_version=api_version, timeout=timeout)
+
+
 async def ask(
     host: str, port: int, api_key: int, body: dict[str, Any], timeout: float = 2.0
 ) -> dict[str, Any] | None:
     """One request; None if the process does not answer in time (stopped, paused, busy)."""
     try:
         with trio.fail_after(timeout):
-            async with open_connection(host, port, client_id="isrsim-cli", connect_timeout=timeout) as conn:
-                return await conn.request(api_key, body, timeout=timeout)
+            return await request(host, port, api_key, body, timeout=timeout)
     except AuthenticationFailed as exc:
         raise QueryError(
             f"{host}:{port} refused this client: {exc} (check the cluster root's client.properties, "

@@ -65,3 +65,14 @@ def describe_busy(port: int, what: str) -> str:
             cmd = ""
         holder = f" by pid {pid}" + (f" ({cmd.strip()[:80]})" if cmd.strip() else "")
     return f"port {port} ({what}) is in use{holder}"
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports free on ``host`` now (the OS picks them; all held until all are picked)."""
+    with contextlib.ExitStack() as stack:
+        ports: list[int] = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports

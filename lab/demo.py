@@ -14,9 +14,10 @@ from typing import Any
 
 from rich.console import Console
 
-from kit.cluster_files import ClusterError, ClusterInfo, process_state, send_signal, stop_process
+from kit.cluster_files import ClusterError, ClusterInfo
 from kit.local_cluster import fresh_cluster, record_fault, start_broker, stop_brokers
 from kit.node_query import ask_sync
+from kit.processes import process_state, send_signal, stop_process
 from protocol import ApiKeys
 
 TOPIC = "demo"

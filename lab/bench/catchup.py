@@ -14,8 +14,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kit.processes import async_wait_until
 from kit.producer import ProducerSettings
-from lab.bench.cluster import BenchCluster, dir_bytes, wait_for
+from lab.bench.cluster import BenchCluster, dir_bytes
 from lab.bench.context import BenchContext
 from lab.bench.results import Figure, ScenarioResult, Target
 from lab.bench.throughput import produce
@@ -119,7 +120,8 @@ async def _catch_up(ctx: BenchContext, topic: str, partitions: int, volume: int)
         target = sum(dir_bytes(cluster[leaders[q]].log_dir / f"{topic}-{q}") for q in leaders)
         ctx.step(f"{topic}: restarting broker 3")
         t_launch = time.monotonic()
-        await b3.start()
+        b3.launch()
+        await b3.wait_started_async()
         started_s = time.monotonic() - t_launch
         body = cluster.leader_and_isr_body(topic, leaders, leader_epoch=1, isr={q: [1, 2] for q in leaders})
         t0 = time.monotonic()
@@ -140,7 +142,9 @@ async def _catch_up(ctx: BenchContext, topic: str, partitions: int, volume: int)
             )
             return done == len(leaders)
 
-        await wait_for(back_in_isr, 600, "broker 3 to rejoin the ISR of every partition", interval=0.1)
+        await async_wait_until(
+            back_in_isr, 600, "broker 3 to rejoin the ISR of every partition", interval=0.1
+        )
         secs = time.monotonic() - t0
         fetched = dir_bytes(b3.log_dir) - before
     finally:

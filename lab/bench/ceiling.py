@@ -21,7 +21,8 @@ from pathlib import Path
 
 import trio
 
-from lab.bench.cluster import BenchError, reap, spawn
+from kit.processes import reap
+from lab.bench.cluster import BenchError, launch_owned
 from lab.bench.context import BenchContext
 from lab.bench.results import Figure, ScenarioResult
 
@@ -56,7 +57,7 @@ async def _sink() -> None:
 
 async def loopback_rounds(total_bytes: int, rounds: int) -> list[float]:
     """MB/s of each round (1 MB = 10^6 bytes) between this process and a sink process."""
-    proc = spawn([sys.executable, "-m", "lab.bench.ceiling", "sink"], stdout=subprocess.PIPE)
+    proc = launch_owned([sys.executable, "-m", "lab.bench.ceiling", "sink"], stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None
         line = await trio.to_thread.run_sync(proc.stdout.readline)

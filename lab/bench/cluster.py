@@ -3,126 +3,41 @@
 so the report job can read what a scenario leaves behind.
 
 Leadership is given with LEADER_AND_ISR from the benchmark (the brokers are unmanaged), as the integration
-tests do. Every process is started in its own session (a Ctrl-C of the benchmark does not reach it) and is
-killed by :meth:`BenchCluster.close`, which the runner calls in a ``finally``; an ``atexit`` hook kills any
-that are still alive if the interpreter exits some other way.
+tests do. The processes are the kit's (:mod:`kit.processes`): each in its own session (a Ctrl-C of the
+benchmark does not reach it), killed by :meth:`BenchCluster.close`, which the runner calls in a ``finally``,
+and by the kit if the interpreter exits some other way.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import os
 import signal
 import subprocess
-import sys
-import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import trio
 
-from broker import read_journal
-from protocol import ApiKeys, open_connection
+from kit.errors import KitError
+from kit.node_query import request as node_request
+from kit.processes import BrokerProcess, async_wait_until, launch
+from protocol import ApiKeys
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 20.0
 BENCH_CONTROLLER_ID = 100
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-T = TypeVar("T")
 
-_LIVE: set[subprocess.Popen[bytes]] = set()
-
-
-@atexit.register
-def _kill_leftovers() -> None:
-    for proc in list(_LIVE):
-        if proc.poll() is None:
-            try:
-                proc.kill()
-                proc.wait(5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-    _LIVE.clear()
-
-
-class BenchError(RuntimeError):
+class BenchError(KitError):
     """A benchmark step failed; the message says which and shows what the process said."""
 
 
-def isrsim_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cli.main", *args]
-
-
-def spawn(args: list[str], *, log_path: Path | None = None, **kwargs: Any) -> subprocess.Popen[bytes]:
-    """Starts a helper process in its own session, remembered so it is killed at exit."""
-    out: Any = subprocess.DEVNULL
-    if log_path is not None:
-        out = open(log_path, "ab")  # noqa: SIM115 (the child holds it; we close our copy below)
-    try:
-        proc = subprocess.Popen(
-            args,
-            cwd=REPO_ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=kwargs.pop("stdout", out),
-            stderr=kwargs.pop("stderr", out),
-            start_new_session=True,
-            **kwargs,
-        )
-    finally:
-        if log_path is not None:
-            out.close()
-    _LIVE.add(proc)
-    return proc
-
-
-def reap(proc: subprocess.Popen[bytes], timeout: float = STOP_TIMEOUT_S) -> int:
-    """Kills ``proc`` if it still runs, and waits for it."""
-    if proc.poll() is None:
-        with contextlib.suppress(OSError):
-            proc.kill()
-    try:
-        code = proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        code = -9
-    _LIVE.discard(proc)
-    return code
-
-
-async def wait_for(
-    cond: Callable[[], T | Awaitable[T | None] | None],
-    timeout: float,
-    what: str | Callable[[], str],
-    interval: float = 0.02,
-) -> T:
-    """Polls ``cond`` (sync or async) until it is truthy; raises :class:`BenchError` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if isinstance(value, Awaitable):
-            value = await value
-        if value:
-            return value  # type: ignore[return-value]
-        if time.monotonic() >= deadline:
-            text = what() if callable(what) else what
-            raise BenchError(f"timed out after {timeout:.0f}s waiting for {text}")
-        await trio.sleep(interval)
-
-
-def read_events(path: Path, event: str | None = None) -> list[dict[str, Any]]:
-    """A ``.jsonl`` journal's objects (a torn last line is skipped; a missing file is empty)."""
-    return read_journal(path, event)
-
-
-def tail(path: Path, lines: int = 25) -> str:
-    try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log)"
+def launch_owned(args: list[str], *, log_path: Path | None = None, **options: Any) -> subprocess.Popen[bytes]:
+    """A helper process of the benchmark (the report job, a profiler, a sink), run from the repository and
+    killed at exit if the benchmark forgets it (:func:`kit.processes.launch`)."""
+    return launch(args, log_path, owned=True, cwd=REPO_ROOT, **options)
 
 
 # ------------------------------------------------------------------------------------------ /proc
@@ -148,101 +63,27 @@ def status_kib(pid: int, key: str) -> int:
 # ------------------------------------------------------------------------------------------ brokers
 
 
-class BenchBroker:
-    """One broker: ``<root>/broker-<id>/`` and at most one running process at a time."""
+class BenchBroker(BrokerProcess):
+    """One broker: ``<root>/broker-<id>/`` (its journal there, its data in ``data/``) and at most one
+    running process at a time."""
 
     def __init__(self, broker_id: int, root: Path, overrides: Mapping[str, str]) -> None:
-        self.broker_id = broker_id
         self.dir = root / f"broker-{broker_id}"
-        self.log_dir = self.dir / "data"
-        self.overrides = {
-            "listeners": "127.0.0.1:0",
-            "log.dirs": str(self.log_dir),
-            "journal.dir": str(self.dir),
-            **overrides,
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.host = "127.0.0.1"
-        self.port = -1
-
-    @property
-    def events_path(self) -> Path:
-        return self.dir / "events.jsonl"
-
-    @property
-    def log_path(self) -> Path:
-        return self.dir / "broker.log"
-
-    @property
-    def pid(self) -> int:
-        if self.proc is None:
-            raise BenchError(f"broker {self.broker_id} is not running")
-        return self.proc.pid
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return (self.host, self.port)
-
-    def is_running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def launch(self) -> None:
-        if self.is_running():
-            raise BenchError(f"broker {self.broker_id} is already running")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        args = ["broker", "start", "--id", str(self.broker_id), "--log-level", "WARNING"]
-        for key, value in self.overrides.items():
-            args += ["--override", f"{key}={value}"]
-        self.proc = spawn(isrsim_cmd(*args), log_path=self.log_path)
-        self.port = -1
-
-    async def wait_started(self, timeout: float = START_TIMEOUT_S) -> int:
-        proc = self.proc
-        if proc is None:
-            raise BenchError(f"broker {self.broker_id} was never launched")
-
-        def started() -> dict[str, Any] | None:
-            if proc.poll() is not None:
-                raise BenchError(
-                    f"broker {self.broker_id} exited with {proc.returncode} during start-up:\n"
-                    f"{tail(self.log_path)}"
-                )
-            for e in reversed(read_events(self.events_path, "broker_started")):
-                if e.get("pid") == proc.pid:
-                    return e
-            return None
-
-        event = await wait_for(started, timeout, f"broker {self.broker_id} to start", interval=0.05)
-        self.host, self.port = str(event["host"]), int(event["port"])
-        return self.port
-
-    async def start(self) -> int:
-        self.launch()
-        return await self.wait_started()
-
-    async def kill(self, sig: int = signal.SIGKILL, timeout: float = STOP_TIMEOUT_S) -> int:
-        """Sends ``sig`` and waits (without blocking trio) for the process to exit."""
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return 0 if proc is None else proc.returncode
-        proc.send_signal(sig)
-        try:
-            await wait_for(lambda: proc.poll() is not None, timeout, f"broker {self.broker_id} to exit")
-        except BenchError:
-            reap(proc)
-            raise
-        _LIVE.discard(proc)
-        return proc.returncode
+        super().__init__(
+            broker_id,
+            self.dir / "data",
+            log_path=self.dir / "broker.log",
+            overrides=overrides,
+            journal_dir=self.dir,
+            log_level="WARNING",
+            cwd=REPO_ROOT,
+        )
 
     async def stop(self) -> None:
         """Clean stop (SIGTERM)."""
-        code = await self.kill(signal.SIGTERM)
+        code = await self.kill_async(signal.SIGTERM)
         if code != 0:
-            raise BenchError(f"broker {self.broker_id} exited with {code} on SIGTERM:\n{tail(self.log_path)}")
-
-    def close(self) -> None:
-        if self.proc is not None:
-            reap(self.proc)
+            raise BenchError(f"broker {self.broker_id} exited with {code} on SIGTERM:\n{self.log_tail(25)}")
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.pid)
@@ -280,7 +121,7 @@ class BenchCluster:
             b.launch()
             started.append(b)
         for b in started:
-            await b.wait_started()
+            await b.wait_started_async()
         self.write_cluster_json()
         return started
 
@@ -426,15 +267,19 @@ class BenchCluster:
                 total += leo
             return total + 1  # truthy even for an empty topic
 
-        return await wait_for(converged, timeout, f"{topic} to converge on every replica", interval=0.1) - 1
+        return (
+            await async_wait_until(converged, timeout, f"{topic} to converge on every replica", interval=0.1)
+            - 1
+        )
 
 
 async def request(
     address: tuple[str, int], api_key: int, body: Any, *, timeout: float = 30.0
 ) -> dict[str, Any]:
     """One request on a fresh connection; the response body."""
-    async with open_connection(address[0], address[1], client_id="isrsim-bench") as conn:
-        return await conn.request(api_key, body, timeout=timeout)
+    return await node_request(
+        address[0], address[1], api_key, body, timeout=timeout, client_id="isrsim-bench"
+    )
 
 
 def dir_bytes(path: Path, pattern: str = "*.log") -> int:

@@ -25,15 +25,11 @@ from typing import Any
 import trio
 
 from kit.cluster_client import ClientError, ClusterClient
+from kit.processes import ControllerProcess, async_wait_until
 from lab.bench.cluster import (
     BenchCluster,
     BenchError,
-    isrsim_cmd,
-    read_events,
-    reap,
     request,
-    spawn,
-    wait_for,
 )
 from lab.bench.context import BenchContext
 from lab.bench.results import Figure, ScenarioResult, Target
@@ -59,33 +55,24 @@ class ManagedCluster(BenchCluster):
                 "min.insync.replicas": "2",
             },
         )
-        self.controller_dir = root / "controller"
-        self.controller_proc: Any = None
-        self.controller_address = ("127.0.0.1", -1)
+        self.controller = ControllerProcess(
+            root / "controller",
+            log_path=root / "controller" / "controller.log",
+            overrides={
+                "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                "min.insync.replicas": "2",
+            },
+            node_id=CONTROLLER_ID,
+            log_level="WARNING",
+        )
+
+    @property
+    def controller_address(self) -> tuple[str, int]:
+        return self.controller.address
 
     async def start_controller(self) -> None:
-        self.controller_dir.mkdir(parents=True, exist_ok=True)
-        journal = self.controller_dir / "events.jsonl"
-        args = ["controller", "start", "--log-level", "WARNING"]
-        for key, value in {
-            "node.id": CONTROLLER_ID,
-            "listeners": "127.0.0.1:0",
-            "metadata.log.dir": self.controller_dir,
-            "broker.session.timeout.ms": SESSION_TIMEOUT_MS,
-            "min.insync.replicas": 2,
-        }.items():
-            args += ["--override", f"{key}={value}"]
-        proc = spawn(isrsim_cmd(*args), log_path=self.controller_dir / "controller.log")
-        self.controller_proc = proc
-
-        def started() -> dict[str, Any] | None:
-            if proc.poll() is not None:
-                raise BenchError(f"the controller exited with {proc.returncode} during start-up")
-            lines = [e for e in read_events(journal, "controller_started") if e.get("pid") == proc.pid]
-            return lines[-1] if lines else None
-
-        line = await wait_for(started, 30, "the controller to start", interval=0.05)
-        self.controller_address = (str(line["host"]), int(line["port"]))
+        self.controller.launch()
+        await self.controller.wait_started_async()
         host, port = self.controller_address
         self.overrides["controller.quorum.voters"] = f"{CONTROLLER_ID}@{host}:{port}"
 
@@ -95,7 +82,9 @@ class ManagedCluster(BenchCluster):
             live = {b["broker_id"] for b in resp.get("brokers", []) if not b.get("fenced")}
             return set(ids) <= live
 
-        await wait_for(all_unfenced, timeout, "every broker to register with the controller", interval=0.1)
+        await async_wait_until(
+            all_unfenced, timeout, "every broker to register with the controller", interval=0.1
+        )
 
     async def create_topic(self, name: str, partitions: int) -> None:
         body = {
@@ -116,8 +105,7 @@ class ManagedCluster(BenchCluster):
 
     def close(self) -> None:
         super().close()
-        if self.controller_proc is not None:
-            reap(self.controller_proc)
+        self.controller.close()
 
 
 @dataclass
@@ -213,7 +201,7 @@ async def _case(ctx: BenchContext, n: int, mode: str, trial: int) -> dict[str, A
                 parts = [info for (t, _), info in client.partitions.items() if t == topic]
                 return len(parts) == 3 * n and all(i.leader >= 0 and len(i.isr) == 3 for i in parts)
 
-            await wait_for(placed, 60, f"{topic}'s {3 * n} partitions to have leaders", interval=0.1)
+            await async_wait_until(placed, 60, f"{topic}'s {3 * n} partitions to have leaders", interval=0.1)
             led: dict[int, list[TopicPartition]] = {}
             for tp, info in client.partitions.items():
                 if tp[0] == topic:
@@ -222,7 +210,7 @@ async def _case(ctx: BenchContext, n: int, mode: str, trial: int) -> dict[str, A
             prober = Prober(client, sorted(led[victim]))
             nursery.start_soon(prober.run)
             ctx.step(f"{label}: probing {len(prober.partitions)} partitions led by broker {victim}")
-            await wait_for(
+            await async_wait_until(
                 lambda: all(prober.acks.get(tp) for tp in prober.partitions),
                 30,
                 "every probed partition to ack",
@@ -232,13 +220,13 @@ async def _case(ctx: BenchContext, n: int, mode: str, trial: int) -> dict[str, A
             broker = cluster[victim]
             t_kill = time.monotonic()
             broker.proc.send_signal(signal.SIGKILL if mode == "sigkill" else signal.SIGTERM)  # type: ignore[union-attr]
-            await wait_for(
+            await async_wait_until(
                 lambda: len(prober.recovered_after(t_kill)) == len(prober.partitions),
                 RECOVERY_TIMEOUT_S + SESSION_TIMEOUT_MS / 1000,
                 f"every partition led by broker {victim} to take writes again",
             )
             recovered = prober.recovered_after(t_kill)
-            await wait_for(lambda: not broker.is_running(), 30, f"broker {victim} to exit")
+            await async_wait_until(lambda: not broker.is_running(), 30, f"broker {victim} to exit")
             nursery.cancel_scope.cancel()
     finally:
         cluster.close()

@@ -29,7 +29,8 @@ from typing import Any
 import msgpack
 import trio
 
-from lab.bench.cluster import BenchBroker, BenchCluster, wait_for
+from kit.processes import async_wait_until
+from lab.bench.cluster import BenchBroker, BenchCluster
 from lab.bench.context import BenchContext
 from lab.bench.profile import start_recording, summarize
 from lab.bench.results import Figure, ScenarioResult, Target
@@ -138,7 +139,9 @@ async def _measure(ctx: BenchContext, mode: str, slots: int) -> dict[str, Any]:
         ctx.step(f"{mode}: follower takes {p.idle_partitions:,} partitions")
         await cluster.send_leader_and_isr([follower], body)
         watched = proxy
-        await wait_for(lambda: len(watched.fetches()) >= 5, 60, "five FETCH requests through the proxy")
+        await async_wait_until(
+            lambda: len(watched.fetches()) >= 5, 60, "five FETCH requests through the proxy"
+        )
         n0 = len(proxy.fetches())
         recording = None
         if p.profile and ctx.out_dir is not None:

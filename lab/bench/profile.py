@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.bench.cluster import reap, spawn
+from kit.processes import reap
+from lab.bench.cluster import launch_owned
 
 _FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^():]*?)(?::(?P<line>\d+))?\)$")
 
@@ -48,7 +49,7 @@ def start_recording(name: str, pid: int, out_dir: Path, *, rate: int = 100) -> R
         return None
     out_dir.mkdir(parents=True, exist_ok=True)
     output = out_dir / f"profile-{name}.txt"
-    proc = spawn(
+    proc = launch_owned(
         [exe, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--output", str(output)],
         log_path=out_dir / f"profile-{name}.log",
     )

@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kit.processes import async_wait_until, reap, tail_of
 from kit.producer import ProducerSettings
-from lab.bench.cluster import BenchCluster, dir_bytes, reap, spawn, tail, wait_for
+from lab.bench.cluster import BenchCluster, dir_bytes, launch_owned
 from lab.bench.context import BenchContext, Skip
 from lab.bench.results import Figure, ScenarioResult
 from lab.bench.throughput import produce
@@ -58,7 +59,7 @@ async def _run_job(ctx: BenchContext, root: Path, out: Path) -> tuple[dict[str, 
     ctx.step(f"Spark report on {dir_bytes(root) / 1e6:,.0f} MB (local[{cores}])")
     log_path = out / "report.log"
     t0 = time.monotonic()
-    proc = spawn(
+    proc = launch_owned(
         [
             sys.executable,
             "-m",
@@ -74,15 +75,17 @@ async def _run_job(ctx: BenchContext, root: Path, out: Path) -> tuple[dict[str, 
         env={**os.environ, "PYSPARK_PYTHON": sys.executable},
     )
     try:
-        await wait_for(lambda: proc.poll() is not None, 3600, "the report job to finish", interval=0.2)
+        await async_wait_until(
+            lambda: proc.poll() is not None, 3600, "the report job to finish", interval=0.2
+        )
     finally:
         reap(proc)
     wall = time.monotonic() - t0
     report_path = out / "report.json"
     if proc.returncode not in (0, 1) or not report_path.exists():
-        last = tail(log_path, 1).strip()
+        last = tail_of(log_path, 1).strip()
         raise RuntimeError(
-            f"the report job exited with {proc.returncode} ({last}); log: {log_path}\n{tail(log_path, 60)}"
+            f"the report job exited with {proc.returncode} ({last}); log: {log_path}\n{tail_of(log_path, 60)}"
         )
     report: dict[str, Any] = json.loads(report_path.read_text(encoding="utf-8"))
     return report, wall, proc.returncode

@@ -21,8 +21,8 @@ import trio
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from kit.processes import kill_owned
 from lab.bench import catchup, ceiling, failover, fetch_sessions, report_job, security, throughput
-from lab.bench.cluster import _kill_leftovers
 from lab.bench.context import BenchContext, Params, Skip
 from lab.bench.results import ScenarioResult, format_ratio, format_value
 
@@ -137,7 +137,7 @@ def run_bench(
                 finally:
                     result.duration_s = time.monotonic() - t0
                     result.machine_load = _load_during(load0, cpu0)
-                    _kill_leftovers()
+                    kill_owned()
                     if not scenario.keeps_data and not keep:
                         shutil.rmtree(root / scenario.name, ignore_errors=True)
                 progress.advance(overall)
@@ -148,7 +148,7 @@ def run_bench(
         interrupted = True
     finally:
         signal.signal(signal.SIGTERM, previous_term)
-        _kill_leftovers()
+        kill_owned()
         if keep:
             console.print(f"kept the benchmark's data under {root}")
         else:

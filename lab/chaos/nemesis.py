@@ -20,10 +20,11 @@ from typing import Any
 import trio
 from rich.markup import escape
 
-from kit.cluster_files import ClusterError, ClusterInfo, process_state, send_signal, stop_process, wait_exit
+from kit.cluster_files import ClusterError, ClusterInfo
 from kit.fault_journal import append_fault
 from kit.local_cluster import STOP_TIMEOUT_S, start_broker
 from kit.net_faults import NetCluster, NetError, change_faults, cluster_from_info, read_tables
+from kit.processes import process_state, send_signal, stop_process, wait_exit
 from lab.chaos.schedule import FaultStep
 from protocol import FaultSet
 

@@ -26,9 +26,10 @@ import trio
 from rich.markup import escape
 
 from kit.cluster_client import ClusterClient
-from kit.cluster_files import ClusterError, ClusterInfo, process_state, stop_process
+from kit.cluster_files import ClusterError, ClusterInfo
 from kit.local_cluster import STOP_TIMEOUT_S, stop_brokers, wait_healthy
 from kit.node_query import ask
+from kit.processes import process_state, stop_process
 from kit.producer import AckJournal, Producer, ProducerSettings, ProduceStats
 from lab.chaos.nemesis import Nemesis
 from lab.chaos.schedule import FaultStep, Schedule

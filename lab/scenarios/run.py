@@ -20,17 +20,11 @@ from rich.table import Table
 
 from broker import read_journal
 from kit.cluster_client import ClientError, ClusterClient
-from kit.cluster_files import (
-    ClusterError,
-    ClusterInfo,
-    ProcessEntry,
-    process_state,
-    send_signal,
-    stop_process,
-)
+from kit.cluster_files import ClusterError, ClusterInfo, ProcessEntry
 from kit.fault_journal import append_fault
 from kit.local_cluster import fresh_cluster, start_broker, stop_brokers
 from kit.node_query import ask_sync
+from kit.processes import process_state, send_signal, stop_process
 from kit.producer import AckJournal, Producer, ProducerSettings, ProduceStats, now_ms
 from protocol import ApiKeys, build_simple_batch, read_header
 

@@ -4,7 +4,6 @@ checks over what it leaves on disk."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from collections.abc import Iterator
 from functools import partial
@@ -13,7 +12,9 @@ from typing import Any
 
 import trio
 
-from kit.cluster_files import ClusterInfo, process_state, send_signal, wait_exit
+from kit.cluster_files import ClusterInfo
+from kit.local_cluster import kill_cluster
+from kit.processes import process_state
 from protocol.api_keys import ApiKeys
 from protocol.records import iter_batches
 from protocol.security import ClientSecurity
@@ -161,11 +162,7 @@ class Cluster:
             return
         # The test is over and nothing reads the data after it: every process is killed at once (stopping
         # them cleanly one after another cost about 5 s per test; `cluster down` has tests of its own).
-        pids = [p.pid for p in [*info.brokers, info.controller] if process_state(p.pid) != "stopped"]
-        for pid in pids:
-            send_signal(pid, signal.SIGKILL)
-        for pid in pids:
-            wait_exit(pid, 5)
+        kill_cluster(info)
 
 
 def cluster_up(

@@ -1,10 +1,11 @@
 """Real broker processes for integration tests.
 
-A :class:`BrokerProcess` runs ``python -m cli.main broker start`` (cwd: the repository) on 127.0.0.1 with
-an OS-assigned port and its own data directory, and finds the port in the ``broker_started`` line of its
-``events.jsonl``. It can be killed with any signal, stopped cleanly (SIGTERM), restarted on the same data
-directory (on a new port) and paused/resumed (SIGSTOP/SIGCONT). Its stderr goes to a file whose tail is
-shown when a test fails (see ``conftest.py``).
+A :class:`BrokerProcess` (the kit's, :mod:`kit.processes`, with a test's paths and checks) runs
+``python -m cli.main broker start`` (cwd: the repository) on 127.0.0.1 with an OS-assigned port and its
+own data directory, and finds the port in the ``broker_started`` line of its ``events.jsonl``. It can be
+killed with any signal, stopped cleanly (SIGTERM), restarted on the same data directory (on a new port)
+and paused/resumed (SIGSTOP/SIGCONT). Its stderr goes to a file whose tail is shown when a test fails
+(see ``conftest.py``).
 
 A :class:`BrokerLauncher` makes brokers and owns them: ``close()`` kills every process it started, which
 the fixtures call in their finalizers, so nothing outlives a test even when it fails.
@@ -29,15 +30,16 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import trio
 
 from broker.journal import read_journal
+from kit import processes
+from kit.node_query import request as node_request
+from kit.processes import WaitTimeout, isrsim_command
 from protocol.client import open_connection
 from protocol.framing import FrameDecoder, decode_response, encode_request
 from protocol.security import ClientSecurity
@@ -46,34 +48,21 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
 
-T = TypeVar("T")
+__all__ = ["WaitTimeout"]
 
 
 # ------------------------------------------------------------------------------------------- waiting
 
 
-class WaitTimeout(AssertionError):
-    """A condition did not become true in time."""
-
-
 def wait_until(
-    cond: Callable[[], T | None],
+    cond: Callable[[], Any],
     timeout: float = 10.0,
     interval: float = 0.02,
     message: str | Callable[[], str] = "condition",
-) -> T:
-    """Polls ``cond`` until it returns a truthy value (which is returned) or ``timeout`` seconds pass.
-
-    ``message`` (or a callable building it, evaluated on failure) says what was awaited."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            text = message() if callable(message) else message
-            raise WaitTimeout(f"timed out after {timeout:.1f}s waiting for {text}")
-        time.sleep(interval)
+) -> Any:
+    """Polls ``cond`` until it returns a truthy value (which is returned) or ``timeout`` seconds pass
+    (:func:`kit.processes.wait_until`). ``message`` (or a callable building it) says what was awaited."""
+    return processes.wait_until(cond, timeout, message, interval)
 
 
 async def async_wait_until(
@@ -83,17 +72,7 @@ async def async_wait_until(
     message: str | Callable[[], str] = "condition",
 ) -> Any:
     """:func:`wait_until` for trio tests; ``cond`` may be sync or return an awaitable."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if hasattr(value, "__await__"):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            text = message() if callable(message) else message
-            raise WaitTimeout(f"timed out after {timeout:.1f}s waiting for {text}")
-        await trio.sleep(interval)
+    return await processes.async_wait_until(cond, timeout, message, interval)
 
 
 # ------------------------------------------------------------------------------------------- journals
@@ -119,24 +98,24 @@ async def request(
     security: ClientSecurity | None = None,
 ) -> dict[str, Any]:
     """One request on a new connection (TLS and SASL as ``security`` says); returns the response body."""
-    async with open_connection(host, port, client_id="integration-test", security=security) as conn:
-        return await conn.request(api_key, body, api_version=api_version, timeout=timeout)
+    return await node_request(
+        host,
+        port,
+        api_key,
+        body,
+        api_version=api_version,
+        timeout=timeout,
+        security=security,
+        client_id="integration-test",
+    )
 
 
 # ------------------------------------------------------------------------------------------- processes
 
 
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return "(no stderr file)"
-    return "\n".join(text.splitlines()[-lines:])
-
-
 def python_cmd(*args: str) -> list[str]:
     """The command line of ``isrsim ARGS...`` with this interpreter (the venv's)."""
-    return [sys.executable, "-m", "cli.main", *args]
+    return isrsim_command(*args)
 
 
 def run_cli(
@@ -154,8 +133,9 @@ def run_cli(
     return proc
 
 
-class BrokerProcess:
-    """One broker: a data directory and at most one running process at a time."""
+class BrokerProcess(processes.BrokerProcess):
+    """One broker of a test (:class:`kit.processes.BrokerProcess`): ``data_dir`` holds its log dir
+    (``data/``) and its output (``broker-<id>.stderr``, whose tail is shown when a test fails)."""
 
     def __init__(
         self,
@@ -166,119 +146,38 @@ class BrokerProcess:
         log_level: str = "INFO",
         preexec: Callable[[], None] | None = None,
     ) -> None:
-        self.broker_id = broker_id
-        # Run in the child before it starts (e.g. resource limits); None for none.
-        self.preexec = preexec
         self.data_dir = data_dir
-        self.log_dir = data_dir / "data"
-        self.overrides: dict[str, str] = {
-            "listeners": "127.0.0.1:0",
-            "log.dirs": str(self.log_dir),
-            **(overrides or {}),
-        }
-        self.log_level = log_level
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.host = "127.0.0.1"
-        self.port = -1
-        self.starts = 0
-        self._stderr_file: Any = None
-        self.paused = False
-
-    # ---------------------------------------------------------------- paths
-
-    @property
-    def events_path(self) -> Path:
-        journal_dir = self.overrides.get("journal.dir")
-        return Path(journal_dir) / "events.jsonl" if journal_dir else self.log_dir / "events.jsonl"
+        super().__init__(
+            broker_id,
+            data_dir / "data",
+            log_path=data_dir / f"broker-{broker_id}.stderr",
+            overrides=overrides,
+            log_level=log_level,
+            cwd=REPO_ROOT,
+            preexec=preexec,
+        )
 
     @property
     def stderr_path(self) -> Path:
-        return self.data_dir / f"broker-{self.broker_id}.stderr"
+        assert self.log_path is not None
+        return self.log_path
 
     @property
-    def address(self) -> str:
+    def address(self) -> str:  # type: ignore[override]
         return f"{self.host}:{self.port}"
 
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None, f"broker {self.broker_id} is not running"
-        return self.proc.pid
-
-    def events(self, event: str | None = None) -> list[dict[str, Any]]:
-        return events(self.events_path, event)
-
     def stderr_tail(self, lines: int = 40) -> str:
-        return _tail(self.stderr_path, lines)
-
-    def is_running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    # ---------------------------------------------------------------- lifecycle
-
-    def start(self, timeout: float = START_TIMEOUT_S) -> int:
-        """Starts the process and waits for its ``broker_started`` line; returns the port."""
-        self.launch()
-        return self.wait_started(timeout)
+        return self.log_tail(lines)
 
     def launch(self) -> None:
-        """Starts the process without waiting (see :meth:`wait_started`)."""
-        assert not self.is_running(), f"broker {self.broker_id} is already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        args = ["broker", "start", "--id", str(self.broker_id), "--log-level", self.log_level]
-        for key, value in self.overrides.items():
-            args += ["--override", f"{key}={value}"]
-        if self._stderr_file is not None:
-            self._stderr_file.close()
-        self._stderr_file = open(self.stderr_path, "ab")  # noqa: SIM115 (closed in close())
-        self._stderr_file.write(f"---- start #{self.starts + 1} ----\n".encode())
-        self._stderr_file.flush()
-        self.proc = subprocess.Popen(
-            python_cmd(*args),
-            cwd=REPO_ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=self._stderr_file,
-            stderr=self._stderr_file,
-            start_new_session=True,  # a Ctrl-C of the test run does not reach it; we kill it ourselves
-            preexec_fn=self.preexec,
-        )
-        self.paused = False
-        self.starts += 1
-        self.port = -1
+        super().launch()
 
     def wait_started(self, timeout: float = START_TIMEOUT_S) -> int:
-        """Waits for the ``broker_started`` line of the running process (matched by pid); returns the
-        port. Fails at once, with the stderr tail, if the process exits instead."""
-        assert self.proc is not None, f"broker {self.broker_id} was never launched"
-        proc = self.proc
-        pid = proc.pid
+        return super().wait_started(timeout)
 
-        def started() -> dict[str, Any] | None:
-            if proc.poll() is not None:
-                raise AssertionError(
-                    f"broker {self.broker_id} exited with {proc.returncode} during start-up; "
-                    f"stderr tail:\n{self.stderr_tail()}"
-                )
-            for e in reversed(self.events("broker_started")):
-                if e.get("pid") == pid:
-                    return e
-            return None
-
-        event = wait_until(
-            started,
-            timeout,
-            message=lambda: (
-                f"broker {self.broker_id} (pid {pid}) to write broker_started; "
-                f"stderr tail:\n{self.stderr_tail()}"
-            ),
-        )
-        self.host = str(event["host"])
-        self.port = int(event["port"])
-        return self.port
-
-    def send_signal(self, sig: int) -> None:
-        if self.is_running():
-            assert self.proc is not None
-            self.proc.send_signal(sig)
+    def start(self, timeout: float = START_TIMEOUT_S) -> int:
+        return super().start(timeout)
 
     def wait_exit(self, timeout: float = STOP_TIMEOUT_S) -> int:
         """Waits for the process to exit; returns its exit code."""
@@ -292,16 +191,7 @@ class BrokerProcess:
             ) from None
 
     def kill(self, sig: int = signal.SIGKILL, timeout: float = STOP_TIMEOUT_S) -> int:
-        """Sends ``sig`` and waits for the exit (a paused process is resumed first unless the signal is
-        SIGKILL, so it can act on the signal)."""
-        if not self.is_running():
-            return self.proc.returncode if self.proc is not None else 0
-        self.send_signal(sig)
-        if self.paused and sig != signal.SIGKILL:
-            self.resume()
-        code = self.wait_exit(timeout)
-        self.paused = False
-        return code
+        return super().kill(sig, timeout)
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Clean stop (SIGTERM); asserts exit code 0 and a ``broker_stopped`` line for this run."""
@@ -319,26 +209,6 @@ class BrokerProcess:
         if self.is_running():
             self.stop()
         return self.start(timeout)
-
-    def pause(self) -> None:
-        self.send_signal(signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        self.send_signal(signal.SIGCONT)
-        self.paused = False
-
-    def close(self) -> None:
-        """Kills the process if it runs (never raises) and closes the stderr file."""
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.proc.kill()
-                self.proc.wait(STOP_TIMEOUT_S)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if self._stderr_file is not None:
-            self._stderr_file.close()
-            self._stderr_file = None
 
     def __repr__(self) -> str:
         state = "running" if self.is_running() else "stopped"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from kit.cluster_files import process_state
 from kit.fault_journal import read_faults
+from kit.processes import process_state
 from lab.chaos.schedule import FAULT_KINDS, Schedule, make_schedule
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import run_cli

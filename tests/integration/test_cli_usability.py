@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.cluster_files import ClusterInfo, process_state
+from kit.cluster_files import ClusterInfo
+from kit.processes import process_state
 from tests.integration.cluster_support import Cluster, cluster_up
 from tests.integration.harness import REPO_ROOT, events, python_cmd, run_cli, wait_until
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from kit.cluster_files import send_signal
+from kit.processes import send_signal
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.records import build_simple_batch

@@ -222,6 +222,6 @@ def test_managed_broker_with_a_full_disk_loses_its_leaderships(two_brokers: Clus
 
 
 def process_running(pid: int) -> bool:
-    from kit.cluster_files import process_state
+    from kit.processes import process_state
 
     return process_state(pid) == "running"

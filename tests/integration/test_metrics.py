@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kit.cluster_files import ProcessEntry, process_state
+from kit.cluster_files import ProcessEntry
+from kit.processes import process_state
 from tests.integration.cluster_support import Cluster, cluster_up
 from tests.integration.harness import wait_until
 

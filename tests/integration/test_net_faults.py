@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import trio
 
-from kit.cluster_files import process_state
 from kit.fault_journal import read_faults
+from kit.processes import process_state
 from protocol.api_keys import ApiKeys
 from protocol.records import build_simple_batch
 from tests.integration.cluster_support import FAST, Cluster, cluster_up

@@ -1,6 +1,6 @@
-"""Cluster data for the report tests, made for real: a broker process is started, written to, killed with
-SIGKILL, restarted and stopped; its data directory is then copied to make identical follower replicas, and
-copies are damaged on purpose, each damage in its own partition."""
+"""Cluster data for the report tests, made for real: a broker process (the kit's launcher) is started,
+written to, killed with SIGKILL, restarted and stopped; its data directory is then copied to make identical
+follower replicas, and copies are damaged on purpose, each damage in its own partition."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from broker.journal import Journal, read_journal
 from broker.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
 from broker.log.log import Log, LogConfig
+from kit.processes import BrokerProcess, isrsim_command
 from protocol.records import build_simple_batch, iter_batches
 
 TOPIC = "t"
@@ -28,98 +27,51 @@ SEGMENT_BYTES = 100_000
 CONFIG = LogConfig(segment_bytes=SEGMENT_BYTES)
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cli.main", *args]
-
-
-def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-
-
 def read_events(path: Path) -> list[dict[str, Any]]:
     return read_journal(path)
 
 
-class BrokerProcess:
-    def __init__(self, broker_id: int, data_dir: Path) -> None:
-        self.broker_id = broker_id
-        self.data_dir = data_dir
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log: BinaryIO | None = None
-        self.port = 0
+def start_broker(broker_id: int, data_dir: Path) -> BrokerProcess:
+    """A broker (the kit's launcher) leading every partition of ``TOPIC`` on ``data_dir``."""
+    broker = BrokerProcess(
+        broker_id,
+        data_dir,
+        log_path=data_dir.parent / "broker.log",
+        overrides={
+            "initial.leader.partitions": ",".join(f"{TOPIC}-{p}" for p in range(PARTITIONS)),
+            "log.segment.bytes": str(SEGMENT_BYTES),
+        },
+    )
+    broker.start(30)
+    return broker
 
-    def start(self) -> None:
-        parts = ",".join(f"{TOPIC}-{p}" for p in range(PARTITIONS))
-        events = self.data_dir / "events.jsonl"
-        already = len(read_events(events)) if events.exists() else 0
-        self.log = log = open(self.data_dir.parent / "broker.log", "ab")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(
-            _cli(
-                "broker", "start", "--id", str(self.broker_id),
-                "--override", f"log.dirs={self.data_dir}",
-                "--override", "listeners=127.0.0.1:0",
-                "--override", f"initial.leader.partitions={parts}",
-                "--override", f"log.segment.bytes={SEGMENT_BYTES}",
-            ),
-            stdout=log,
-            stderr=log,
-        )  # fmt: skip
 
-        def started() -> int:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"broker {self.broker_id} exited with {self.proc.returncode}")
-            if not events.exists():
-                return 0
-            for e in read_events(events)[already:]:
-                if e.get("event") == "broker_started":
-                    return int(e["port"])
-            return 0
-
-        self.port = _wait_for(started, 30, f"broker {self.broker_id} to start")
-
-    def produce(self, count: int, workload: Path) -> None:
-        subprocess.run(
-            _cli(
-                "produce", TOPIC, "--count", str(count), "--acks", "all",
-                "--batch-records", str(BATCH_RECORDS), "--bootstrap-server", f"127.0.0.1:{self.port}",
-                "--acked-journal", str(workload), "--no-progress",
-            ),
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )  # fmt: skip
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        self.proc.wait(timeout=30)
-        self.proc = None
-        if self.log is not None:
-            self.log.close()
+def produce(broker: BrokerProcess, count: int, workload: Path) -> None:
+    subprocess.run(
+        isrsim_command(
+            "produce", TOPIC, "--count", str(count), "--acks", "all",
+            "--batch-records", str(BATCH_RECORDS), "--bootstrap-server", f"127.0.0.1:{broker.port}",
+            "--acked-journal", str(workload), "--no-progress",
+        ),
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )  # fmt: skip
 
 
 def make_single_broker_cluster(root: Path) -> Path:
     """One broker leading t-0..t-7: produce, SIGKILL, restart (log recovery), produce, SIGTERM."""
     data = root / "broker-1" / "data"
     data.mkdir(parents=True)
-    broker = BrokerProcess(1, data)
+    broker = start_broker(1, data)
     try:
-        broker.start()
-        broker.produce(RECORDS_PER_ROUND, root / "workload")
-        broker.stop(signal.SIGKILL)
-        broker.start()
-        broker.produce(RECORDS_PER_ROUND, root / "workload")
-        broker.stop(signal.SIGTERM)
+        produce(broker, RECORDS_PER_ROUND, root / "workload")
+        broker.kill(signal.SIGKILL, 30)
+        broker.start(30)
+        produce(broker, RECORDS_PER_ROUND, root / "workload")
+        broker.kill(signal.SIGTERM, 30)
     finally:
-        if broker.proc is not None:
-            broker.proc.kill()
-            broker.proc.wait()
+        broker.close()
     return root
 
 
