@@ -24,37 +24,19 @@ NOT_CLIENTS = {"start", "dump-log", "report", "demo", "scenario", "bench", "down
 _META_KEY = "isrsim.client_auth"
 
 
-def resolve_client_security(
-    data_dir: Path | None,
-    command_config: Path | None = None,
-    user: str | None = None,
-    password: str | None = None,
+def _apply(
+    data_dir: Path | None, command_config: Path | None, user: str | None, password: str | None
 ) -> ClientSecurity | None:
-    """:func:`kit.client_security.resolve_client_security`, a mismatch as click's usage error."""
-    from kit.client_security import CredentialsMismatch
-    from kit.client_security import resolve_client_security as resolve
+    """:func:`kit.client_security.apply_client_security`, its errors as click's."""
+    from kit.client_security import CredentialsMismatch, apply_client_security
+    from protocol import SecurityConfigError
 
     try:
-        return resolve(data_dir, command_config, user, password)
+        return apply_client_security(data_dir, command_config, user, password)
     except CredentialsMismatch as exc:
         raise click.UsageError(str(exc)) from None
-
-
-def apply_client_security(
-    data_dir: Path | None,
-    command_config: Path | None = None,
-    user: str | None = None,
-    password: str | None = None,
-) -> ClientSecurity | None:
-    """Resolves the security and makes it the process's default for new connections."""
-    from protocol import SecurityConfigError, current_client_security
-
-    try:
-        security = resolve_client_security(data_dir, command_config, user, password)
     except SecurityConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    current_client_security.set(security)
-    return security
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -111,7 +93,7 @@ def add_client_auth_options(command: click.Command) -> click.Command:
     def invoke(ctx: click.Context) -> Any:
         given = ctx.meta.get(_META_KEY, {})
         data_dir = ctx.params.get("data_dir")
-        apply_client_security(
+        _apply(
             Path(data_dir) if data_dir is not None else None,
             given.get("command_config"),
             given.get("user"),
@@ -123,8 +105,4 @@ def add_client_auth_options(command: click.Command) -> click.Command:
     return command
 
 
-__all__ = [
-    "add_client_auth_options",
-    "apply_client_security",
-    "resolve_client_security",
-]
+__all__ = ["NOT_CLIENTS", "add_client_auth_options"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,6 @@ from kit.node_query import request as node_request
 from kit.processes import WaitTimeout, isrsim_command
 from protocol.client import open_connection
 from protocol.framing import FrameDecoder, decode_response, encode_request
-from protocol.security import ClientSecurity
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 20.0
@@ -87,27 +87,8 @@ def events(path: Path | str, event: str | None = None) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------- requests
 
 
-async def request(
-    host: str,
-    port: int,
-    api_key: int,
-    body: Any,
-    *,
-    api_version: int = 0,
-    timeout: float = 10.0,
-    security: ClientSecurity | None = None,
-) -> dict[str, Any]:
-    """One request on a new connection (TLS and SASL as ``security`` says); returns the response body."""
-    return await node_request(
-        host,
-        port,
-        api_key,
-        body,
-        api_version=api_version,
-        timeout=timeout,
-        security=security,
-        client_id="integration-test",
-    )
+# One request on a new connection (TLS and SASL as ``security=`` says); returns the response body.
+request = partial(node_request, client_id="integration-test")
 
 
 # ------------------------------------------------------------------------------------------- processes

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
 import pytest
 
-from cli.client_auth import resolve_client_security
+from kit.client_security import CredentialsMismatch, resolve_client_security
 
 
 def write(path: Path, text: str) -> Path:
@@ -40,7 +39,7 @@ def test_the_roots_client_properties_then_command_config_then_user(tmp_path: Pat
 
 
 def test_user_and_password_go_together(tmp_path: Path) -> None:
-    with pytest.raises(click.UsageError, match="--password"):
+    with pytest.raises(CredentialsMismatch, match="--password"):
         resolve_client_security(tmp_path, None, "bob", None)
-    with pytest.raises(click.UsageError, match="--user"):
+    with pytest.raises(CredentialsMismatch, match="--user"):
         resolve_client_security(tmp_path, None, None, "b")
