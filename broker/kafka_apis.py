@@ -11,9 +11,9 @@ from typing import Any
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
 from broker.metadata_cache import PartitionMetadata
-from broker.network import Request, error_body
 from broker.partition import LeaderAndIsrState
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
+from broker.request_channel import Request, error_body
 from broker.security.acl import AclOperation, ResourceType
 from broker.security.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
 from broker.security.security_metadata import BrokerSecurityMetadata

@@ -1,12 +1,12 @@
-"""Socket server, request channel and request handler pool (Kafka's SocketServer, RequestChannel and
-KafkaRequestHandlerPool), on trio.
+"""The socket server (Kafka's SocketServer), on trio: the shell between the network and the request
+channel (``broker.request_channel``: ``Request``, ``RequestChannel``, the handler pool).
 
 Each connection has a reader task and a writer task. The reader decodes frames and headers (the one place
 that decodes) and queues requests on the ``RequestChannel``, which holds at most ``queued.max.requests``:
-when it is full, readers stop reading, so TCP pushes back on clients. ``num.io.threads`` handler tasks take
-requests off the channel and call ``KafkaApis.handle``. A request's response may be produced at once or
-later (delayed operations); the writer sends responses strictly in request order, all the ready ones with a
-single ``send_all``.
+when it is full, readers stop reading, so TCP pushes back on clients. ``num.io.threads`` handler tasks
+(``RequestHandlerPool``) take requests off the channel and call ``KafkaApis.handle``. A request's response
+may be produced at once or later (delayed operations); the writer sends responses strictly in request
+order, all the ready ones with a single ``send_all``.
 
 Memory and connections (docs/protocol.md, "Limits"): a connection that has read a request's length prefix
 takes that many bytes from the ``MemoryPool`` (``queued.max.request.bytes``) before it reads the rest, and
@@ -35,13 +35,14 @@ import errno
 import itertools
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
 from broker.memory_pool import ConnectionQuotas, MemoryPool
+from broker.request_channel import Request, RequestChannel, error_body
 from broker.security.credentials import CredentialStore
 from broker.security.listener_security import ListenerSecurity
 from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
@@ -56,7 +57,6 @@ from protocol.framing import (
     InvalidFrame,
     RequestHeader,
     decode_request,
-    encode_response_parts,
 )
 
 log = logging.getLogger(__name__)
@@ -76,77 +76,6 @@ TLS_HANDSHAKE_TIMEOUT_S = 30.0
 _PRE_AUTH_APIS = frozenset(
     {int(ApiKeys.API_VERSIONS), int(ApiKeys.SASL_HANDSHAKE), int(ApiKeys.SASL_AUTHENTICATE)}
 )
-
-
-@dataclass(eq=False, slots=True)
-class Request:
-    """One request, from the socket to the handler and back. ``complete`` sends the response (once)."""
-
-    header: RequestHeader
-    body: dict[str, Any]
-    connection: Connection
-    received_at: float
-    size: int
-    # The response frame as (length prefix, payload), written without joining them (see _send_frames).
-    response_parts: tuple[bytes, bytes] | None = None
-    done: bool = False
-    completed_at: float = 0.0
-    pool: MemoryPool | None = None  # holds ``size`` bytes of it until handled (queued.max.request.bytes)
-    # Called once when the response is ready (request metrics, ``broker.metrics.request_metrics``).
-    on_complete: Callable[[Request], None] | None = None
-    # No response: the connection is closed once the responses before this one are written (Kafka's
-    # RequestChannel.closeConnection, e.g. an acks=0 PRODUCE that failed).
-    close_connection: bool = False
-
-    @property
-    def api_key(self) -> int:
-        return self.header.api_key
-
-    @property
-    def response_frame(self) -> bytes | None:
-        """The whole response frame (None: no response)."""
-        parts = self.response_parts
-        return None if parts is None else parts[0] + parts[1]
-
-    @property
-    def listener_name(self) -> str:
-        """The listener the request arrived on (METADATA answers with addresses on it, as Kafka)."""
-        # (a test may hand requests over a stand-in connection that has none: the default listener)
-        return str(getattr(self.connection, "listener_name", "PLAINTEXT"))
-
-    @property
-    def principal(self) -> KafkaPrincipal:
-        """Who sent it (``User:ANONYMOUS`` unless the connection authenticated)."""
-        principal = getattr(self.connection, "principal", ANONYMOUS)
-        return principal if isinstance(principal, KafkaPrincipal) else ANONYMOUS
-
-    def complete(self, body: dict[str, Any] | None) -> None:
-        """Queues ``body`` as the response; ``None`` means no response is sent (PRODUCE with acks=0)."""
-        if self.done:
-            return
-        self.done = True
-        self.release_memory()
-        try:
-            self.completed_at = trio.current_time()  # a delayed response's delay counts from here
-        except RuntimeError:  # completed outside trio (a test driving KafkaApis directly)
-            self.completed_at = self.received_at
-        if self.on_complete is not None:
-            self.on_complete(self)
-        if body is not None:
-            self.response_parts = encode_response_parts(self.header.correlation_id, body)
-        self.connection.response_ready()
-
-    def close_connection_instead(self) -> None:
-        """Sends no response and closes the connection after the responses queued before this request: how
-        Kafka tells a client that expects no answer (PRODUCE with acks=0) that its request failed."""
-        self.close_connection = True
-        self.complete(None)
-
-    def release_memory(self) -> None:
-        """Gives the request's bytes back to the memory pool (once)."""
-        pool, self.pool = self.pool, None
-        if pool is not None:
-            pool.release(self.size)
 
 
 @dataclass(eq=False)
@@ -195,34 +124,6 @@ class Connection:
         while len(self.pending) >= limit:
             self._drained = trio.Event()
             await self._drained.wait()
-
-
-class RequestChannel:
-    """A bounded queue of requests between connections and handlers (``queued.max.requests``)."""
-
-    def __init__(self, queued_max_requests: int) -> None:
-        self._send, self._receive = trio.open_memory_channel[Request](queued_max_requests)
-
-    async def send_request(self, request: Request) -> None:
-        await self._send.send(request)
-
-    async def receive_request(self) -> Request:
-        return await self._receive.receive()
-
-    @property
-    def queue_size(self) -> int:
-        """Requests waiting for a handler (Kafka's ``RequestQueueSize``)."""
-        return self._send.statistics().current_buffer_used
-
-    def close(self) -> None:
-        self._send.close()
-
-
-Handler = Callable[[Request], Awaitable[None]]
-
-
-def error_body(error: Errors, message: str) -> dict[str, Any]:
-    return {"error_code": int(error), "error_message": message}
 
 
 def distinguished_name(cert: Mapping[str, Any]) -> str:
@@ -745,40 +646,3 @@ class SocketServer:
         if small:
             await conn.stream.send_all(small[0] if len(small) == 1 else b"".join(small))
         conn.last_active = trio.current_time()
-
-
-class RequestHandlerPool:
-    """``num.io.threads`` tasks that take requests off the channel and hand them to ``handler``."""
-
-    def __init__(self, channel: RequestChannel, handler: Handler, num_threads: int, name: str) -> None:
-        self.channel = channel
-        self.handler = handler
-        self.num_threads = num_threads
-        self.name = name
-
-    async def run(self) -> None:
-        async with trio.open_nursery() as nursery:
-            for i in range(self.num_threads):
-                nursery.start_soon(self._handler_loop, i)
-
-    async def _handler_loop(self, index: int) -> None:
-        while True:
-            try:
-                request = await self.channel.receive_request()
-            except trio.EndOfChannel:
-                return
-            if request.connection.closed:
-                request.release_memory()
-                continue
-            try:
-                await self.handler(request)
-            except Exception:  # a broker never crashes on what a client sends
-                log.exception("%s handler %d: unexpected error on %s", self.name, index, request.header)
-                request.complete(
-                    error_body(Errors.UNKNOWN_SERVER_ERROR, "unexpected server error; see broker log")
-                )
-            finally:
-                # As Kafka's handler: the request's bytes go back to the pool once it has been handled, not
-                # when a delayed response (acks=-1, a long-poll FETCH) is sent, so requests parked in a
-                # purgatory never keep the reads they wait for (follower fetches) out of the pool.
-                request.release_memory()

@@ -25,9 +25,10 @@ from broker.memory_pool import ConnectionQuotas, MemoryPool
 from broker.metadata_cache import MetadataCache
 from broker.metrics.broker_metrics import BrokerMetrics
 from broker.metrics.http_server import MetricsHttpServer
-from broker.network import RequestChannel, RequestHandlerPool, SocketServer
+from broker.network import SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
+from broker.request_channel import RequestChannel, RequestHandlerPool
 from broker.security.auth_helper import AuthHelper, build_authorizer
 from broker.security.listener_security import (
     inter_broker_client_security,
