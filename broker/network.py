@@ -47,6 +47,7 @@ from broker.security.credentials import CredentialStore
 from broker.security.listener_security import ListenerSecurity
 from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from broker.security.sasl_server import SaslServerAuthenticator, illegal_sasl_state
+from protocol import kafka_codec
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.fault_injector import FaultInjector
@@ -58,6 +59,7 @@ from protocol.framing import (
     RequestHeader,
     decode_request,
 )
+from protocol.messages import KAFKA_REFUSED_VERSIONS, KAFKA_SUPPORTED_VERSIONS, REQUEST_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,15 @@ TLS_HANDSHAKE_TIMEOUT_S = 30.0
 _PRE_AUTH_APIS = frozenset(
     {int(ApiKeys.API_VERSIONS), int(ApiKeys.SASL_HANDSHAKE), int(ApiKeys.SASL_AUTHENTICATE)}
 )
+# The bodies a Kafka-encoded request is read into (the same dataclasses' names as msgpack's, SPEC §10).
+_KAFKA_BODY_TYPES: dict[int, type] = {int(k): v for k, v in REQUEST_TYPES.items()}
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKeys(api_key).name
+    except ValueError:
+        return f"api_key {api_key}"
 
 
 @dataclass(eq=False)
@@ -101,6 +112,9 @@ class Connection:
     # SASL listeners: the connection's authenticator until it authenticated (None: no SASL here).
     authenticator: SaslServerAuthenticator | None = None
     sasl_listener: bool = False
+    # The encoding, chosen by the first request (SPEC §10): None until then, True for Kafka's binary
+    # protocol, False for msgpack.
+    kafka: bool | None = None
 
     def hold(self, release_at: float, header: RequestHeader, body: dict[str, Any], size: int) -> None:
         self.held.append((release_at, header, body, size))
@@ -175,6 +189,7 @@ class SocketServer:
         listeners: Sequence[tuple[str, str, int]] = (),
         security: Mapping[str, ListenerSecurity] | None = None,
         credential_store: CredentialStore | None = None,
+        kafka_supported: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -206,6 +221,10 @@ class SocketServer:
         self.credential_store = credential_store if credential_store is not None else CredentialStore()
         self.supported.setdefault(int(ApiKeys.SASL_HANDSHAKE), (0, 0))
         self.supported.setdefault(int(ApiKeys.SASL_AUTHENTICATE), (0, 0))
+        # The versions served to connections in Kafka's encoding (SPEC §10); SASL is answered here.
+        self.kafka_supported = dict(kafka_supported or {})
+        for key in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE):
+            self.kafka_supported.setdefault(int(key), KAFKA_SUPPORTED_VERSIONS[key])
         self.authentication_failures = 0
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -462,7 +481,11 @@ class SocketServer:
     async def _dispatch(self, conn: Connection, payload: bytes | bytearray) -> None:
         """Hands on a frame read whole, whose ``len(payload)`` bytes were taken from the memory pool."""
         try:
-            header, body = decode_request(payload)
+            if conn.kafka is None:
+                conn.kafka = kafka_codec.is_kafka_frame(payload)
+                if conn.kafka:
+                    log.debug("%s: connection %s speaks Kafka's binary protocol", self.name, conn.peer)
+            header, body = self._decode_kafka(payload) if conn.kafka else decode_request(payload)
         except BaseException:
             self._release(len(payload))
             raise
@@ -487,6 +510,27 @@ class SocketServer:
                 return
         await self._accept(conn, header, body, len(payload))
 
+    def _decode_kafka(self, payload: bytes | bytearray) -> tuple[RequestHeader, dict[str, Any]]:
+        """A Kafka request: a header that cannot be read, or a body of a served version that does not
+        parse, raises ``InvalidFrame`` (Kafka closes the connection on both). An API or version this broker
+        does not serve passes with what could be read of it, to be answered UNSUPPORTED_VERSION."""
+        decoded = kafka_codec.decode_request(payload, _KAFKA_BODY_TYPES)
+        header = decoded.header
+        versions = self.kafka_supported.get(header.api_key)
+        if decoded.error is not None and versions is not None:
+            low, high = versions
+            if low <= header.api_version <= high:
+                raise InvalidFrame(
+                    f"{_api_name(header.api_key)} v{header.api_version} request body does not parse: "
+                    f"{decoded.error}"
+                )
+        return header, decoded.body or {}
+
+    def _encode_kafka(self, request: Request, body: dict[str, Any]) -> tuple[bytes, bytes]:
+        return kafka_codec.encode_response_parts(
+            request.header, request.body, body, api_versions=self.kafka_supported
+        )
+
     async def _release_loop(self, conn: Connection) -> None:
         """Hands delayed request frames on at their release times, in the order they arrived."""
         while True:
@@ -508,12 +552,14 @@ class SocketServer:
             self._release(size)
             raise
         request = Request(header, body, conn, trio.current_time(), size, pool=self.memory_pool)
+        if conn.kafka:
+            request.response_encoder = self._encode_kafka
         conn.pending.append(request)
         # Before authentication only API_VERSIONS and SASL get past here (NET_FAULTS and unknown APIs
         # included: as Kafka's SaslServerAuthenticator, anything else closes the connection unanswered).
         if conn.authenticator is not None and header.api_key not in _PRE_AUTH_APIS:
             self._authenticate(conn, request)
-        versions = self.supported.get(header.api_key)
+        versions = (self.kafka_supported if conn.kafka else self.supported).get(header.api_key)
         if versions is None:
             request.complete(error_body(Errors.UNSUPPORTED_VERSION, f"unknown api_key {header.api_key}"))
             return
@@ -522,8 +568,19 @@ class SocketServer:
             request.complete(
                 error_body(
                     Errors.UNSUPPORTED_VERSION,
-                    f"{ApiKeys(header.api_key).name} version {header.api_version} is not supported "
+                    f"{_api_name(header.api_key)} version {header.api_version} is not supported "
                     f"(supported: {low}..{high})",
+                )
+            )
+            return
+        refused = KAFKA_REFUSED_VERSIONS.get(header.api_key) if conn.kafka else None
+        if refused is not None and refused[0] <= header.api_version <= refused[1]:
+            # Advertised and refused, as Kafka 4 does with PRODUCE v0-2 (KIP-896).
+            request.complete(
+                error_body(
+                    Errors.UNSUPPORTED_VERSION,
+                    f"{_api_name(header.api_key)} version {header.api_version} is no longer supported; "
+                    f"use {refused[1] + 1} or later",
                 )
             )
             return

@@ -71,10 +71,18 @@ class Request:
     # No response: the connection is closed once the responses before this one are written (Kafka's
     # RequestChannel.closeConnection, e.g. an acks=0 PRODUCE that failed).
     close_connection: bool = False
+    # Writes the response body in the connection's encoding when it is not msgpack (Kafka's binary
+    # protocol, SPEC §10: ``protocol.kafka_codec``); None: msgpack (SPEC §1).
+    response_encoder: Callable[[Request, dict[str, Any]], tuple[bytes, bytes]] | None = None
 
     @property
     def api_key(self) -> int:
         return self.header.api_key
+
+    @property
+    def kafka_encoding(self) -> bool:
+        """True when the request came in Kafka's binary encoding (its versions are Kafka's, SPEC §10)."""
+        return self.response_encoder is not None
 
     @property
     def response_frame(self) -> bytes | None:
@@ -105,7 +113,11 @@ class Request:
         if self.on_complete is not None:
             self.on_complete(self)
         if body is not None:
-            self.response_parts = encode_response_parts(self.header.correlation_id, body)
+            encoder = self.response_encoder
+            if encoder is None:
+                self.response_parts = encode_response_parts(self.header.correlation_id, body)
+            else:
+                self.response_parts = encoder(self, body)
         self.connection.response_ready()
 
     def close_connection_instead(self) -> None:

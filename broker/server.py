@@ -188,6 +188,7 @@ class KafkaServer:
             channel=self.channel,
             max_request_bytes=c.get_int("socket.request.max.bytes"),
             supported=self.apis.supported,
+            kafka_supported=self.apis.kafka_supported,
             name=name,
             faults=self.faults,
             memory_pool=MemoryPool(c.get_int("queued.max.request.bytes")),
