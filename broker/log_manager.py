@@ -147,7 +147,8 @@ class LogManager:
         if stored is not None:
             raise LogDirLoadError(
                 f"{path} says {RECORD_FORMAT_KEY}={stored}, a record encoding this isrsim does not know "
-                f"(it writes {RECORD_FORMAT}); use a matching isrsim, or delete {self.log_dir} to start afresh"
+                f"(it writes {RECORD_FORMAT}); use a matching isrsim, or delete {self.log_dir} to start "
+                "afresh"
             )
         if any(p.stat().st_size for p in self.log_dir.glob("*-*/*.log")):
             raise LogDirLoadError(
