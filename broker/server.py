@@ -11,11 +11,13 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from broker.admin_apis import AutoCreateSettings
 from broker.alter_partition import AlterPartitionManager
 from broker.config import BrokerConfig
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
+from broker.forwarding import ForwardingManager
 from broker.journal import Journal
 from broker.kafka_apis import BROKER_APIS, KafkaApis
 from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
@@ -125,6 +127,12 @@ class KafkaServer:
         # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
         # Kafka's does on every listener.
         self.apis.supported.update(SASL_API_VERSIONS)
+        self.apis.admin.cluster_id = str(c.get("cluster.id"))
+        self.apis.admin.auto_create = AutoCreateSettings(
+            enable=bool(c.get("auto.create.topics.enable")),
+            num_partitions=c.get_int("num.partitions"),
+            replication_factor=c.get_int("default.replication.factor"),
+        )
         self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
         self.channel = RequestChannel(c.get_int("queued.max.requests"))
         # Security (docs/security.md): the live credential store SASL checks, what each listener asks of a
@@ -180,6 +188,7 @@ class KafkaServer:
         self.lifecycle: BrokerLifecycleManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self.topic_configs: TopicConfigFetcher | None = None
+        self.forwarding: ForwardingManager | None = None
         controller = c.controller
         if controller is not None:
             # Managed: register and heartbeat; leaders propose ISR changes through ALTER_PARTITION.
@@ -205,6 +214,8 @@ class KafkaServer:
                 self.broker_id, controller_channel, self.replica_manager.apply_topic_configs
             )
             self.replica_manager.topic_config_fetcher = self.topic_configs
+            self.forwarding = ForwardingManager(self.broker_id, controller_channel)
+            self.apis.admin.forwarding = self.forwarding
             self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
 
     def _advertise(self) -> None:
@@ -310,6 +321,8 @@ class KafkaServer:
                 await nursery.start(self.alter_partition.run)
                 if self.topic_configs is not None:
                     await nursery.start(self.topic_configs.run)
+                if self.forwarding is not None:
+                    await nursery.start(self.forwarding.run)
             nursery.start_soon(self._handle_log_dir_failures)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)
