@@ -64,7 +64,11 @@ def report(
       1  invalid: a check found a violation
       2  the input cannot be read (the message names the file)
       3  unknown: no violation, but a check had nothing to examine
-         (e.g. no workload journal: no acknowledged batch to look for)
+         (e.g. no acknowledged batch to look for), or nothing to judge at
+         all (no such directory, an empty one, a cluster never written to)
+
+    The summary, its verdict on the first line, goes to stdout; progress to
+    stderr.
     """
     require_report_extra("report")
     from rich.console import Console
@@ -78,6 +82,7 @@ def report(
             data_dir,
             out,
             console=Console(stderr=True),
+            summary=Console(),
             verify_crc=verify_crc,
             max_examples=max_examples,
             max_plots=max_plots,
