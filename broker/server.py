@@ -11,12 +11,14 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from broker.admin_apis import AutoCreateSettings
 from broker.alter_partition import AlterPartitionManager
 from broker.auth_helper import AuthHelper, build_authorizer
 from broker.config import BrokerConfig
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
+from broker.forwarding import ForwardingManager
 from broker.journal import Journal
 from broker.kafka_apis import BROKER_APIS, KafkaApis
 from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
@@ -103,6 +105,7 @@ class KafkaServer:
         self.lifecycle: BrokerLifecycleManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self.topic_configs: TopicConfigFetcher | None = None
+        self.forwarding: ForwardingManager | None = None
         if config.controller is not None:
             self._link_to_controller(config.controller[1], config.controller[2])
 
@@ -149,6 +152,13 @@ class KafkaServer:
         # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
         # Kafka's does on every listener.
         self.apis.supported.update(SASL_API_VERSIONS)
+        c = self.config
+        self.apis.admin.cluster_id = c.cluster_id
+        self.apis.admin.auto_create = AutoCreateSettings(
+            enable=bool(c.get("auto.create.topics.enable")),
+            num_partitions=c.get_int("num.partitions"),
+            replication_factor=c.get_int("default.replication.factor"),
+        )
 
     def _build_security(self) -> None:
         """Security (docs/security.md): the live credential store SASL checks, what each listener asks of a
@@ -235,6 +245,8 @@ class KafkaServer:
             self.broker_id, controller_channel, self.replica_manager.apply_topic_configs
         )
         self.replica_manager.topic_config_fetcher = self.topic_configs
+        self.forwarding = ForwardingManager(self.broker_id, controller_channel)
+        self.apis.admin.forwarding = self.forwarding
         self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
 
     def _advertise(self) -> None:
@@ -340,6 +352,8 @@ class KafkaServer:
                 await nursery.start(self.alter_partition.run)
                 if self.topic_configs is not None:
                     await nursery.start(self.topic_configs.run)
+                if self.forwarding is not None:
+                    await nursery.start(self.forwarding.run)
             nursery.start_soon(self._handle_log_dir_failures)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)
