@@ -22,6 +22,10 @@ import click
 def demo(data_dir: Path, keep: bool, rate: int, seconds: int, secure: bool) -> None:
     """The main job: a cluster, an acks=all workload through a crash, a clean bounce and a zombie leader,
     then the consistency report."""
+    from cli.report_cmd import require_report_extra
+
+    if not keep:
+        require_report_extra("demo")  # before a cluster is started for nothing
     from rich.console import Console
 
     from kit.cluster_files import ClusterError
