@@ -14,6 +14,7 @@ import trio
 from broker import read_journal
 from cli.output import OUTPUT_OPTION, echo_json
 from kit.cluster_files import ClusterError, ClusterInfo
+from kit.health import wait_healthy
 from kit.local_cluster import (
     STOP_TIMEOUT_S,
     check_overrides,
@@ -26,7 +27,6 @@ from kit.local_cluster import (
     start_controller,
     stop_brokers,
     use_client_properties,
-    wait_healthy,
 )
 from kit.processes import process_state, send_signal, stop_process
 

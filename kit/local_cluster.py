@@ -16,6 +16,7 @@ import trio
 from broker import read_journal
 from kit.cluster_files import CONTROLLER_ID, ClusterError, ClusterInfo, ProcessEntry, write_properties
 from kit.fault_journal import append_fault
+from kit.health import wait_healthy
 from kit.node_query import ask_sync
 from kit.ports import free_ports
 from kit.processes import (
@@ -29,9 +30,7 @@ from kit.processes import (
 )
 from protocol import ApiKeys
 
-START_TIMEOUT_S = 30.0
-
-
+# How long `cluster down`, a restart and the lab's runs give a node to stop cleanly before SIGKILL.
 STOP_TIMEOUT_S = 30.0
 
 
@@ -73,33 +72,6 @@ def _write_broker_config(info: ClusterInfo, b: ProcessEntry) -> None:
     voters = f"controller.quorum.voters={info.controller.id}@{info.controller.host}:{info.controller.port}"
     lines = [voters if line.startswith("controller.quorum.voters=") else line for line in lines]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def wait_healthy(info: ClusterInfo, timeout: float = START_TIMEOUT_S) -> None:
-    """Every broker registered and unfenced, and every partition with a leader."""
-    deadline = time.monotonic() + timeout
-    problem = "no answer from the controller"
-    wanted = {b.id for b in info.brokers if process_state(b.pid) == "running"}
-    while time.monotonic() < deadline:
-        cluster = ask_sync(info.controller, ApiKeys.DESCRIBE_CLUSTER, {})
-        meta = ask_sync(info.controller, ApiKeys.METADATA, {"topics": None})
-        if cluster is not None and meta is not None:
-            live = {b["broker_id"] for b in cluster.get("brokers", []) if not b.get("fenced")}
-            leaderless = [
-                f"{t['name']}-{p['partition_index']}"
-                for t in meta.get("topics", [])
-                for p in t.get("partitions", [])
-                if p["leader_id"] < 0
-            ]
-            if wanted <= live and not leaderless:
-                return
-            problem = (
-                f"brokers not yet registered: {sorted(wanted - live)}"
-                if not wanted <= live
-                else (f"partitions without a leader: {', '.join(leaderless[:10])}")
-            )
-        time.sleep(0.1)
-    raise ClusterError(f"the cluster did not become healthy within {timeout:.0f}s: {problem}")
 
 
 def fresh_cluster(

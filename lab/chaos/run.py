@@ -27,7 +27,8 @@ from rich.markup import escape
 
 from kit.cluster_client import ClusterClient
 from kit.cluster_files import ClusterError, ClusterInfo
-from kit.local_cluster import STOP_TIMEOUT_S, stop_brokers, wait_healthy
+from kit.health import not_converged, partition_metadata, wait_healthy
+from kit.local_cluster import STOP_TIMEOUT_S, stop_brokers
 from kit.node_query import ask
 from kit.processes import process_state, stop_process
 from kit.producer import AckJournal, Producer, ProducerSettings, ProduceStats
@@ -62,55 +63,6 @@ class Outcome:
     converged_after_workload: float | None = None  # seconds after the workload stopped
     not_converged: list[str] = field(default_factory=list)
     final_actions: list[str] = field(default_factory=list)
-
-
-async def _metadata(info: ClusterInfo, topics: list[str] | None) -> dict[tuple[str, int], dict[str, Any]]:
-    body = {"topics": None if topics is None else [{"name": t} for t in topics]}
-    meta = await ask(info.controller.host, info.controller.port, ApiKeys.METADATA, body, 2.0)
-    out: dict[tuple[str, int], dict[str, Any]] = {}
-    for t in (meta or {}).get("topics", []):
-        for p in t.get("partitions", []):
-            out[(t["name"], p["partition_index"])] = p
-    return out
-
-
-async def not_converged(info: ClusterInfo) -> list[str]:
-    """What keeps the cluster from having converged (empty: every partition's replicas are all in the ISR,
-    with one LEO and HW = LEO on every replica)."""
-    meta = await _metadata(info, None)
-    if not meta:
-        return ["the controller did not answer METADATA"]
-    states: dict[int, dict[tuple[str, int], dict[str, Any]] | None] = {}
-
-    async def one(b: Any) -> None:
-        resp = await ask(b.host, b.port, ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": None}, 2.0)
-        states[b.id] = None if resp is None else {(p["topic"], p["partition"]): p for p in resp["partitions"]}
-
-    async with trio.open_nursery() as nursery:
-        for b in info.brokers:
-            nursery.start_soon(one, b)
-    problems = [f"broker {b} does not answer" for b, s in sorted(states.items()) if s is None]
-    for (topic, partition), p in sorted(meta.items()):
-        name = f"{topic}-{partition}"
-        replicas = sorted(p["replica_nodes"])
-        if p["leader_id"] < 0:
-            problems.append(f"{name}: no leader")
-            continue
-        if sorted(p["isr_nodes"]) != replicas:
-            problems.append(f"{name}: ISR {sorted(p['isr_nodes'])} of replicas {replicas}")
-            continue
-        offsets = {}
-        for r in replicas:
-            state = (states.get(r) or {}).get((topic, partition))
-            if state is not None:
-                offsets[r] = (state["log_end_offset"], state["high_watermark"])
-        if len(offsets) < len(replicas):
-            continue  # the broker's own problem is listed above
-        leos = {leo for leo, _ in offsets.values()}
-        if len(leos) != 1 or any(hw != leo for leo, hw in offsets.values()):
-            shown = ", ".join(f"{r}: LEO {leo} HW {hw}" for r, (leo, hw) in sorted(offsets.items()))
-            problems.append(f"{name}: {shown}")
-    return problems
 
 
 class ChaosRun:
@@ -224,7 +176,7 @@ class ChaosRun:
     async def _watch(self) -> None:
         while True:
             try:
-                meta = await _metadata(self.info, [self.topic])
+                meta = await partition_metadata(self.info, [self.topic])
             except Exception as exc:  # a bug in a query must not stop the run; it is shown
                 self.view.say(f"[yellow]status query failed: {escape(str(exc))}[/]")
                 meta = {}
@@ -252,7 +204,7 @@ class ChaosRun:
 
 
 def ensure_topic(info: ClusterInfo, topic: str, partitions: int, replication_factor: int) -> str:
-    meta = trio.run(_metadata, info, [topic])
+    meta = trio.run(partition_metadata, info, [topic])
     if meta:
         return f"topic {topic}: {len(meta)} partitions (existing)"
     rf = min(replication_factor, len(info.brokers))

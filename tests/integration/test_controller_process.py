@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,71 +16,32 @@ import trio
 
 from broker.network import SocketServer
 from broker.request_channel import Request, RequestChannel, RequestHandlerPool
+from kit import processes
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
-from tests.integration.harness import REPO_ROOT, async_wait_until, events, python_cmd, request, wait_until
+from tests.integration.harness import REPO_ROOT, async_wait_until, request
 
 pytestmark = pytest.mark.integration
 
 SESSION_MS = 1500
 
 
-class ControllerProcess:
+class ControllerProcess(processes.ControllerProcess):
+    """The kit's controller process, with its output beside its directory."""
+
     def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.journal = directory / "events.jsonl"
-        self.stderr_path = directory.parent / f"{directory.name}.stderr"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.host = ""
-        self.port = 0
+        super().__init__(
+            directory,
+            log_path=directory.parent / f"{directory.name}.stderr",
+            overrides={"broker.session.timeout.ms": str(SESSION_MS), "cluster.id": "it"},
+            cwd=REPO_ROOT,
+        )
 
-    def start(self) -> None:
-        seen = len(events(self.journal, "controller_started"))
-        cmd = [
-            *python_cmd()[:1],
-            "-m",
-            "cli.controller_cmd",
-            "start",
-            "--override",
-            "listeners=127.0.0.1:0",
-            "--override",
-            f"metadata.log.dir={self.directory}",
-            "--override",
-            f"broker.session.timeout.ms={SESSION_MS}",
-            "--override",
-            "cluster.id=it",
-        ]
-        with self.stderr_path.open("ab") as err:
-            self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=err)
-
-        def started() -> dict[str, Any] | None:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"controller exited with {self.proc.returncode}:\n{self.stderr_tail()}")
-            lines = events(self.journal, "controller_started")
-            return lines[-1] if len(lines) > seen else None
-
-        line = wait_until(started, timeout=20, message="controller_started in the controller's journal")
-        self.host, self.port = line["host"], line["port"]
+    def start(self, timeout: float = 20.0) -> int:
+        return super().start(timeout)
 
     def stop(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=15)
-
-    def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=15)
-
-    def stderr_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no stderr)"
-
-    def events(self, event: str | None = None) -> list[dict[str, Any]]:
-        return events(self.journal, event)
+        return self.kill(signal.SIGTERM, 15)
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from kit import health
 from kit.cluster_files import ClusterInfo, ProcessEntry
-from lab.chaos import run as chaos_run
 from lab.chaos.view import ChaosState, status_line
 from protocol import ApiKeys
 
@@ -41,7 +41,7 @@ def fake_cluster(
             ]
         }
 
-    monkeypatch.setattr(chaos_run, "ask", ask)
+    monkeypatch.setattr(health, "ask", ask)
 
 
 def meta(isr: list[int], leader: int = 1) -> dict[str, Any]:
@@ -56,7 +56,7 @@ async def test_converged_when_every_replica_is_in_the_isr_with_one_leo_and_hw(
         {0: meta([3, 1, 2]), 1: meta([1, 2, 3], leader=2)},
         {b: {0: (100, 100), 1: (40, 40)} for b in (1, 2, 3)},
     )
-    assert await chaos_run.not_converged(INFO) == []
+    assert await health.not_converged(INFO) == []
 
 
 async def test_what_did_not_converge_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,7 +69,7 @@ async def test_what_did_not_converge_is_named(monkeypatch: pytest.MonkeyPatch) -
             3: {0: (90, 90), 1: (48, 48), 2: (70, 60), 3: (0, 0)},
         },
     )
-    assert await chaos_run.not_converged(INFO) == [
+    assert await health.not_converged(INFO) == [
         "c-0: ISR [1, 2] of replicas [1, 2, 3]",
         "c-1: 1: LEO 50 HW 50, 2: LEO 50 HW 50, 3: LEO 48 HW 48",
         "c-2: 1: LEO 70 HW 60, 2: LEO 70 HW 60, 3: LEO 70 HW 60",
@@ -79,7 +79,7 @@ async def test_what_did_not_converge_is_named(monkeypatch: pytest.MonkeyPatch) -
 
 async def test_a_broker_that_does_not_answer_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_cluster(monkeypatch, {0: meta([1, 2, 3])}, {1: {0: (5, 5)}, 2: None, 3: {0: (5, 5)}})
-    assert await chaos_run.not_converged(INFO) == ["broker 2 does not answer"]
+    assert await health.not_converged(INFO) == ["broker 2 does not answer"]
 
 
 def test_status_line_shows_time_faults_acks_and_each_isr() -> None:
