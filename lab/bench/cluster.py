@@ -20,13 +20,13 @@ from typing import Any
 
 import trio
 
+from kit import unmanaged
 from kit.errors import KitError
 from kit.node_query import request as node_request
 from kit.processes import BrokerProcess, async_wait_until, launch
 from protocol import ApiKeys
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-BENCH_CONTROLLER_ID = 100
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -174,46 +174,22 @@ class BenchCluster:
         live: Sequence[BenchBroker] | None = None,
         leader_address: Mapping[int, tuple[str, int]] | None = None,
     ) -> dict[str, Any]:
-        """LEADER_AND_ISR for ``topic``: partition -> leader in ``leaders``; ISR defaults to the replicas.
-        ``leader_address`` points followers of a leader at another address (a proxy)."""
-        replicas = list(replicas) if replicas is not None else sorted(self.brokers)
-        live_leaders = {b.broker_id: b.live_leader() for b in (live or self.brokers.values()) if b.port > 0}
-        for broker_id, (host, port) in (leader_address or {}).items():
-            live_leaders[broker_id] = {"broker_id": broker_id, "host_name": host, "port": port}
-        return {
-            "controller_id": BENCH_CONTROLLER_ID,
-            "controller_epoch": self.controller_epoch,
-            "broker_epoch": -1,
-            "topic_states": [
-                {
-                    "topic_name": topic,
-                    "partition_states": [
-                        {
-                            "partition_index": p,
-                            "controller_epoch": self.controller_epoch,
-                            "leader": leader,
-                            "leader_epoch": leader_epoch,
-                            "isr": list(isr[p]) if isr is not None else replicas,
-                            "partition_epoch": leader_epoch,
-                            "replicas": replicas,
-                            "is_new": False,
-                        }
-                        for p, leader in sorted(leaders.items())
-                    ],
-                }
-            ],
-            "live_leaders": list(live_leaders.values()),
-        }
+        """LEADER_AND_ISR for ``topic`` (:func:`kit.unmanaged.leader_and_isr_body`): partition -> leader in
+        ``leaders``; ISR defaults to the replicas, replicas to every broker."""
+        return unmanaged.leader_and_isr_body(
+            topic,
+            leaders,
+            leader_epoch=leader_epoch,
+            replicas=list(replicas) if replicas is not None else sorted(self.brokers),
+            isr=isr,
+            live=live or list(self.brokers.values()),
+            leader_address=leader_address,
+            controller_epoch=self.controller_epoch,
+        )
 
     async def send_leader_and_isr(self, targets: Sequence[BenchBroker], body: dict[str, Any]) -> None:
         """Sends ``body`` to each target in order (leaders first, as a controller does) and checks it."""
-        for b in targets:
-            resp = await request(b.address, ApiKeys.LEADER_AND_ISR, body, timeout=60)
-            bad = [e for e in resp.get("partition_errors", []) if e["error_code"] != 0]
-            if resp.get("error_code", 0) != 0 or bad:
-                raise BenchError(
-                    f"LEADER_AND_ISR to broker {b.broker_id} failed: {resp.get('error_code')} {bad[:3]}"
-                )
+        await unmanaged.send_leader_and_isr(targets, body)
 
     async def assign(
         self,
@@ -238,8 +214,7 @@ class BenchCluster:
         return await request(broker.address, ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": None}, timeout=30)
 
     async def partitions_view(self, broker: BenchBroker) -> dict[tuple[str, int], dict[str, Any]]:
-        resp = await self.describe(broker)
-        return {(p["topic"], p["partition"]): p for p in resp["partitions"]}
+        return await unmanaged.replica_state(broker)
 
     async def wait_converged(
         self,
@@ -253,24 +228,12 @@ class BenchCluster:
         total LEO."""
         members = list(brokers or [b for b in self.brokers.values() if b.is_running()])
 
-        async def converged() -> int | None:
+        async def done() -> dict[tuple[str, int], tuple[int, int]] | None:
             views = [await self.partitions_view(b) for b in members]
-            total = 0
-            for p in range(partitions):
-                tp = (topic, p)
-                seen = {(v[tp]["log_end_offset"], v[tp]["high_watermark"]) for v in views if tp in v}
-                if len(seen) != 1 or any(tp not in v for v in views):
-                    return None
-                leo, hw = seen.pop()
-                if leo != hw:
-                    return None
-                total += leo
-            return total + 1  # truthy even for an empty topic
+            return unmanaged.converged(views, topic, range(partitions))
 
-        return (
-            await async_wait_until(converged, timeout, f"{topic} to converge on every replica", interval=0.1)
-            - 1
-        )
+        offsets = await async_wait_until(done, timeout, f"{topic} to converge on every replica", 0.1)
+        return sum(leo for leo, _ in offsets.values())
 
 
 async def request(
