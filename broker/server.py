@@ -26,6 +26,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metrics.broker_metrics import BrokerMetrics
 from broker.metrics.http_server import MetricsHttpServer
 from broker.network import RequestChannel, RequestHandlerPool, SocketServer
+from broker.producer_id_manager import ProducerIdManager, controller_block_source, local_block_source
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
 from broker.security.auth_helper import AuthHelper, build_authorizer
@@ -204,6 +205,14 @@ class KafkaServer:
             )
             self.replica_manager.topic_config_fetcher = self.topic_configs
             self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
+            block_source = controller_block_source(
+                self.broker_id, controller_channel, lambda: lifecycle.broker_epoch
+            )
+        else:
+            block_source = local_block_source(self.broker_id, c.log_dir)
+        # INIT_PRODUCER_ID's ids: blocks from the controller, or from a file in log.dirs when unmanaged.
+        self.producer_id_manager = ProducerIdManager(self.broker_id, block_source)
+        self.apis.producer_id_manager = self.producer_id_manager
 
     def _advertise(self) -> None:
         """Once bound: each listener's advertised address, the port being the bound one where the advertised
@@ -308,6 +317,7 @@ class KafkaServer:
                 await nursery.start(self.alter_partition.run)
                 if self.topic_configs is not None:
                     await nursery.start(self.topic_configs.run)
+            await nursery.start(self.producer_id_manager.run)
             nursery.start_soon(self._handle_log_dir_failures)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)

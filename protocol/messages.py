@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from protocol import controller_messages as cm
+from protocol import producer_id_messages as pim
 from protocol import security_messages as sm
 from protocol.api_keys import ApiKeys
 from protocol.controller_messages import *  # noqa: F403  (re-exported: one module to import from)
@@ -445,4 +446,11 @@ RESPONSE_TYPES.update(
     }
 )
 
+# Idempotent producers' ids (protocol/producer_id_messages.py).
+REQUEST_TYPES[ApiKeys.INIT_PRODUCER_ID] = pim.InitProducerIdRequest
+REQUEST_TYPES[ApiKeys.ALLOCATE_PRODUCER_IDS] = pim.AllocateProducerIdsRequest
+RESPONSE_TYPES[ApiKeys.INIT_PRODUCER_ID] = pim.InitProducerIdResponse
+RESPONSE_TYPES[ApiKeys.ALLOCATE_PRODUCER_IDS] = pim.AllocateProducerIdsResponse
+
 SUPPORTED_VERSIONS: dict[ApiKeys, tuple[int, int]] = dict.fromkeys(REQUEST_TYPES, (0, 0))
+SUPPORTED_VERSIONS[ApiKeys.INIT_PRODUCER_ID] = pim.INIT_PRODUCER_ID_VERSIONS
