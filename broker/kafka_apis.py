@@ -11,10 +11,10 @@ from typing import Any
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
 from broker.metadata_cache import PartitionMetadata
-from broker.network import Request, error_body
 from broker.partition import LeaderAndIsrState
 from broker.producer_id_manager import ProducerIdManager
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
+from broker.request_channel import Request, error_body
 from broker.security.acl import AclOperation, ResourceType
 from broker.security.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
 from broker.security.security_metadata import BrokerSecurityMetadata
@@ -78,6 +78,13 @@ class KafkaApis:
             ApiKeys.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKeys.DESCRIBE_REPLICA_STATE: self.handle_describe_replica_state,
             ApiKeys.INIT_PRODUCER_ID: self.handle_init_producer_id,
+        }
+        # The versions a client in Kafka's encoding is offered (SPEC §10): those of the APIs served here,
+        # and SASL's (answered by the socket server).
+        self.kafka_supported: dict[int, tuple[int, int]] = {
+            int(k): v
+            for k, v in m.KAFKA_SUPPORTED_VERSIONS.items()
+            if k in self._handlers or k in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE)
         }
 
     async def handle(self, request: Request) -> None:
@@ -403,9 +410,10 @@ class KafkaApis:
     # ------------------------------------------------------------------ the rest
 
     def handle_api_versions(self, request: Request, req: m.ApiVersionsRequest) -> None:
+        supported = self.kafka_supported if request.kafka_encoding else self.supported
         keys = [
             m.ApiVersionsResponseApiKey(api_key=int(k), min_version=lo, max_version=hi)
-            for k, (lo, hi) in sorted(self.supported.items())
+            for k, (lo, hi) in sorted(supported.items())
         ]
         request.complete(to_body(m.ApiVersionsResponse(api_keys=keys)))
 

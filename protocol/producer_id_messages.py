@@ -2,8 +2,9 @@
 
 Field names are Kafka's JSON-schema names in snake_case (``InitProducerIdRequest.json`` and friends).
 
-- INIT_PRODUCER_ID, versions 0-4, served by every broker: a producer asks for a producer id and epoch.
-  ``producer_id`` and ``producer_epoch`` exist from version 3 (-1 when the producer has none).
+- INIT_PRODUCER_ID, served by every broker (Kafka's encoding: versions 0-4, ``KAFKA_SUPPORTED_VERSIONS``):
+  a producer asks for a producer id and epoch. ``producer_id`` and ``producer_epoch`` exist from Kafka's
+  version 3 (-1 when the producer has none).
 - ALLOCATE_PRODUCER_IDS, version 0, served by the controller: a broker asks for its next block of
   producer ids (Kafka's ``ProducerIdsBlock``: ``producer_id_start`` .. ``+ producer_id_len - 1``).
 """
@@ -13,9 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from protocol.schema import Int16, Int32, Int64
-
-INIT_PRODUCER_ID_VERSIONS = (0, 4)
-ALLOCATE_PRODUCER_IDS_VERSIONS = (0, 0)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -49,8 +47,6 @@ class AllocateProducerIdsResponse:
 
 
 __all__ = [
-    "ALLOCATE_PRODUCER_IDS_VERSIONS",
-    "INIT_PRODUCER_ID_VERSIONS",
     "AllocateProducerIdsRequest",
     "AllocateProducerIdsResponse",
     "InitProducerIdRequest",
