@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from protocol.common import TopicPartition, error_name, wall_clock_ms
     from protocol.errors import RETRIABLE, CorruptRecordError, Errors
     from protocol.fault_injector import net_faults_set_body, rules_from_body
-    from protocol.faults import CONTROLLER, FaultError, FaultSet, LinkFault
+    from protocol.faults import CLIENT, CLIENTS, CONTROLLER, FaultError, FaultSet, LinkFault
     from protocol.records import (
         ATTRIBUTES_OFFSET,
         BATCH_HEADER_SIZE,
@@ -56,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     "RETRIABLE": "protocol.errors",
     "net_faults_set_body": "protocol.fault_injector",
     "rules_from_body": "protocol.fault_injector",
+    "CLIENT": "protocol.faults",
+    "CLIENTS": "protocol.faults",
     "CONTROLLER": "protocol.faults",
     "FaultError": "protocol.faults",
     "FaultSet": "protocol.faults",
@@ -76,6 +78,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ATTRIBUTES_OFFSET",
     "BATCH_HEADER_SIZE",
+    "CLIENT",
+    "CLIENTS",
     "CONSUMER_REPLICA_ID",
     "CONTROLLER",
     "EARLIEST_TIMESTAMP",

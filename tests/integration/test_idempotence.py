@@ -165,3 +165,51 @@ def test_unmanaged_broker_never_reuses_producer_ids(broker_launcher: BrokerLaunc
     broker.restart()
     second = init_producer_id(broker.host, broker.port)
     assert (first, second) == (0, 1000)
+
+
+def leader_log_end(c: Cluster, broker_id: int, topic: str) -> int:
+    b = c.info.broker(broker_id)
+    resp = trio.run(
+        functools.partial(
+            request, b.host, b.port, ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": [{"name": topic}]}
+        )
+    )
+    return int(resp["partitions"][0]["log_end_offset"])
+
+
+def produce_unanswered(c: Cluster, broker_id: int, records: bytes, topic: str) -> None:
+    with pytest.raises(trio.TooSlowError):
+        b = c.info.broker(broker_id)
+        body = {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout_ms": 5_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+        }
+        trio.run(functools.partial(request, b.host, b.port, ApiKeys.PRODUCE, body, timeout=1.5))
+
+
+def test_lost_responses_to_clients_make_duplicates_only_without_idempotence(cluster: Cluster) -> None:
+    cluster.cli("topic", "create", "l", "--partitions", "1", "--replication-factor", "3")
+    wait_until(lambda: cluster.isr_full("l"), timeout=30, message="a full ISR")
+    leader = cluster.leader("l", 0)
+    out = cluster.cli("net", "loss", str(leader), "clients", "--percent", "100", "--one-way").stdout
+    assert f"100% loss {leader} -> clients" in out
+    assert f"{leader} -> clients" in cluster.cli("net", "status").stdout
+    plain = build_simple_batch([b"p1", b"p2"])
+    idem = batch(0)
+    # Both requests take effect; neither answer arrives.
+    produce_unanswered(cluster, leader, plain, "l")
+    produce_unanswered(cluster, leader, idem, "l")
+    assert leader_log_end(cluster, leader, "l") == 4
+    cluster.cli("net", "heal", str(leader), "clients")
+    # The retries: the plain batch is written again, the idempotent one answered with its first offset.
+    assert produce(cluster, leader, plain, "l")["base_offset"] == 4
+    again = produce(cluster, leader, idem, "l")
+    assert (again["error_code"], again["base_offset"]) == (Errors.NONE, 2)
+    assert leader_log_end(cluster, leader, "l") == 6
+    recorded = [json.loads(line) for line in (cluster.root / "faults.jsonl").read_text().splitlines()]
+    assert [r["nodes"] for r in recorded if r["action"] in ("loss", "heal")] == [
+        [str(leader), "clients"],
+        [str(leader), "clients"],
+    ]
