@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from protocol.compression import CODEC_NAMES, CompressionType
     from protocol.errors import RETRIABLE, CorruptRecordError, Errors
     from protocol.fault_injector import net_faults_set_body, rules_from_body
-    from protocol.faults import CONTROLLER, FaultError, FaultSet, LinkFault
+    from protocol.faults import CLIENT, CLIENTS, CONTROLLER, FaultError, FaultSet, LinkFault
     from protocol.records import (
         ATTRIBUTES_OFFSET,
         BATCH_HEADER_SIZE,
@@ -59,6 +59,8 @@ _EXPORTS: dict[str, str] = {
     "RETRIABLE": "protocol.errors",
     "net_faults_set_body": "protocol.fault_injector",
     "rules_from_body": "protocol.fault_injector",
+    "CLIENT": "protocol.faults",
+    "CLIENTS": "protocol.faults",
     "CONTROLLER": "protocol.faults",
     "FaultError": "protocol.faults",
     "FaultSet": "protocol.faults",
@@ -79,6 +81,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ATTRIBUTES_OFFSET",
     "BATCH_HEADER_SIZE",
+    "CLIENT",
+    "CLIENTS",
     "CODEC_NAMES",
     "CONSUMER_REPLICA_ID",
     "CONTROLLER",
