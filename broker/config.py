@@ -204,6 +204,17 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("replica.socket.timeout.ms", parse_int, 30000, "Follower request timeout.", 1),
     ConfigKey("min.insync.replicas", parse_int, 1, "Minimum ISR size for acks=-1 produce.", 1),
     ConfigKey(
+        "auto.create.topics.enable", parse_bool, True, "A Kafka client's METADATA creates unknown topics."
+    ),
+    ConfigKey("num.partitions", parse_int, 1, "Partitions of an auto-created topic.", 1),
+    ConfigKey(
+        "default.replication.factor",
+        parse_int,
+        -1,
+        "Replication factor of an auto-created topic; -1: min(3, live brokers).",
+        -1,
+    ),
+    ConfigKey(
         "unclean.leader.election.enable", parse_bool, False, "Elect out-of-ISR replicas as a last resort."
     ),
     ConfigKey("max.incremental.fetch.session.cache.slots", parse_int, 1000, "Fetch session cache size.", 0),

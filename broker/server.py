@@ -11,12 +11,14 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from broker.admin_apis import AutoCreateSettings
 from broker.alter_partition import AlterPartitionManager
 from broker.auth_helper import AuthHelper, build_authorizer
 from broker.config import BrokerConfig
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
+from broker.forwarding import ForwardingManager
 from broker.journal import Journal
 from broker.kafka_apis import BROKER_APIS, KafkaApis
 from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
@@ -27,6 +29,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metrics.broker_metrics import BrokerMetrics
 from broker.metrics.http_server import MetricsHttpServer
 from broker.network import SocketServer
+from broker.producer_id_manager import ProducerIdManager, controller_block_source, local_block_source
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
 from broker.request_channel import RequestChannel, RequestHandlerPool
@@ -103,8 +106,14 @@ class KafkaServer:
         self.lifecycle: BrokerLifecycleManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self.topic_configs: TopicConfigFetcher | None = None
+        self.forwarding: ForwardingManager | None = None
+        # INIT_PRODUCER_ID's ids: blocks from the controller, or from a file in log.dirs when unmanaged.
+        self.producer_id_manager = ProducerIdManager(
+            self.broker_id, local_block_source(self.broker_id, config.log_dir)
+        )
         if config.controller is not None:
             self._link_to_controller(config.controller[1], config.controller[2])
+        self.apis.producer_id_manager = self.producer_id_manager
 
     def _build_replication(self) -> None:
         """The metadata cache, the purgatories, the metrics, and the replica manager over the logs."""
@@ -149,6 +158,13 @@ class KafkaServer:
         # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
         # Kafka's does on every listener.
         self.apis.supported.update(SASL_API_VERSIONS)
+        c = self.config
+        self.apis.admin.cluster_id = c.cluster_id
+        self.apis.admin.auto_create = AutoCreateSettings(
+            enable=bool(c.get("auto.create.topics.enable")),
+            num_partitions=c.get_int("num.partitions"),
+            replication_factor=c.get_int("default.replication.factor"),
+        )
 
     def _build_security(self) -> None:
         """Security (docs/security.md): the live credential store SASL checks, what each listener asks of a
@@ -235,7 +251,12 @@ class KafkaServer:
             self.broker_id, controller_channel, self.replica_manager.apply_topic_configs
         )
         self.replica_manager.topic_config_fetcher = self.topic_configs
+        self.forwarding = ForwardingManager(self.broker_id, controller_channel)
+        self.apis.admin.forwarding = self.forwarding
         self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
+        self.producer_id_manager.source = controller_block_source(
+            self.broker_id, controller_channel, lambda: lifecycle.broker_epoch
+        )
 
     def _advertise(self) -> None:
         """Once bound: each listener's advertised address, the port being the bound one where the advertised
@@ -340,6 +361,9 @@ class KafkaServer:
                 await nursery.start(self.alter_partition.run)
                 if self.topic_configs is not None:
                     await nursery.start(self.topic_configs.run)
+                if self.forwarding is not None:
+                    await nursery.start(self.forwarding.run)
+            await nursery.start(self.producer_id_manager.run)
             nursery.start_soon(self._handle_log_dir_failures)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)
