@@ -84,6 +84,8 @@ def _disk(what: str) -> Callable[[Callable[Concatenate[Log, P], R]], Callable[Co
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 NO_TIMESTAMP = -1
+# ListOffsets' special timestamp for "the record with the largest timestamp" (Kafka's MAX_TIMESTAMP, v7).
+MAX_TIMESTAMP = -3
 
 Records = bytes | bytearray | memoryview
 
@@ -454,6 +456,7 @@ class Log:
         if active.is_empty:
             return active
         new_base = active.next_offset
+        active.on_become_inactive()
         segment = LogSegment.create(
             self._dir, new_base, index_interval_bytes=self.config.index_interval_bytes
         )
@@ -467,6 +470,26 @@ class Log:
         return segment
 
     # ------------------------------------------------------------------ reads
+
+    @_disk("reading")
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """Kafka's ``fetchOffsetByTimestamp`` for a target timestamp >= 0, or ``MAX_TIMESTAMP`` (-3):
+        ``(timestamp, offset, leader_epoch)`` of the first record at or after the log start offset whose
+        timestamp is >= the target (for -3: the first record with the largest timestamp), or None. Segments
+        are chosen by their largest timestamp, then the time index finds the place (``LogSegment``)."""
+        start = self._log_start_offset
+        if timestamp == MAX_TIMESTAMP:
+            candidates = [s for s in self._segments if s.max_timestamp >= 0]
+            if not candidates:
+                return None
+            best = max(candidates, key=lambda s: s.max_timestamp)  # the first of equals, as Kafka
+            return best.find_offset_by_timestamp(best.max_timestamp, start)
+        for segment in self._segments:
+            if segment.max_timestamp >= timestamp and segment.next_offset > start:
+                found = segment.find_offset_by_timestamp(timestamp, start)
+                if found is not None:
+                    return found
+        return None
 
     @_disk("reading")
     def read(
