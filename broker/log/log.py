@@ -44,7 +44,7 @@ from broker.log.checkpoint import LeaderEpochCheckpointFile
 from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from broker.log.loader import load_segments
 from broker.log.log_dir_failure import LogDirFailureChannel
-from broker.log.log_validator import validate_records_as_leader
+from broker.log.log_validator import recompress_for_topic, validate_records_as_leader
 from broker.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
@@ -54,6 +54,7 @@ from broker.log.producer_state import (
     rebuild_producer_state,
 )
 from broker.log.segment import LogSegment
+from protocol.compression import CompressionType
 from protocol.errors import CorruptRecordError, Errors, KafkaError, OffsetOutOfRangeError
 from protocol.records import BatchHeader, assign_offsets_and_epoch, iter_batches, read_header
 
@@ -155,6 +156,9 @@ class Log:
         self._topic = topic
         self._partition = partition
         self.config = config
+        # The topic's compression.type when it names a codec (Kafka recompresses other batches to it);
+        # None for ``producer`` (the default: batches are kept as the producer compressed them).
+        self.compression_type: CompressionType | None = None
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._log_start_offset = log_start_offset
@@ -356,6 +360,11 @@ class Log:
         written at (``duplicate``); an older epoch raises INVALID_PRODUCER_EPOCH, a sequence gap
         OUT_OF_ORDER_SEQUENCE_NUMBER (sequences are checked for ``AppendOrigin.CLIENT`` only)."""
         batches = self._validate_as_leader(records)
+        if self.compression_type is not None:
+            converted = recompress_for_topic(records, batches, self.compression_type)
+            if converted is not None:
+                records = converted
+                batches = list(iter_batches(records))
         limit = self.config.max_message_bytes
         for position, header in batches:
             if header.size > limit:
