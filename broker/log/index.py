@@ -1,6 +1,6 @@
 """The sparse offset index of one segment, ``<20-digit base offset>.index``: Kafka's ``OffsetIndex``.
 
-File format (Kafka's): a flat array of 8-byte entries and nothing else::
+File format (Kafka's; docs/storage.md): a flat array of 8-byte entries and nothing else::
 
     relative_offset  i32 big-endian   a batch's *last* offset minus the segment's base offset
     position         i32 big-endian   byte position of that batch in the ``.log`` file
