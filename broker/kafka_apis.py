@@ -193,7 +193,7 @@ class KafkaApis:
     def handle_fetch(self, request: Request, req: m.FetchRequest) -> None:
         if req.replica_id >= 0:
             # A follower's fetch moves the leader's idea of the follower's log end offset, hence the ISR and
-            # the high watermark: only the cluster may send one (SPEC §8: 31 for the whole request).
+            # the high watermark: only the cluster may send one (docs/security.md: 31 for the whole request).
             self.auth.authorize_cluster_operation(request, AclOperation.CLUSTER_ACTION)
         fetch_data: dict[TopicPartition, FetchRequestPartitionData] = {}
         for t in req.topics:

@@ -1,5 +1,5 @@
 """The chaos nemesis's schedule: a pure function of (seed, duration, interval, fault kinds, max-down, broker
-ids), written to ``<root>/chaos.json`` before anything is done (SPEC §7).
+ids), written to ``<root>/chaos.json`` before anything is done (docs/faults.md).
 
 Time is cut into slots of ``interval`` seconds. At each slot (from the first interval on, so the workload
 gets going first) the nemesis starts at most one fault: it deals kinds from a shuffled deck of the requested

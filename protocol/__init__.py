@@ -1,4 +1,4 @@
-"""The wire protocol (SPEC §1-3): framing, API schemas, error codes, record batches, the async client.
+"""The wire protocol (docs/protocol.md): framing, API schemas, error codes, record batches, the async client.
 
 This module is the package's front door for code outside the replication core (the CLI, the report): a
 client's names, imported from here (``from protocol import ApiKeys, open_connection``). The broker and the

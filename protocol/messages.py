@@ -1,4 +1,5 @@
-"""Request and response bodies of every API (SPEC §2), one dataclass each, checked by ``protocol.schema``.
+"""Request and response bodies of every API (docs/protocol.md), one dataclass each, checked by
+``protocol.schema``.
 
 Field names are Kafka's JSON-schema names in snake_case. Nested arrays are nested dataclasses named
 ``<Api>Request<Thing>`` / ``<Api>Response<Thing>``. Fields that Kafka added after version 0 of its own
