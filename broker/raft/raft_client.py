@@ -197,6 +197,8 @@ class KafkaRaftClient:
         assert isinstance(state, CandidateState)
         if state.is_vote_granted():
             self._become_leader(now_ms)
+        else:
+            self._poll_candidate(state, now_ms)
 
     def _become_leader(self, now_ms: int) -> None:
         self._reset_requests()
@@ -267,7 +269,15 @@ class KafkaRaftClient:
     # ------------------------------------------------------------------------------------ poll
 
     def poll(self, now_ms: int) -> None:
-        """Timers: elections, fetch timeouts, check quorum; and the requests due."""
+        """Timers: elections, fetch timeouts, check quorum; and the requests due (also those of a state
+        just entered)."""
+        for _ in range(3):
+            before = self.quorum.state
+            self._poll_once(now_ms)
+            if self.quorum.state is before:
+                return
+
+    def _poll_once(self, now_ms: int) -> None:
         for destination in [d for d, f in self._inflight.items() if now_ms >= f.deadline_ms]:
             del self._inflight[destination]
         state = self.quorum.state
@@ -372,18 +382,38 @@ class KafkaRaftClient:
             return
         self._reset_requests()
         self.quorum.transition_to_resigned(state.voters_by_descending_end_offset(), now_ms)
-        self.poll(now_ms)
+        self._poll_once(now_ms)
 
     # ------------------------------------------------------------------------------------ requests
 
     def handle_request(self, source: int, request: rm.RaftRequest, now_ms: int) -> rm.RaftResponse:
+        """The answer to a voter's request (then anything the request made due is sent)."""
+        response: rm.RaftResponse
         if isinstance(request, rm.VoteRequest):
-            return self._handle_vote(request, now_ms)
-        if isinstance(request, rm.BeginQuorumEpochRequest):
-            return self._handle_begin_quorum_epoch(request, now_ms)
-        if isinstance(request, rm.EndQuorumEpochRequest):
-            return self._handle_end_quorum_epoch(request, now_ms)
-        return self._handle_fetch(request, now_ms)
+            response = self._handle_vote(request, now_ms)
+        elif isinstance(request, rm.BeginQuorumEpochRequest):
+            response = self._handle_begin_quorum_epoch(request, now_ms)
+        elif isinstance(request, rm.EndQuorumEpochRequest):
+            response = self._handle_end_quorum_epoch(request, now_ms)
+        else:
+            response = self._handle_fetch(request, now_ms)
+        self.poll(now_ms)
+        return response
+
+    def _election_deadline(self) -> int | None:
+        """When this voter would stand next, if it is waiting to."""
+        state = self.quorum.state
+        if isinstance(state, (UnattachedState, ResignedState)):
+            return state.election_deadline_ms
+        if isinstance(state, CandidateState):
+            return (
+                state.backoff_deadline_ms
+                if state.backoff_deadline_ms is not None
+                else state.election_deadline_ms
+            )
+        if isinstance(state, FollowerState):
+            return state.fetch_deadline_ms
+        return None
 
     def _voter_error(self, remote_id: int, epoch: int) -> Errors | None:
         """Kafka's ``validateVoterOnlyRequest``."""
@@ -397,6 +427,10 @@ class KafkaRaftClient:
         error = self._voter_error(req.candidate_id, req.candidate_epoch)
         if error is not None:
             return rm.VoteResponse(req.correlation_id, int(error), self.leader_id, self.epoch, False)
+        # Raft's timer rule: only a granted vote (or a live leader) puts an election off. A voter that
+        # moves to a candidate's higher epoch and refuses it keeps the deadline it had, so a candidate
+        # whose log is behind cannot hold the others off by standing again and again.
+        deadline = self._election_deadline()
         if req.candidate_epoch > self.epoch:
             self._become_unattached(req.candidate_epoch, now_ms)
         theirs = OffsetAndEpoch(req.last_offset_epoch, req.last_offset)
@@ -405,6 +439,8 @@ class KafkaRaftClient:
         granted = req.candidate_id != self.local_id and state.can_grant_vote(req.candidate_id, theirs >= ours)
         if granted and isinstance(state, UnattachedState) and state.voted_for == NO_LEADER:
             self.quorum.transition_to_unattached_voted(req.candidate_epoch, req.candidate_id, now_ms)
+        elif not granted and isinstance(state, UnattachedState) and deadline is not None:
+            state.election_deadline_ms = min(state.election_deadline_ms, deadline)
         if not granted:
             log.info(
                 "node %d: vote for %d in epoch %d refused as %s (their log %s, ours %s)",
@@ -539,6 +575,7 @@ class KafkaRaftClient:
             self._handle_quorum_epoch_response(source, response, now_ms)
         else:
             self._handle_fetch_response(source, response, now_ms)
+        self.poll(now_ms)
 
     def request_failed(self, destination: int, correlation_id: int, now_ms: int) -> None:
         """The shell could not deliver the request or got no answer: retry after the backoff."""
@@ -605,7 +642,6 @@ class KafkaRaftClient:
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
         state.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
-        self.poll(now_ms)
 
     # ------------------------------------------------------------------------------------ describe
 

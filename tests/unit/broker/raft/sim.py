@@ -34,7 +34,8 @@ class Message:
     @property
     def is_request(self) -> bool:
         return isinstance(
-            self.payload, (rm.VoteRequest, rm.BeginQuorumEpochRequest, rm.EndQuorumEpochRequest, rm.FetchRequest)
+            self.payload,
+            (rm.VoteRequest, rm.BeginQuorumEpochRequest, rm.EndQuorumEpochRequest, rm.FetchRequest),
         )
 
 
