@@ -1,0 +1,1023 @@
+"""The group coordinator's decisions (Kafka's ``GroupCoordinator`` of the classic protocol), pure: no
+sockets, no tasks, an injected clock. Each request method takes an opaque ``token`` standing for the
+request and returns effects: answers (:class:`Respond`, now or later, when a rebalance completes) and
+writes for the shell to make to ``__consumer_offsets`` (:class:`StoreGroup`, :class:`StoreOffsets`),
+whose outcome it reports back (:meth:`GroupCoordinatorCore.on_group_stored`,
+:meth:`~GroupCoordinatorCore.on_offsets_stored`). Timers are deadlines; the shell calls
+:meth:`~GroupCoordinatorCore.poll` at :meth:`~GroupCoordinatorCore.next_deadline_ms`.
+
+Kafka's behaviour carried over: KIP-394 member ids (a JoinGroup v4+ without a member id gets
+MEMBER_ID_REQUIRED with one, and the member has a session timeout to come back), the initial rebalance delay
+of an Empty group (``group.initial.rebalance.delay.ms``), the join phase ending when every member rejoined or
+at the rebalance timeout (members that did not rejoin are removed), the sync phase's timeout (members that
+did not sync are removed), session timeouts, and the errors of every decision. Static membership
+(``group.instance.id``, KIP-345) is not implemented: such members are treated as dynamic ones
+(docs/groups.md).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from broker.group.group_metadata import (
+    GroupMetadata,
+    GroupState,
+    MemberMetadata,
+    OffsetAndMetadata,
+)
+from protocol.common import Clock, TopicPartition
+from protocol.errors import Errors
+from protocol.group_records import GroupMetadataValue, MemberMetadataValue, partition_for_group
+
+# Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: how long a new member may wait for its first join.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+UNKNOWN_MEMBER_ID = ""
+NO_GENERATION = -1
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """Kafka's group coordinator settings (config keys in brackets)."""
+
+    min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    max_size: int = 2**31 - 1  # group.max.size
+    initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
+    num_partitions: int = 50  # offsets.topic.num.partitions
+    max_metadata_size: int = 4096  # offset.metadata.max.bytes
+
+
+# ---------------------------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class JoinMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    member_id: str
+    error: Errors
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    members: list[JoinMember] = field(default_factory=list)
+    skip_assignment: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    error: Errors
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveMemberResult:
+    member_id: str
+    group_instance_id: str | None
+    error: Errors
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveResult:
+    error: Errors
+    members: list[LeaveMemberResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    errors: dict[TopicPartition, Errors]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberSummary]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOverview:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+# ---------------------------------------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """Answer the request ``token`` stands for."""
+
+    token: object
+    result: JoinResult | SyncResult | LeaveResult | CommitResult | Errors
+
+
+@dataclass(frozen=True, slots=True)
+class StoreGroup:
+    """Write the group's metadata (``value`` None: a tombstone) to its ``__consumer_offsets`` partition
+    with acks=all, then call ``on_group_stored(this, error)``."""
+
+    group_id: str
+    partition: int
+    generation_id: int
+    value: GroupMetadataValue | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreOffsets:
+    """Write ``offsets`` with acks=all, then call ``on_offsets_stored(this, error)``, which answers
+    (``refused``: partitions answered without a write, OFFSET_METADATA_TOO_LARGE)."""
+
+    token: object
+    group_id: str
+    partition: int
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+    refused: dict[TopicPartition, Errors] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRebalanced:
+    """A new generation began (for the journal): its members, leader and protocol."""
+
+    group_id: str
+    partition: int
+    generation_id: int
+    state: str
+    protocol_type: str | None
+    protocol_name: str | None
+    leader_id: str | None
+    members: list[str]
+
+
+Effect = Respond | StoreGroup | StoreOffsets | GroupRebalanced
+
+
+@dataclass(slots=True)
+class LoadedGroup:
+    """What replaying a partition yields for one group: its last metadata (None: no metadata, only offsets)
+    and its committed offsets."""
+
+    metadata: GroupMetadataValue | None = None
+    offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+
+
+def default_member_id(prefix: str) -> str:
+    """Kafka's ``generateMemberId``: the client id (or instance id), a dash and a random UUID."""
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+def convert_store_error(error: Errors) -> Errors:
+    """The error a group or offset write's failure is answered with (Kafka's
+    ``maybeConvertOffsetCommitError`` and ``storeGroup``'s mapping)."""
+    if error in (
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.NOT_ENOUGH_REPLICAS,
+        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        Errors.REQUEST_TIMED_OUT,
+    ):
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR, Errors.FENCED_LEADER_EPOCH):
+        return Errors.NOT_COORDINATOR
+    if error in (Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE, Errors.INVALID_FETCH_SIZE):
+        return Errors.INVALID_COMMIT_OFFSET_SIZE
+    return error
+
+
+class GroupCoordinatorCore:
+    """The groups of the ``__consumer_offsets`` partitions this broker leads."""
+
+    def __init__(
+        self,
+        config: GroupConfig,
+        clock: Clock,
+        *,
+        new_member_id: Callable[[str], str] = default_member_id,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.new_member_id = new_member_id
+        self.active = True
+        self.groups: dict[str, GroupMetadata] = {}
+        self.owned_partitions: set[int] = set()
+        self.loading_partitions: set[int] = set()
+        # Counters for the metrics (Kafka's group-coordinator-metrics).
+        self.rebalances = 0
+        self.completed_rebalances = 0
+        self.offset_commits = 0
+        # The leader's assignment of each group, until its StoreGroup is committed.
+        self._pending_assignment: dict[str, tuple[int, dict[str, bytes]]] = {}
+
+    # ------------------------------------------------------------------ ownership
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for_group(group_id, self.config.num_partitions)
+
+    def on_election(self, partition: int) -> None:
+        """This broker leads ``partition`` now: its groups are loading until :meth:`on_loaded`."""
+        self.loading_partitions.add(partition)
+        self.owned_partitions.discard(partition)
+
+    def on_loaded(self, partition: int, loaded: dict[str, LoadedGroup]) -> list[Effect]:
+        """The partition's records were replayed: its groups are served from now on (Kafka's
+        ``onGroupLoaded``: members of a loaded Stable group must heartbeat within their session)."""
+        if partition not in self.loading_partitions:
+            return []  # resigned while loading
+        self.loading_partitions.discard(partition)
+        self.owned_partitions.add(partition)
+        now = self.clock()
+        for group_id, data in loaded.items():
+            if self.partition_for(group_id) != partition:
+                continue
+            group = GroupMetadata(group_id, state_timestamp_ms=now)
+            group.offsets.update(data.offsets)
+            value = data.metadata
+            if value is not None:
+                group.generation_id = value.generation
+                group.protocol_type = value.protocol_type or None
+                group.protocol_name = value.protocol
+                group.state_timestamp_ms = value.current_state_timestamp
+                for mv in value.members:
+                    member = MemberMetadata(
+                        member_id=mv.member_id,
+                        group_instance_id=mv.group_instance_id,
+                        client_id=mv.client_id,
+                        client_host=mv.client_host,
+                        rebalance_timeout_ms=mv.rebalance_timeout,
+                        session_timeout_ms=mv.session_timeout,
+                        protocol_type=value.protocol_type,
+                        supported_protocols=[(value.protocol or "", mv.subscription)],
+                        assignment=mv.assignment,
+                    )
+                    group.add(member)
+                    member.heartbeat_deadline_ms = now + member.session_timeout_ms
+                group.leader_id = value.leader if value.leader in group.members else group.leader_id
+                if group.members:
+                    group.state = GroupState.STABLE
+            self.groups[group_id] = group
+        return []
+
+    def on_resignation(self, partition: int) -> list[Effect]:
+        """This broker no longer leads ``partition``: its groups are unloaded (Kafka's ``onGroupUnloaded``:
+        waiting joins and syncs are answered NOT_COORDINATOR)."""
+        self.loading_partitions.discard(partition)
+        self.owned_partitions.discard(partition)
+        effects: list[Effect] = []
+        now = self.clock()
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            group = self.groups.pop(group_id)
+            previous = group.state
+            group.transition_to(GroupState.DEAD, now)
+            for member in group.members.values():
+                if previous is GroupState.PREPARING_REBALANCE:
+                    token = group.take_join_token(member)
+                    if token is not None:
+                        effects.append(Respond(token, JoinResult(member.member_id, Errors.NOT_COORDINATOR)))
+                token = group.take_sync_token(member)
+                if token is not None:
+                    effects.append(Respond(token, SyncResult(Errors.NOT_COORDINATOR)))
+        return effects
+
+    def shutdown(self) -> list[Effect]:
+        effects: list[Effect] = []
+        for partition in sorted(self.owned_partitions | self.loading_partitions):
+            effects += self.on_resignation(partition)
+        self.active = False
+        return effects
+
+    def validate_group_status(self, group_id: str, *, empty_allowed: bool = False) -> Errors | None:
+        """Kafka's ``validateGroupStatus``: INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE,
+        COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR, else None. OffsetCommit, OffsetFetch and
+        DescribeGroups accept an empty group id."""
+        if not group_id and not empty_allowed:
+            return Errors.INVALID_GROUP_ID
+        if not self.active:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        partition = self.partition_for(group_id)
+        if partition in self.loading_partitions:
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
+        if partition not in self.owned_partitions:
+            return Errors.NOT_COORDINATOR
+        return None
+
+    # ------------------------------------------------------------------ JoinGroup
+
+    def join_group(
+        self,
+        token: object,
+        group_id: str,
+        member_id: str,
+        *,
+        group_instance_id: str | None = None,
+        require_known_member_id: bool = True,
+        client_id: str = "",
+        client_host: str = "",
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> list[Effect]:
+        error = self.validate_group_status(group_id)
+        if error is not None:
+            return [Respond(token, JoinResult(member_id, error))]
+        if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
+            return [Respond(token, JoinResult(member_id, Errors.INVALID_SESSION_TIMEOUT))]
+        is_unknown = member_id == UNKNOWN_MEMBER_ID
+        group = self.groups.get(group_id)
+        if group is None:
+            if not is_unknown:
+                return [Respond(token, JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))]
+            group = GroupMetadata(group_id, state_timestamp_ms=self.clock())
+            self.groups[group_id] = group
+        effects: list[Effect] = []
+        if not self._accept_joining_member(group, member_id):
+            group.remove(member_id)
+            effects.append(Respond(token, JoinResult(UNKNOWN_MEMBER_ID, Errors.GROUP_MAX_SIZE_REACHED)))
+        elif is_unknown:
+            effects += self._new_member_join(
+                token,
+                group,
+                group_instance_id,
+                require_known_member_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+            )
+        else:
+            effects += self._current_member_join(
+                token,
+                group,
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+            )
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            effects += self._try_complete_join(group)
+        return effects
+
+    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+        if group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            return (
+                group.has(member_id) and group.get(member_id).is_awaiting_join
+            ) or group.num_members_awaiting_join < self.config.max_size
+        return group.has(member_id) or group.size < self.config.max_size
+
+    def _new_member_join(
+        self,
+        token: object,
+        group: GroupMetadata,
+        group_instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> list[Effect]:
+        if group.is_state(GroupState.DEAD):
+            return [Respond(token, JoinResult(UNKNOWN_MEMBER_ID, Errors.COORDINATOR_NOT_AVAILABLE))]
+        if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
+            return [Respond(token, JoinResult(UNKNOWN_MEMBER_ID, Errors.INCONSISTENT_GROUP_PROTOCOL))]
+        new_id = self.new_member_id(group_instance_id if group_instance_id is not None else client_id)
+        if require_known_member_id:
+            # KIP-394: the member must come back with this id within its session timeout.
+            group.pending_members[new_id] = self.clock() + session_timeout_ms
+            return [Respond(token, JoinResult(new_id, Errors.MEMBER_ID_REQUIRED))]
+        return self._add_member_and_rebalance(
+            token,
+            group,
+            new_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+        )
+
+    def _current_member_join(
+        self,
+        token: object,
+        group: GroupMetadata,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> list[Effect]:
+        if group.is_state(GroupState.DEAD):
+            return [Respond(token, JoinResult(member_id, Errors.COORDINATOR_NOT_AVAILABLE))]
+        if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
+            return [Respond(token, JoinResult(member_id, Errors.INCONSISTENT_GROUP_PROTOCOL))]
+        if group.is_pending_member(member_id):
+            return self._add_member_and_rebalance(
+                token,
+                group,
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+            )
+        if not group.has(member_id):
+            return [Respond(token, JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))]
+        member = group.get(member_id)
+        state = group.state
+        if state is GroupState.PREPARING_REBALANCE:
+            return self._update_member_and_rebalance(
+                group, member, protocols, rebalance_timeout_ms, session_timeout_ms, token
+            )
+        if state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(protocols):
+                # The member's join answer was lost: answer it again.
+                return [Respond(token, self._join_result(group, member_id))]
+            return self._update_member_and_rebalance(
+                group, member, protocols, rebalance_timeout_ms, session_timeout_ms, token
+            )
+        if state is GroupState.STABLE:
+            if group.is_leader(member_id) or not member.matches(protocols):
+                return self._update_member_and_rebalance(
+                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, token
+                )
+            return [Respond(token, self._join_result(group, member_id, include_members=False))]
+        return [Respond(token, JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))]
+
+    def _join_result(
+        self, group: GroupMetadata, member_id: str, *, include_members: bool = True
+    ) -> JoinResult:
+        members: list[JoinMember] = []
+        if include_members and group.is_leader(member_id):
+            protocol = group.protocol_name or ""
+            members = [
+                JoinMember(m.member_id, m.group_instance_id, m.metadata(protocol))
+                for m in group.members.values()
+            ]
+        return JoinResult(
+            member_id=member_id,
+            error=Errors.NONE,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader_id=group.leader_id or "",
+            members=members,
+        )
+
+    def _add_member_and_rebalance(
+        self,
+        token: object,
+        group: GroupMetadata,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> list[Effect]:
+        member = MemberMetadata(
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            client_id=client_id,
+            client_host=client_host,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            session_timeout_ms=session_timeout_ms,
+            protocol_type=protocol_type,
+            supported_protocols=list(protocols),
+            is_new=True,
+        )
+        if group.is_state(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member, token)
+        member.heartbeat_deadline_ms = self.clock() + NEW_MEMBER_JOIN_TIMEOUT_MS
+        return self._maybe_prepare_rebalance(group)
+
+    def _update_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        member: MemberMetadata,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        token: object,
+    ) -> list[Effect]:
+        group.update_member(member, list(protocols), rebalance_timeout_ms, session_timeout_ms, token)
+        return self._maybe_prepare_rebalance(group)
+
+    def _maybe_prepare_rebalance(self, group: GroupMetadata) -> list[Effect]:
+        if group.can_rebalance():
+            return self._prepare_rebalance(group)
+        return []
+
+    def _prepare_rebalance(self, group: GroupMetadata) -> list[Effect]:
+        effects: list[Effect] = []
+        if group.is_state(GroupState.COMPLETING_REBALANCE):
+            effects += self._reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS)
+        group.pending_sync_members.clear()
+        group.sync_deadline_ms = None
+        now = self.clock()
+        if group.is_state(GroupState.EMPTY):
+            delay = self.config.initial_rebalance_delay_ms
+            group.join_deadline_ms = now + delay
+            group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
+        else:
+            group.join_deadline_ms = now + group.rebalance_timeout_ms()
+            group.initial_delay_remaining_ms = None
+        group.transition_to(GroupState.PREPARING_REBALANCE, now)
+        self.rebalances += 1
+        # Kafka's tryCompleteElseWatch: the join phase may be over at once (nobody left to wait for).
+        return effects + self._try_complete_join(group)
+
+    def _try_complete_join(self, group: GroupMetadata) -> list[Effect]:
+        """The join phase ends early once every member rejoined (not during the initial delay)."""
+        if (
+            group.is_state(GroupState.PREPARING_REBALANCE)
+            and group.initial_delay_remaining_ms is None
+            and group.has_all_members_joined()
+        ):
+            return self._complete_join(group)
+        return []
+
+    def _on_join_deadline(self, group: GroupMetadata) -> list[Effect]:
+        remaining = group.initial_delay_remaining_ms
+        if remaining is not None and group.new_member_added and remaining != 0:
+            # Kafka's InitialDelayedJoin: new members arrived; wait another delay, within the budget.
+            group.new_member_added = False
+            delay = min(self.config.initial_rebalance_delay_ms, remaining)
+            group.join_deadline_ms = self.clock() + delay
+            group.initial_delay_remaining_ms = max(remaining - delay, 0)
+            return []
+        return self._complete_join(group)
+
+    def _complete_join(self, group: GroupMetadata) -> list[Effect]:
+        """Kafka's ``onCompleteJoin``."""
+        group.join_deadline_ms = None
+        group.initial_delay_remaining_ms = None
+        effects: list[Effect] = []
+        for failed in [m for m in group.not_yet_rejoined_members() if m.group_instance_id is None]:
+            group.remove(failed.member_id)
+        if group.is_state(GroupState.DEAD):
+            return effects
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # No member rejoined: wait another rebalance timeout.
+            group.join_deadline_ms = self.clock() + group.rebalance_timeout_ms()
+            return effects
+        now = self.clock()
+        group.init_next_generation(now)
+        partition = self.partition_for(group.group_id)
+        effects.append(
+            GroupRebalanced(
+                group.group_id,
+                partition,
+                group.generation_id,
+                group.state.value,
+                group.protocol_type,
+                group.protocol_name,
+                group.leader_id,
+                list(group.members),
+            )
+        )
+        if group.is_state(GroupState.EMPTY):
+            effects.append(
+                StoreGroup(group.group_id, partition, group.generation_id, self._group_value(group, {}))
+            )
+            return effects
+        for member in group.members.values():
+            token = group.take_join_token(member)
+            if token is not None:
+                effects.append(Respond(token, self._join_result(group, member.member_id)))
+            member.heartbeat_deadline_ms = now + member.session_timeout_ms
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        group.sync_deadline_ms = now + group.rebalance_timeout_ms()
+        group.sync_generation = group.generation_id
+        return effects
+
+    # ------------------------------------------------------------------ SyncGroup
+
+    def sync_group(
+        self,
+        token: object,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        *,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        group_instance_id: str | None = None,
+        assignments: dict[str, bytes],
+    ) -> list[Effect]:
+        error = self.validate_group_status(group_id)
+        if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+            # The group will be found Stable after loading; the member must rejoin (as Kafka answers).
+            return [Respond(token, SyncResult(Errors.REBALANCE_IN_PROGRESS))]
+        if error is not None:
+            return [Respond(token, SyncResult(error))]
+        group = self.groups.get(group_id)
+        if group is None:
+            return [Respond(token, SyncResult(Errors.UNKNOWN_MEMBER_ID))]
+        if group.is_state(GroupState.DEAD):
+            return [Respond(token, SyncResult(Errors.COORDINATOR_NOT_AVAILABLE))]
+        if not group.has(member_id):
+            return [Respond(token, SyncResult(Errors.UNKNOWN_MEMBER_ID))]
+        if generation_id != group.generation_id:
+            return [Respond(token, SyncResult(Errors.ILLEGAL_GENERATION))]
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return [Respond(token, SyncResult(Errors.INCONSISTENT_GROUP_PROTOCOL))]
+        member = group.get(member_id)
+        if group.is_state(GroupState.EMPTY):
+            return [Respond(token, SyncResult(Errors.UNKNOWN_MEMBER_ID))]
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            return [Respond(token, SyncResult(Errors.REBALANCE_IN_PROGRESS))]
+        if group.is_state(GroupState.STABLE):
+            group.pending_sync_members.discard(member_id)
+            self._heartbeat(member)
+            return [
+                Respond(
+                    token,
+                    SyncResult(Errors.NONE, group.protocol_type, group.protocol_name, member.assignment),
+                )
+            ]
+        # CompletingRebalance: wait for the leader's assignment to be stored.
+        member.awaiting_sync = token
+        group.pending_sync_members.discard(member_id)
+        if not group.pending_sync_members:
+            group.sync_deadline_ms = None  # every member synced (Kafka's DelayedSync completes)
+        if not group.is_leader(member_id):
+            return []
+        full = {m: assignments.get(m, b"") for m in group.members}
+        self._pending_assignment[group_id] = (group.generation_id, full)
+        self.completed_rebalances += 1
+        return [
+            StoreGroup(
+                group_id, self.partition_for(group_id), group.generation_id, self._group_value(group, full)
+            )
+        ]
+
+    def on_group_stored(self, store: StoreGroup, error: Errors) -> list[Effect]:
+        """The outcome of a :class:`StoreGroup`; the leader's assignment takes effect only once stored."""
+        group_id, generation_id = store.group_id, store.generation_id
+        pending = self._pending_assignment.pop(group_id, None)
+        group = self.groups.get(group_id)
+        if pending is None or group is None or pending[0] != generation_id:
+            return []
+        if not (group.is_state(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation_id):
+            return []
+        if error != Errors.NONE:
+            effects = self._reset_and_propagate_assignment_error(group, convert_store_error(error))
+            return effects + self._maybe_prepare_rebalance(group)
+        assignment = pending[1]
+        for member in group.members.values():
+            member.assignment = assignment.get(member.member_id, b"")
+        effects = self._propagate_assignment(group, Errors.NONE)
+        group.transition_to(GroupState.STABLE, self.clock())
+        return effects
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: Errors) -> list[Effect]:
+        for member in group.members.values():
+            member.assignment = b""
+        return self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: Errors) -> list[Effect]:
+        effects: list[Effect] = []
+        ok = error == Errors.NONE
+        for member in group.members.values():
+            token = group.take_sync_token(member)
+            if token is not None:
+                effects.append(
+                    Respond(
+                        token,
+                        SyncResult(
+                            error,
+                            group.protocol_type if ok else None,
+                            group.protocol_name if ok else None,
+                            member.assignment,
+                        ),
+                    )
+                )
+                self._heartbeat(member)
+        return effects
+
+    # ------------------------------------------------------------------ Heartbeat
+
+    def heartbeat(
+        self,
+        token: object,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        *,
+        group_instance_id: str | None = None,
+    ) -> list[Effect]:
+        error = self.validate_group_status(group_id)
+        if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+            return [Respond(token, Errors.NONE)]  # the member keeps going until the group is loaded
+        if error is not None:
+            return [Respond(token, error)]
+        group = self.groups.get(group_id)
+        if group is None:
+            return [Respond(token, Errors.UNKNOWN_MEMBER_ID)]
+        if group.is_state(GroupState.DEAD):
+            return [Respond(token, Errors.COORDINATOR_NOT_AVAILABLE)]
+        if not group.has(member_id):
+            return [Respond(token, Errors.UNKNOWN_MEMBER_ID)]
+        if generation_id != group.generation_id:
+            return [Respond(token, Errors.ILLEGAL_GENERATION)]
+        if group.is_state(GroupState.EMPTY):
+            return [Respond(token, Errors.UNKNOWN_MEMBER_ID)]
+        self._heartbeat(group.get(member_id))
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            return [Respond(token, Errors.REBALANCE_IN_PROGRESS)]
+        return [Respond(token, Errors.NONE)]
+
+    def _heartbeat(self, member: MemberMetadata) -> None:
+        member.heartbeat_deadline_ms = self.clock() + member.session_timeout_ms
+
+    # ------------------------------------------------------------------ LeaveGroup
+
+    def leave_group(
+        self, token: object, group_id: str, leaving: Iterable[tuple[str, str | None]]
+    ) -> list[Effect]:
+        """``leaving``: (member_id, group_instance_id) of each member that leaves."""
+        leaving = list(leaving)
+        error = self.validate_group_status(group_id)
+        if error is not None:
+            return [Respond(token, LeaveResult(error))]
+        group = self.groups.get(group_id)
+        if group is None:
+            return [
+                Respond(
+                    token,
+                    LeaveResult(
+                        Errors.NONE, [LeaveMemberResult(m, i, Errors.UNKNOWN_MEMBER_ID) for m, i in leaving]
+                    ),
+                )
+            ]
+        if group.is_state(GroupState.DEAD):
+            return [Respond(token, LeaveResult(Errors.COORDINATOR_NOT_AVAILABLE))]
+        effects: list[Effect] = []
+        results: list[LeaveMemberResult] = []
+        for member_id, instance_id in leaving:
+            if group.is_pending_member(member_id):
+                group.remove(member_id)
+                if group.is_state(GroupState.PREPARING_REBALANCE):
+                    effects += self._try_complete_join(group)
+                results.append(LeaveMemberResult(member_id, instance_id, Errors.NONE))
+            elif member_id == UNKNOWN_MEMBER_ID or not group.has(member_id):
+                results.append(LeaveMemberResult(member_id, instance_id, Errors.UNKNOWN_MEMBER_ID))
+            else:
+                effects += self._remove_member_and_update_group(group, group.get(member_id))
+                results.append(LeaveMemberResult(member_id, instance_id, Errors.NONE))
+        return [Respond(token, LeaveResult(Errors.NONE, results)), *effects]
+
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> list[Effect]:
+        effects: list[Effect] = []
+        token = group.take_join_token(member)
+        if token is not None:
+            effects.append(Respond(token, JoinResult(UNKNOWN_MEMBER_ID, Errors.UNKNOWN_MEMBER_ID)))
+        group.remove(member.member_id)
+        member.heartbeat_deadline_ms = None
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            effects += self._maybe_prepare_rebalance(group)
+        elif group.is_state(GroupState.PREPARING_REBALANCE):
+            effects += self._try_complete_join(group)
+        return effects
+
+    # ------------------------------------------------------------------ offsets
+
+    def commit_offsets(
+        self,
+        token: object,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        *,
+        group_instance_id: str | None = None,
+    ) -> list[Effect]:
+        def everywhere(error: Errors) -> list[Effect]:
+            return [Respond(token, CommitResult(dict.fromkeys(offsets, error)))]
+
+        error = self.validate_group_status(group_id, empty_allowed=True)
+        if error is not None:
+            return everywhere(error)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return everywhere(Errors.ILLEGAL_GENERATION)
+            group = GroupMetadata(group_id, state_timestamp_ms=self.clock())
+            self.groups[group_id] = group
+        # Kafka's validateOffsetCommit.
+        if group.is_state(GroupState.DEAD):
+            return everywhere(Errors.COORDINATOR_NOT_AVAILABLE)
+        if generation_id < 0 and group.is_state(GroupState.EMPTY):
+            pass  # a simple (standalone) consumer's commit
+        elif generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            if not group.has(member_id):
+                return everywhere(Errors.UNKNOWN_MEMBER_ID)
+            if generation_id != group.generation_id:
+                return everywhere(Errors.ILLEGAL_GENERATION)
+        elif not group.is_state(GroupState.EMPTY):
+            return everywhere(Errors.UNKNOWN_MEMBER_ID)
+        if group.is_state(GroupState.COMPLETING_REBALANCE):
+            return everywhere(Errors.REBALANCE_IN_PROGRESS)
+        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            self._heartbeat(group.get(member_id))
+        too_large = {
+            tp for tp, o in offsets.items() if len(o.metadata.encode()) > self.config.max_metadata_size
+        }
+        to_store = {tp: o for tp, o in offsets.items() if tp not in too_large}
+        if not to_store:
+            return [Respond(token, CommitResult(dict.fromkeys(offsets, Errors.OFFSET_METADATA_TOO_LARGE)))]
+        refused = dict.fromkeys(too_large, Errors.OFFSET_METADATA_TOO_LARGE)
+        return [StoreOffsets(token, group_id, self.partition_for(group_id), to_store, refused)]
+
+    def on_offsets_stored(self, store: StoreOffsets, error: Errors) -> list[Effect]:
+        """The outcome of a :class:`StoreOffsets`: the cache takes the offsets once they are committed."""
+        group_id, offsets, token = store.group_id, store.offsets, store.token
+        group = self.groups.get(group_id)
+        if error == Errors.NONE and group is not None and not group.is_state(GroupState.DEAD):
+            group.offsets.update(offsets)
+            self.offset_commits += len(offsets)
+        final = Errors.NONE if error == Errors.NONE else convert_store_error(error)
+        if error == Errors.NONE and (group is None or group.is_state(GroupState.DEAD)):
+            final = Errors.NOT_COORDINATOR
+        return [Respond(token, CommitResult({**dict.fromkeys(offsets, final), **store.refused}))]
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[Errors, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """The committed offsets of ``partitions`` (None: all the group has); None for one never committed
+        (answered offset -1)."""
+        error = self.validate_group_status(group_id, empty_allowed=True)
+        if error is not None:
+            return error, {}
+        group = self.groups.get(group_id)
+        known = {} if group is None or group.is_state(GroupState.DEAD) else group.offsets
+        if partitions is None:
+            return Errors.NONE, dict(known)
+        return Errors.NONE, {tp: known.get(tp) for tp in partitions}
+
+    # ------------------------------------------------------------------ ListGroups / DescribeGroups
+
+    def list_groups(self, states: set[str] | None = None) -> tuple[Errors, list[GroupOverview]]:
+        if not self.active:
+            return Errors.COORDINATOR_NOT_AVAILABLE, []
+        error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.loading_partitions else Errors.NONE
+        wanted = None if not states else {s.lower() for s in states}
+        out = [
+            GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
+            for g in self.groups.values()
+            if wanted is None or g.state.value.lower() in wanted
+        ]
+        return error, out
+
+    def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
+        error = self.validate_group_status(group_id, empty_allowed=True)
+        if error is not None:
+            return error, GroupSummary("", "", "", [])
+        group = self.groups.get(group_id)
+        if group is None:
+            return Errors.NONE, GroupSummary(GroupState.DEAD.value, "", "", [])
+        stable = group.is_state(GroupState.STABLE)
+        protocol = group.protocol_name or "" if stable else ""
+        members = [
+            MemberSummary(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(protocol) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ]
+        return Errors.NONE, GroupSummary(group.state.value, group.protocol_type or "", protocol, members)
+
+    # ------------------------------------------------------------------ timers
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines: list[int] = []
+        for group in self.groups.values():
+            deadlines += group.pending_members.values()
+            deadlines += (m.heartbeat_deadline_ms for m in group.members.values() if m.heartbeat_deadline_ms)
+            if group.join_deadline_ms is not None:
+                deadlines.append(group.join_deadline_ms)
+            if group.sync_deadline_ms is not None:
+                deadlines.append(group.sync_deadline_ms)
+        return min(deadlines, default=None)
+
+    def poll(self) -> list[Effect]:
+        """Expire everything whose deadline has passed."""
+        now = self.clock()
+        effects: list[Effect] = []
+        for group in list(self.groups.values()):
+            if group.is_state(GroupState.DEAD):
+                continue
+            for member_id, deadline in list(group.pending_members.items()):
+                if deadline <= now:
+                    group.remove(member_id)
+                    if group.is_state(GroupState.PREPARING_REBALANCE):
+                        effects += self._try_complete_join(group)
+            for member in list(group.members.values()):
+                expiry = member.heartbeat_deadline_ms
+                if expiry is None or expiry > now or not group.has(member.member_id):
+                    continue
+                if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
+                    member.heartbeat_deadline_ms = None  # a member in a rebalance needs no heartbeat
+                    continue
+                effects += self._remove_member_and_update_group(group, member)
+            if group.join_deadline_ms is not None and group.join_deadline_ms <= now:
+                effects += self._on_join_deadline(group)
+            if group.sync_deadline_ms is not None and group.sync_deadline_ms <= now:
+                effects += self._on_sync_deadline(group)
+        return effects
+
+    def _on_sync_deadline(self, group: GroupMetadata) -> list[Effect]:
+        """Kafka's ``onExpirePendingSync``: members that did not send SyncGroup in time are removed."""
+        group.sync_deadline_ms = None
+        if group.sync_generation != group.generation_id:
+            return []
+        if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return []
+        if not group.pending_sync_members:
+            return []
+        for member_id in sorted(group.pending_sync_members):
+            group.remove(member_id)
+        return self._prepare_rebalance(group)
+
+    # ------------------------------------------------------------------ records
+
+    def _group_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> GroupMetadataValue:
+        protocol = group.protocol_name
+        return GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=protocol,
+            leader=group.leader_id,
+            current_state_timestamp=group.state_timestamp_ms,
+            members=[
+                MemberMetadataValue(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout=m.rebalance_timeout_ms,
+                    session_timeout=m.session_timeout_ms,
+                    subscription=m.metadata(protocol) if protocol is not None else b"",
+                    assignment=assignment.get(m.member_id, b""),
+                )
+                for m in group.members.values()
+            ],
+        )
+
+    # ------------------------------------------------------------------ metrics
+
+    def state_counts(self) -> dict[GroupState, int]:
+        counts = dict.fromkeys(GroupState, 0)
+        for group in self.groups.values():
+            counts[group.state] += 1
+        return counts
+
+    def num_offsets(self) -> int:
+        return sum(len(g.offsets) for g in self.groups.values())
