@@ -20,7 +20,15 @@ import pytest
 
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
-from tests.integration.harness import REPO_ROOT, BrokerProcess, events, python_cmd, request, wait_until
+from tests.integration.harness import (
+    REPO_ROOT,
+    BrokerProcess,
+    async_wait_until,
+    events,
+    python_cmd,
+    request,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -113,14 +121,16 @@ def active(nodes: list[Voter], after_epoch: int = 0) -> tuple[Voter, int] | None
     return best
 
 
+async def _stale_refused(host: str, port: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    answer = await request(host, port, ApiKeys.LEADER_AND_ISR, body)
+    return answer if answer["error_code"] == Errors.STALE_CONTROLLER_EPOCH else None
+
+
 async def test_quorum_elects_fails_over_and_keeps_the_metadata(quorum: list[Voter], tmp_path: Path) -> None:
     leader, epoch = wait_until(lambda: active(quorum), 30, message="an active controller")
     others = [n for n in quorum if n is not leader]
 
     # DESCRIBE_QUORUM: the leader lists the voters; a follower says NOT_LEADER_OR_FOLLOWER, naming it.
-    def described() -> dict[str, Any] | None:
-        return None
-
     body = await request("127.0.0.1", leader.port, ApiKeys.DESCRIBE_QUORUM, {})
     part = body["topics"][0]["partitions"][0]
     assert (part["error_code"], part["leader_id"], part["leader_epoch"]) == (0, leader.node_id, epoch)
@@ -177,7 +187,35 @@ async def test_quorum_elects_fails_over_and_keeps_the_metadata(quorum: list[Vote
             ],
             5,
         )
-        time.sleep(0)  # the session outlives the takeover: the broker stays unfenced
+        # A deposed controller's epoch is refused once the broker has heard from the new one. (The probe
+        # names the partition's current leader epoch, so even before that it changes nothing.)
+        stale_body = {
+            "controller_id": leader.node_id,
+            "controller_epoch": epoch,
+            "broker_epoch": -1,
+            "topic_states": [
+                {
+                    "topic_name": "t",
+                    "partition_states": [
+                        {
+                            "partition_index": 0,
+                            "controller_epoch": epoch,
+                            "leader": 1,
+                            "leader_epoch": 0,
+                            "isr": [1],
+                            "partition_epoch": 0,
+                            "replicas": [1],
+                            "is_new": False,
+                        }
+                    ],
+                }
+            ],
+            "live_leaders": [],
+        }
+        refused = await async_wait_until(
+            lambda: _stale_refused(broker.host, broker.port, stale_body), 15, message="STALE_CONTROLLER_EPOCH"
+        )
+        assert refused["error_code"] == Errors.STALE_CONTROLLER_EPOCH
         described_cluster = await request("127.0.0.1", new_leader.port, ApiKeys.DESCRIBE_CLUSTER, {})
 
         def unfenced() -> bool:
