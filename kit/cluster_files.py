@@ -1,5 +1,6 @@
-"""A cluster root on disk (SPEC §4): ``cluster.json``, ``controller/``, ``broker-<id>/``, ``workload/``, and
-the properties files written there. (Its processes are started and signalled by :mod:`kit.processes`.)"""
+"""A cluster root on disk (docs/storage.md): ``cluster.json``, ``controller/``, ``broker-<id>/``,
+``workload/``, and the properties files written there. (Its processes are started and signalled by
+:mod:`kit.processes`.)"""
 
 from __future__ import annotations
 

@@ -24,6 +24,8 @@ from kit.errors import KitError
 from kit.node_query import NO_ANSWER
 from kit.processes import process_state
 from protocol import (
+    CLIENT,
+    CLIENTS,
     CONTROLLER,
     ApiKeys,
     FaultError,
@@ -80,7 +82,15 @@ def node_sort_key(name: str) -> tuple[int, int]:
 
 def normalize_node(name: str) -> str:
     name = name.strip().lower()
+    if name in (CLIENTS, CLIENT):
+        return CLIENTS
     return str(int(name)) if name.isdigit() else name
+
+
+def endpoint(cluster: NetCluster, name: str) -> str:
+    """The rules' name of a link end: a node of ``cluster``, or every client (:data:`CLIENTS`)."""
+    name = normalize_node(name)
+    return CLIENT if name == CLIENTS else cluster.node(name).name
 
 
 def cluster_from_info(info: ClusterInfo) -> NetCluster:

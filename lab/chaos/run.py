@@ -1,5 +1,5 @@
-"""The chaos run (``isrsim chaos``, SPEC §7): an acks=all workload and a seeded nemesis against a running
-cluster, then heal, converge, stop and report.
+"""The chaos run (``isrsim chaos``, docs/faults.md): an acks=all workload and a seeded nemesis against a
+running cluster, then heal, converge, stop and report.
 
 1. The schedule (``lab.chaos.schedule``, pure) is drawn from a seed and written to ``<root>/chaos.json``.
 2. The workload (``kit.producer.Producer``, in this process) and the nemesis (``lab.chaos.nemesis``) run

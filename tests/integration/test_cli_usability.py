@@ -38,6 +38,21 @@ def one(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield cluster
 
 
+def connected_to(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds an established TCP connection to ``port`` on this host (Linux:
+    ``/proc/net/tcp*`` and ``/proc/PID/fd``)."""
+    sockets: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "01" and int(fields[2].rsplit(":", 1)[1], 16) == port:  # 01: ESTABLISHED
+                sockets.add(f"socket:[{fields[9]}]")
+    try:
+        return any(os.readlink(fd) in sockets for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:  # the process is gone
+        return False
+
+
 def _one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode == 1, proc
     assert "Traceback" not in proc.stderr and "ExceptionGroup" not in proc.stderr, proc.stderr
@@ -89,7 +104,9 @@ def test_ctrl_c_prints_the_summary_so_far_and_exits_130(one: Cluster, tmp_path: 
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        time.sleep(1.0)  # a consumer at the end of the log has nothing to show; Ctrl-C it
+        # A consumer at the end of the log has nothing to show: Ctrl-C it once it is fetching from the broker.
+        port = one.info.broker(1).port
+        wait_until(lambda: connected_to(consumer.pid, port), timeout=20, message=f"a connection to :{port}")
         consumer.send_signal(signal.SIGINT)
         out, err = consumer.communicate(timeout=30)
     finally:
@@ -128,7 +145,7 @@ def test_consume_stops_as_kafka_console_consumer_does(one: Cluster) -> None:
     proc = one.cli("consume", "t", "--from-beginning", "--max-messages", "120")
     assert len(proc.stdout.splitlines()) == 120
     assert "Processed a total of 120 messages" in proc.stderr
-    proc = one.cli("consume", "t", "--from-beginning", "--max-records", "7", "--count-only")  # SPEC §6
+    proc = one.cli("consume", "t", "--from-beginning", "--max-records", "7", "--count-only")  # docs/cli.md
     assert proc.stdout == "" and "Processed a total of 7 messages" in proc.stderr
     total = int(one.cli("consume", "t", "--from-beginning", "--exit-at-end", "--count-only")
                 .stderr.split("Processed a total of ")[1].split()[0].replace(",", ""))  # fmt: skip
