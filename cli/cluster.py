@@ -13,7 +13,7 @@ import trio
 
 from broker import read_journal
 from cli.output import OUTPUT_OPTION, echo_json
-from kit.cluster_files import ClusterError, ClusterInfo
+from kit.cluster_files import ClusterError, ClusterInfo, ProcessEntry
 from kit.health import wait_healthy
 from kit.local_cluster import (
     STOP_TIMEOUT_S,
@@ -116,11 +116,12 @@ def cluster_up(
         info.save()
         click.echo(
             f"controller {info.controller.id} on {info.controller.address} (pid {info.controller.pid})"
+            + _metrics_said(info.controller)
         )
         for b in info.brokers:
             start_broker(info, b)
             info.save()
-            click.echo(f"broker {b.id} on {b.address} (pid {b.pid})")
+            click.echo(f"broker {b.id} on {b.address} (pid {b.pid})" + _metrics_said(b))
         wait_healthy(info)
     except BaseException as exc:
         _undo_up(info, made)
@@ -140,6 +141,10 @@ def cluster_up(
         f"next: isrsim topic create t --partitions 6 --replication-factor 3{where}; "
         f"isrsim cluster status{where}"
     )
+
+
+def _metrics_said(entry: ProcessEntry) -> str:
+    return f", metrics {entry.metrics_url}" if entry.metrics_url else ""
 
 
 def _is_default_root(data_dir: Path) -> bool:
@@ -272,12 +277,15 @@ def cluster_status(data_dir: Path, watch: bool, interval: float, topic: str | No
     if not watch:
         console.print(render(trio.run(gather, info, topic)))
         return
+    def frame() -> Any:
+        stamp = f"{time.strftime('%H:%M:%S')}, every {interval:g}s; Ctrl-C to stop"
+        return render(trio.run(gather, ClusterInfo.load(data_dir), topic), refreshed=stamp)
+
     try:
-        with Live(render(trio.run(gather, info, topic)), console=console, refresh_per_second=4) as live:
+        with Live(frame(), console=console, refresh_per_second=4) as live:
             while True:
                 time.sleep(interval)
-                info = ClusterInfo.load(data_dir)
-                live.update(render(trio.run(gather, info, topic)))
+                live.update(frame())
     except KeyboardInterrupt:
         pass
 

@@ -36,7 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "health": ("cli.health_cmd:health", "Exit 0 if the node at HOST:PORT answers (healthchecks)."),
     "net": ("cli.net_cmd:net", "Inject network faults between nodes (partition, delay, loss, heal)."),
-    "produce": ("cli.workload_cmd:produce", "Produce COUNT numbered records to TOPIC (acks=all by default)."),
+    "produce": (
+        "cli.workload_cmd:produce",
+        "Produce COUNT numbered records, or stdin's lines, to TOPIC (kafka-console-producer).",
+    ),
     "report": ("cli.report_cmd:report", "Run the PySpark consistency report over a cluster root."),
     "scenario": (
         "cli.scenario_cmd:scenario",

@@ -64,6 +64,7 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
         controller={
             "id": c.id,
             "address": c.address,
+            "metrics": c.metrics_url,
             "pid": c.pid,
             "state": cstate if cstate != "running" or results.get("cluster") else "not answering",
         },
@@ -78,6 +79,7 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
             {
                 "id": b.id,
                 "address": b.address,
+                "metrics": b.metrics_url,
                 "pid": b.pid,
                 "state": st,
                 "fenced": fenced.get(b.id),
@@ -143,15 +145,18 @@ def _truncation_mode_cell(mode: str | None) -> Text:
     return Text(mode, "" if mode == "leader-epoch" else "yellow")
 
 
-def render(data: StatusData) -> Group:
-    procs = Table(title="processes", title_justify="left")
-    for col in ("role", "id", "address", "pid", "state", "fenced", "truncation mode"):
+def render(data: StatusData, refreshed: str | None = None) -> Group:
+    """The tables of ``cluster status``; ``refreshed`` (``--watch``) is said in the processes' title."""
+    title = "processes" + (f" (refreshed {refreshed})" if refreshed else "")
+    procs = Table(title=title, title_justify="left")
+    for col in ("role", "id", "address", "metrics", "pid", "state", "fenced", "truncation mode"):
         procs.add_column(col)
     c = data.controller
     procs.add_row(
         "controller",
         str(c["id"]),
         c["address"],
+        c.get("metrics") or "-",
         str(c["pid"] or "-"),
         Text(c["state"], _STATE_STYLE.get(c["state"], "")),
         "",
@@ -163,6 +168,7 @@ def render(data: StatusData) -> Group:
             "broker",
             str(b["id"]),
             b["address"],
+            b.get("metrics") or "-",
             str(b["pid"] or "-"),
             Text(b["state"], _STATE_STYLE.get(b["state"], "")),
             Text(fenced, "red" if fenced == "yes" else ""),

@@ -57,6 +57,22 @@ def _options(f: Any) -> Any:
     return click.option("--bootstrap-server", default=None, help="The controller's host:port.")(f)
 
 
+def _topic_option(f: Any) -> Any:
+    """``--topic NAME`` (kafka-topics' spelling) as well as the NAME argument."""
+    return click.option(
+        "--topic", "topic_option", default=None, help="The topic (as kafka-topics' --topic)."
+    )(f)
+
+
+def _one_name(name: str | None, topic_option: str | None, required: bool = True) -> str | None:
+    if name is not None and topic_option is not None and name != topic_option:
+        raise click.UsageError(f"two topics given: {name} and --topic {topic_option}")
+    chosen = name if name is not None else topic_option
+    if chosen is None and required:
+        raise click.UsageError("name the topic: NAME or --topic NAME")
+    return chosen
+
+
 @click.group()
 def topic() -> None:
     """Create, list, describe and delete topics (kafka-topics)."""
@@ -99,7 +115,8 @@ def _topic_configs(address: tuple[str, int], names: list[str]) -> dict[str, dict
 
 
 @topic.command("create")
-@click.argument("name")
+@click.argument("name", required=False)
+@_topic_option
 @click.option("--partitions", type=click.IntRange(1, 100000), default=1, show_default=True)
 @click.option("--replication-factor", type=click.IntRange(1, 100), default=1, show_default=True)
 @click.option(
@@ -107,7 +124,8 @@ def _topic_configs(address: tuple[str, int], names: list[str]) -> dict[str, dict
 )
 @_options
 def topic_create(
-    name: str,
+    name: str | None,
+    topic_option: str | None,
     partitions: int,
     replication_factor: int,
     configs: tuple[str, ...],
@@ -115,6 +133,8 @@ def topic_create(
     bootstrap_server: str | None,
 ) -> None:
     """Create topic NAME; returns when every partition has a leader."""
+    name = _one_name(name, topic_option)
+    assert name is not None
     address = _controller(data_dir, bootstrap_server)
     cfg = {}
     for c in configs:
@@ -151,6 +171,7 @@ def topic_create(
 
 @topic.command("describe")
 @click.argument("name", required=False)
+@_topic_option
 @click.option(
     "--under-replicated-partitions",
     is_flag=True,
@@ -161,6 +182,7 @@ def topic_create(
 @_options
 def topic_describe(
     name: str | None,
+    topic_option: str | None,
     under_replicated_partitions: bool,
     unavailable_partitions: bool,
     output: str,
@@ -168,7 +190,10 @@ def topic_describe(
     bootstrap_server: str | None,
 ) -> None:
     """Each topic's configs, then the leader, leader epoch, replicas and ISR of every partition
-    (kafka-topics --describe)."""
+    (kafka-topics --describe). With --under-replicated-partitions or --unavailable-partitions, only the
+    partitions that match, and nothing at all when none does (as kafka-topics)."""
+    name = _one_name(name, topic_option, required=False)
+    filtered = under_replicated_partitions or unavailable_partitions
     address = _controller(data_dir, bootstrap_server)
     meta = _request(address, ApiKeys.METADATA, {"topics": None if name is None else [{"name": name}]})
     live = {b["node_id"] for b in meta.get("brokers", [])}
@@ -198,14 +223,18 @@ def topic_describe(
     configs = _topic_configs(address, [t["name"] for t in topics])
     for t in topics:
         t["configs"] = configs.get(t["name"], {})
+    if filtered:
+        topics = [t for t in topics if t["partitions"]]
     if output == "json":
         echo_json(topics)
         return
+    if filtered and not topics:
+        return  # kafka-topics prints nothing when no partition matches
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    for t in topics:
+    for t in [] if filtered else topics:  # with a filter, kafka-topics prints the partitions alone
         shown = ", ".join(
             f"{k}={v['value']}" + (" (default)" if v["default"] else "") for k, v in t["configs"].items()
         )
@@ -231,10 +260,14 @@ def topic_describe(
 
 
 @topic.command("delete")
-@click.argument("name")
+@click.argument("name", required=False)
+@_topic_option
 @_options
-def topic_delete(name: str, data_dir: Path | None, bootstrap_server: str | None) -> None:
+def topic_delete(
+    name: str | None, topic_option: str | None, data_dir: Path | None, bootstrap_server: str | None
+) -> None:
     """Delete topic NAME (its replicas are stopped and their logs removed)."""
+    name = _one_name(name, topic_option)
     address = _controller(data_dir, bootstrap_server)
     resp = _request(address, ApiKeys.DELETE_TOPICS, {"topic_names": [name], "timeout_ms": 30000}, timeout=35)
     result = resp["responses"][0]

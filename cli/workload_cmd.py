@@ -11,6 +11,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import trio
@@ -20,6 +21,9 @@ from cli.main import setup_logging
 from kit.cluster_client import ClientError, ClusterClient, bootstrap_from
 from kit.consumer import ConsumedRecord, Consumer
 from kit.producer import ACKS_BY_NAME, AckJournal, Producer, ProducerSettings, ProduceStats
+
+if TYPE_CHECKING:
+    pass
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT
 
@@ -78,7 +82,13 @@ class _ProduceRun:
 
 @click.command()
 @click.argument("topic")
-@click.option("--count", type=int, default=10_000, show_default=True, help="Records to produce.")
+@click.option(
+    "--count",
+    type=int,
+    default=None,
+    help="Produce COUNT numbered records; without it, read records from stdin, one per line "
+    "(kafka-console-producer).",
+)
 @click.option("--acks", type=click.Choice(["all", "-1", "1", "0"]), default="all", show_default=True)
 @click.option("--record-size", type=int, default=100, show_default=True, help="Bytes per record value.")
 @click.option("--batch-records", type=int, default=200, show_default=True, help="Records per batch.")
@@ -126,6 +136,21 @@ class _ProduceRun:
 )
 @click.option("--no-acked-journal", is_flag=True, help="Write no workload journal.")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: on a terminal).")
+@click.option(
+    "--property",
+    "properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="How stdin lines are read, as kafka-console-producer: parse.key=true, key.separator=SEP (default "
+    "tab), parse.headers=true (h1:v1,h2:v2 then headers.delimiter, default tab, before the key), "
+    "headers.separator, headers.key.separator, null.marker, ignore.error.",
+)
+@click.option(
+    "--partition",
+    type=click.IntRange(0),
+    default=None,
+    help="Send every record read from stdin to this partition (default: by key, key-less ones in turn).",
+)
 @DATA_DIR_OPTION
 @BOOTSTRAP_OPTION
 def produce(
@@ -144,17 +169,31 @@ def produce(
     acked_journal: Path | None,
     no_acked_journal: bool,
     progress: bool | None,
+    properties: tuple[str, ...],
+    partition: int | None,
     data_dir: Path | None,
     bootstrap_server: str | None,
 ) -> None:
-    """Produce COUNT numbered records to TOPIC and print throughput.
+    """Produce COUNT numbered records to TOPIC and print throughput; without --count, produce each line of
+    stdin as a record until end of input (kafka-console-producer), with --property parse.key=true etc.
 
     Retriable errors (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, a lost connection) are retried with
     exponential back-off until --delivery-timeout-ms; they are shown on the progress line and logged
     (at most one line per error every 5 s). Exits 1 if a batch was not acknowledged, 130 on Ctrl-C.
     """
     setup_logging("WARNING", "produce")
-    if count < 0 or record_size < 0 or batch_records < 1 or max_in_flight < 1:
+    reader = None
+    if count is None:
+        from kit.console import READER_KEYS, LineReader, PropertyError, parse_properties
+        from kit.console_producer import produce_lines
+
+        try:
+            reader = LineReader.from_properties(parse_properties(properties, READER_KEYS))
+        except PropertyError as exc:
+            raise click.BadParameter(str(exc), param_hint="--property") from None
+    elif properties or partition is not None:
+        raise click.UsageError("--property and --partition shape the records read from stdin: drop --count")
+    if (count or 0) < 0 or record_size < 0 or batch_records < 1 or max_in_flight < 1:
         raise click.BadParameter(
             "--count and --record-size must be >= 0, --batch-records/--max-in-flight >= 1"
         )
@@ -172,7 +211,7 @@ def produce(
     journal_dir = (
         None if no_acked_journal else (acked_journal or (data_dir or Path("isrsim-data")) / "workload")
     )
-    show = sys.stderr.isatty() if progress is None else progress
+    show = (sys.stderr.isatty() if progress is None else progress) and count is not None
     run = _ProduceRun()
 
     async def main() -> ProduceStats:
@@ -184,7 +223,10 @@ def produce(
                 client = ClusterClient(nursery, bootstrap, client_id=f"producer-{producer_id}")
                 producer = Producer(client, topic, settings, journal=journal, producer_id=producer_id)
                 run.producer = producer
-                stats = await _run_producer(producer, count, rate, show)
+                if reader is None:
+                    stats = await _run_producer(producer, count or 0, rate, show)
+                else:
+                    stats = await produce_lines(producer, reader, sys.stdin, partition=partition)
                 await client.aclose()
                 nursery.cancel_scope.cancel()
             return stats
@@ -197,16 +239,21 @@ def produce(
     except ClientError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
-        for line in produce_summary(run.stats, count, interrupted=True):
-            click.echo(line)
+        for line in produce_summary(run.stats, _intended(run.stats, count), interrupted=True):
+            click.echo(line, err=reader is not None)
         sys.exit(INTERRUPTED_EXIT)
-    for line in produce_summary(stats, count):
-        click.echo(line)
+    for line in produce_summary(stats, _intended(stats, count)):
+        # Read from stdin, the summary goes to stderr: stdout stays the console producer's (silent).
+        click.echo(line, err=reader is not None)
     if stats.batches_failed:
         raise click.ClickException(
             f"{stats.records_failed:,} records in {stats.batches_failed} batches were not acknowledged "
             f"(last error {stats.last_error}); see `isrsim cluster status` or `isrsim topic describe {topic}`"
         )
+
+
+def _intended(stats: ProduceStats, count: int | None) -> int:
+    return stats.records_sent if count is None else count
 
 
 async def _run_producer(producer: Producer, count: int, rate: float | None, show: bool) -> ProduceStats:
@@ -261,6 +308,22 @@ async def _run_producer(producer: Producer, count: int, rate: float | None, show
 @click.option(
     "--count-only", is_flag=True, help="Print no records; a running count on a terminal, then the total."
 )
+@click.option("--partition", type=click.IntRange(0), default=None, help="Read only this partition.")
+@click.option(
+    "--offset",
+    default=None,
+    metavar="earliest|latest|N",
+    help="Where to start in --partition: earliest, latest (the default) or an offset.",
+)
+@click.option(
+    "--property",
+    "properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="What to print, as kafka-console-consumer: print.key=true, print.headers=true, print.offset=true, "
+    "print.partition=true, print.timestamp=true, print.value=false, key.separator (default tab), "
+    "headers.separator, line.separator, null.literal. The value comes last.",
+)
 @DATA_DIR_OPTION
 @BOOTSTRAP_OPTION
 def consume(
@@ -271,6 +334,9 @@ def consume(
     exit_at_end: bool,
     print_offsets: bool,
     count_only: bool,
+    partition: int | None,
+    offset: str | None,
+    properties: tuple[str, ...],
     data_dir: Path | None,
     bootstrap_server: str | None,
 ) -> None:
@@ -281,6 +347,29 @@ def consume(
     prints "Processed a total of N messages" on stderr.
     """
     setup_logging("WARNING", "consume")
+    from kit.console import FORMATTER_KEYS, Formatter, PropertyError, parse_properties
+
+    try:
+        formatter = Formatter.from_properties(parse_properties(properties, FORMATTER_KEYS))
+    except PropertyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--property") from None
+    start_offset: int | None = None
+    if offset is not None:
+        if partition is None:
+            raise click.UsageError("--offset needs --partition (the offset of which partition?)")
+        if from_beginning:
+            raise click.UsageError("--from-beginning and --offset cannot be given together")
+        if offset == "earliest":
+            from_beginning = True
+        elif offset != "latest":
+            try:
+                start_offset = int(offset)
+            except ValueError:
+                start_offset = -1
+            if start_offset < 0:
+                raise click.BadParameter(
+                    f"{offset!r}: earliest, latest or an offset >= 0", param_hint="--offset"
+                ) from None
     out = sys.stdout
     live = count_only and sys.stderr.isatty()
     shown = [0.0]
@@ -293,14 +382,28 @@ def consume(
                 sys.stderr.write(f"\r{consumer_ref[0].consumed + 1:,} messages")
                 sys.stderr.flush()
             return
-        value = "" if r.value is None else r.value.decode("utf-8", "replace")
-        out.write(f"{r.partition}\t{r.offset}\t{value}\n" if print_offsets else value + "\n")
+        if print_offsets:
+            value = "" if r.value is None else r.value.decode("utf-8", "replace")
+            out.write(f"{r.partition}\t{r.offset}\t{value}\n")
+            return
+        out.write(
+            formatter.format(
+                partition=r.partition,
+                offset=r.offset,
+                timestamp=r.timestamp,
+                key=r.key,
+                value=r.value,
+                headers=r.headers,
+            )
+        )
 
     async def main() -> int:
         bootstrap = bootstrap_from(bootstrap_server, data_dir)
         async with trio.open_nursery() as nursery:
             client = ClusterClient(nursery, bootstrap, client_id="consumer")
-            consumer = Consumer(client, topic, from_beginning=from_beginning)
+            consumer = Consumer(
+                client, topic, from_beginning=from_beginning, partition=partition, offset=start_offset
+            )
             consumer_ref.append(consumer)
             n = await consumer.run(
                 on_record, max_records=max_messages, idle_timeout_ms=timeout_ms, until_end=exit_at_end

@@ -34,6 +34,7 @@ class ConsumedRecord:
     key: bytes | None
     value: bytes | None
     timestamp: int
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 class Consumer:
@@ -45,10 +46,17 @@ class Consumer:
         from_beginning: bool,
         max_wait_ms: int = 500,
         partition_max_bytes: int = 1048576,
+        partition: int | None = None,
+        offset: int | None = None,
     ) -> None:
+        """Reads every partition of ``topic``, or only ``partition``; from the earliest offset
+        (``from_beginning``) or the latest, or from ``offset`` (of ``partition``). An offset out of range
+        starts over at the earliest or the latest, as Kafka's ``auto.offset.reset``."""
         self.client = client
         self.topic = topic
         self.from_beginning = from_beginning
+        self.partition = partition
+        self.offset = offset
         self.max_wait_ms = max_wait_ms
         self.partition_max_bytes = partition_max_bytes
         self.positions: dict[int, int] = {}
@@ -99,9 +107,19 @@ class Consumer:
         """Consumes until ``max_records`` were delivered, nothing arrived for ``idle_timeout_ms``, or (with
         ``until_end``) every partition was read up to the high watermark its leader last reported."""
         partitions = await self.client.topic_partitions(self.topic)
+        if self.partition is not None:
+            if self.partition not in partitions:
+                raise ClientError(
+                    f"partition {self.partition} does not exist in {self.topic} (partitions "
+                    f"{partitions[0]}..{partitions[-1]})"
+                )
+            partitions = [self.partition]
         start_ts = EARLIEST_TIMESTAMP if self.from_beginning else LATEST_TIMESTAMP
         for p in partitions:
-            self.positions[p] = await self._list_offset(p, start_ts)
+            if self.offset is not None and p == self.partition:
+                self.positions[p] = self.offset
+            else:
+                self.positions[p] = await self._list_offset(p, start_ts)
         last_data = time.monotonic()
         while max_records is None or self.consumed < max_records:
             if idle_timeout_ms is not None and (time.monotonic() - last_data) * 1000 >= idle_timeout_ms:
@@ -235,6 +253,7 @@ class Consumer:
                         r.key,
                         r.value,
                         header.base_timestamp + r.timestamp_delta,
+                        tuple(r.headers),
                     )
                 )
                 position = offset + 1

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import trio
 
-from kit.cluster_client import ClusterClient
+from kit.cluster_client import ClientError, ClusterClient
+from kit.console import LineRecord
 from protocol import (
     RETRIABLE,
     ApiKeys,
@@ -225,6 +226,54 @@ class Producer:
                 nursery.start_soon(self._send, (self.topic, partition), batch, n, slots[partition])
                 seq += n
                 self.stats.records_sent += n
+        self.stats.finished = time.monotonic()
+        if self.on_progress:
+            self.on_progress(self.stats)
+        return self.stats
+
+    async def run_records(
+        self, records: trio.MemoryReceiveChannel[list[LineRecord]], *, partition: int | None = None
+    ) -> ProduceStats:
+        """Produces records as they arrive (kafka-console-producer): each list received is one round of
+        batches, a batch per partition (at most ``batch_records`` records each). A record goes to
+        ``partition`` if given, else where Kafka's default partitioner puts it (murmur2 of the key; key-less
+        records round robin). Returns when the channel is closed and every batch is acknowledged or
+        failed."""
+        from kit.console import partition_for_key
+
+        partitions = await self.client.topic_partitions(self.topic)
+        if partition is not None and partition not in partitions:
+            raise ClientError(
+                f"partition {partition} does not exist in {self.topic} (partitions {partitions[0]}.."
+                f"{partitions[-1]})"
+            )
+        slots = {p: trio.Semaphore(self.settings.max_in_flight) for p in partitions}
+        self.stats = ProduceStats()
+        turn = 0
+        async with trio.open_nursery() as nursery:
+            async for received in records:
+                by_partition: dict[int, list[LineRecord]] = {}
+                for r in received:
+                    if partition is not None:
+                        target = partition
+                    elif r.key is not None:
+                        target = partitions[partition_for_key(r.key, len(partitions))]
+                    else:
+                        target = partitions[turn % len(partitions)]
+                        turn += 1
+                    by_partition.setdefault(target, []).append(r)
+                for target, rs in by_partition.items():
+                    for i in range(0, len(rs), self.settings.batch_records):
+                        chunk = rs[i : i + self.settings.batch_records]
+                        batch = build_simple_batch(
+                            [r.value for r in chunk],
+                            keys=[r.key for r in chunk],
+                            headers=[r.headers for r in chunk],
+                            attributes=self._codec,
+                        )
+                        await slots[target].acquire()
+                        nursery.start_soon(self._send, (self.topic, target), batch, len(chunk), slots[target])
+                        self.stats.records_sent += len(chunk)
         self.stats.finished = time.monotonic()
         if self.on_progress:
             self.on_progress(self.stats)
