@@ -10,6 +10,7 @@ from typing import Any
 
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
+from broker.group.group_apis import GroupApis
 from broker.metadata_cache import PartitionMetadata
 from broker.network import Request, error_body
 from broker.partition import LeaderAndIsrState
@@ -38,6 +39,16 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.API_VERSIONS,
     ApiKeys.OFFSET_FOR_LEADER_EPOCH,
     ApiKeys.DESCRIBE_REPLICA_STATE,
+    # Consumer groups (broker/group/), answered once the server enables them (``enable_groups``).
+    ApiKeys.FIND_COORDINATOR,
+    ApiKeys.JOIN_GROUP,
+    ApiKeys.SYNC_GROUP,
+    ApiKeys.HEARTBEAT,
+    ApiKeys.LEAVE_GROUP,
+    ApiKeys.OFFSET_COMMIT,
+    ApiKeys.OFFSET_FETCH,
+    ApiKeys.LIST_GROUPS,
+    ApiKeys.DESCRIBE_GROUPS,
 )
 
 # What the principal needs on the cluster before these are handled at all (docs/security.md): the
@@ -73,6 +84,10 @@ class KafkaApis:
             ApiKeys.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKeys.DESCRIBE_REPLICA_STATE: self.handle_describe_replica_state,
         }
+
+    def enable_groups(self, group_apis: GroupApis) -> None:
+        """Serve the consumer-group APIs through ``group_apis`` (the server's group coordinator)."""
+        self._handlers.update(group_apis.handlers())
 
     async def handle(self, request: Request) -> None:
         handler = self._handlers.get(request.api_key)

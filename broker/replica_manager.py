@@ -57,6 +57,10 @@ AlterCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
 AlterSubmit = Callable[[TopicPartition, int, list[int], int, AlterCallback], bool]
 
 
+# (partitions now led here with their leader epochs, partitions no longer led here)
+LeadershipListener = Callable[[list[tuple[TopicPartition, int]], list[TopicPartition]], None]
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaManagerSettings:
     broker_id: int
@@ -107,6 +111,9 @@ class ReplicaManager:
         self.broker_epoch: Callable[[], int] = lambda: -1
         # Called with the reason when the broker must stop and exit with status 1 (the server sets it).
         self.fatal_error_handler: Callable[[str], None] | None = None
+        # Kafka's onLeadershipChange: told of the partitions this broker began to lead (with their leader
+        # epochs) and of those it no longer leads, after each change (the group coordinator listens).
+        self.leadership_listeners: list[LeadershipListener] = []
 
     # ------------------------------------------------------------------ partitions
 
@@ -217,7 +224,16 @@ class ReplicaManager:
                 self._make_leaders(to_leader)
             if to_follower:
                 self._make_followers(to_follower)
+        self._leadership_changed(
+            [(p.tp, st.leader_epoch) for p, st in to_leader], [p.tp for p, _ in to_follower]
+        )
         return Errors.NONE, errors
+
+    def _leadership_changed(
+        self, leaders: list[tuple[TopicPartition, int]], resigned: list[TopicPartition]
+    ) -> None:
+        for listener in self.leadership_listeners:
+            listener(leaders, resigned)
 
     def _make_leaders(self, items: list[tuple[Partition, LeaderAndIsrState]]) -> None:
         """Kafka's ``makeLeaders``: stop fetching, then lead from this broker's LEO in the new epoch."""
@@ -282,6 +298,7 @@ class ReplicaManager:
                 tp, PartitionMetadata(self.broker_id, epoch, [self.broker_id], [self.broker_id])
             )
             self.state_listener.on_became_leader(partition)
+            self._leadership_changed([(tp, epoch)], [])
 
     # ------------------------------------------------------------------ STOP_REPLICA
 
@@ -323,6 +340,7 @@ class ReplicaManager:
             elif partition is not None:
                 self._hw_checkpoint[tp] = partition.high_watermark
             self.state_listener.on_partition_stopped(tp, delete)
+        self._leadership_changed([], [tp for tp, _ in to_stop])
         return Errors.NONE, errors
 
     # ------------------------------------------------------------------ UPDATE_METADATA
@@ -814,6 +832,7 @@ class ReplicaManager:
         self.fetcher_manager.remove_fetcher_for_partitions(offline)
         for tp in offline:
             self._complete_delayed(tp)
+        self._leadership_changed([], offline)
         log.error(
             "broker %d: %d partitions are offline after the failure of log dir %s: %s",
             self.broker_id,

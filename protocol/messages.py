@@ -23,6 +23,7 @@ from protocol import security_messages as sm
 from protocol.api_keys import ApiKeys
 from protocol.controller_messages import *  # noqa: F403  (re-exported: one module to import from)
 from protocol.fault_messages import NetFaultsRequest, NetFaultsResponse
+from protocol.group_messages import GROUP_API_VERSIONS, GROUP_REQUEST_TYPES, GROUP_RESPONSE_TYPES
 from protocol.sasl_messages import SASL_REQUEST_TYPES, SASL_RESPONSE_TYPES
 from protocol.schema import Int8, Int16, Int32, Int64
 
@@ -445,4 +446,9 @@ RESPONSE_TYPES.update(
     }
 )
 
+# The consumer-group APIs (protocol/group_messages.py).
+REQUEST_TYPES.update(GROUP_REQUEST_TYPES)
+RESPONSE_TYPES.update(GROUP_RESPONSE_TYPES)
+
 SUPPORTED_VERSIONS: dict[ApiKeys, tuple[int, int]] = dict.fromkeys(REQUEST_TYPES, (0, 0))
+SUPPORTED_VERSIONS.update(GROUP_API_VERSIONS)
