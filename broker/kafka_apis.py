@@ -12,9 +12,9 @@ from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartiti
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
 from broker.group.group_apis import GroupApis
 from broker.metadata_cache import PartitionMetadata
-from broker.network import Request, error_body
 from broker.partition import LeaderAndIsrState
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
+from broker.request_channel import Request, error_body
 from broker.security.acl import AclOperation, ResourceType
 from broker.security.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
 from broker.security.security_metadata import BrokerSecurityMetadata
@@ -83,6 +83,13 @@ class KafkaApis:
             ApiKeys.API_VERSIONS: self.handle_api_versions,
             ApiKeys.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKeys.DESCRIBE_REPLICA_STATE: self.handle_describe_replica_state,
+        }
+        # The versions a client in Kafka's encoding is offered (SPEC §10): those of the APIs served here,
+        # and SASL's (answered by the socket server).
+        self.kafka_supported: dict[int, tuple[int, int]] = {
+            int(k): v
+            for k, v in m.KAFKA_SUPPORTED_VERSIONS.items()
+            if k in self._handlers or k in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE)
         }
 
     def enable_groups(self, group_apis: GroupApis) -> None:
@@ -412,9 +419,10 @@ class KafkaApis:
     # ------------------------------------------------------------------ the rest
 
     def handle_api_versions(self, request: Request, req: m.ApiVersionsRequest) -> None:
+        supported = self.kafka_supported if request.kafka_encoding else self.supported
         keys = [
             m.ApiVersionsResponseApiKey(api_key=int(k), min_version=lo, max_version=hi)
-            for k, (lo, hi) in sorted(self.supported.items())
+            for k, (lo, hi) in sorted(supported.items())
         ]
         request.complete(to_body(m.ApiVersionsResponse(api_keys=keys)))
 

@@ -280,6 +280,11 @@ class LogManager:
 
         self._checkpoint("writing " + RECOVERY_POINT_CHECKPOINT, write)
 
+    def _snapshot_producer_state(self) -> None:
+        """Producer state at each log end, so the next start replays nothing (Kafka's ``Log.close``)."""
+        for lg in self.logs.values():
+            lg.take_producer_snapshot()
+
     def _checkpoint(self, what: str, write: Callable[[], None]) -> None:
         """A periodic write: skipped once the directory is offline; a failure takes it offline (logged
         once by the failure channel, not at every period)."""
@@ -297,6 +302,7 @@ class LogManager:
             self.checkpoint_recovery_points(flush=True)
             self.checkpoint_log_start_offsets()
             self.checkpoint_high_watermarks(hws)
+            self._checkpoint("writing producer snapshots", self._snapshot_producer_state)
         for lg in self.logs.values():
             lg.close()
         if self.offline:

@@ -1,12 +1,12 @@
-"""Socket server, request channel and request handler pool (Kafka's SocketServer, RequestChannel and
-KafkaRequestHandlerPool), on trio.
+"""The socket server (Kafka's SocketServer), on trio: the shell between the network and the request
+channel (``broker.request_channel``: ``Request``, ``RequestChannel``, the handler pool).
 
 Each connection has a reader task and a writer task. The reader decodes frames and headers (the one place
 that decodes) and queues requests on the ``RequestChannel``, which holds at most ``queued.max.requests``:
-when it is full, readers stop reading, so TCP pushes back on clients. ``num.io.threads`` handler tasks take
-requests off the channel and call ``KafkaApis.handle``. A request's response may be produced at once or
-later (delayed operations); the writer sends responses strictly in request order, all the ready ones with a
-single ``send_all``.
+when it is full, readers stop reading, so TCP pushes back on clients. ``num.io.threads`` handler tasks
+(``RequestHandlerPool``) take requests off the channel and call ``KafkaApis.handle``. A request's response
+may be produced at once or later (delayed operations); the writer sends responses strictly in request
+order, all the ready ones with a single ``send_all``.
 
 Memory and connections (docs/protocol.md, "Limits"): a connection that has read a request's length prefix
 takes that many bytes from the ``MemoryPool`` (``queued.max.request.bytes``) before it reads the rest, and
@@ -35,17 +35,19 @@ import errno
 import itertools
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
 from broker.memory_pool import ConnectionQuotas, MemoryPool
+from broker.request_channel import Request, RequestChannel, error_body
 from broker.security.credentials import CredentialStore
 from broker.security.listener_security import ListenerSecurity
 from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from broker.security.sasl_server import SaslServerAuthenticator, illegal_sasl_state
+from protocol import kafka_codec
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.fault_injector import FaultInjector
@@ -56,8 +58,8 @@ from protocol.framing import (
     InvalidFrame,
     RequestHeader,
     decode_request,
-    encode_response_parts,
 )
+from protocol.messages import KAFKA_REFUSED_VERSIONS, KAFKA_SUPPORTED_VERSIONS, REQUEST_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -76,77 +78,15 @@ TLS_HANDSHAKE_TIMEOUT_S = 30.0
 _PRE_AUTH_APIS = frozenset(
     {int(ApiKeys.API_VERSIONS), int(ApiKeys.SASL_HANDSHAKE), int(ApiKeys.SASL_AUTHENTICATE)}
 )
+# The bodies a Kafka-encoded request is read into (the same dataclasses' names as msgpack's, SPEC §10).
+_KAFKA_BODY_TYPES: dict[int, type] = {int(k): v for k, v in REQUEST_TYPES.items()}
 
 
-@dataclass(eq=False, slots=True)
-class Request:
-    """One request, from the socket to the handler and back. ``complete`` sends the response (once)."""
-
-    header: RequestHeader
-    body: dict[str, Any]
-    connection: Connection
-    received_at: float
-    size: int
-    # The response frame as (length prefix, payload), written without joining them (see _send_frames).
-    response_parts: tuple[bytes, bytes] | None = None
-    done: bool = False
-    completed_at: float = 0.0
-    pool: MemoryPool | None = None  # holds ``size`` bytes of it until handled (queued.max.request.bytes)
-    # Called once when the response is ready (request metrics, ``broker.metrics.request_metrics``).
-    on_complete: Callable[[Request], None] | None = None
-    # No response: the connection is closed once the responses before this one are written (Kafka's
-    # RequestChannel.closeConnection, e.g. an acks=0 PRODUCE that failed).
-    close_connection: bool = False
-
-    @property
-    def api_key(self) -> int:
-        return self.header.api_key
-
-    @property
-    def response_frame(self) -> bytes | None:
-        """The whole response frame (None: no response)."""
-        parts = self.response_parts
-        return None if parts is None else parts[0] + parts[1]
-
-    @property
-    def listener_name(self) -> str:
-        """The listener the request arrived on (METADATA answers with addresses on it, as Kafka)."""
-        # (a test may hand requests over a stand-in connection that has none: the default listener)
-        return str(getattr(self.connection, "listener_name", "PLAINTEXT"))
-
-    @property
-    def principal(self) -> KafkaPrincipal:
-        """Who sent it (``User:ANONYMOUS`` unless the connection authenticated)."""
-        principal = getattr(self.connection, "principal", ANONYMOUS)
-        return principal if isinstance(principal, KafkaPrincipal) else ANONYMOUS
-
-    def complete(self, body: dict[str, Any] | None) -> None:
-        """Queues ``body`` as the response; ``None`` means no response is sent (PRODUCE with acks=0)."""
-        if self.done:
-            return
-        self.done = True
-        self.release_memory()
-        try:
-            self.completed_at = trio.current_time()  # a delayed response's delay counts from here
-        except RuntimeError:  # completed outside trio (a test driving KafkaApis directly)
-            self.completed_at = self.received_at
-        if self.on_complete is not None:
-            self.on_complete(self)
-        if body is not None:
-            self.response_parts = encode_response_parts(self.header.correlation_id, body)
-        self.connection.response_ready()
-
-    def close_connection_instead(self) -> None:
-        """Sends no response and closes the connection after the responses queued before this request: how
-        Kafka tells a client that expects no answer (PRODUCE with acks=0) that its request failed."""
-        self.close_connection = True
-        self.complete(None)
-
-    def release_memory(self) -> None:
-        """Gives the request's bytes back to the memory pool (once)."""
-        pool, self.pool = self.pool, None
-        if pool is not None:
-            pool.release(self.size)
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKeys(api_key).name
+    except ValueError:
+        return f"api_key {api_key}"
 
 
 @dataclass(eq=False)
@@ -172,6 +112,9 @@ class Connection:
     # SASL listeners: the connection's authenticator until it authenticated (None: no SASL here).
     authenticator: SaslServerAuthenticator | None = None
     sasl_listener: bool = False
+    # The encoding, chosen by the first request (SPEC §10): None until then, True for Kafka's binary
+    # protocol, False for msgpack.
+    kafka: bool | None = None
 
     def hold(self, release_at: float, header: RequestHeader, body: dict[str, Any], size: int) -> None:
         self.held.append((release_at, header, body, size))
@@ -195,34 +138,6 @@ class Connection:
         while len(self.pending) >= limit:
             self._drained = trio.Event()
             await self._drained.wait()
-
-
-class RequestChannel:
-    """A bounded queue of requests between connections and handlers (``queued.max.requests``)."""
-
-    def __init__(self, queued_max_requests: int) -> None:
-        self._send, self._receive = trio.open_memory_channel[Request](queued_max_requests)
-
-    async def send_request(self, request: Request) -> None:
-        await self._send.send(request)
-
-    async def receive_request(self) -> Request:
-        return await self._receive.receive()
-
-    @property
-    def queue_size(self) -> int:
-        """Requests waiting for a handler (Kafka's ``RequestQueueSize``)."""
-        return self._send.statistics().current_buffer_used
-
-    def close(self) -> None:
-        self._send.close()
-
-
-Handler = Callable[[Request], Awaitable[None]]
-
-
-def error_body(error: Errors, message: str) -> dict[str, Any]:
-    return {"error_code": int(error), "error_message": message}
 
 
 def distinguished_name(cert: Mapping[str, Any]) -> str:
@@ -274,6 +189,7 @@ class SocketServer:
         listeners: Sequence[tuple[str, str, int]] = (),
         security: Mapping[str, ListenerSecurity] | None = None,
         credential_store: CredentialStore | None = None,
+        kafka_supported: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -305,6 +221,10 @@ class SocketServer:
         self.credential_store = credential_store if credential_store is not None else CredentialStore()
         self.supported.setdefault(int(ApiKeys.SASL_HANDSHAKE), (0, 0))
         self.supported.setdefault(int(ApiKeys.SASL_AUTHENTICATE), (0, 0))
+        # The versions served to connections in Kafka's encoding (SPEC §10); SASL is answered here.
+        self.kafka_supported = dict(kafka_supported or {})
+        for key in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE):
+            self.kafka_supported.setdefault(int(key), KAFKA_SUPPORTED_VERSIONS[key])
         self.authentication_failures = 0
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -561,7 +481,11 @@ class SocketServer:
     async def _dispatch(self, conn: Connection, payload: bytes | bytearray) -> None:
         """Hands on a frame read whole, whose ``len(payload)`` bytes were taken from the memory pool."""
         try:
-            header, body = decode_request(payload)
+            if conn.kafka is None:
+                conn.kafka = kafka_codec.is_kafka_frame(payload)
+                if conn.kafka:
+                    log.debug("%s: connection %s speaks Kafka's binary protocol", self.name, conn.peer)
+            header, body = self._decode_kafka(payload) if conn.kafka else decode_request(payload)
         except BaseException:
             self._release(len(payload))
             raise
@@ -586,6 +510,27 @@ class SocketServer:
                 return
         await self._accept(conn, header, body, len(payload))
 
+    def _decode_kafka(self, payload: bytes | bytearray) -> tuple[RequestHeader, dict[str, Any]]:
+        """A Kafka request: a header that cannot be read, or a body of a served version that does not
+        parse, raises ``InvalidFrame`` (Kafka closes the connection on both). An API or version this broker
+        does not serve passes with what could be read of it, to be answered UNSUPPORTED_VERSION."""
+        decoded = kafka_codec.decode_request(payload, _KAFKA_BODY_TYPES)
+        header = decoded.header
+        versions = self.kafka_supported.get(header.api_key)
+        if decoded.error is not None and versions is not None:
+            low, high = versions
+            if low <= header.api_version <= high:
+                raise InvalidFrame(
+                    f"{_api_name(header.api_key)} v{header.api_version} request body does not parse: "
+                    f"{decoded.error}"
+                )
+        return header, decoded.body or {}
+
+    def _encode_kafka(self, request: Request, body: dict[str, Any]) -> tuple[bytes, bytes]:
+        return kafka_codec.encode_response_parts(
+            request.header, request.body, body, api_versions=self.kafka_supported
+        )
+
     async def _release_loop(self, conn: Connection) -> None:
         """Hands delayed request frames on at their release times, in the order they arrived."""
         while True:
@@ -607,12 +552,14 @@ class SocketServer:
             self._release(size)
             raise
         request = Request(header, body, conn, trio.current_time(), size, pool=self.memory_pool)
+        if conn.kafka:
+            request.response_encoder = self._encode_kafka
         conn.pending.append(request)
         # Before authentication only API_VERSIONS and SASL get past here (NET_FAULTS and unknown APIs
         # included: as Kafka's SaslServerAuthenticator, anything else closes the connection unanswered).
         if conn.authenticator is not None and header.api_key not in _PRE_AUTH_APIS:
             self._authenticate(conn, request)
-        versions = self.supported.get(header.api_key)
+        versions = (self.kafka_supported if conn.kafka else self.supported).get(header.api_key)
         if versions is None:
             request.complete(error_body(Errors.UNSUPPORTED_VERSION, f"unknown api_key {header.api_key}"))
             return
@@ -621,8 +568,19 @@ class SocketServer:
             request.complete(
                 error_body(
                     Errors.UNSUPPORTED_VERSION,
-                    f"{ApiKeys(header.api_key).name} version {header.api_version} is not supported "
+                    f"{_api_name(header.api_key)} version {header.api_version} is not supported "
                     f"(supported: {low}..{high})",
+                )
+            )
+            return
+        refused = KAFKA_REFUSED_VERSIONS.get(header.api_key) if conn.kafka else None
+        if refused is not None and refused[0] <= header.api_version <= refused[1]:
+            # Advertised and refused, as Kafka 4 does with PRODUCE v0-2 (KIP-896).
+            request.complete(
+                error_body(
+                    Errors.UNSUPPORTED_VERSION,
+                    f"{_api_name(header.api_key)} version {header.api_version} is no longer supported; "
+                    f"use {refused[1] + 1} or later",
                 )
             )
             return
@@ -745,40 +703,3 @@ class SocketServer:
         if small:
             await conn.stream.send_all(small[0] if len(small) == 1 else b"".join(small))
         conn.last_active = trio.current_time()
-
-
-class RequestHandlerPool:
-    """``num.io.threads`` tasks that take requests off the channel and hand them to ``handler``."""
-
-    def __init__(self, channel: RequestChannel, handler: Handler, num_threads: int, name: str) -> None:
-        self.channel = channel
-        self.handler = handler
-        self.num_threads = num_threads
-        self.name = name
-
-    async def run(self) -> None:
-        async with trio.open_nursery() as nursery:
-            for i in range(self.num_threads):
-                nursery.start_soon(self._handler_loop, i)
-
-    async def _handler_loop(self, index: int) -> None:
-        while True:
-            try:
-                request = await self.channel.receive_request()
-            except trio.EndOfChannel:
-                return
-            if request.connection.closed:
-                request.release_memory()
-                continue
-            try:
-                await self.handler(request)
-            except Exception:  # a broker never crashes on what a client sends
-                log.exception("%s handler %d: unexpected error on %s", self.name, index, request.header)
-                request.complete(
-                    error_body(Errors.UNKNOWN_SERVER_ERROR, "unexpected server error; see broker log")
-                )
-            finally:
-                # As Kafka's handler: the request's bytes go back to the pool once it has been handled, not
-                # when a delayed response (acks=-1, a long-poll FETCH) is sent, so requests parked in a
-                # purgatory never keep the reads they wait for (follower fetches) out of the pool.
-                request.release_memory()

@@ -28,9 +28,10 @@ from broker.memory_pool import ConnectionQuotas, MemoryPool
 from broker.metadata_cache import MetadataCache
 from broker.metrics.broker_metrics import BrokerMetrics
 from broker.metrics.http_server import MetricsHttpServer
-from broker.network import RequestChannel, RequestHandlerPool, SocketServer
+from broker.network import SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
+from broker.request_channel import RequestChannel, RequestHandlerPool
 from broker.security.auth_helper import AuthHelper, build_authorizer
 from broker.security.listener_security import (
     inter_broker_client_security,
@@ -182,6 +183,7 @@ class KafkaServer:
             channel=self.channel,
             max_request_bytes=c.get_int("socket.request.max.bytes"),
             supported=self.apis.supported,
+            kafka_supported=self.apis.kafka_supported,
             name=f"broker {self.broker_id}",
             faults=self.faults,
             memory_pool=MemoryPool(c.get_int("queued.max.request.bytes")),

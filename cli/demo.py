@@ -18,6 +18,7 @@ from rich.console import Console
 from cli.cluster import fresh_cluster, record_fault, start_broker, stop_brokers
 from cli.cluster_files import ClusterError, ClusterInfo, process_state, send_signal, stop_process
 from cli.node_query import ask_sync
+from cli.report_cmd import require_report_extra
 from protocol import ApiKeys
 
 TOPIC = "demo"
@@ -252,6 +253,8 @@ def run_report(root: Path, console: Console) -> int:
 def demo(data_dir: Path, keep: bool, rate: int, seconds: int, secure: bool) -> None:
     """The main job: a cluster, an acks=all workload through a crash, a clean bounce and a zombie leader,
     then the consistency report."""
+    if not keep:
+        require_report_extra("demo")  # before a cluster is started for nothing
     console = Console()
     d = Demo(data_dir.resolve(), console, rate, seconds)
     d.secure = secure

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
 import click
+
+# What the report needs beyond the base install (pyproject's ``report`` extra), by import name.
+REPORT_EXTRA_MODULES = ("pyspark", "pyarrow", "numpy", "matplotlib")
+REPORT_EXTRA_INSTALL = "pip install 'isrsim[report]'"
+
+
+def require_report_extra(command: str) -> None:
+    """Stops ``command`` with one line naming what to install when the report's extra is missing."""
+    missing = [name for name in REPORT_EXTRA_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise click.ClickException(
+            f"`isrsim {command}` needs the Spark report's packages ({', '.join(missing)} missing): "
+            f"{REPORT_EXTRA_INSTALL}"
+        )
 
 
 @click.command("report")
@@ -49,8 +64,13 @@ def report(
       1  invalid: a check found a violation
       2  the input cannot be read (the message names the file)
       3  unknown: no violation, but a check had nothing to examine
-         (e.g. no workload journal: no acknowledged batch to look for)
+         (e.g. no acknowledged batch to look for), or nothing to judge at
+         all (no such directory, an empty one, a cluster never written to)
+
+    The summary, its verdict on the first line, goes to stdout; progress to
+    stderr.
     """
+    require_report_extra("report")
     from rich.console import Console
 
     from spark_jobs.report_job import SessionOwner, run_report
@@ -62,6 +82,7 @@ def report(
             data_dir,
             out,
             console=Console(stderr=True),
+            summary=Console(),
             verify_crc=verify_crc,
             max_examples=max_examples,
             max_plots=max_plots,

@@ -90,7 +90,6 @@ class JoinGroupRequest:
     group_instance_id: str | None = None
     protocol_type: str
     protocols: list[JoinGroupRequestProtocol]
-    reason: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -108,7 +107,6 @@ class JoinGroupResponse:
     protocol_type: str | None = None
     protocol_name: str | None = None
     leader: str = ""
-    skip_assignment: bool = False
     member_id: str = ""
     members: list[JoinGroupResponseMember] = field(default_factory=list)
 
@@ -166,7 +164,6 @@ class HeartbeatResponse:
 class LeaveGroupRequestMember:
     member_id: str
     group_instance_id: str | None = None
-    reason: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -200,7 +197,6 @@ class OffsetCommitRequestPartition:
     partition_index: Int32
     committed_offset: Int64
     committed_leader_epoch: Int32 = -1
-    commit_timestamp: Int64 = -1
     committed_metadata: str | None = None
 
 
@@ -254,8 +250,6 @@ class OffsetFetchRequestTopic:
 @dataclass(slots=True, kw_only=True)
 class OffsetFetchRequestGroup:
     group_id: str
-    member_id: str | None = None
-    member_epoch: Int32 = -1
     topics: list[OffsetFetchRequestTopic] | None = None
 
 
@@ -307,7 +301,6 @@ class ListGroupsRequest:
     """``states_filter`` (v4+): only groups in these states (case-insensitive); empty: all."""
 
     states_filter: list[str] = field(default_factory=list)
-    types_filter: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -315,7 +308,6 @@ class ListGroupsResponseGroup:
     group_id: str
     protocol_type: str = ""
     group_state: str = ""
-    group_type: str = ""
 
 
 @dataclass(slots=True, kw_only=True)

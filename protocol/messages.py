@@ -206,9 +206,11 @@ class MetadataRequestTopic:
 
 @dataclass(slots=True, kw_only=True)
 class MetadataRequest:
-    """topics nil means all topics; an empty list means none."""
+    """topics nil means all topics; an empty list means none. allow_auto_topic_creation (Kafka's, from
+    version 4 of its encoding): an unknown topic named here may be created (``auto.create.topics.enable``)."""
 
     topics: list[MetadataRequestTopic] | None = None
+    allow_auto_topic_creation: bool = True
 
 
 @dataclass(slots=True, kw_only=True)
@@ -451,4 +453,36 @@ REQUEST_TYPES.update(GROUP_REQUEST_TYPES)
 RESPONSE_TYPES.update(GROUP_RESPONSE_TYPES)
 
 SUPPORTED_VERSIONS: dict[ApiKeys, tuple[int, int]] = dict.fromkeys(REQUEST_TYPES, (0, 0))
+# The group APIs behave differently by version (KIP-394 member ids from JoinGroup v4, batched
+# FindCoordinator v4, LeaveGroup v3, OffsetFetch v8): the msgpack encoding serves Kafka's versions of them.
 SUPPORTED_VERSIONS.update(GROUP_API_VERSIONS)
+
+# The versions served in Kafka's own encoding (SPEC §10, docs/clients.md), by Kafka's API key: the msgpack
+# encoding serves each API at version 0 (SUPPORTED_VERSIONS); a Kafka client sees these. A broker advertises
+# the ones whose API it serves. Produce 0-2 are advertised and refused with UNSUPPORTED_VERSION, as Kafka 4.
+KAFKA_SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKeys.PRODUCE: (0, 9),
+    ApiKeys.FETCH: (4, 12),
+    ApiKeys.LIST_OFFSETS: (1, 7),
+    ApiKeys.METADATA: (1, 12),
+    8: (2, 8),  # OffsetCommit
+    9: (1, 8),  # OffsetFetch
+    10: (0, 4),  # FindCoordinator
+    11: (0, 7),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 4),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 4),  # ListGroups
+    ApiKeys.SASL_HANDSHAKE: (0, 1),
+    ApiKeys.API_VERSIONS: (0, 3),
+    ApiKeys.CREATE_TOPICS: (2, 7),
+    ApiKeys.DELETE_TOPICS: (1, 6),
+    22: (0, 4),  # InitProducerId
+    ApiKeys.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKeys.DESCRIBE_CONFIGS: (1, 4),
+    ApiKeys.SASL_AUTHENTICATE: (0, 2),
+    ApiKeys.DESCRIBE_CLUSTER: (0, 1),
+}
+# Advertised but refused (UNSUPPORTED_VERSION) when used.
+KAFKA_REFUSED_VERSIONS: dict[int, tuple[int, int]] = {ApiKeys.PRODUCE: (0, 2)}

@@ -74,6 +74,17 @@ def unreadable_report(data_dir: Path, problems: list[InputProblem]) -> dict[str,
     }
 
 
+def nothing_report(data_dir: Path, reason: str) -> dict[str, Any]:
+    """``report.json`` of a root with nothing to judge: verdict unknown, no check run."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "verdict": "unknown",
+        "data_dir": str(data_dir),
+        "nothing_to_judge": reason,
+        "checks": [],
+    }
+
+
 def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
@@ -377,5 +388,5 @@ def render_terminal(console: Console, report: dict[str, Any], out: Path) -> None
             seen = "" if r["seen in"] == "faults.jsonl" else " (journal)"
             span = f"{r['from (s)']}-{r['to (s)'] if r['to (s)'] != 'still in force' else 'end'}"
             _say(console, f"  {span:<13} {r['fault']}{seen}; {conv}", 16)
-    _say(console, f"report: {out / 'report.json'}")
-    _say(console, f"        {out / 'report.html'}")
+    # The paths on lines of their own: a long path is never indented past the width.
+    _say(console, f"report.json and report.html in {out}")

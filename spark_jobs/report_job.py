@@ -26,7 +26,7 @@ if __name__ == "__main__" and __package__ in (None, ""):
 
 from rich.console import Console
 
-from spark_jobs.layout import InputProblem, discover
+from spark_jobs.layout import ClusterLayout, InputProblem, discover
 from spark_jobs.result import SCHEMA_VERSION
 
 EXIT_OK = 0
@@ -127,6 +127,12 @@ class Phases:
             return 0
         return len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(None))
 
+    def record(self, name: str, seconds: float) -> None:
+        """A phase timed by the caller (one that may end the run before anything is shown)."""
+        self.timings[name] = round(seconds, 3)
+        self.jobs[name] = 0
+        self.console.print(f"[dim]{name}: {seconds:.1f}s[/]")
+
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         t0 = time.monotonic()
@@ -145,6 +151,7 @@ def run_report(
     out_dir: Path | None = None,
     *,
     console: Console | None = None,
+    summary: Console | None = None,
     verify_crc: bool = True,
     max_examples: int = 20,
     max_plots: int = 12,
@@ -152,17 +159,31 @@ def run_report(
     """Run every check on the cluster root ``data_dir`` and write the report into ``out_dir``.
 
     ``spark`` is a SparkSession or a function that makes one (called only once the files are found, so a
-    wrong ``data_dir`` is reported without starting Spark)."""
+    wrong ``data_dir``, or one with nothing to judge, is reported without starting Spark). Progress goes to
+    ``console`` (default: stderr), the summary, verdict first, to ``summary`` (default: ``console`` when
+    one is given, else stdout)."""
     from spark_jobs import checks, journal_checks
     from spark_jobs.inputs import load_inputs
-    from spark_jobs.render import render_terminal, unreadable_report, write_html, write_json
+    from spark_jobs.render import (
+        nothing_report,
+        render_terminal,
+        unreadable_report,
+        write_html,
+        write_json,
+    )
 
+    if summary is None:
+        summary = console if console is not None else Console()
     console = console or Console(stderr=True)
     out = Path(out_dir) if out_dir is not None else Path(data_dir) / "report"
     phases = Phases(console)
     started = time.time()
-    with phases.phase("finding files"):
-        layout = discover(data_dir)
+    t_find = time.monotonic()
+    layout = discover(data_dir)
+    reason = nothing_to_judge(Path(data_dir), layout)
+    if reason is not None:
+        return _nothing(summary, data_dir, out, reason, bool(layout.brokers), nothing_report, write_json)
+    phases.record("finding files", time.monotonic() - t_find)
     if layout.problems:
         return _unreadable(console, data_dir, out, layout.problems, unreadable_report, write_json)
     if callable(spark):
@@ -252,8 +273,51 @@ def run_report(
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / "report.json", report)
         write_html(out / "report.html", report, figures)
-    render_terminal(console, report, out)
+    render_terminal(summary, report, out)
     return ReportOutcome(EXIT_CODES[verdict], report, out, figures=story.figures)
+
+
+def nothing_to_judge(root: Path, layout: ClusterLayout) -> str | None:
+    """Why there is nothing to judge under ``root``, or None if there is: no directory, an empty one, or a
+    cluster that never held a record batch and has no acknowledged batch to look for (``cluster up`` then
+    ``cluster down``)."""
+    if not root.exists():
+        return f"{root} does not exist"
+    if root.is_dir() and all(p.name == "report" for p in root.iterdir()):
+        return f"{root} is empty"  # (but for an earlier run's report/)
+    if layout.problems or not layout.brokers:
+        return None
+    if layout.segment_bytes == 0 and not any(_size(p) for p in layout.acked_journals):
+        return f"{root} holds no record batch and no acknowledged batch (nothing was written to it)"
+    return None
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _nothing(
+    summary: Console,
+    data_dir: Path,
+    out: Path,
+    reason: str,
+    layout_found: bool,
+    nothing_report: Callable[..., dict[str, Any]],
+    write_json: Callable[[Path, dict[str, Any]], None],
+) -> ReportOutcome:
+    """Exit 3 (unknown) with one line: nothing was examined, so there is no evidence either way."""
+    report = nothing_report(data_dir, reason)
+    summary.print(f"isrsim report: UNKNOWN; nothing to judge: {reason}", soft_wrap=True, highlight=False)
+    if layout_found:  # a cluster root: report.json says the same (a missing or empty directory is left so)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            write_json(out / "report.json", report)
+        except OSError:
+            pass  # the line above said all there is to say
+    return ReportOutcome(EXIT_UNKNOWN, report, out)
 
 
 def _unreadable(

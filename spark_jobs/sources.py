@@ -372,7 +372,8 @@ class SegmentsReader(DataSourceReader):  # type: ignore[misc]
         """One Arrow record batch per task: no Python object per row."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        assert isinstance(partition, _SegmentPartition)
+        if not isinstance(partition, _SegmentPartition):
+            return  # no file to read: Spark asks once with no partition of ours
         scans = [read_segment(segment, partition.verify_crc) for segment in partition.segments]
         yield scans_to_arrow(scans, to_arrow_schema(self.schema, timezone="UTC"))
 
@@ -447,7 +448,8 @@ class CheckpointsReader(DataSourceReader):  # type: ignore[misc]
         ]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        assert isinstance(partition, _DataDirPartition)
+        if not isinstance(partition, _DataDirPartition):
+            return  # no file to read: Spark asks once with no partition of ours
         yield from scan_checkpoints(partition.broker, partition.data_dir, partition.partition_dirs)
 
 
@@ -520,7 +522,8 @@ class RecordsReader(DataSourceReader):  # type: ignore[misc]
         return [_BatchesPartition(f, tuple(sorted(items))) for f, items in sorted(by_file.items())]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        assert isinstance(partition, _BatchesPartition)
+        if not isinstance(partition, _BatchesPartition):
+            return  # no file to read: Spark asks once with no partition of ours
         yield from decode_batches(partition.file, partition.items)
 
 

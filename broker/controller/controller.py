@@ -31,7 +31,8 @@ from broker.controller.state import save_state, start_new_epoch
 from broker.journal import Journal
 from broker.metrics.controller_metrics import ControllerMetrics
 from broker.metrics.http_server import MetricsHttpServer
-from broker.network import Request, RequestChannel, RequestHandlerPool, SocketServer, error_body
+from broker.network import SocketServer
+from broker.request_channel import Request, RequestChannel, RequestHandlerPool, error_body
 from broker.security.acl import AclOperation, ResourceType
 from broker.security.auth_helper import AuthHelper, ClusterAuthorizationError, build_authorizer
 from broker.security.listener_security import (

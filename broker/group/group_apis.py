@@ -12,7 +12,7 @@ from typing import Any
 from broker.group.coordinator import GroupCoordinator
 from broker.group.coordinator_core import CommitResult, JoinResult, LeaveResult, SyncResult
 from broker.group.group_metadata import OffsetAndMetadata
-from broker.network import Request
+from broker.request_channel import Request
 from broker.security.acl import AclOperation, ResourceType
 from broker.security.auth_helper import AuthHelper
 from protocol import group_messages as g
@@ -120,7 +120,6 @@ class GroupApis:
                         protocol_type=result.protocol_type,
                         protocol_name=protocol_name,
                         leader=result.leader_id,
-                        skip_assignment=result.skip_assignment,
                         member_id=result.member_id,
                         members=[
                             g.JoinGroupResponseMember(
@@ -242,7 +241,6 @@ class GroupApis:
     # ------------------------------------------------------------------ OffsetCommit / OffsetFetch
 
     def handle_offset_commit(self, request: Request, req: g.OffsetCommitRequest) -> None:
-        version = request.header.api_version
         order = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
         early: dict[TopicPartition, Errors] = {}
 
@@ -275,7 +273,6 @@ class GroupApis:
                         offset=p.committed_offset,
                         leader_epoch=p.committed_leader_epoch,
                         metadata=p.committed_metadata or "",
-                        commit_timestamp_ms=p.commit_timestamp if version == 1 else -1,
                     )
         if not offsets:
             answer(CommitResult({}))
@@ -343,9 +340,7 @@ class GroupApis:
         error, overviews = self.core.list_groups(set(req.states_filter))
         all_allowed = self.auth.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER)
         groups = [
-            g.ListGroupsResponseGroup(
-                group_id=o.group_id, protocol_type=o.protocol_type, group_state=o.state, group_type="classic"
-            )
+            g.ListGroupsResponseGroup(group_id=o.group_id, protocol_type=o.protocol_type, group_state=o.state)
             for o in overviews
             if all_allowed or self._group_allowed(request, AclOperation.DESCRIBE, o.group_id)
         ]

@@ -45,6 +45,14 @@ from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from broker.log.loader import load_segments
 from broker.log.log_dir_failure import LogDirFailureChannel
 from broker.log.log_validator import validate_records_as_leader
+from broker.log.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    AppendOrigin,
+    ProducerStateManager,
+    apply_batches,
+    find_duplicate,
+    rebuild_producer_state,
+)
 from broker.log.segment import LogSegment
 from protocol.errors import CorruptRecordError, Errors, KafkaError, OffsetOutOfRangeError
 from protocol.records import BatchHeader, assign_offsets_and_epoch, iter_batches, read_header
@@ -89,12 +97,14 @@ class LogConfig:
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588
     segment_ms: int = 7 * 24 * 60 * 60 * 1000
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 
 @dataclass(frozen=True, slots=True)
 class LogAppendInfo:
     """What an append did. ``leader_epoch`` is the partition leader epoch of the last batch (None if the
-    batch carries none)."""
+    batch carries none). ``duplicate``: nothing was written, the batch repeats one an idempotent producer
+    wrote before, and the offsets are those it was written at."""
 
     first_offset: int
     last_offset: int
@@ -104,6 +114,7 @@ class LogAppendInfo:
     max_timestamp: int
     log_append_time_ms: int
     leader_epoch: int | None
+    duplicate: bool = False
 
 
 class OffsetsOutOfOrderError(KafkaError):
@@ -135,6 +146,7 @@ class Log:
         leader_epoch_cache: LeaderEpochFileCache,
         clock: Callable[[], float],
         failure_channel: LogDirFailureChannel | None = None,
+        producer_state_manager: ProducerStateManager | None = None,
     ) -> None:
         self._dir = directory
         self._log_dir_name = str(directory.parent)
@@ -150,6 +162,15 @@ class Log:
         self._active_created = clock()
         self._prefix = f"[Log {topic}-{partition} dir={directory}] "
         self.failure_channel = failure_channel or LogDirFailureChannel()
+        self._producer_state = producer_state_manager or ProducerStateManager(
+            f"{topic}-{partition}",
+            directory,
+            clock_ms=self._now_ms,
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
+        )
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
 
     # ------------------------------------------------------------------ loading
 
@@ -209,6 +230,13 @@ class Log:
         log_start = max(log_start_offset, segments[0].base_offset)
         cache.truncate_from_end(log_end)
         cache.truncate_from_start(log_start)
+        producer_state = ProducerStateManager(
+            f"{topic}-{partition}",
+            directory,
+            clock_ms=lambda: int(clock() * 1000),
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
+        )
+        producer_state.remove_stray_snapshots([s.base_offset for s in segments])
         log = cls(
             directory,
             topic,
@@ -220,7 +248,9 @@ class Log:
             leader_epoch_cache=cache,
             clock=clock,
             failure_channel=failure_channel,
+            producer_state_manager=producer_state,
         )
+        log._rebuild_producer_state(log_end)
         logger.info(
             "%sloaded %d segments, log start %d, log end %d, epochs %r",
             prefix,
@@ -266,6 +296,10 @@ class Log:
         return self._epoch_cache.latest_epoch()
 
     @property
+    def producer_state_manager(self) -> ProducerStateManager:
+        return self._producer_state
+
+    @property
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
@@ -308,10 +342,17 @@ class Log:
             )
 
     @_disk("appending to")
-    def append_as_leader(self, records: Records, leader_epoch: int) -> LogAppendInfo:
+    def append_as_leader(
+        self, records: Records, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
         """Validate ``records`` as Kafka's ``LogValidator`` does (``log_validator``: header, CRC, the records
         against the header, attributes), give them offsets from the log end offset, stamp ``leader_epoch``
-        into every batch and append them. The log is unchanged if anything is invalid."""
+        into every batch and append them. The log is unchanged if anything is invalid.
+
+        Batches with a producer id are checked against the producer state (``producer_state``): a retry of
+        one of the producer's last five batches is not written and the answer carries the offsets it was
+        written at (``duplicate``); an older epoch raises INVALID_PRODUCER_EPOCH, a sequence gap
+        OUT_OF_ORDER_SEQUENCE_NUMBER (sequences are checked for ``AppendOrigin.CLIENT`` only)."""
         batches = self._validate_as_leader(records)
         limit = self.config.max_message_bytes
         for position, header in batches:
@@ -326,8 +367,26 @@ class Log:
         first_offset = self.log_end_offset
         assign_offsets_and_epoch(buf, first_offset, leader_epoch)
         headers = [read_header(buf, position) for position, _ in batches]
+        if origin is AppendOrigin.CLIENT:
+            duplicate = find_duplicate(self._producer_state, headers)
+            if duplicate is not None:
+                return LogAppendInfo(
+                    first_offset=duplicate.first_offset,
+                    last_offset=duplicate.last_offset,
+                    num_batches=len(headers),
+                    num_records=sum(h.records_count for h in headers),
+                    valid_bytes=len(buf),
+                    max_timestamp=duplicate.timestamp,
+                    log_append_time_ms=NO_TIMESTAMP,
+                    leader_epoch=None,
+                    duplicate=True,
+                )
+        producers = apply_batches(self._producer_state, headers, origin)
         self._epoch_cache.assign(leader_epoch, first_offset)
         self._append(buf, headers)
+        for info in producers.values():
+            self._producer_state.update(info)
+        self._producer_state.update_map_end_offset(self.log_end_offset)
         return self._append_info(headers, len(buf))
 
     @_disk("appending to")
@@ -350,9 +409,13 @@ class Log:
                 )
             expected = header.next_offset
         self._check_append_size(len(records))
+        producers = apply_batches(self._producer_state, headers, AppendOrigin.REPLICATION)
         for header in headers:
             self._epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
         self._append(records, headers)
+        for info in producers.values():
+            self._producer_state.update(info)
+        self._producer_state.update_map_end_offset(self.log_end_offset)
         return self._append_info(headers, len(records))
 
     def _append(self, data: Records, headers: list[BatchHeader]) -> None:
@@ -398,6 +461,9 @@ class Log:
         self._bases.append(new_base)
         self._active_created = self._clock()
         logger.info("%srolled new segment at offset %d", self._prefix, new_base)
+        # A snapshot at the new segment's base lets recovery start from it (fsynced with the next flush).
+        self._producer_state.update_map_end_offset(new_base)
+        self._producer_state.take_snapshot(sync=False)
         return segment
 
     # ------------------------------------------------------------------ reads
@@ -466,6 +532,7 @@ class Log:
         keep = bisect.bisect_right(self._bases, target_offset)  # segments with base <= target
         for segment in self._segments[keep:]:
             segment.delete()
+        self._producer_state.delete_snapshots_at(self._bases[keep:])
         del self._segments[keep:]
         del self._bases[keep:]
         self._segments[-1].truncate_to(target_offset)
@@ -473,6 +540,7 @@ class Log:
         self._epoch_cache.truncate_from_end(new_end)
         self._log_start_offset = min(self._log_start_offset, new_end)
         self._recovery_point = min(self._recovery_point, new_end)
+        self._rebuild_producer_state(new_end)
         logger.info(
             "%struncated to offset %d: log end offset %d -> %d", self._prefix, target_offset, log_end, new_end
         )
@@ -492,6 +560,8 @@ class Log:
         self._epoch_cache.clear_and_flush()
         self._log_start_offset = new_offset
         self._recovery_point = new_offset
+        self._producer_state.truncate_fully_and_start_at(new_offset)
+        self._rebuild_producer_state(new_offset)
         logger.info("%struncated fully, log now starts at offset %d", self._prefix, new_offset)
 
     @_disk("moving the log start of")
@@ -516,6 +586,8 @@ class Log:
         drop = min(drop, len(self._segments) - 1)
         for segment in self._segments[:drop]:
             segment.delete()
+        self._producer_state.delete_snapshots_at(self._bases[: max(drop, 0)])
+        self._producer_state.on_log_start_offset_incremented(new_start)
         del self._segments[:drop]
         del self._bases[:drop]
         logger.info(
@@ -531,7 +603,26 @@ class Log:
         for segment in self._segments:
             if segment.next_offset > self._recovery_point or segment is self._segments[-1]:
                 segment.flush()
+        self._producer_state.flush_snapshots()
         self._recovery_point = self.log_end_offset
+
+    def _rebuild_producer_state(self, last_offset: int) -> None:
+        """The producer state of the log below ``last_offset``: the latest snapshot at or below it plus
+        the batches after it (Kafka's ``rebuildProducerState``)."""
+        rebuild_producer_state(
+            self._producer_state,
+            segment_base_offsets=list(self._bases),
+            log_start_offset=self._log_start_offset,
+            last_offset=last_offset,
+            read_headers=lambda offset: self.batch_headers(offset),
+            now_ms=self._now_ms(),
+        )
+
+    @_disk("writing the producer snapshot of")
+    def take_producer_snapshot(self) -> None:
+        """Snapshot the producer state at the log end offset (a clean stop does this before ``close``)."""
+        self._producer_state.update_map_end_offset(self.log_end_offset)
+        self._producer_state.take_snapshot()
 
     def close(self) -> None:
         for segment in self._segments:

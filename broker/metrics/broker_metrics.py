@@ -19,7 +19,8 @@ from broker.log_manager import LogManager
 from broker.metrics.network_metrics import SocketServerCollector
 from broker.metrics.replica_metrics import ReplicaManagerMetrics
 from broker.metrics.request_metrics import RequestMetrics
-from broker.network import RequestChannel, SocketServer
+from broker.network import SocketServer
+from broker.request_channel import RequestChannel
 from fetcher.fetcher_manager import ReplicaFetcherManager
 
 # Kafka's ReplicaFetcherManager metrics carry clientId=Replica.

@@ -16,7 +16,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from broker.controller.state import NO_LEADER, ClusterState
 from broker.metrics.network_metrics import SocketServerCollector
 from broker.metrics.request_metrics import RequestMetrics
-from broker.network import RequestChannel, SocketServer
+from broker.network import SocketServer
+from broker.request_channel import RequestChannel
 
 
 class ControllerStateCollector(Collector):

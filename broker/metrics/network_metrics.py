@@ -9,7 +9,8 @@ from collections.abc import Iterable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from broker.network import RequestChannel, SocketServer
+from broker.network import SocketServer
+from broker.request_channel import RequestChannel
 
 LISTENER = "PLAINTEXT"
 

@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from broker.metrics.window import LatencyWindow
-from broker.network import Handler, Request
+from broker.request_channel import Handler, Request
 from protocol.api_keys import ApiKeys
 
 FETCH_FOLLOWER = "FetchFollower"

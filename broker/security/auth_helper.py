@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from broker.config import ConfigValues
-from broker.network import Request
+from broker.request_channel import Request
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType, camel
 from broker.security.authorizer import StandardAuthorizer, check_authorizer_class, parse_super_users
 from protocol import messages as m
@@ -77,7 +77,7 @@ class AuthHelper:
         if self.authorizer is None:
             return True
         principal = request.principal
-        host = str(getattr(request.connection, "address", "?"))
+        host = request.connection.address
         decision = self.authorizer.decide(principal, host, operation, resource_type, resource_name)
         if not decision.allowed:
             key = (str(principal), int(operation), int(resource_type), resource_name)

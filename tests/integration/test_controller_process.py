@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import trio
 
-from broker.network import Request, RequestChannel, RequestHandlerPool, SocketServer
+from broker.network import SocketServer
+from broker.request_channel import Request, RequestChannel, RequestHandlerPool
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from tests.integration.harness import REPO_ROOT, async_wait_until, events, python_cmd, request, wait_until

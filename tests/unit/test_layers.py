@@ -42,6 +42,23 @@ FRONT_DOORS: dict[str, frozenset[str]] = {
     "spark_jobs": frozenset({"spark_jobs.report_job"}),
 }
 
+# Shells: modules that do I/O around a core, and the only modules that may import them. The socket server
+# (``broker.network``) reads requests into ``broker.request_channel`` and writes the answers back; the core
+# that answers them (``KafkaApis``, the authorizer's helper, the request metrics) imports the channel, never
+# the server. Only the processes that own a server build it, and only the metrics that read its gauges
+# look at it.
+SHELLS: dict[str, frozenset[str]] = {
+    "broker.network": frozenset(
+        {
+            "broker.server",
+            "broker.controller.controller",
+            "broker.metrics.broker_metrics",
+            "broker.metrics.controller_metrics",
+            "broker.metrics.network_metrics",
+        }
+    ),
+}
+
 
 @dataclass(frozen=True)
 class Import:
@@ -194,6 +211,21 @@ def test_applications_go_through_the_front_doors() -> None:
     ]
     assert not wrong, (
         "import another package through its front door (export the name there if it is missing):\n"
+        + "\n".join(wrong)
+    )
+
+
+@pytest.mark.parametrize("shell", sorted(SHELLS))
+def test_only_the_owners_import_a_shell(shell: str) -> None:
+    wrong = [
+        str(e)
+        for edges in GRAPH.values()
+        for e in edges
+        if e.imported == shell and e.importer not in SHELLS[shell]
+    ]
+    assert not wrong, (
+        f"{shell} is a shell; only {sorted(SHELLS[shell])} may import it. Import what the core needs from "
+        "the module below it (broker.request_channel: Request, RequestChannel, the handler pool):\n"
         + "\n".join(wrong)
     )
 

@@ -1,8 +1,8 @@
 """A broker core without sockets for the replica manager and KafkaApis tests: a real ``LogManager`` over
 ``tmp_path``, a real ``ReplicaManager`` with its purgatories, listener and journal, ``KafkaApis`` with a real
 ``FetchManager``, all on one ``MockTime``; a fetcher manager that records what it is told; and requests
-that go through the real frame and header codecs into a ``broker.network.Request`` whose response is read
-back from its frame."""
+that go through the real frame and header codecs into a ``broker.request_channel.Request`` whose response is
+read back from its frame."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
@@ -20,10 +20,11 @@ from broker.kafka_apis import KafkaApis
 from broker.log.log import LogConfig
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
-from broker.network import Connection, Request
 from broker.partition import LeaderAndIsrState
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
+from broker.request_channel import Request
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.common import BrokerEndpoint, MockTime, TopicPartition
@@ -138,11 +139,15 @@ class Broker:
 
 
 class InMemoryConnection:
-    """What ``Request.complete`` needs of a ``Connection``: to be told a response is ready."""
+    """A ``RequestConnection`` with no socket: where the request arrived, who sent it (anonymous unless a
+    test sets ``principal``), and how many responses it was told are ready."""
 
     def __init__(self, listener_name: str = "PLAINTEXT") -> None:
         self.responses_ready = 0
         self.listener_name = listener_name
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.address = "127.0.0.1"
+        self.closed = False
 
     def response_ready(self) -> None:
         self.responses_ready += 1
@@ -155,8 +160,7 @@ def make_request(
     arrived on ``listener_name``: encoded as a frame, then decoded into header and body."""
     frame = encode_request(api_key, 0, correlation_id, "unit-test", to_body(message))
     header, body = decode_request(frame[4:])
-    conn = cast(Connection, InMemoryConnection(listener_name))
-    return Request(header, body, conn, 0.0, len(frame))
+    return Request(header, body, InMemoryConnection(listener_name), 0.0, len(frame))
 
 
 def response_body(request: Request) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from broker.network import Request
+from broker.request_channel import Request
 from broker.security.acl import (
     CLUSTER_NAME,
     AccessControlEntry,

@@ -8,7 +8,8 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 
-from broker.network import Request, RequestChannel, RequestHandlerPool, SocketServer
+from broker.network import SocketServer
+from broker.request_channel import Request, RequestChannel, RequestHandlerPool
 from protocol.api_keys import ApiKeys
 from protocol.client import open_connection
 from protocol.fault_injector import FaultInjector, current_faults

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.network import Request
+from broker.request_channel import Request
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.common import TopicPartition

@@ -17,7 +17,8 @@ from broker.alter_partition import AlterPartitionManager
 from broker.controller.config import ControllerConfig
 from broker.controller.controller import KafkaController
 from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
-from broker.network import Request, RequestChannel, RequestHandlerPool, SocketServer
+from broker.network import SocketServer
+from broker.request_channel import Request, RequestChannel, RequestHandlerPool
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.client import open_connection

@@ -8,7 +8,8 @@ from prometheus_client.registry import CollectorRegistry
 
 from broker.memory_pool import MemoryPool
 from broker.metrics.network_metrics import SocketServerCollector
-from broker.network import RequestChannel, SocketServer
+from broker.network import SocketServer
+from broker.request_channel import RequestChannel
 from protocol.api_keys import ApiKeys
 from tests.unit.broker.broker_support import make_request
 

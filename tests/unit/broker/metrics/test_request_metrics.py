@@ -10,7 +10,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from broker.metrics.request_metrics import RequestMetrics, request_name
 from broker.metrics.window import RESERVOIR_SIZE, LatencyWindow
-from broker.network import Request
+from broker.request_channel import Request
 from protocol.api_keys import ApiKeys
 from tests.unit.broker.broker_support import fetch_request, make_request
 

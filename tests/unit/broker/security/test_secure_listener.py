@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.network import Request, RequestChannel, RequestHandlerPool, SocketServer
+from broker.network import SocketServer
+from broker.request_channel import Request, RequestChannel, RequestHandlerPool
 from broker.security.credentials import CredentialStore, ScramCredential
 from broker.security.listener_security import ListenerSecurity
 from cli.security_files import CertificateAuthority

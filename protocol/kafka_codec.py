@@ -1,0 +1,489 @@
+"""Apache Kafka's binary protocol (SPEC §10), as a second encoding of the same bodies (docs/clients.md).
+
+The bytes are read and written by kafka-python's schema-driven protocol module, which is generated from
+Kafka's own JSON message schemas (every version, flexible versions and tagged fields). No API has a struct
+written here. This module only maps, mechanically, between that library's message objects and the plain
+bodies of SPEC §2 (Kafka's JSON field names in snake_case), so a Kafka-encoded request becomes exactly the
+body a msgpack request carries, ``KafkaApis`` checks it with the same ``from_body`` and answers with the
+same response dict, and this module writes that dict back at the request's version:
+
+* a field of a message dataclass is read from the library's field of the same name, when the request's
+  version has it (otherwise the dataclass default applies); nested dataclasses and lists of them recurse;
+* a ``dict[str, str]`` field is Kafka's array of ``{name, value}`` structs (CreateTopics' configs);
+* a response dict is written into the library's message of that version by the same names; fields the
+  version lacks are dropped, fields the dict lacks take the schema's defaults;
+* an error-only response (``{"error_code", "error_message"}``, what ``KafkaApis`` and the socket server send
+  for a refused request) is spread over the request's topics and partitions as Kafka's
+  ``AbstractRequest.getErrorResponse`` does.
+
+Framing: ``uint32`` length, then a request header v1 (api_key, api_version, correlation_id, client_id) or
+v2 (the same plus tagged fields) by the API version's flexibility; responses carry header v0 (correlation
+id) or v1 (plus tagged fields). ApiVersions' response header is always v0, and a version of ApiVersions the
+broker does not know is answered with a version 0 body listing the supported ranges (KIP-511).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kafka.protocol.admin
+import kafka.protocol.consumer
+import kafka.protocol.metadata
+import kafka.protocol.producer
+from kafka.protocol.api_header import RequestHeader as _KafkaRequestHeader
+from kafka.protocol.api_key import ApiKey as _KafkaApiKey
+from kafka.protocol.api_message import ApiMessage
+
+from protocol.api_keys import ApiKeys
+from protocol.errors import Errors, InvalidRequestError
+from protocol.framing import InvalidFrame, RequestHeader
+
+__all__ = [
+    "KafkaRequest",
+    "decode_request",
+    "encode_request",
+    "encode_response_parts",
+    "is_kafka_frame",
+    "library_versions",
+]
+
+_LENGTH = struct.Struct(">I")
+_HEADER_FIXED = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_CORRELATION = struct.Struct(">i")
+
+
+def _library_classes() -> tuple[dict[int, Any], dict[int, Any]]:
+    """The library's request and response classes by API key (every module holding them imported above)."""
+    # The imports are only for their side effect: each message class registers itself as a subclass.
+    del kafka.protocol.admin, kafka.protocol.consumer, kafka.protocol.metadata, kafka.protocol.producer
+    requests: dict[int, Any] = {}
+    responses: dict[int, Any] = {}
+    todo: list[Any] = [ApiMessage]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__dict__.get("_json") is None or getattr(cls, "_class_version", None) is not None:
+            continue
+        (requests if cls.is_request() else responses)[int(cls.API_KEY)] = cls
+    return requests, responses
+
+
+_REQUESTS, _RESPONSES = _library_classes()
+
+
+def library_versions(api_key: int) -> tuple[int, int] | None:
+    """The versions of ``api_key`` that the library's schemas describe (None: an API it does not know)."""
+    cls = _REQUESTS.get(api_key)
+    if cls is None:
+        return None
+    low, high = cls.valid_versions
+    return int(low), int(high)
+
+
+def _request_flexible(api_key: int, version: int) -> bool:
+    cls = _REQUESTS.get(api_key)
+    if cls is None:
+        return False
+    if version > cls.max_version:
+        # Kafka reads a header of a version it does not know with the latest version's header (so that an
+        # ApiVersions request from a newer client can be answered, KIP-511).
+        version = cls.max_version
+    return bool(cls.flexible_version_q(version))
+
+
+def _response_flexible(api_key: int, version: int) -> bool:
+    if api_key == ApiKeys.API_VERSIONS:
+        return False  # always response header v0, so that any client can read the versions
+    cls = _RESPONSES.get(api_key)
+    return cls is not None and version <= cls.max_version and bool(cls.flexible_version_q(version))
+
+
+def is_kafka_frame(payload: bytes | bytearray | memoryview) -> bool:
+    """A Kafka request starts with its int16 api_key, whose first byte is 0x00 for every key below 256; a
+    msgpack request is a map (0x8N, 0xde, 0xdf). SPEC §10 chooses the encoding by this byte."""
+    return len(payload) > 0 and payload[0] == 0
+
+
+@dataclass(slots=True)
+class KafkaRequest:
+    """A decoded Kafka request: the header, the plain body (SPEC §2 names; None when it was not decoded:
+    an API or version the library does not describe) and why the body could not be read, if it could not."""
+
+    header: RequestHeader
+    body: dict[str, Any] | None
+    error: str | None = None
+
+
+def decode_request(
+    payload: bytes | bytearray | memoryview,
+    body_types: Mapping[int, type],
+    *,
+    decode_body: Callable[[int, int], bool] = lambda api_key, version: True,
+) -> KafkaRequest:
+    """Reads a Kafka request frame's payload. A header that cannot be read raises ``InvalidFrame`` (the
+    connection is closed, as Kafka does). The body is read when ``decode_body(api_key, version)`` says so
+    and the library knows that version; bytes that do not parse leave ``error`` set and ``body`` None."""
+    view = memoryview(payload)
+    if len(view) < _HEADER_FIXED.size + 2:
+        raise InvalidFrame(f"Kafka request header needs at least 10 bytes, got {len(view)}")
+    api_key, version, correlation_id = _HEADER_FIXED.unpack_from(view, 0)
+    if api_key < 0 or version < 0:
+        raise InvalidFrame(f"Kafka request header with api_key {api_key}, api_version {version}")
+    flexible = _request_flexible(api_key, version)
+    try:
+        stream = io.BytesIO(view)
+        kheader = _KafkaRequestHeader.decode(stream, flexible=flexible)
+        offset = stream.tell()
+        client_id = kheader.client_id
+    except Exception as exc:  # truncated client_id or tagged fields, bad UTF-8 ...
+        raise InvalidFrame(f"Kafka request header does not parse: {type(exc).__name__}: {exc}") from exc
+    header = RequestHeader(api_key, version, correlation_id, client_id or "")
+    cls = _REQUESTS.get(api_key)
+    if cls is None or version > cls.max_version or not decode_body(api_key, version):
+        return KafkaRequest(header, None)
+    try:
+        message = cls.decode(view[offset:], version=version)
+    except Exception as exc:  # struct.error, UnicodeDecodeError, ValueError, IndexError ...
+        return KafkaRequest(header, None, f"{type(exc).__name__}: {exc}")
+    target = body_types.get(api_key)
+    try:
+        body = _reader(target, cls._struct, version)(message) if target else message.to_dict(json=False)
+        if api_key == ApiKeys.DELETE_TOPICS and version >= 6:
+            # DeleteTopics v6 names topics as structs ({name, topic_id}); SPEC's body keeps the names.
+            body["topic_names"] = [t.name for t in message.topics or ()]
+    except Exception as exc:  # a value the mapping cannot take (it never should): a bad request, not a crash
+        return KafkaRequest(header, None, f"{type(exc).__name__}: {exc}")
+    return KafkaRequest(header, body)
+
+
+def encode_response_parts(
+    header: RequestHeader,
+    request_body: Mapping[str, Any] | None,
+    body: Mapping[str, Any],
+    *,
+    api_versions: Mapping[int, tuple[int, int]] | None = None,
+) -> tuple[bytes, bytes]:
+    """The response frame to a Kafka request, as (length prefix, payload). ``body`` is the SPEC §2 response
+    dict; an error-only body is spread over the request's topics and partitions (see the module doc).
+    ``api_versions`` is what an ApiVersions answer at an unsupported version lists."""
+    api_key, version = header.api_key, header.api_version
+    cls = _RESPONSES.get(api_key)
+    if api_key == ApiKeys.API_VERSIONS and body.get("error_code", 0) == Errors.UNSUPPORTED_VERSION:
+        version = 0  # KIP-511: a client reads an error ApiVersions answer as version 0
+        if "api_keys" not in body and api_versions is not None:
+            body = {**body, "api_keys": _api_keys(api_versions)}
+    error_only = _is_error_only(body)
+    if cls is None or version > cls.max_version:
+        # An API or version no schema describes: the header and the error code alone (docs/clients.md).
+        code = int(body.get("error_code", Errors.UNSUPPORTED_VERSION))
+        payload = _CORRELATION.pack(header.correlation_id) + struct.pack(">h", code)
+        return _LENGTH.pack(len(payload)), payload
+    if error_only:
+        body = _error_response(
+            api_key, request_body or {}, int(body["error_code"]), body.get("error_message")
+        )
+    message = _writer(cls, cls._struct, version)(body)
+    encoded = message.encode(version=version)
+    head = _CORRELATION.pack(header.correlation_id)
+    if _response_flexible(api_key, version):
+        head += b"\x00"  # response header v1: no tagged fields
+    payload = head + encoded
+    return _LENGTH.pack(len(payload)), payload
+
+
+def encode_request(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, body: Mapping[str, Any]
+) -> bytes:
+    """A whole Kafka request frame from a SPEC §2 body (tests, and a client that wants Kafka's encoding)."""
+    cls = _REQUESTS[api_key]
+    message = _writer(cls, cls._struct, version)(body)
+    header = _KafkaRequestHeader(
+        request_api_key=api_key,
+        request_api_version=version,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    payload: bytes = header.encode(flexible=_request_flexible(api_key, version))
+    payload += message.encode(version=version)
+    return _LENGTH.pack(len(payload)) + payload
+
+
+def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, dict[str, Any]]:
+    """A Kafka response payload (after the length) as (correlation_id, plain dict): for tests."""
+    (correlation_id,) = _CORRELATION.unpack_from(payload, 0)
+    offset = 5 if _response_flexible(api_key, version) else 4
+    cls = _RESPONSES[api_key]
+    if api_key == ApiKeys.API_VERSIONS and struct.unpack_from(">h", payload, offset)[0] != 0:
+        version = 0
+    message = cls.decode(memoryview(payload)[offset:], version=version)
+    return correlation_id, message.to_dict(json=False)
+
+
+# --------------------------------------------------------------------------------- library -> plain body
+
+_Reader = Callable[[Any], dict[str, Any]]
+_readers: dict[tuple[type, int, int], _Reader] = {}
+
+_PLAIN, _STRUCT, _STRUCTS, _NAME_VALUES = range(4)
+
+
+def _strip_optional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (types.UnionType, typing.Union):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _kind(tp: Any) -> tuple[int, type | None]:
+    """How a dataclass field's value maps: plain, a nested dataclass, a list of them, or name/value pairs."""
+    tp = _strip_optional(tp)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _STRUCT, tp
+    origin = typing.get_origin(tp)
+    if origin is list:
+        (elem,) = typing.get_args(tp)
+        elem = _strip_optional(elem)
+        if dataclasses.is_dataclass(elem) and isinstance(elem, type):
+            return _STRUCTS, elem
+    if origin is dict:
+        return _NAME_VALUES, None
+    return _PLAIN, None
+
+
+def _reader(cls: type, kstruct: Any, version: int) -> _Reader:
+    key = (cls, id(kstruct), version)
+    reader = _readers.get(key)
+    if reader is None:
+        reader = _build_reader(cls, kstruct, version)
+        _readers[key] = reader
+    return reader
+
+
+def _build_reader(cls: type, kstruct: Any, version: int) -> _Reader:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    steps: list[tuple[str, int, _Reader | None]] = []
+    for f in dataclasses.fields(cls):
+        kfield = kstruct.fields.get(f.name)
+        if kfield is None or not kfield.for_version_q(version):
+            continue  # not in this version: the dataclass default applies
+        kind, sub = _kind(hints[f.name])
+        if (
+            kind in (_STRUCT, _STRUCTS)
+            and sub is not None
+            and (kfield.is_struct() or kfield.is_struct_array())
+        ):
+            steps.append((f.name, kind, _reader(sub, kfield, version)))
+        elif kind == _NAME_VALUES and kfield.is_struct_array():
+            steps.append((f.name, _NAME_VALUES, None))
+        else:
+            steps.append((f.name, _PLAIN, None))
+
+    def read(message: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, kind, sub in steps:
+            value = getattr(message, name)
+            if value is None or kind == _PLAIN:
+                out[name] = value
+            elif kind == _STRUCTS:
+                assert sub is not None
+                out[name] = [sub(v) for v in value]
+            elif kind == _STRUCT:
+                assert sub is not None
+                out[name] = sub(value)
+            else:
+                out[name] = {v.name: v.value for v in value}
+        return out
+
+    return read
+
+
+# --------------------------------------------------------------------------------- plain body -> library
+
+_Writer = Callable[[Mapping[str, Any]], Any]
+_writers: dict[tuple[int, int], _Writer] = {}
+
+
+def _writer(data_class: Any, kstruct: Any, version: int) -> _Writer:
+    key = (id(kstruct), version)
+    writer = _writers.get(key)
+    if writer is None:
+        writer = _build_writer(data_class, kstruct, version)
+        _writers[key] = writer
+    return writer
+
+
+def _build_writer(data_class: Any, kstruct: Any, version: int) -> _Writer:
+    steps: list[tuple[str, int, _Writer | None]] = []
+    for name, kfield in kstruct.fields.items():
+        if not kfield.for_version_q(version):
+            continue
+        if kfield.is_struct_array():
+            steps.append((name, _STRUCTS, _writer(kfield.data_class, kfield, version)))
+        elif kfield.is_struct():
+            steps.append((name, _STRUCT, _writer(kfield.data_class, kfield, version)))
+        else:
+            steps.append((name, _PLAIN, None))
+
+    def write(body: Mapping[str, Any]) -> Any:
+        values: dict[str, Any] = {}
+        for name, kind, sub in steps:
+            if name not in body:
+                continue
+            value = body[name]
+            if value is None or kind == _PLAIN:
+                values[name] = value
+            elif kind == _STRUCTS:
+                assert sub is not None
+                if isinstance(value, Mapping):  # name/value pairs (configs)
+                    values[name] = [sub({"name": k, "value": v}) for k, v in value.items()]
+                else:
+                    values[name] = [sub(v) for v in value]
+            else:
+                assert sub is not None
+                values[name] = sub(value)
+        return data_class(version=version, **values)
+
+    return write
+
+
+# --------------------------------------------------------------------------------- error responses
+
+
+def _is_error_only(body: Mapping[str, Any]) -> bool:
+    return "error_code" in body and body.keys() <= {"error_code", "error_message"}
+
+
+def _api_keys(versions: Mapping[int, tuple[int, int]]) -> list[dict[str, int]]:
+    return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(versions.items())]
+
+
+def _partitions(
+    request: Mapping[str, Any], topics: str, name: str, parts: str, index: str
+) -> list[tuple[Any, list[Any]]]:
+    out: list[tuple[Any, list[Any]]] = []
+    for t in request.get(topics) or ():
+        if not isinstance(t, Mapping):
+            continue
+        ps = t.get(parts) or ()
+        out.append((t.get(name), [p.get(index) if isinstance(p, Mapping) else p for p in ps]))
+    return out
+
+
+def _error_response(
+    api_key: int, request: Mapping[str, Any], code: int, message: str | None
+) -> dict[str, Any]:
+    """Kafka's ``getErrorResponse``: the error on every topic and partition the request named (and at the
+    top level, where the response has an error code there)."""
+    top: dict[str, Any] = {"error_code": code, "error_message": message}
+    if api_key == ApiKeys.PRODUCE:
+        return {
+            "responses": [
+                {
+                    "name": name,
+                    "partition_responses": [
+                        {
+                            "index": i,
+                            "error_code": code,
+                            "base_offset": -1,
+                            "log_start_offset": -1,
+                            "error_message": message,
+                        }
+                        for i in idxs
+                    ],
+                }
+                for name, idxs in _partitions(request, "topic_data", "name", "partition_data", "index")
+            ]
+        }
+    if api_key == ApiKeys.FETCH:
+        return {
+            **top,
+            "responses": [
+                {"topic": name, "partitions": [{"partition_index": i, "error_code": code} for i in idxs]}
+                for name, idxs in _partitions(request, "topics", "topic", "partitions", "partition")
+            ],
+        }
+    if api_key == ApiKeys.LIST_OFFSETS:
+        return {
+            "topics": [
+                {"name": name, "partitions": [{"partition_index": i, "error_code": code} for i in idxs]}
+                for name, idxs in _partitions(request, "topics", "name", "partitions", "partition_index")
+            ]
+        }
+    if api_key == ApiKeys.OFFSET_FOR_LEADER_EPOCH:
+        return {
+            "topics": [
+                {"topic": name, "partitions": [{"partition": i, "error_code": code} for i in idxs]}
+                for name, idxs in _partitions(request, "topics", "topic", "partitions", "partition")
+            ]
+        }
+    if api_key == ApiKeys.METADATA:
+        return {
+            "topics": [
+                {"name": t.get("name"), "error_code": code}
+                for t in request.get("topics") or ()
+                if isinstance(t, Mapping)
+            ]
+        }
+    if api_key == ApiKeys.CREATE_TOPICS:
+        return {
+            "topics": [
+                {"name": t.get("name"), "error_code": code, "error_message": message}
+                for t in request.get("topics") or ()
+                if isinstance(t, Mapping)
+            ]
+        }
+    if api_key == ApiKeys.DELETE_TOPICS:
+        names = list(request.get("topic_names") or ()) + [
+            t.get("name") for t in request.get("topics") or () if isinstance(t, Mapping)
+        ]
+        return {"responses": [{"name": n, "error_code": code, "error_message": message} for n in names]}
+    if api_key == ApiKeys.DESCRIBE_CONFIGS:
+        return {
+            "results": [
+                {
+                    "error_code": code,
+                    "error_message": message,
+                    "resource_type": r.get("resource_type"),
+                    "resource_name": r.get("resource_name"),
+                }
+                for r in request.get("resources") or ()
+                if isinstance(r, Mapping)
+            ]
+        }
+    if api_key == _KafkaApiKey.OffsetCommit:
+        return {
+            "topics": [
+                {"name": name, "partitions": [{"partition_index": i, "error_code": code} for i in idxs]}
+                for name, idxs in _partitions(request, "topics", "name", "partitions", "partition_index")
+            ]
+        }
+    if api_key == _KafkaApiKey.FindCoordinator:
+        keys = request.get("coordinator_keys") or ()
+        return {
+            **top,
+            "coordinators": [{"key": k, "error_code": code, "error_message": message} for k in keys],
+        }
+    if api_key == _KafkaApiKey.DescribeGroups:
+        return {"groups": [{"group_id": g, "error_code": code} for g in request.get("groups") or ()]}
+    if api_key == _KafkaApiKey.OffsetFetch:
+        groups = request.get("groups") or ()
+        return {
+            **top,
+            "groups": [
+                {"group_id": g.get("group_id"), "error_code": code} for g in groups if isinstance(g, Mapping)
+            ],
+        }
+    return top
+
+
+def invalid_request(message: str) -> InvalidRequestError:
+    """What a body that does not parse becomes (INVALID_REQUEST, 42)."""
+    return InvalidRequestError(message)

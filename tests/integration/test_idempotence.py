@@ -1,0 +1,121 @@
+"""Idempotent producers (KIP-98) on a managed cluster: a retried batch is written once, across a leader
+failover (the follower rebuilt the producer state from what it fetched) and a restart (snapshot plus log
+tail); sequence gaps and older epochs are refused."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from protocol.api_keys import ApiKeys
+from protocol.errors import Errors
+from protocol.records import build_simple_batch, iter_batches
+from tests.integration.cluster_support import Cluster, cluster_up
+from tests.integration.harness import request, wait_until
+
+pytestmark = pytest.mark.integration
+
+PID = 4242
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    yield from cluster_up(tmp_path / "root")
+
+
+def batch(seq: int, *, epoch: int = 0, count: int = 2) -> bytes:
+    return build_simple_batch(
+        [f"seq-{seq + i}".encode() for i in range(count)],
+        producer_id=PID,
+        producer_epoch=epoch,
+        base_sequence=seq,
+    )
+
+
+def produce(c: Cluster, broker_id: int, records: bytes, topic: str = "i") -> dict[str, Any]:
+    b = c.info.broker(broker_id)
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 10_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+    }
+    resp = trio.run(functools.partial(request, b.host, b.port, ApiKeys.PRODUCE, body, timeout=20))
+    return resp["responses"][0]["partition_responses"][0]  # type: ignore[no-any-return]
+
+
+def produce_ok(c: Cluster, records: bytes) -> int:
+    """Sends to the current leader, retrying while leadership moves; returns the base offset answered."""
+
+    def attempt() -> int | None:
+        try:
+            answer = produce(c, c.leader("i", 0), records)
+        except Exception:
+            return None
+        if answer["error_code"] == Errors.NONE:
+            return int(answer["base_offset"]) + 1  # truthy for offset 0
+        assert answer["error_code"] in (
+            Errors.NOT_LEADER_OR_FOLLOWER,
+            Errors.NOT_ENOUGH_REPLICAS,
+            Errors.REQUEST_TIMED_OUT,
+            Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        ), answer
+        return None
+
+    return wait_until(attempt, timeout=30, interval=0.2, message="an answer from the leader") - 1
+
+
+def sequences(c: Cluster, broker_id: int) -> list[tuple[int, int, int]]:
+    directory = Path(c.info.broker(broker_id).data_dir) / "i-0"
+    data = b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+    return [(h.base_offset, h.producer_epoch, h.base_sequence) for _, h in iter_batches(data)]
+
+
+def test_retries_are_written_once_across_failover_and_restart(cluster: Cluster) -> None:
+    cluster.cli("topic", "create", "i", "--partitions", "1", "--replication-factor", "3")
+    wait_until(lambda: cluster.isr_full("i"), timeout=30, message="a full ISR")
+    offsets = {seq: produce_ok(cluster, batch(seq)) for seq in (0, 2, 4, 6)}
+    assert offsets == {0: 0, 2: 2, 4: 4, 6: 6}
+
+    # A retry on the same leader: the original offsets, nothing written.
+    leader = cluster.leader("i", 0)
+    again = produce(cluster, leader, batch(2))
+    assert (again["error_code"], again["base_offset"]) == (Errors.NONE, 2)
+    gap = produce(cluster, leader, batch(12))
+    assert gap["error_code"] == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert "out of order sequence number" in gap["error_message"]
+    offsets[8] = produce_ok(cluster, batch(8))
+
+    # Failover: the new leader rebuilt the state as a follower, so the retries are found there too.
+    cluster.cli("broker", "kill", str(leader))
+    wait_until(lambda: cluster.leader("i", 0) not in (-1, leader), timeout=20, message="a new leader")
+    for seq in (4, 6, 8):
+        assert produce_ok(cluster, batch(seq)) == offsets[seq]
+    offsets[10] = produce_ok(cluster, batch(10))
+    assert offsets[10] == 10
+
+    # The killed broker restarts (no clean stop: its roll snapshot or the log start, plus the tail) and
+    # catches up; then the leader stops cleanly (a snapshot at its log end) and restarts.
+    cluster.cli("broker", "restart", str(leader))
+    wait_until(lambda: cluster.isr_full("i"), timeout=30, message="the restarted broker back in the ISR")
+    second = cluster.leader("i", 0)
+    cluster.cli("broker", "restart", str(second))
+    wait_until(lambda: cluster.isr_full("i"), timeout=30, message="the ISR full again")
+    for seq in (6, 8, 10):
+        assert produce_ok(cluster, batch(seq)) == offsets[seq]
+    # An older epoch is fenced once a newer one wrote.
+    assert produce_ok(cluster, batch(0, epoch=1)) == 12
+    old = produce(cluster, cluster.leader("i", 0), batch(12))
+    assert old["error_code"] == Errors.INVALID_PRODUCER_EPOCH
+
+    cluster.wait_converged("i", 1)
+    expected = [(offsets[s], 0, s) for s in range(0, 12, 2)] + [(12, 1, 0)]
+    for b in cluster.info.brokers:
+        assert sequences(cluster, b.id) == expected, f"broker {b.id}"
+    snapshots = list((Path(cluster.info.broker(second).data_dir) / "i-0").glob("*.snapshot"))
+    assert snapshots, "the clean stop wrote a producer snapshot"
