@@ -94,7 +94,9 @@ class KafkaApis:
 
     def enable_groups(self, group_apis: GroupApis) -> None:
         """Serve the consumer-group APIs through ``group_apis`` (the server's group coordinator)."""
-        self._handlers.update(group_apis.handlers())
+        handlers = group_apis.handlers()
+        self._handlers.update(handlers)
+        self.kafka_supported.update({int(k): m.KAFKA_SUPPORTED_VERSIONS[k] for k in handlers})
 
     async def handle(self, request: Request) -> None:
         handler = self._handlers.get(request.api_key)
