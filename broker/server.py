@@ -27,6 +27,7 @@ from broker.log_manager import LogDirLoadError, LogManager
 from broker.memory_pool import ConnectionQuotas, MemoryPool
 from broker.metadata_cache import MetadataCache
 from broker.metrics.broker_metrics import BrokerMetrics
+from broker.metrics.group_metrics import GroupCoordinatorCollector
 from broker.metrics.http_server import MetricsHttpServer
 from broker.network import SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
@@ -150,6 +151,7 @@ class KafkaServer:
             clock_ms=wall_clock_ms,
         )
         self.apis.enable_groups(GroupApis(self.group_coordinator, self.auth))
+        self.metrics.registry.register(GroupCoordinatorCollector(self.group_coordinator.core))
         # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
         # Kafka's does on every listener.
         self.apis.supported.update(SASL_API_VERSIONS)
