@@ -57,6 +57,9 @@ AlterCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
 AlterSubmit = Callable[[TopicPartition, int, list[int], int, AlterCallback], bool]
 
 
+# Topics only the brokers write (Kafka's ``Topic.isInternal``).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+
 # (partitions now led here with their leader epochs, partitions no longer led here)
 LeadershipListener = Callable[[list[tuple[TopicPartition, int]], list[TopicPartition]], None]
 
@@ -376,10 +379,18 @@ class ReplicaManager:
         required_acks: int,
         entries: dict[TopicPartition, bytes],
         respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+        *,
+        internal_topics_allowed: bool = False,
     ) -> None:
+        """Kafka's ``appendRecords``. Only the broker itself writes to an internal topic
+        (``__consumer_offsets``: the group coordinator); a client gets INVALID_TOPIC_EXCEPTION."""
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, records in entries.items():
             try:
+                if tp[0] in INTERNAL_TOPICS and not internal_topics_allowed:
+                    raise KafkaError(
+                        Errors.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {tp[0]}"
+                    )
                 partition = self.get_partition_or_error(tp)
                 info = partition.append_records_to_leader(records, required_acks)
             except KafkaError as exc:

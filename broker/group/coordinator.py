@@ -151,6 +151,7 @@ class GroupCoordinator:
         tp = (GROUP_METADATA_TOPIC_NAME, partition)
         started = time.monotonic()
         loader = GroupLoader()
+        offset = 0
         try:
             part = self.replica_manager.get_partition_or_error(tp)
             offset = part.log.log_start_offset
@@ -165,8 +166,10 @@ class GroupCoordinator:
                 offset = _next_offset(data)
                 await trio.sleep(0)
         except (KafkaError, OSError, ValueError) as exc:
-            log.error("broker %d: cannot load %s-%d: %s", self.broker_id, tp[0], tp[1], exc)
-            return
+            # What was read is served; the rest of the partition could not be (logged for the operator).
+            log.error(
+                "broker %d: loading %s-%d stopped at offset %d: %s", self.broker_id, tp[0], tp[1], offset, exc
+            )
         if self._loading.get(partition) != leader_epoch:
             return
         del self._loading[partition]
@@ -253,7 +256,9 @@ class GroupCoordinator:
         def respond(statuses: dict[TopicPartition, Any]) -> None:
             done(statuses[tp].error)
 
-        self.replica_manager.append_records(self.topic_config.commit_timeout_ms, -1, {tp: batch}, respond)
+        self.replica_manager.append_records(
+            self.topic_config.commit_timeout_ms, -1, {tp: batch}, respond, internal_topics_allowed=True
+        )
 
     def _store_group(self, store: StoreGroup) -> None:
         batch = group_metadata_batch(store.group_id, store.value, self.clock_ms())

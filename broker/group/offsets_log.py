@@ -5,11 +5,13 @@ record of a key wins, a tombstone deletes it). Pure: the shell hands the batches
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from broker.group.coordinator_core import LoadedGroup
 from broker.group.group_metadata import OffsetAndMetadata
 from protocol.common import TopicPartition
+from protocol.errors import CorruptRecordError
 from protocol.group_records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -23,7 +25,9 @@ from protocol.group_records import (
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
-from protocol.records import Buffer, Record, build_batch, decode_records
+from protocol.records import Buffer, Record, build_batch, decode_records, read_header
+
+log = logging.getLogger(__name__)
 
 
 def offset_commit_batch(
@@ -71,13 +75,25 @@ class GroupLoader:
     skipped: int = 0
 
     def add_batches(self, buf: Buffer) -> None:
+        """Whole batches, as the log holds them. A batch whose records cannot be read, or a record that is
+        not one of Kafka's keys and values, is skipped and counted (a load never stops half way)."""
         pos = 0
         view = memoryview(buf)
         while pos < len(view):
-            header, records = decode_records(view, pos)
+            header = read_header(view, pos)
+            try:
+                _, records = decode_records(view, pos)
+            except CorruptRecordError as exc:
+                log.warning("skipping an unreadable batch at offset %d: %s", header.base_offset, exc)
+                self.skipped += header.records_count
+                records = []
             pos += header.size
             for record in records:
-                self.add_record(record.key, record.value)
+                try:
+                    self.add_record(record.key, record.value)
+                except CorruptRecordError as exc:
+                    log.warning("skipping a record of the batch at offset %d: %s", header.base_offset, exc)
+                    self.skipped += 1
 
     def add_record(self, key: bytes | None, value: bytes | None) -> None:
         self.records += 1

@@ -16,6 +16,7 @@ from protocol.api_keys import ApiKeys
 from protocol.client import open_connection
 from protocol.errors import Errors
 from protocol.group_records import partition_for_group
+from protocol.records import build_simple_batch
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import BrokerLauncher, BrokerProcess, wait_until
 
@@ -161,6 +162,27 @@ def test_bad_group_requests_get_kafkas_errors(broker: BrokerProcess) -> None:
     assert resp["error_code"] == Errors.INVALID_GROUP_ID
     bad = call(broker, ApiKeys.JOIN_GROUP, {**join_body(), "session_timeout_ms": 10}, 5)
     assert bad["error_code"] == Errors.INVALID_SESSION_TIMEOUT
+    # Only the coordinator writes to __consumer_offsets (Kafka's internal topic).
+    produced = call(
+        broker,
+        ApiKeys.PRODUCE,
+        {
+            "acks": -1,
+            "timeout_ms": 1000,
+            "topic_data": [
+                {"name": OFFSETS, "partition_data": [{"index": 0, "records": build_simple_batch([b"x"])}]}
+            ],
+        },
+        0,
+    )
+    assert produced["responses"][0]["partition_responses"][0]["error_code"] == Errors.INVALID_TOPIC_EXCEPTION
+    # Nothing a client sends crashes the coordinator: odd protocol metadata is only stored and handed on.
+    odd = call(
+        broker, ApiKeys.JOIN_GROUP, {**join_body(), "protocols": [{"name": "x", "metadata": b"\xff"}]}, 3
+    )
+    assert odd["error_code"] == 0 and odd["members"][0]["metadata"] == b"\xff"
+    described = call(broker, ApiKeys.DESCRIBE_GROUPS, {"groups": [GROUP, "", "never-seen"]}, 5)["groups"]
+    assert [g["group_state"] for g in described] == ["CompletingRebalance", "Dead", "Dead"]
 
 
 @pytest.fixture
