@@ -2,8 +2,8 @@
 each partition's leader with up to ``max_in_flight`` requests per partition, retried on retriable errors
 after refreshing metadata (Kafka's producer without idempotence: a retry may duplicate a batch).
 
-Every acknowledged batch is written to the workload journal ``acked-<producer_id>.jsonl`` (SPEC §5), so
-a later check can prove that nothing acknowledged was lost.
+Every acknowledged batch is written to the workload journal ``acked-<producer_id>.jsonl`` (docs/storage.md),
+so a later check can prove that nothing acknowledged was lost.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from cli.cluster_client import ClusterClient
 from protocol import (
     RETRIABLE,
     ApiKeys,
+    CompressionType,
     ConnectionClosed,
     Errors,
     TopicPartition,
@@ -120,6 +121,8 @@ class ProducerSettings:
     delivery_timeout_ms: int = 120_000
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
+    # Kafka's compression.type of the producer: none, gzip, snappy, lz4 or zstd.
+    compression_type: str = "none"
 
 
 def retry_backoff_s(attempt: int, base_ms: int, max_ms: int, rng: random.Random | None = None) -> float:
@@ -180,6 +183,10 @@ class Producer:
         self.on_progress = on_progress
         self.retry_log = RateLimitedLog(log)
 
+    @property
+    def _codec(self) -> int:
+        return int(CompressionType.for_name(self.settings.compression_type))
+
     def _values(self, first: int, n: int) -> list[bytes]:
         size = self.settings.record_size
         out = []
@@ -213,7 +220,7 @@ class Producer:
                             break
                 partition = partitions[i % len(partitions)]
                 i += 1
-                batch = build_simple_batch(self._values(seq, n))
+                batch = build_simple_batch(self._values(seq, n), attributes=self._codec)
                 await slots[partition].acquire()
                 nursery.start_soon(self._send, (self.topic, partition), batch, n, slots[partition])
                 seq += n

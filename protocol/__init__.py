@@ -1,4 +1,4 @@
-"""The wire protocol (SPEC §1-3): framing, API schemas, error codes, record batches, the async client.
+"""The wire protocol (docs/protocol.md): framing, API schemas, error codes, record batches, the async client.
 
 This module is the package's front door for code outside the replication core (the CLI, the report): a
 client's names, imported from here (``from protocol import ApiKeys, open_connection``). The broker and the
@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     from protocol.api_keys import CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
     from protocol.client import AuthenticationFailed, ConnectionClosed, KafkaConnection, open_connection
     from protocol.common import TopicPartition, error_name, wall_clock_ms
+    from protocol.compression import CODEC_NAMES, CompressionType
     from protocol.errors import RETRIABLE, CorruptRecordError, Errors
     from protocol.fault_injector import net_faults_set_body, rules_from_body
-    from protocol.faults import CONTROLLER, FaultError, FaultSet, LinkFault
+    from protocol.faults import CLIENT, CLIENTS, CONTROLLER, FaultError, FaultSet, LinkFault
     from protocol.records import (
         ATTRIBUTES_OFFSET,
         BATCH_HEADER_SIZE,
@@ -49,6 +50,8 @@ _EXPORTS: dict[str, str] = {
     "KafkaConnection": "protocol.client",
     "open_connection": "protocol.client",
     "TopicPartition": "protocol.common",
+    "CODEC_NAMES": "protocol.compression",
+    "CompressionType": "protocol.compression",
     "error_name": "protocol.common",
     "wall_clock_ms": "protocol.common",
     "CorruptRecordError": "protocol.errors",
@@ -56,6 +59,8 @@ _EXPORTS: dict[str, str] = {
     "RETRIABLE": "protocol.errors",
     "net_faults_set_body": "protocol.fault_injector",
     "rules_from_body": "protocol.fault_injector",
+    "CLIENT": "protocol.faults",
+    "CLIENTS": "protocol.faults",
     "CONTROLLER": "protocol.faults",
     "FaultError": "protocol.faults",
     "FaultSet": "protocol.faults",
@@ -76,6 +81,9 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ATTRIBUTES_OFFSET",
     "BATCH_HEADER_SIZE",
+    "CLIENT",
+    "CLIENTS",
+    "CODEC_NAMES",
     "CONSUMER_REPLICA_ID",
     "CONTROLLER",
     "EARLIEST_TIMESTAMP",
@@ -85,6 +93,7 @@ __all__ = [
     "AuthenticationError",
     "AuthenticationFailed",
     "ClientSecurity",
+    "CompressionType",
     "ConnectionClosed",
     "CorruptRecordError",
     "Errors",

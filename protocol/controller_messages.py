@@ -1,5 +1,6 @@
 """Bodies of the controller's APIs: controller -> broker (LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA,
-SPEC §2) and the project's designs for the rest, after Kafka's KRaft-era schemas where Kafka has them.
+docs/protocol.md) and the project's designs for the rest, after Kafka's KRaft-era schemas where Kafka has
+them.
 
 All are version 0. Error codes are Kafka's (``protocol.errors.Errors``).
 
@@ -232,8 +233,12 @@ class CreateTopicsRequestTopic:
 
 @dataclass(slots=True, kw_only=True)
 class CreateTopicsRequest:
+    """validate_only (Kafka's): check and answer, create nothing (a broker answers it without the
+    controller)."""
+
     topics: list[CreateTopicsRequestTopic]
     timeout_ms: Int32 = field(default=60000, metadata=NON_NEGATIVE)
+    validate_only: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

@@ -22,19 +22,19 @@ from typing import Any
 
 import trio
 
+from broker.auth_helper import AuthHelper, ClusterAuthorizationError, build_authorizer
 from broker.controller.channel_manager import ControllerChannelManager
 from broker.controller.config import ControllerConfig
+from broker.controller.controller_metrics import ControllerMetrics
 from broker.controller.core import ControllerCore, ControllerSettings
 from broker.controller.request_batch import OutboundRequest
 from broker.controller.security_control import SecurityControl
 from broker.controller.state import save_state, start_new_epoch
 from broker.journal import Journal
-from broker.metrics.controller_metrics import ControllerMetrics
 from broker.metrics.http_server import MetricsHttpServer
 from broker.network import SocketServer
 from broker.request_channel import Request, RequestChannel, RequestHandlerPool, error_body
 from broker.security.acl import AclOperation, ResourceType
-from broker.security.auth_helper import AuthHelper, ClusterAuthorizationError, build_authorizer
 from broker.security.listener_security import (
     inter_broker_client_security,
     listener_securities,
@@ -69,6 +69,7 @@ CONTROLLER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.DELETE_ACLS,
     ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
     ApiKeys.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKeys.ALLOCATE_PRODUCER_IDS,
 )
 
 # What the principal needs on the cluster before these are handled (docs/security.md). The rest:
@@ -79,6 +80,7 @@ CLUSTER_OPERATION_APIS: dict[ApiKeys, AclOperation] = {
     ApiKeys.BROKER_HEARTBEAT: AclOperation.CLUSTER_ACTION,
     ApiKeys.ALTER_PARTITION: AclOperation.CLUSTER_ACTION,
     ApiKeys.CONTROLLED_SHUTDOWN: AclOperation.CLUSTER_ACTION,
+    ApiKeys.ALLOCATE_PRODUCER_IDS: AclOperation.CLUSTER_ACTION,
     ApiKeys.DESCRIBE_ACLS: AclOperation.DESCRIBE,
     ApiKeys.CREATE_ACLS: AclOperation.ALTER,
     ApiKeys.DELETE_ACLS: AclOperation.ALTER,
@@ -147,12 +149,10 @@ class KafkaController:
             CONTROLLER_APIS, lambda: None if self.core is None else self.core.state
         )
         self.metrics_server: MetricsHttpServer | None = None
-        if config.get_int("metrics.port") > 0:
+        metrics_port = config.get_int("metrics.port")
+        if metrics_port > 0:
             self.metrics_server = MetricsHttpServer(
-                self.metrics.registry,
-                host,
-                config.get_int("metrics.port"),
-                f"controller {self.controller_id}",
+                self.metrics.registry, host, metrics_port, f"controller {self.controller_id}"
             )
         self.metrics.watch_socket_server(self.socket_server, self.request_channel)
         self.handler_pool = RequestHandlerPool(
@@ -248,7 +248,7 @@ class KafkaController:
         log.info("controller %d stopped cleanly", self.controller_id)
 
     async def _fence_expired_brokers(self) -> None:
-        period = min(0.25, self.config.get_int("broker.session.timeout.ms") / 10000.0)
+        period = min(0.25, self._require_core().settings.session_timeout_ms / 10000.0)
         while True:
             await trio.sleep(period)
             core = self._require_core()
@@ -364,6 +364,8 @@ class ControllerApis:
             response = core.alter_partition(body)
         elif key == ApiKeys.CONTROLLED_SHUTDOWN:
             response = core.controlled_shutdown(body)
+        elif key == ApiKeys.ALLOCATE_PRODUCER_IDS:
+            response = core.allocate_producer_ids(body)
         elif key == ApiKeys.CREATE_TOPICS:
             response = self._create_topics(request, body)
             wait_s = body.timeout_ms / 1000.0

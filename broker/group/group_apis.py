@@ -9,12 +9,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from broker.auth_helper import AuthHelper
 from broker.group.coordinator import GroupCoordinator
 from broker.group.coordinator_core import CommitResult, JoinResult, LeaveResult, SyncResult
 from broker.group.group_metadata import OffsetAndMetadata
 from broker.request_channel import Request
 from broker.security.acl import AclOperation, ResourceType
-from broker.security.auth_helper import AuthHelper
 from protocol import group_messages as g
 from protocol.api_keys import ApiKeys
 from protocol.common import TopicPartition

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from broker.metrics.group_metrics import GroupCoordinatorCollector
+from broker.group.group_metrics import GroupCoordinatorCollector
 from tests.unit.broker.group.support import Harness
 
 
