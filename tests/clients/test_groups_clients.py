@@ -5,11 +5,13 @@ topic."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
@@ -17,7 +19,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from protocol.api_keys import ApiKeys
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
-from tests.integration.harness import BrokerLauncher, BrokerProcess, wait_until
+from tests.integration.harness import BrokerLauncher, BrokerProcess, run_cli, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -207,6 +209,19 @@ def test_two_members_split_the_partitions_rebalance_when_one_leaves_and_resume(
             message=lambda: f"the partitions split between the two members: {a.assigned} / {b.assigned}",
         )
         wait_records([a, b], 40)
+
+        def described() -> dict[str, Any] | None:
+            out = run_cli("group", "describe", "split", "--bootstrap-server", bootstrap, "-o", "json")
+            doc: dict[str, Any] = json.loads(out.stdout)
+            done = len(doc["members"]) == 2 and len(doc["partitions"]) == PARTITIONS and doc["total_lag"] == 0
+            return doc if done else None
+
+        # `isrsim group describe` (kafka-consumer-groups): two members, each partition owned, no lag left.
+        doc = wait_until(described, timeout=30, message="the group described with no lag")
+        assert doc["state"] == "Stable" and doc["protocol"] == "range"
+        owners = {r["partition"]: r["client_id"] for r in doc["partitions"]}
+        assert set(owners.values()) == {f"{client}-a", f"{client}-b"}
+        assert all(r["committed_offset"] == r["log_end_offset"] == 10 for r in doc["partitions"])
         b.shutdown()  # LeaveGroup: a takes every partition
         wait_until(
             lambda: a.assigned == set(range(PARTITIONS)),

@@ -3,6 +3,7 @@ restart, and the coordinator moving with the ``__consumer_offsets`` leadership i
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from protocol.errors import Errors
 from protocol.group_records import partition_for_group
 from protocol.records import build_simple_batch
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
-from tests.integration.harness import BrokerLauncher, BrokerProcess, wait_until
+from tests.integration.harness import BrokerLauncher, BrokerProcess, run_cli, wait_until
 
 GROUP = "orders-app"
 OFFSETS = "__consumer_offsets"
@@ -51,6 +52,18 @@ def commit_body(member_id: str, generation: int, offset: int) -> dict[str, Any]:
         "member_id": member_id,
         "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset}]}],
     }
+
+
+def produce_to_t(broker: BrokerProcess, count: int) -> None:
+    body = {
+        "acks": -1,
+        "timeout_ms": 5000,
+        "topic_data": [
+            {"name": "t", "partition_data": [{"index": 0, "records": build_simple_batch([b"x"] * count)}]}
+        ],
+    }
+    resp = call(broker, ApiKeys.PRODUCE, body, 0)
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
 
 
 def fetch_committed(broker: BrokerProcess) -> int | None:
@@ -133,6 +146,33 @@ def test_a_group_joins_syncs_commits_and_its_offsets_survive_a_crash(broker: Bro
     rebalanced = broker.events("group_rebalanced")
     assert [(e["group_id"], e["generation_id"], e["members"]) for e in rebalanced] == [(GROUP, 1, [member])]
     assert broker.events("coordinator_loaded")[0]["partition"] == 0
+
+    # kafka-consumer-groups --describe: the member, its partition, the committed offset and the lag.
+    produce_to_t(broker, 50)
+    described_cli = json.loads(
+        run_cli("group", "describe", GROUP, "--bootstrap-server", broker.address, "-o", "json").stdout
+    )
+    assert (described_cli["state"], described_cli["coordinator"]) == ("Stable", 1)
+    assert described_cli["partitions"] == [
+        {
+            "topic": "t",
+            "partition": 0,
+            "committed_offset": 42,
+            "log_end_offset": 50,
+            "lag": 8,
+            "member_id": None,
+            "host": None,
+            "client_id": None,
+        }
+    ]
+    text = run_cli("group", "describe", GROUP, "--bootstrap-server", broker.address).stdout
+    assert "CURRENT-OFFSET" in text and "coordinator broker 1" in text
+    listed_cli = json.loads(
+        run_cli("group", "list", "--bootstrap-server", broker.address, "-o", "json").stdout
+    )
+    assert listed_cli["groups"] == [
+        {"group": GROUP, "state": "Stable", "protocol_type": "consumer", "coordinator": 1}
+    ]
 
     # The records in __consumer_offsets are Kafka's: the group's metadata and the offset, read back.
     log_dir = broker.log_dir / f"{OFFSETS}-0"
