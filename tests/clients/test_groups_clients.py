@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +53,7 @@ class Member:
     stop: threading.Event = field(default_factory=threading.Event)
     closed: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
+    empty_polls: int = 0  # polls that returned nothing
 
     def start(self) -> Member:
         threading.Thread(target=self._run, name=self.name, daemon=True).start()
@@ -66,6 +66,8 @@ class Member:
                 if got:
                     self.records += got
                     self.commit()
+                else:
+                    self.empty_polls += 1
                 self.assigned = self.assignment()
         except BaseException as exc:  # shown by the test that waits on this member
             self.error = exc
@@ -163,6 +165,13 @@ def wait_records(members: list[Member], count: int, timeout: float = 60) -> None
     )
 
 
+def wait_nothing_more(member: Member, timeout: float = 30) -> None:
+    """Until a whole poll of ``member``, begun after it read what it had to, returned nothing."""
+    seen = member.empty_polls
+    # (a poll under way now began after the last records were read: if it returns nothing, nothing more came)
+    wait_until(lambda: member.empty_polls > seen, timeout=timeout, interval=0.05, message="an empty poll")
+
+
 def values(members: list[Member]) -> list[bytes]:
     return sorted(v for m in members for _, _, v in m.records)
 
@@ -240,7 +249,7 @@ def test_two_members_split_the_partitions_rebalance_when_one_leaves_and_resume(
     c = make(bootstrap, "split", f"{client}-c").start()
     try:
         wait_records([c], 8)
-        time.sleep(0.5)  # nothing more arrives
+        wait_nothing_more(c)
     finally:
         c.shutdown()
     assert values([c]) == expected(60, 68)
@@ -318,7 +327,7 @@ def test_resume_after_the_coordinators_broker_is_killed_skips_nothing(cluster: C
     second = MEMBERS[client](survivors, group, f"{client}-second").start()
     try:
         wait_records([second], 20)
-        time.sleep(1)  # a consumer that started before the committed offsets would read more
+        wait_nothing_more(second)  # a consumer that started before the committed offsets would read more
     finally:
         second.shutdown()
     assert values([second]) == expected(
