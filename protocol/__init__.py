@@ -16,7 +16,13 @@ from protocol.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from protocol.api_keys import CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
-    from protocol.client import AuthenticationFailed, ConnectionClosed, KafkaConnection, open_connection
+    from protocol.client import (
+        AuthenticationFailed,
+        ConnectionClosed,
+        KafkaConnection,
+        ResponseLost,
+        open_connection,
+    )
     from protocol.common import TopicPartition, error_name, wall_clock_ms
     from protocol.compression import CODEC_NAMES, CompressionType
     from protocol.consumer_protocol import (
@@ -55,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     "LATEST_TIMESTAMP": "protocol.api_keys",
     "AuthenticationFailed": "protocol.client",
     "ConnectionClosed": "protocol.client",
+    "ResponseLost": "protocol.client",
     "KafkaConnection": "protocol.client",
     "open_connection": "protocol.client",
     "TopicPartition": "protocol.common",
@@ -116,6 +123,7 @@ __all__ = [
     "FaultSet",
     "KafkaConnection",
     "LinkFault",
+    "ResponseLost",
     "SecurityConfigError",
     "TopicPartition",
     "batch_crc",
