@@ -18,7 +18,7 @@ from protocol.api_keys import ApiKeys
 from protocol.client import open_connection
 from protocol.errors import Errors
 from protocol.group_records import partition_for_group
-from protocol.records import build_simple_batch
+from protocol.records import build_simple_batch, iter_batches
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import (
     REPO_ROOT,
@@ -187,6 +187,14 @@ def test_a_group_joins_syncs_commits_and_its_offsets_survive_a_crash(broker: Bro
     log_dir = broker.log_dir / f"{OFFSETS}-0"
     loader = GroupLoader()
     loader.add_batches(b"".join(p.read_bytes() for p in sorted(log_dir.glob("*.log"))))
+    # Each acknowledged commit is journaled with its batch's place and CRC, found as such in the log.
+    acked = [e for e in broker.events("offsets_committed") if e["group_id"] == GROUP]
+    assert acked[0]["offsets"] == [{"topic": "t", "partition": 0, "offset": 42, "high_watermark": 0}]
+    batches = {
+        h.base_offset: h.crc
+        for _, h in iter_batches(b"".join(p.read_bytes() for p in sorted(log_dir.glob("*.log"))))
+    }
+    assert all(batches[e["base_offset"]] == e["crc"] for e in acked)
     loaded = loader.result()[GROUP]
     assert loaded.offsets[("t", 0)].offset == 42
     assert loaded.metadata is not None and loaded.metadata.generation == 1
