@@ -141,6 +141,9 @@ async def test_quorum_elects_fails_over_and_keeps_the_metadata(quorum: list[Vote
     # Controller APIs at a non-active voter: NOT_CONTROLLER.
     body = await request("127.0.0.1", others[0].port, ApiKeys.DESCRIBE_CLUSTER, {})
     assert body["error_code"] == Errors.NOT_CONTROLLER
+    # Any voter lists the quorum APIs in API_VERSIONS.
+    body = await request("127.0.0.1", others[0].port, ApiKeys.API_VERSIONS, {})
+    assert {int(ApiKeys.VOTE), int(ApiKeys.DESCRIBE_QUORUM)} <= {k["api_key"] for k in body["api_keys"]}
 
     # A broker that knows all three voters, the first of them maybe not the active one.
     broker = BrokerProcess(
