@@ -580,7 +580,10 @@ class ControllerCore:
                 result.error_code = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 result.error_message = f"unknown topic {r.resource_name!r}"
             else:
-                keys = sorted(default_values) if r.configuration_keys is None else r.configuration_keys
+                # Every key with a default, and the topic's own overrides of keys without one here
+                # (compression.type, whose default ``producer`` is the brokers').
+                every = sorted(set(default_values) | set(topic.configs))
+                keys = every if r.configuration_keys is None else r.configuration_keys
                 for key in keys:
                     if key in topic.configs:
                         result.configs.append(
