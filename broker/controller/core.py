@@ -225,6 +225,12 @@ class ControllerCore:
         if pending:
             self._dirty = True
 
+    def resync_all(self) -> None:
+        """A newly active controller: every live broker gets the full state of its replicas (LEADER_AND_ISR)
+        and of the cluster (UPDATE_METADATA), stamped with this controller's epoch."""
+        for broker_id in sorted(self.live_brokers()):
+            self._on_broker_startup(broker_id)
+
     def _fence(self, reg: BrokerRegistration, reason: str) -> None:
         reg.fenced = True
         self._dirty = True
