@@ -15,11 +15,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from broker.auth_helper import AuthHelper
 from broker.forwarding import ForwardingManager
 from broker.metadata_cache import MetadataCache
 from broker.request_channel import Request
 from broker.security.acl import AclOperation, ResourceType
-from broker.security.auth_helper import AuthHelper
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.common import is_valid_topic_name

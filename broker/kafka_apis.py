@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker.admin_apis import AdminApis
+from broker.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
 from broker.metadata_cache import PartitionMetadata
@@ -16,7 +17,6 @@ from broker.partition import LeaderAndIsrState
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
 from broker.request_channel import Request, error_body
 from broker.security.acl import AclOperation, ResourceType
-from broker.security.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
 from broker.security.security_metadata import BrokerSecurityMetadata
 from protocol import messages as m
 from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, ApiKeys
