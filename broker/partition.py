@@ -15,6 +15,7 @@ from broker.log.log import NO_TIMESTAMP, Log, LogAppendInfo
 from protocol.api_keys import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     NO_PARTITION_LEADER_EPOCH,
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
@@ -273,10 +274,11 @@ class Partition:
     def fetch_offset_for_timestamp(
         self, timestamp: int, current_leader_epoch: int, *, client_request: bool, fetch_only_from_leader: bool
     ) -> TimestampAndOffset:
-        """Kafka's ``fetchOffsetForTimestamp`` for the two special timestamps. Latest is the HW for a client
-        (the last offset it may read), the LEO for a broker or the debug replica id; earliest is the log start
-        offset. Epoch and leadership are checked first (``fetch_only_from_leader`` False: any replica
-        answers)."""
+        """Kafka's ``fetchOffsetForTimestamp``. Latest is the HW for a client (the last offset it may read),
+        the LEO for a broker or the debug replica id; earliest is the log start offset; a time in ms finds
+        the first record at or after it, -3 the record with the largest timestamp (a client is told only
+        of offsets below the HW). Epoch and leadership are checked first (``fetch_only_from_leader``
+        False: any replica answers)."""
         self.check_local_log(current_leader_epoch, require_leader=fetch_only_from_leader)
         cache = self.log.leader_epoch_cache
         if timestamp == EARLIEST_TIMESTAMP:
@@ -291,9 +293,16 @@ class Partition:
                 latest = cache.latest_epoch()
                 epoch = UNDEFINED_EPOCH if latest is None else latest
             return TimestampAndOffset(NO_TIMESTAMP, offset, epoch)
+        if timestamp >= 0 or timestamp == MAX_TIMESTAMP:
+            # By time (Kafka's fetchOffsetForTimestamp): a client only learns of offsets below the HW.
+            found = self.log.offset_for_timestamp(timestamp)
+            if found is None or (client_request and found[1] >= self._high_watermark):
+                return TimestampAndOffset(NO_TIMESTAMP, -1, UNDEFINED_EPOCH)
+            epoch = cache.epoch_for_offset(found[1])
+            return TimestampAndOffset(found[0], found[1], UNDEFINED_EPOCH if epoch is None else epoch)
         raise KafkaError(
-            Errors.UNSUPPORTED_VERSION,
-            f"timestamp {timestamp}: only -1 (latest) and -2 (earliest) are supported",
+            Errors.INVALID_REQUEST,
+            f"timestamp {timestamp}: -1 (latest), -2 (earliest), -3 (max timestamp) or a time in ms",
         )
 
     # ------------------------------------------------------------------ leader: produce

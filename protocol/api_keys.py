@@ -41,6 +41,7 @@ DEBUGGING_REPLICA_ID = -2
 # Special timestamps for LIST_OFFSETS.
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3  # the record with the largest timestamp (LIST_OFFSETS v7, KIP-734)
 # Leader epoch sentinels.
 NO_PARTITION_LEADER_EPOCH = -1  # "no epoch": skip validation
 UNDEFINED_EPOCH = -1

@@ -55,7 +55,14 @@ from broker.log.producer_state import (
 )
 from broker.log.segment import LogSegment
 from protocol.errors import CorruptRecordError, Errors, KafkaError, OffsetOutOfRangeError
-from protocol.records import BatchHeader, assign_offsets_and_epoch, iter_batches, read_header
+from protocol.records import (
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    assign_offsets_and_epoch,
+    decode_records,
+    iter_batches,
+    read_header,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -507,6 +514,32 @@ class Log:
         i = max(bisect.bisect_right(self._bases, start) - 1, 0)
         for n, segment in enumerate(self._segments[i:]):
             yield from segment.headers(start if n == 0 else None)
+
+    def offset_for_timestamp(self, target: int) -> tuple[int, int] | None:
+        """Kafka's ``fetchOffsetByTimestamp`` without a time index: (timestamp, offset) of the first record
+        whose timestamp is >= ``target``, or with ``target`` -3 (MAX_TIMESTAMP) of the first record carrying
+        the largest timestamp; None when there is none. Batch headers are scanned (their max_timestamp) and
+        only the batch that holds the answer is decoded."""
+        found: BatchHeader | None = None
+        for header in self.batch_headers():
+            if target == -3:
+                if header.records_count and (found is None or header.max_timestamp > found.max_timestamp):
+                    found = header
+            elif header.records_count and header.max_timestamp >= target:
+                found = header
+                break
+        if found is None:
+            return None
+        if found.attributes & TIMESTAMP_TYPE_MASK:  # LogAppendTime: every record has the batch's time
+            return found.max_timestamp, found.base_offset
+        wanted = found.max_timestamp if target == -3 else target
+        data = self.read(found.base_offset, found.size, min_one_message=True)
+        _, records = decode_records(data, 0)
+        for record in records:
+            timestamp = found.base_timestamp + record.timestamp_delta
+            if timestamp >= wanted:
+                return timestamp, found.base_offset + record.offset_delta
+        return found.max_timestamp, found.last_offset
 
     # ------------------------------------------------------------------ truncation
 

@@ -154,3 +154,22 @@ def test_acks_all_below_min_insync_replicas_is_refused(kafka_cluster: Cluster) -
     ok.produce("rt-single", value=b"y", on_delivery=lambda err, msg: results.append(err))
     ok.flush(15)
     assert results == [None]
+
+
+def test_offsets_for_times(kafka_cluster: Cluster) -> None:
+    """ListOffsets by timestamp (librdkafka's offsets_for_times): the first record at or after the time."""
+    create(kafka_cluster, "rt-times", partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap(kafka_cluster), "acks": "all", "linger.ms": 0})
+    base = 1_700_000_000_000
+    for i in range(10):
+        producer.produce("rt-times", value=b"%d" % i, partition=0, timestamp=base + 1000 * i)
+        producer.flush(10)  # one batch per record
+    consumer = Consumer({"bootstrap.servers": bootstrap(kafka_cluster), "group.id": "assign-only"})
+    try:
+        [exact] = consumer.offsets_for_times([TopicPartition("rt-times", 0, base + 3000)], timeout=15)
+        [between] = consumer.offsets_for_times([TopicPartition("rt-times", 0, base + 3500)], timeout=15)
+        [after] = consumer.offsets_for_times([TopicPartition("rt-times", 0, base + 99_000)], timeout=15)
+    finally:
+        consumer.close()
+    assert (exact.offset, between.offset) == (3, 4)
+    assert after.offset == -1  # no such record: OFFSET_END for librdkafka
