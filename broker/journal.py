@@ -1,4 +1,4 @@
-"""The broker's event journal, ``events.jsonl`` (SPEC §5): one JSON object per line, append-only.
+"""The broker's event journal, ``events.jsonl`` (docs/storage.md): one JSON object per line, append-only.
 
 Each line is written with one ``write`` on an unbuffered file, so a SIGKILL loses no line that was written
 and leaves at most one torn last line (which readers skip).

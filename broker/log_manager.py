@@ -1,5 +1,5 @@
 """The broker's data directory (Kafka's ``LogManager``): ``meta.properties``, one ``Log`` per
-``<topic>-<partition>`` directory, the three offset checkpoint files (SPEC §4) and the clean-shutdown
+``<topic>-<partition>`` directory, the three offset checkpoint files (docs/storage.md) and the clean-shutdown
 marker.
 
 A clean stop flushes every log, writes the checkpoints, closes the logs and then writes the marker

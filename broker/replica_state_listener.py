@@ -1,8 +1,8 @@
-"""The one listener of a broker's replica state changes (SPEC §5): the replica manager and the follower view
-call it on every leadership change, epoch assignment, truncation, ISR change, offset change, fetch error and
-stopped partition, and it writes the journal line. No other module writes a replica's state to the journal
-(``KafkaServer`` writes only ``broker_started`` / ``broker_stopped``); the replica manager's metrics
-(``broker.metrics.replica_metrics``) are updated here too, on the same calls.
+"""The one listener of a broker's replica state changes (docs/storage.md): the replica manager and the
+follower view call it on every leadership change, epoch assignment, truncation, ISR change, offset change,
+fetch error and stopped partition, and it writes the journal line. No other module writes a replica's state to
+the journal (``KafkaServer`` writes only ``broker_started`` / ``broker_stopped``); the replica manager's
+metrics (``broker.metrics.replica_metrics``) are updated here too, on the same calls.
 
 ``offsets`` lines are rate-limited: changes are collected as they happen and written by ``flush_offsets``,
 which the broker calls every ``journal.offsets.interval.ms`` and at clean stop.

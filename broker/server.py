@@ -29,6 +29,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metrics.broker_metrics import BrokerMetrics
 from broker.metrics.http_server import MetricsHttpServer
 from broker.network import SocketServer
+from broker.producer_id_manager import ProducerIdManager, controller_block_source, local_block_source
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
 from broker.request_channel import RequestChannel, RequestHandlerPool
@@ -106,8 +107,13 @@ class KafkaServer:
         self.alter_partition: AlterPartitionManager | None = None
         self.topic_configs: TopicConfigFetcher | None = None
         self.forwarding: ForwardingManager | None = None
+        # INIT_PRODUCER_ID's ids: blocks from the controller, or from a file in log.dirs when unmanaged.
+        self.producer_id_manager = ProducerIdManager(
+            self.broker_id, local_block_source(self.broker_id, config.log_dir)
+        )
         if config.controller is not None:
             self._link_to_controller(config.controller[1], config.controller[2])
+        self.apis.producer_id_manager = self.producer_id_manager
 
     def _build_replication(self) -> None:
         """The metadata cache, the purgatories, the metrics, and the replica manager over the logs."""
@@ -152,7 +158,6 @@ class KafkaServer:
         # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
         # Kafka's does on every listener.
         self.apis.supported.update(SASL_API_VERSIONS)
-        # Kafka clients' METADATA for unknown topics (docs/clients.md)
         c = self.config
         self.apis.admin.cluster_id = c.cluster_id
         self.apis.admin.auto_create = AutoCreateSettings(
@@ -246,10 +251,12 @@ class KafkaServer:
             self.broker_id, controller_channel, self.replica_manager.apply_topic_configs
         )
         self.replica_manager.topic_config_fetcher = self.topic_configs
-        # Kafka clients' CreateTopics / DeleteTopics / DescribeConfigs go on to the controller (KIP-590).
         self.forwarding = ForwardingManager(self.broker_id, controller_channel)
         self.apis.admin.forwarding = self.forwarding
         self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
+        self.producer_id_manager.source = controller_block_source(
+            self.broker_id, controller_channel, lambda: lifecycle.broker_epoch
+        )
 
     def _advertise(self) -> None:
         """Once bound: each listener's advertised address, the port being the bound one where the advertised
@@ -356,6 +363,7 @@ class KafkaServer:
                     await nursery.start(self.topic_configs.run)
                 if self.forwarding is not None:
                     await nursery.start(self.forwarding.run)
+            await nursery.start(self.producer_id_manager.run)
             nursery.start_soon(self._handle_log_dir_failures)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)

@@ -1,5 +1,5 @@
 """``isrsim chaos``: an acks=all workload and a seeded nemesis against a running cluster, then heal, converge,
-stop and report (SPEC §7).
+stop and report (docs/faults.md).
 
 1. The schedule (``cli.chaos_schedule``, pure) is drawn from ``--seed`` and written to ``<root>/chaos.json``.
 2. The workload (``cli.producer.Producer``, in this process) and the nemesis (``cli.chaos_nemesis``) run

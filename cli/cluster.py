@@ -678,7 +678,7 @@ def cluster_status(data_dir: Path, watch: bool, interval: float, topic: str | No
 
 
 def record_fault(info: ClusterInfo, action: str, node: str, **params: Any) -> None:
-    """A process fault goes into <root>/faults.jsonl (SPEC §7), as network faults do."""
+    """A process fault goes into <root>/faults.jsonl (docs/faults.md), as network faults do."""
     append_fault(Path(info.root), action, [node], params)
 
 

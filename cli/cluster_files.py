@@ -1,5 +1,6 @@
-"""A cluster root on disk (SPEC §4): ``cluster.json``, ``controller/``, ``broker-<id>/``, ``workload/``; and
-the processes it names: start them detached, find their ports in their journals, signal them."""
+"""A cluster root on disk (docs/storage.md): ``cluster.json``, ``controller/``, ``broker-<id>/``,
+``workload/``; and the processes it names: start them detached, find their ports in their journals, signal
+them."""
 
 from __future__ import annotations
 

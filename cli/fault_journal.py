@@ -1,4 +1,4 @@
-"""``<root>/faults.jsonl``: every fault the CLI applies or heals, one JSON object a line (SPEC §7).
+"""``<root>/faults.jsonl``: every fault the CLI applies or heals, one JSON object a line (docs/faults.md).
 
 ``{"ts_ms", "action", "nodes", "params"}``: ``action`` is a network fault (``partition``, ``isolate``,
 ``delay``, ``loss``, ``heal``) or a process fault (``kill``, ``term``, ``restart``, ``pause``, ``resume``);

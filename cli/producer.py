@@ -2,8 +2,8 @@
 each partition's leader with up to ``max_in_flight`` requests per partition, retried on retriable errors
 after refreshing metadata (Kafka's producer without idempotence: a retry may duplicate a batch).
 
-Every acknowledged batch is written to the workload journal ``acked-<producer_id>.jsonl`` (SPEC §5), so
-a later check can prove that nothing acknowledged was lost.
+Every acknowledged batch is written to the workload journal ``acked-<producer_id>.jsonl`` (docs/storage.md),
+so a later check can prove that nothing acknowledged was lost.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``isrsim scenario list | run NAME``: Kafka's replication stories on a fresh local cluster (SPEC §7)."""
+"""``isrsim scenario list | run NAME``: Kafka's replication stories on a fresh local cluster
+(docs/scenarios.md)."""
 
 from __future__ import annotations
 

@@ -147,8 +147,8 @@ class RemoteLeaderEndPoint:
             body = await conn.request(api_key, request, timeout=timeout_ms / 1000)
         except (ConnectionClosed, trio.TooSlowError) as exc:
             raise FetchFailed(f"{api_key.name} failed: {exc or type(exc).__name__}") from exc
-        # A request the leader could not take at all (SPEC: UNSUPPORTED_VERSION, INVALID_REQUEST) is answered
-        # with {error_code, error_message} instead of the API's response.
+        # A request the leader could not take at all (docs/protocol.md: UNSUPPORTED_VERSION, INVALID_REQUEST)
+        # is answered with {error_code, error_message} instead of the API's response.
         if "error_code" not in _fields_of(response_cls):
             code = body.get("error_code", Errors.NONE)
             if isinstance(code, int) and code != Errors.NONE:

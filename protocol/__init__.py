@@ -1,4 +1,4 @@
-"""The wire protocol (SPEC §1-3): framing, API schemas, error codes, record batches, the async client.
+"""The wire protocol (docs/protocol.md): framing, API schemas, error codes, record batches, the async client.
 
 This module is the package's front door for code outside the replication core (the CLI, the report): a
 client's names, imported from here (``from protocol import ApiKeys, open_connection``). The broker and the
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from protocol.compression import CODEC_NAMES, CompressionType
     from protocol.errors import RETRIABLE, CorruptRecordError, Errors
     from protocol.fault_injector import net_faults_set_body, rules_from_body
-    from protocol.faults import CONTROLLER, FaultError, FaultSet, LinkFault
+    from protocol.faults import CLIENT, CLIENTS, CONTROLLER, FaultError, FaultSet, LinkFault
     from protocol.records import (
         ATTRIBUTES_OFFSET,
         BATCH_HEADER_SIZE,
@@ -59,6 +59,8 @@ _EXPORTS: dict[str, str] = {
     "RETRIABLE": "protocol.errors",
     "net_faults_set_body": "protocol.fault_injector",
     "rules_from_body": "protocol.fault_injector",
+    "CLIENT": "protocol.faults",
+    "CLIENTS": "protocol.faults",
     "CONTROLLER": "protocol.faults",
     "FaultError": "protocol.faults",
     "FaultSet": "protocol.faults",
@@ -79,6 +81,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ATTRIBUTES_OFFSET",
     "BATCH_HEADER_SIZE",
+    "CLIENT",
+    "CLIENTS",
     "CODEC_NAMES",
     "CONSUMER_REPLICA_ID",
     "CONTROLLER",

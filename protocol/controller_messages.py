@@ -1,5 +1,6 @@
 """Bodies of the controller's APIs: controller -> broker (LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA,
-SPEC §2) and the project's designs for the rest, after Kafka's KRaft-era schemas where Kafka has them.
+docs/protocol.md) and the project's designs for the rest, after Kafka's KRaft-era schemas where Kafka has
+them.
 
 All are version 0. Error codes are Kafka's (``protocol.errors.Errors``).
 

@@ -1,9 +1,9 @@
-"""Wire framing (SPEC §1): ``uint32 big-endian length N`` then N bytes holding one msgpack value.
+"""Wire framing (docs/protocol.md): ``uint32 big-endian length N`` then N bytes holding one msgpack value.
 
 Sans-I/O: :class:`FrameDecoder` turns received bytes into frame payloads, the ``encode_*`` functions turn
 messages into bytes to send, ``decode_request`` / ``decode_response`` check the header shape. A payload that
 is not valid msgpack or a header of the wrong shape raises :class:`InvalidFrame`; the caller closes the
-connection (the SPEC's rule). Body schemas are checked elsewhere (``protocol.schema``).
+connection (docs/protocol.md's rule). Body schemas are checked elsewhere (``protocol.schema``).
 
 Request:  ``{"api_key": int, "api_version": int, "correlation_id": int32, "client_id": str, "body": map}``
 Response: ``{"correlation_id": int32, "body": map}``

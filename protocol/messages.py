@@ -1,4 +1,5 @@
-"""Request and response bodies of every API (SPEC §2), one dataclass each, checked by ``protocol.schema``.
+"""Request and response bodies of every API (docs/protocol.md), one dataclass each, checked by
+``protocol.schema``.
 
 Field names are Kafka's JSON-schema names in snake_case. Nested arrays are nested dataclasses named
 ``<Api>Request<Thing>`` / ``<Api>Response<Thing>``. Fields that Kafka added after version 0 of its own
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from protocol import controller_messages as cm
+from protocol import producer_id_messages as pim
 from protocol import security_messages as sm
 from protocol.api_keys import ApiKeys
 from protocol.controller_messages import *  # noqa: F403  (re-exported: one module to import from)
@@ -446,6 +448,12 @@ RESPONSE_TYPES.update(
         ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: sm.AlterUserScramCredentialsResponse,
     }
 )
+
+# Idempotent producers' ids (protocol/producer_id_messages.py).
+REQUEST_TYPES[ApiKeys.INIT_PRODUCER_ID] = pim.InitProducerIdRequest
+REQUEST_TYPES[ApiKeys.ALLOCATE_PRODUCER_IDS] = pim.AllocateProducerIdsRequest
+RESPONSE_TYPES[ApiKeys.INIT_PRODUCER_ID] = pim.InitProducerIdResponse
+RESPONSE_TYPES[ApiKeys.ALLOCATE_PRODUCER_IDS] = pim.AllocateProducerIdsResponse
 
 SUPPORTED_VERSIONS: dict[ApiKeys, tuple[int, int]] = dict.fromkeys(REQUEST_TYPES, (0, 0))
 

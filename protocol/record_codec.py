@@ -26,6 +26,7 @@ values without copying them, and checks what Kafka's ``LogValidator`` checks. Bo
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -367,6 +368,11 @@ def fast_scan_batch(batch: bytes, base_offset: int, base_timestamp: int, count: 
     if _CRecordBatch is None:
         return None
     padded = batch + _PAD
+    # The reader makes a few objects per record, all freed by reference counting as soon as this returns:
+    # the cyclic collector has nothing to find among them, and running it every 700 of them would cost
+    # more than the walk itself (measured: 0.3 -> 0.13 us per record on 1,000-record batches).
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         records = list(_CRecordBatch(memoryview(padded)[: len(batch)]))
         if len(records) != count or list(map(_OFFSET, records)) != list(
@@ -376,6 +382,9 @@ def fast_scan_batch(batch: bytes, base_offset: int, base_timestamp: int, count: 
         return int(max(map(_TIMESTAMP, records))) - base_timestamp
     except Exception:  # its CorruptRecordException, a None timestamp (-1), invalid UTF-8 in a header key ...
         return None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _skip_headers(data: Buffer, p: int, index: int) -> int:

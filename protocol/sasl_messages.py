@@ -1,5 +1,5 @@
-"""Bodies of SASL_HANDSHAKE (17) and SASL_AUTHENTICATE (36), SPEC §8 (Kafka's SaslHandshakeRequest and
-SaslAuthenticateRequest; the SASL tokens travel in ``auth_bytes`` as Kafka frames them since KIP-152)."""
+"""Bodies of SASL_HANDSHAKE (17) and SASL_AUTHENTICATE (36), docs/security.md (Kafka's SaslHandshakeRequest
+and SaslAuthenticateRequest; the SASL tokens travel in ``auth_bytes`` as Kafka frames them since KIP-152)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A client's side of security (SPEC §8): TLS and SASL on a connection, from a client config.
+"""A client's side of security (docs/security.md): TLS and SASL on a connection, from a client config.
 
 ``ClientSecurity`` is what a client connects with: a security protocol (``PLAINTEXT``, ``SSL``,
 ``SASL_PLAINTEXT``, ``SASL_SSL``), the CA to trust (and for mutual TLS a certificate of its own), and a SASL

@@ -1,4 +1,9 @@
-"""The checks on the replicas' logs and final state, each a DataFrame of violating rows.
+"""The checks on the replicas' logs and final state.
+
+Each check is three functions: ``<name>_violations`` takes the input DataFrames it needs and returns the
+DataFrame(s) of violating rows (pure: no Spark action, so a test runs it on a few rows made by hand);
+``phrase_<name>`` turns the collected tables into a ``CheckResult`` (title, description, notes; plain
+Python); ``check_<name>`` wires them to the report's ``Inputs`` and fetches every table in one action.
 
 - ``convergence``: live ISR replicas agree on LEO and HW at the end; the replicas in the ISR when the final
   stop began agree on LEO; HW <= LEO everywhere;
@@ -12,13 +17,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_jobs.history import cached
 from spark_jobs.inputs import REPLICA, TP, Inputs
 from spark_jobs.plan import collect_tables, count_of, finished, single, top, violation_tables
-from spark_jobs.result import DEFAULT_MAX_EXAMPLES, CheckResult, rows_of
+from spark_jobs.result import DEFAULT_MAX_EXAMPLES, CheckResult
 
 SINGLE_REPLICA_NOTE = (
     "every partition has a single replica here: there is no second replica to compare it with"
@@ -35,9 +43,23 @@ def _replica_list(prefix: str = "") -> F.Column:
     )
 
 
-def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    parts = inp.partitions
-    live = inp.replicas.join(parts.select(*TP, "leader", "live_isr"), TP).filter(
+@dataclass
+class ConvergenceFindings:
+    """``violations`` (one row per partition or replica, ``problem`` says which rule) and ``out_of_isr``:
+    replicas out of the ISR since before the final stop (listed, not judged)."""
+
+    violations: DataFrame
+    out_of_isr: DataFrame
+
+
+def convergence_violations(
+    replicas: DataFrame, partitions: DataFrame, series: DataFrame, stop_isr: DataFrame
+) -> ConvergenceFindings:
+    """The live ISR replicas of each partition (``partitions.live_isr``) agree on LEO and HW at the end,
+    every ISR member holds a replica, HW <= LEO in every replica's final state (``replicas``) and journal
+    event (``series``), and every replica in the ISR when the final stop began (``stop_isr``) ends with
+    the same LEO."""
+    live = replicas.join(partitions.select(*TP, "leader", "live_isr"), TP).filter(
         F.array_contains("live_isr", F.col("broker"))
     )
     agg = live.groupBy(*TP).agg(
@@ -46,7 +68,7 @@ def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
         F.count("*").alias("n"),
         _replica_list().alias("replicas"),
     )
-    agg = agg.join(parts.select(*TP, F.size("live_isr").alias("n_isr")), TP, "right")
+    agg = agg.join(partitions.select(*TP, F.size("live_isr").alias("n_isr")), TP, "right")
     common = [F.lit(None).cast("int").alias("broker"), F.lit(None).cast("long").alias("ts_ms")]
     disagree = agg.filter((F.col("n_leo") > 1) | (F.col("n_hw") > 1)).select(
         *TP,
@@ -60,44 +82,39 @@ def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
         F.lit("an ISR member holds no replica of the partition").alias("problem"),
         F.coalesce("replicas", F.lit("")).alias("detail"),
     )
-    above = inp.replicas.filter(F.col("hw") > F.col("leo")).select(
+    above = replicas.filter(F.col("hw") > F.col("leo")).select(
         *TP,
         "broker",
         F.lit(None).cast("long").alias("ts_ms"),
         F.lit("HW above LEO at the end").alias("problem"),
         F.format_string("HW %d (%s) > LEO %d", F.col("hw"), F.col("hw_source"), F.col("leo")).alias("detail"),
     )
-    journal_above = (
-        cached(inp, "series")
-        .filter(F.col("hw") > F.col("leo"))
-        .select(
-            *TP,
-            "broker",
-            "ts_ms",
-            F.format_string("HW above LEO in a %s journal event", F.col("event")).alias("problem"),
-            F.format_string("HW %d > LEO %d", F.col("hw"), F.col("leo")).alias("detail"),
-        )
+    journal_above = series.filter(F.col("hw") > F.col("leo")).select(
+        *TP,
+        "broker",
+        "ts_ms",
+        F.format_string("HW above LEO in a %s journal event", F.col("event")).alias("problem"),
+        F.format_string("HW %d > LEO %d", F.col("hw"), F.col("leo")).alias("detail"),
     )
-    stop_disagree, out_of_isr = _stop_isr_replicas(inp, common)
+    stop_disagree, out_of_isr = _stop_isr_replicas(replicas, stop_isr, common)
     violations = (
         disagree.unionByName(missing).unionByName(above).unionByName(journal_above).unionByName(stop_disagree)
     )
+    return ConvergenceFindings(violations, out_of_isr)
+
+
+def phrase_convergence(
+    got: dict[str, list[dict[str, Any]]], *, partitions: int, fenced: list[int], max_replicas: int
+) -> CheckResult:
+    """The result of ``convergence`` from its collected tables (``examples``, ``violations``,
+    ``out_of_isr``, ``partitions``: the final state, ``faults``)."""
     notes = [
-        f"final ISR from the journals; fenced at the end (not live): {inp.fenced}"
-        if inp.fenced
+        f"final ISR from the journals; fenced at the end (not live): {fenced}"
+        if fenced
         else "final ISR from the journals (controller's when present); no broker fenced at the end"
     ]
-    if inp.max_replicas <= 1:
+    if max_replicas <= 1:
         notes.append(SINGLE_REPLICA_NOTE)
-    order = [*TP, "broker", "ts_ms"]
-    got = collect_tables(
-        {
-            **violation_tables(violations, order, max_examples),
-            "out_of_isr": top(out_of_isr, [*TP, "broker"], 200),
-            "partitions": _final_table(inp).limit(200),
-            "faults": top(cached(inp, "faults"), ["ts_ms", "kind", "broker", *TP], 100),
-        }
-    )
     out_rows = got["out_of_isr"]
     if out_rows:
         notes.append(
@@ -111,7 +128,7 @@ def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
         "when the final stop began ends with the same LEO, and HW <= LEO everywhere (final checkpoints and "
         "every journal event).",
         got,
-        checked=len(inp.layout.partition_names()),
+        checked=partitions,
         notes=notes,
         extra={
             "partitions": got["partitions"],
@@ -122,11 +139,29 @@ def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
     )
 
 
-def _stop_isr_replicas(inp: Inputs, common: list[F.Column]) -> tuple[DataFrame, DataFrame]:
+def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    found = convergence_violations(
+        inp.replicas, inp.partitions, cached(inp, "series"), cached(inp, "stop_isr")
+    )
+    got = collect_tables(
+        {
+            **violation_tables(found.violations, [*TP, "broker", "ts_ms"], max_examples),
+            "out_of_isr": top(found.out_of_isr, [*TP, "broker"], 200),
+            "partitions": final_table(inp.replicas, inp.partitions).limit(200),
+            "faults": top(cached(inp, "faults"), ["ts_ms", "kind", "broker", *TP], 100),
+        }
+    )
+    return phrase_convergence(
+        got, partitions=len(inp.layout.partition_names()), fenced=inp.fenced, max_replicas=inp.max_replicas
+    )
+
+
+def _stop_isr_replicas(
+    replicas: DataFrame, stop: DataFrame, common: list[F.Column]
+) -> tuple[DataFrame, DataFrame]:
     """Every replica in the ISR when the final stop began must end with the same log end: the violations;
     and the replicas that were out of that ISR (listed, not judged)."""
-    stop = cached(inp, "stop_isr")
-    judged = inp.replicas.join(stop, TP).filter(F.array_contains("stop_isr", F.col("broker")))
+    judged = replicas.join(stop, TP).filter(F.array_contains("stop_isr", F.col("broker")))
     agg = judged.groupBy(*TP).agg(
         F.countDistinct("leo").alias("n_leo"), F.count("*").alias("n"), _replica_list().alias("replicas")
     )
@@ -147,19 +182,20 @@ def _stop_isr_replicas(inp: Inputs, common: list[F.Column]) -> tuple[DataFrame, 
         ),
     )
     out = (
-        inp.replicas.join(stop, TP)
+        replicas.join(stop, TP)
         .filter(~F.array_contains("stop_isr", F.col("broker")))
         .select(*TP, "broker", "leo", "hw", F.col("stop_isr").alias("isr_before_stop"))
     )
     return disagree.unionByName(missing), out
 
 
-def _final_table(inp: Inputs) -> DataFrame:
-    r = inp.replicas.groupBy(*TP).agg(
+def final_table(replicas: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Per partition: final leader, leader epoch, ISR (and where it came from) and every replica's LEO/HW."""
+    r = replicas.groupBy(*TP).agg(
         F.sort_array(F.collect_list(F.struct("broker", "leo", "hw"))).alias("replicas")
     )
     return (
-        inp.partitions.join(r, TP, "left")
+        partitions.join(r, TP, "left")
         .select(
             *TP,
             "leader",
@@ -172,13 +208,24 @@ def _final_table(inp: Inputs) -> DataFrame:
     )
 
 
-def check_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    bounds = inp.replicas.groupBy(*TP).agg(
+@dataclass
+class LogMatchingFindings:
+    """``violations``: one row per base offset where the replicas differ (``sides``: what each holds);
+    ``compared``: the batches compared (below every replica's HW)."""
+
+    violations: DataFrame
+    compared: DataFrame
+
+
+def log_matching_violations(replicas: DataFrame, batches: DataFrame) -> LogMatchingFindings:
+    """Below the smallest HW of a partition's replicas (and at or above the largest log start), every
+    replica holds the same batches: base offset, last offset, leader epoch and CRC."""
+    bounds = replicas.groupBy(*TP).agg(
         F.min(F.least(F.coalesce("hw", F.lit(0)), "leo")).alias("bound"),
         F.max("log_start").alias("lower"),
         F.count("*").alias("n_replicas"),
     )
-    b = inp.batches.join(bounds, TP).filter(
+    b = batches.join(bounds, TP).filter(
         (F.col("last_offset") < F.col("bound"))
         & (F.col("base_offset") >= F.col("lower"))
         & (F.col("n_replicas") > 1)
@@ -190,7 +237,7 @@ def check_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) ->
             F.collect_list(F.struct("broker", "last_offset", "leader_epoch", "crc", "file", "position"))
         ).alias("sides"),
     )
-    holders = inp.replicas.groupBy(*TP).agg(F.sort_array(F.collect_list("broker")).alias("holders"))
+    holders = replicas.groupBy(*TP).agg(F.sort_array(F.collect_list("broker")).alias("holders"))
     distinct = F.size(
         F.array_distinct(
             F.transform("sides", lambda s: F.struct(s["last_offset"], s["leader_epoch"], s["crc"]))
@@ -218,19 +265,32 @@ def check_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) ->
         F.array_except("holders", F.transform("sides", lambda s: s["broker"])).alias("missing_on"),
         "sides",
     )
-    notes = [] if inp.max_replicas > 1 else [SINGLE_REPLICA_NOTE]
-    got = collect_tables(
-        {**violation_tables(violations, [*TP, "base_offset"], max_examples), "checked": count_of(b)}
-    )
-    result = finished(
+    return LogMatchingFindings(violations, b)
+
+
+def phrase_log_matching(got: dict[str, list[dict[str, Any]]], *, max_replicas: int) -> CheckResult:
+    """The result of ``log_matching`` (``sides`` stays in the examples for the evidence; the caller drops
+    it once the first records are decoded)."""
+    return finished(
         "log_matching",
         "Logs match below the high watermark",
         "Below the smallest HW of a partition's replicas (and above the largest log start offset) every "
         "replica holds the same batches: base offset, last offset, leader epoch and CRC.",
         got,
         checked=int(single(got["checked"])),
-        notes=notes,
+        notes=[] if max_replicas > 1 else [SINGLE_REPLICA_NOTE],
     )
+
+
+def check_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    found = log_matching_violations(inp.replicas, inp.batches)
+    got = collect_tables(
+        {
+            **violation_tables(found.violations, [*TP, "base_offset"], max_examples),
+            "checked": count_of(found.compared),
+        }
+    )
+    result = phrase_log_matching(got, max_replicas=inp.max_replicas)
     if result.examples:
         result.extra["first_records"] = _divergence_records(inp, result.examples)
     for ex in result.examples:
@@ -253,12 +313,26 @@ def _divergence_records(inp: Inputs, examples: list[dict[str, object]]) -> list[
     first = recs.filter(F.col("offset") == F.col("base_offset")).select(
         "broker", "offset", "leader_epoch", "timestamp", "value", "problem"
     )
-    return rows_of(first.orderBy("offset", "broker"), 50)
+    return collect_tables({"first": top(first, ["offset", "broker"], 50)})["first"]
 
 
-def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+@dataclass
+class AckedFindings:
+    """``violations``: acknowledged batches (not acks=1) missing or different on a replica that must hold
+    them; ``acks1_lost``: the same for acks=1 batches (allowed by Kafka: listed, not failed)."""
+
+    violations: DataFrame
+    acks1_lost: DataFrame
+
+
+def acked_violations(
+    acked: DataFrame, partitions: DataFrame, stop_isr: DataFrame, batches: DataFrame, replicas: DataFrame
+) -> AckedFindings:
+    """Each acknowledged batch (``acked``) must be at its base offset, with its last offset and CRC, on the
+    final leader, every final ISR member and every member of the ISR when the final stop began; a batch
+    below a replica's log start was deleted by retention, not lost."""
     no_brokers = F.array().cast("array<int>")
-    parts = inp.partitions.join(cached(inp, "stop_isr"), TP, "left").select(
+    parts = partitions.join(stop_isr, TP, "left").select(
         *TP,
         "leader",
         F.array_distinct(
@@ -269,8 +343,8 @@ def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckR
             )
         ).alias("expected"),
     )
-    expected = inp.acked.join(parts, TP, "left").select("*", F.explode_outer("expected").alias("broker"))
-    found = inp.batches.select(
+    expected = acked.join(parts, TP, "left").select("*", F.explode_outer("expected").alias("broker"))
+    found = batches.select(
         *REPLICA,
         "base_offset",
         F.col("last_offset").alias("found_last_offset"),
@@ -278,7 +352,7 @@ def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckR
         F.col("leader_epoch").alias("found_epoch"),
     )
     df = expected.join(found, [*REPLICA, "base_offset"], "left").join(
-        inp.replicas.select(*REPLICA, "log_start"), REPLICA, "left"
+        replicas.select(*REPLICA, "log_start"), REPLICA, "left"
     )
     df = df.filter(F.col("log_start").isNull() | (F.col("last_offset") >= F.col("log_start")))
     problem = (
@@ -307,30 +381,17 @@ def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckR
     )
     # Kafka guarantees an acks=all batch across leader failovers; an acks=1 batch only while its leader
     # lives. acks=1 losses are listed (the zombie-leader and crash cases) but are not violations.
-    violations = missing.filter(F.col("acks") != 1)
-    acks1_lost = missing.filter(F.col("acks") == 1)
-    checked = inp.stats.acked_lines
+    return AckedFindings(missing.filter(F.col("acks") != 1), missing.filter(F.col("acks") == 1))
+
+
+def phrase_acked(got: dict[str, list[dict[str, Any]]], *, checked: int, torn_lines: int) -> CheckResult:
+    """The result of ``acked_not_lost`` from its tables (``n_acks1``, ``acks1_lost``, ``lost_by_acks``)."""
     notes = [
         f"{checked} acknowledged batches checked on the final leader, every final ISR member and every "
         "member of the ISR before the final stop"
     ]
-    if inp.stats.torn_acked_lines:
-        notes.append(f"{inp.stats.torn_acked_lines} torn acked-journal line(s) skipped")
-    order = [*TP, "base_offset", "broker"]
-    got = collect_tables(
-        {
-            **violation_tables(violations, order, max_examples),
-            "n_acks1": count_of(acks1_lost, "producer_id", *TP, "base_offset"),
-            "acks1_lost": top(acks1_lost, [*TP, "base_offset", "broker"], max_examples),
-            "lost_by_acks": top(
-                violations.groupBy("acks").agg(
-                    F.countDistinct("producer_id", *TP, "base_offset").alias("batches")
-                ),
-                ["acks"],
-                10,
-            ),
-        }
-    )
+    if torn_lines:
+        notes.append(f"{torn_lines} torn acked-journal line(s) skipped")
     result = finished(
         "acked_not_lost",
         "No acknowledged batch lost",
@@ -356,13 +417,34 @@ def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckR
     return result
 
 
-def check_contiguous(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    found = acked_violations(inp.acked, inp.partitions, cached(inp, "stop_isr"), inp.batches, inp.replicas)
+    got = collect_tables(
+        {
+            **violation_tables(found.violations, [*TP, "base_offset", "broker"], max_examples),
+            "n_acks1": count_of(found.acks1_lost, "producer_id", *TP, "base_offset"),
+            "acks1_lost": top(found.acks1_lost, [*TP, "base_offset", "broker"], max_examples),
+            "lost_by_acks": top(
+                found.violations.groupBy("acks").agg(
+                    F.countDistinct("producer_id", *TP, "base_offset").alias("batches")
+                ),
+                ["acks"],
+                10,
+            ),
+        }
+    )
+    return phrase_acked(got, checked=inp.stats.acked_lines, torn_lines=inp.stats.torn_acked_lines)
+
+
+def contiguous_violations(batches: DataFrame, replicas: DataFrame) -> DataFrame:
+    """Within each replica, from its log start offset, batches follow each other with no gap, overlap or
+    duplicate, each in the segment whose name is at or below its base offset."""
     w = Window.partitionBy(*REPLICA).orderBy("base_offset", "segment_base", "position")
     b = (
-        inp.batches.withColumn("prev_base", F.lag("base_offset").over(w))
+        batches.withColumn("prev_base", F.lag("base_offset").over(w))
         .withColumn("prev_last", F.lag("last_offset").over(w))
         .withColumn("rank", F.row_number().over(w))
-        .join(inp.replicas.select(*REPLICA, "log_start"), REPLICA)
+        .join(replicas.select(*REPLICA, "log_start"), REPLICA)
     )
     problem = (
         F.when(F.col("base_offset") < F.col("segment_base"), F.lit("batch below its segment's base offset"))
@@ -375,7 +457,7 @@ def check_contiguous(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> C
         .when(F.col("base_offset") > F.col("prev_last") + 1, F.lit("gap"))
     )
     expected = F.when(F.col("rank") == 1, F.col("log_start")).otherwise(F.col("prev_last") + 1)
-    violations = (
+    return (
         b.withColumn("problem", problem)
         .filter(F.col("problem").isNotNull())
         .select(
@@ -391,25 +473,48 @@ def check_contiguous(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> C
             "position",
         )
     )
+
+
+def phrase_contiguous(got: dict[str, list[dict[str, Any]]], *, batches: int) -> CheckResult:
     return finished(
         "offsets_contiguous",
         "Offsets contiguous in every replica",
         "Within each replica, batches follow each other with no gap, no overlap and no duplicate, from the "
         "log start offset on, each in the segment whose name is at or below its base offset.",
-        collect_tables(violation_tables(violations, [*REPLICA, "base_offset"], max_examples)),
-        checked=inp.stats.batches,
+        got,
+        checked=batches,
     )
 
 
-def check_epoch_cache(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    entries = inp.checkpoints.filter(F.col("kind") == "epoch").select(
+def check_contiguous(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    violations = contiguous_violations(inp.batches, inp.replicas)
+    got = collect_tables(violation_tables(violations, [*REPLICA, "base_offset"], max_examples))
+    return phrase_contiguous(got, batches=inp.stats.batches)
+
+
+@dataclass
+class EpochCacheFindings:
+    """``violations``: bad cache entries and batches whose epoch is not the cache's; ``entries``: every
+    cache entry (what was checked)."""
+
+    violations: DataFrame
+    entries: DataFrame
+
+
+def epoch_cache_violations(
+    checkpoints: DataFrame, batches: DataFrame, replicas: DataFrame
+) -> EpochCacheFindings:
+    """In each replica's leader-epoch-checkpoint (``checkpoints`` rows of kind ``epoch``) epochs and start
+    offsets strictly increase and no entry starts past the LEO; each batch's partition leader epoch is the
+    cache's epoch for its base offset."""
+    entries = checkpoints.filter(F.col("kind") == "epoch").select(
         *REPLICA, "seq", "epoch", F.col("offset").alias("start_offset"), "file"
     )
     ws = Window.partitionBy(*REPLICA).orderBy("seq")
     order_bad = (
         entries.withColumn("prev_epoch", F.lag("epoch").over(ws))
         .withColumn("prev_start", F.lag("start_offset").over(ws))
-        .join(inp.replicas.select(*REPLICA, "leo"), REPLICA)
+        .join(replicas.select(*REPLICA, "leo"), REPLICA)
     )
     none = F.lit(None)
     entry_rows = order_bad.select(
@@ -439,7 +544,7 @@ def check_epoch_cache(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
         none.cast("int").alias("batch_epoch"),
         none.cast("long").alias("last_offset"),
     )
-    bats = inp.batches.select(
+    bats = batches.select(
         *REPLICA,
         F.col("base_offset").alias("offset"),
         F.lit(0).alias("marker"),
@@ -455,7 +560,7 @@ def check_epoch_cache(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
     merged = markers.unionByName(bats).withColumn(
         "epoch_for", F.last("cache_epoch", ignorenulls=True).over(w)
     )
-    merged = merged.filter(F.col("marker") == 0).join(inp.replicas.select(*REPLICA, "log_start"), REPLICA)
+    merged = merged.filter(F.col("marker") == 0).join(replicas.select(*REPLICA, "log_start"), REPLICA)
     mismatched = merged.filter(
         (F.col("last_offset") >= F.col("log_start"))
         & (F.col("batch_epoch") >= 0)
@@ -470,10 +575,10 @@ def check_epoch_cache(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
         F.col("epoch_for").alias("cache_epoch"),
         F.format_string("batch %d-%d", "offset", "last_offset").alias("detail"),
     )
-    violations = entry_rows.unionByName(mismatched)
-    got = collect_tables(
-        {**violation_tables(violations, [*REPLICA, "offset"], max_examples), "checked": count_of(entries)}
-    )
+    return EpochCacheFindings(entry_rows.unionByName(mismatched), entries)
+
+
+def phrase_epoch_cache(got: dict[str, list[dict[str, Any]]]) -> CheckResult:
     return finished(
         "epoch_cache",
         "Leader epoch cache consistent",
@@ -484,15 +589,36 @@ def check_epoch_cache(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
     )
 
 
-def check_batches_intact(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    violations = inp.batches.filter(F.col("crc_ok") == F.lit(False)).select(
+def check_epoch_cache(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    found = epoch_cache_violations(inp.checkpoints, inp.batches, inp.replicas)
+    got = collect_tables(
+        {
+            **violation_tables(found.violations, [*REPLICA, "offset"], max_examples),
+            "checked": count_of(found.entries),
+        }
+    )
+    return phrase_epoch_cache(got)
+
+
+def batches_intact_violations(batches: DataFrame) -> DataFrame:
+    """Batches whose stored CRC-32C does not match their bytes (``crc_ok`` false; null: not verified)."""
+    return batches.filter(F.col("crc_ok") == F.lit(False)).select(
         *REPLICA, "base_offset", "last_offset", "leader_epoch", "crc", "file", "position"
     )
+
+
+def phrase_batches_intact(got: dict[str, list[dict[str, Any]]], *, batches: int) -> CheckResult:
     return finished(
         "batches_intact",
         "Batches intact (CRC)",
         "Every batch's stored CRC-32C matches its bytes (a torn last batch of a partition is not counted: "
         "log recovery cuts it off).",
-        collect_tables(violation_tables(violations, [*REPLICA, "base_offset"], max_examples)),
-        checked=inp.stats.batches,
+        got,
+        checked=batches,
     )
+
+
+def check_batches_intact(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    violations = batches_intact_violations(inp.batches)
+    got = collect_tables(violation_tables(violations, [*REPLICA, "base_offset"], max_examples))
+    return phrase_batches_intact(got, batches=inp.stats.batches)

@@ -70,32 +70,6 @@ def _fault(
     ]
 
 
-def final_shutdown_start(journal: DataFrame) -> int | None:
-    """When the cluster's final stop began (see the module doc); None if it never stopped."""
-    b = _broker_events(journal)
-    last_start = b.filter(F.col("event") == "broker_started").agg(F.max("ts_ms")).first()
-    if last_start is None or last_start[0] is None:
-        return None
-    after = F.col("ts_ms") > F.lit(last_start[0])
-    controlled = journal.filter(
-        (F.col("source") == "controller") & (F.col("reason") == "controlled_shutdown") & after
-    ).agg(F.min("ts_ms"))
-    first = controlled.first()
-    if first is not None and first[0] is not None:
-        return int(first[0])
-    stopped = b.filter((F.col("event") == "broker_stopped") & (F.col("clean") == F.lit(True)) & after)
-    row = stopped.agg(F.min("ts_ms")).first()
-    return None if row is None or row[0] is None else int(row[0])
-
-
-def isr_before_stop(journal: DataFrame) -> DataFrame:
-    """Per partition, ``stop_isr``: the ISR when the cluster's final stop began (the last ``became_leader``,
-    ``isr_changed`` or ``leader_elected`` before it, the controller winning ties). No rows if the cluster
-    never stopped cleanly. The controlled shutdowns of ``cluster down`` shrink every ISR to its last broker,
-    so the final ISR says little about which replicas were in sync: this one does."""
-    return _isr_before(journal, final_shutdown_start(journal))
-
-
 def _isr_before(journal: DataFrame, cutoff: int | None) -> DataFrame:
     ev = journal.filter(
         F.col("topic").isNotNull()
@@ -105,11 +79,6 @@ def _isr_before(journal: DataFrame, cutoff: int | None) -> DataFrame:
     ev = ev.limit(0) if cutoff is None else ev.filter(F.col("ts_ms") < F.lit(cutoff))
     order = F.struct("ts_ms", F.when(F.col("source") == "controller", 1).otherwise(0), "seq")
     return ev.groupBy(*TP).agg(F.sort_array(F.max_by("isr", order)).alias("stop_isr"))
-
-
-def faults(journal: DataFrame) -> DataFrame:
-    """Every fault (see the module doc), columns ``FAULT_COLUMNS``."""
-    return _faults_before(journal, final_shutdown_start(journal))
 
 
 def _faults_before(journal: DataFrame, cutoff: int | None) -> DataFrame:

@@ -63,7 +63,7 @@ class Inputs:
     problems: list[InputProblem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     derived: dict[str, DataFrame] = field(default_factory=dict)
-    # When the cluster's final stop began (history.final_shutdown_start), found while loading.
+    # When the cluster's final stop began (see ``_shutdown_facts``), found while loading.
     shutdown_start: int | None = None
 
     @property
@@ -276,7 +276,7 @@ def _replica_state(
 
 def _shutdown_facts(journal: DataFrame) -> DataFrame:
     """One row: ``controlled``, the first controlled shutdown after the last ``broker_started``, and
-    ``stopped``, the first clean ``broker_stopped`` after it (see ``history.final_shutdown_start``)."""
+    ``stopped``, the first clean ``broker_stopped`` after it (the same rule as ``converge.final_stop_ms``)."""
     broker = F.col("source") == "broker"
     last_start = journal.filter(broker & (F.col("event") == "broker_started")).agg(
         F.max("ts_ms").alias("last_start")

@@ -4,11 +4,17 @@
   broker process); follower HW drops are listed (not violations) with the truncation that explains them;
 - ``unclean_elections``: the controller's unclean elections, with the records and acknowledged batches
   each cost.
+
+As in ``checks``: ``<name>_violations`` (DataFrames in, violating rows out, no action), ``phrase_<name>``
+(collected tables to a ``CheckResult``) and ``check_<name>`` (the two wired to the report's ``Inputs``).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Window
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_jobs.history import cached
@@ -17,9 +23,20 @@ from spark_jobs.plan import collect_tables, count_of, finished, single, top, vio
 from spark_jobs.result import DEFAULT_MAX_EXAMPLES, CheckResult
 
 
-def check_leader_hw(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    ev = cached(inp, "roles")
-    with_hw = ev.filter(F.col("hw").isNotNull())
+@dataclass
+class LeaderHwFindings:
+    """``violations``: a leader's HW lower than its previous one in the same tenure; ``follower_drops``:
+    follower HW drops with the truncation before them (information); ``tenures``: every leader tenure."""
+
+    violations: DataFrame
+    follower_drops: DataFrame
+    tenures: DataFrame
+
+
+def leader_hw_violations(roles: DataFrame) -> LeaderHwFindings:
+    """Within a leader's tenure (``roles``: broker partition events with ``role``, ``tenure`` and
+    ``incarnation``, see ``history.role_timeline``) the HW never decreases."""
+    with_hw = roles.filter(F.col("hw").isNotNull())
     tenure = Window.partitionBy("broker", *TP, "tenure", "incarnation").orderBy("ts_ms", "seq")
     leaders = (
         with_hw.filter(F.col("role") == "leader")
@@ -41,7 +58,7 @@ def check_leader_hw(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> Ch
     everything = Window.partitionBy("broker", *TP).orderBy("ts_ms", "seq")
     upto = everything.rowsBetween(Window.unboundedPreceding, 0)
     fol = (
-        ev.withColumn(
+        roles.withColumn(
             "trunc_ts", F.last(F.when(F.col("event") == "truncated", F.col("ts_ms")), True).over(upto)
         )
         .withColumn(
@@ -55,13 +72,11 @@ def check_leader_hw(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> Ch
         .filter((F.col("role") != "leader") & (F.col("hw") < F.col("prev_hw")))
         .select("broker", *TP, "ts_ms", "prev_hw", "hw", "role", "trunc_ts", "trunc_to", "trunc_reason")
     )
-    got = collect_tables(
-        {
-            **violation_tables(violations, [*TP, "broker", "ts_ms"], max_examples),
-            "drops": top(fol, [*TP, "broker", "ts_ms"], max_examples),
-            "tenures": count_of(leaders.select("broker", *TP, "tenure", "incarnation").distinct()),
-        }
-    )
+    tenures = leaders.select("broker", *TP, "tenure", "incarnation").distinct()
+    return LeaderHwFindings(violations, fol, tenures)
+
+
+def phrase_leader_hw(got: dict[str, list[dict[str, Any]]]) -> CheckResult:
     drops = got["drops"]
     return finished(
         "leader_hw_monotonic",
@@ -76,8 +91,32 @@ def check_leader_hw(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> Ch
     )
 
 
-def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    j = inp.journal
+def check_leader_hw(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    found = leader_hw_violations(cached(inp, "roles"))
+    got = collect_tables(
+        {
+            **violation_tables(found.violations, [*TP, "broker", "ts_ms"], max_examples),
+            "drops": top(found.follower_drops, [*TP, "broker", "ts_ms"], max_examples),
+            "tenures": count_of(found.tenures),
+        }
+    )
+    return phrase_leader_hw(got)
+
+
+@dataclass
+class UncleanFindings:
+    """``elections``: every unclean election with its cost; ``violations``: those that cost records or
+    acknowledged batches, or whose cost cannot be worked out; ``examined``: every controller election."""
+
+    violations: DataFrame
+    elections: DataFrame
+    examined: DataFrame
+
+
+def unclean_election_violations(journal: DataFrame, series: DataFrame, acked: DataFrame) -> UncleanFindings:
+    """Each ``leader_elected`` with ``unclean: true`` in the controller's journal, with the records the
+    other replicas had beyond the new leader's log end and the acknowledged batches above it."""
+    j = journal
     elections = j.filter(
         (F.col("source") == "controller")
         & (F.col("event") == "leader_elected")
@@ -89,7 +128,6 @@ def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLE
         F.col("leader_epoch").alias("epoch"),
         "isr",
     )
-    series = cached(inp, "series")
     # The new leader's LEO when it took over: its became_leader / epoch_assigned for that epoch, else its
     # last LEO before the election.
     took_over = (
@@ -117,7 +155,7 @@ def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLE
     e = e.join(agg, [*TP, "elected_ts"], "left").withColumn(
         "leader_start", F.coalesce("start", "leader_leo_before")
     )
-    acked = inp.acked.select(*TP, "acked_ms", "last_offset")
+    acked = acked.select(*TP, "acked_ms", "last_offset")
     lost_acked = (
         e.join(acked, TP)
         .filter((F.col("acked_ms") <= F.col("elected_ts")) & (F.col("last_offset") >= F.col("leader_start")))
@@ -138,19 +176,16 @@ def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLE
     violations = e.filter(
         F.col("records_lost").isNull() | (F.col("records_lost") > 0) | (F.col("acked_batches_lost") > 0)
     )
-    got = collect_tables(
-        {
-            **violation_tables(violations, ["elected_ts"], max_examples),
-            "elections": top(e, ["elected_ts"], 200),
-            # Every election the controller journaled was looked at (clean ones cost nothing by definition).
-            "examined": count_of(
-                j.filter((F.col("source") == "controller") & (F.col("event") == "leader_elected"))
-            ),
-        }
-    )
-    all_rows = got["elections"]
+    # Every election the controller journaled was looked at (clean ones cost nothing by definition).
+    examined = j.filter((F.col("source") == "controller") & (F.col("event") == "leader_elected"))
+    return UncleanFindings(violations, e, examined)
+
+
+def phrase_unclean_elections(
+    got: dict[str, list[dict[str, Any]]], *, controller_journal: bool
+) -> CheckResult:
     notes = []
-    if not inp.layout.controller_journals:
+    if not controller_journal:
         notes.append("no controller journal: unclean elections cannot be seen (none counted)")
     return finished(
         "unclean_elections",
@@ -161,5 +196,17 @@ def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLE
         got,
         checked=single(got["examined"]) or 0,
         notes=notes,
-        extra={"elections": all_rows},
+        extra={"elections": got["elections"]},
     )
+
+
+def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    found = unclean_election_violations(inp.journal, cached(inp, "series"), inp.acked)
+    got = collect_tables(
+        {
+            **violation_tables(found.violations, ["elected_ts"], max_examples),
+            "elections": top(found.elections, ["elected_ts"], 200),
+            "examined": count_of(found.examined),
+        }
+    )
+    return phrase_unclean_elections(got, controller_journal=bool(inp.layout.controller_journals))

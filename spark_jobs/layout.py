@@ -1,5 +1,5 @@
-"""Finding a cluster's files on disk (SPEC §4): brokers' data directories, partition directories, segments,
-checkpoints and journals.
+"""Finding a cluster's files on disk (docs/storage.md): brokers' data directories, partition directories,
+segments, checkpoints and journals.
 
 Only names and sizes are looked at here (on the driver); the bytes are read by Spark tasks
 (:mod:`spark_jobs.sources`). Two shapes of ``root`` are understood:

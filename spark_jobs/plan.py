@@ -21,7 +21,7 @@ from spark_jobs.result import CheckResult
 
 
 def plain(value: Any) -> Any:
-    """A collected value as JSON-ready Python (the same conversion as ``result.rows_of``)."""
+    """A collected value as JSON-ready Python: rows and structs as dicts, dates as ISO text."""
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
     if isinstance(value, list | tuple) and not isinstance(value, Row):
@@ -89,8 +89,7 @@ def finished(
     extra: dict[str, list[dict[str, Any]]] | None = None,
     prefix: str = "",
 ) -> CheckResult:
-    """The check's result from the collected ``violation_tables`` (what ``result.finish`` makes from a
-    DataFrame, without actions of its own)."""
+    """The check's result from its collected ``violation_tables`` (no action of its own)."""
     count = int(single(got[f"{prefix}violations"]) or 0)
     return CheckResult(
         name,

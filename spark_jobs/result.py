@@ -8,11 +8,8 @@ workload journal is missing, so no acknowledged batch could be looked for). The 
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
-
-from pyspark.sql import DataFrame
 
 DEFAULT_MAX_EXAMPLES = 20
 # report.json's layout: 2 added verdicts valid/invalid/unknown, typed fields (lists, not prose), t0_ms,
@@ -30,22 +27,6 @@ def overall_verdict(verdicts: list[str]) -> str:
     if UNKNOWN in verdicts or not verdicts:
         return UNKNOWN
     return VALID
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dt.datetime | dt.date):
-        return value.isoformat()
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if hasattr(value, "asDict"):
-        return {k: _plain(v) for k, v in value.asDict(recursive=True).items()}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def rows_of(df: DataFrame, limit: int) -> list[dict[str, Any]]:
-    return [{k: _plain(v) for k, v in r.asDict(recursive=True).items()} for r in df.limit(limit).collect()]
 
 
 @dataclass
@@ -80,34 +61,3 @@ class CheckResult:
             "notes": self.notes,
             "extra": self.extra,
         }
-
-
-def finish(
-    name: str,
-    title: str,
-    description: str,
-    violations: DataFrame,
-    *,
-    order: list[str],
-    max_examples: int = DEFAULT_MAX_EXAMPLES,
-    checked: int | None = None,
-    notes: list[str] | None = None,
-    extra: dict[str, list[dict[str, Any]]] | None = None,
-) -> CheckResult:
-    """Count ``violations`` and keep the first ``max_examples`` rows (ordered by ``order``)."""
-    violations = violations.cache()
-    examples = rows_of(violations.orderBy(*order), max_examples)
-    # A second job only when there may be more violations than examples.
-    count = len(examples) if len(examples) < max_examples else violations.count()
-    violations.unpersist()
-    return CheckResult(
-        name,
-        title,
-        description,
-        passed=count == 0,
-        violations=count,
-        examples=examples,
-        notes=list(notes or []),
-        extra=dict(extra or {}),
-        checked=checked,
-    )

@@ -69,6 +69,7 @@ CONTROLLER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.DELETE_ACLS,
     ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
     ApiKeys.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKeys.ALLOCATE_PRODUCER_IDS,
 )
 
 # What the principal needs on the cluster before these are handled (docs/security.md). The rest:
@@ -79,6 +80,7 @@ CLUSTER_OPERATION_APIS: dict[ApiKeys, AclOperation] = {
     ApiKeys.BROKER_HEARTBEAT: AclOperation.CLUSTER_ACTION,
     ApiKeys.ALTER_PARTITION: AclOperation.CLUSTER_ACTION,
     ApiKeys.CONTROLLED_SHUTDOWN: AclOperation.CLUSTER_ACTION,
+    ApiKeys.ALLOCATE_PRODUCER_IDS: AclOperation.CLUSTER_ACTION,
     ApiKeys.DESCRIBE_ACLS: AclOperation.DESCRIBE,
     ApiKeys.CREATE_ACLS: AclOperation.ALTER,
     ApiKeys.DELETE_ACLS: AclOperation.ALTER,
@@ -362,6 +364,8 @@ class ControllerApis:
             response = core.alter_partition(body)
         elif key == ApiKeys.CONTROLLED_SHUTDOWN:
             response = core.controlled_shutdown(body)
+        elif key == ApiKeys.ALLOCATE_PRODUCER_IDS:
+            response = core.allocate_producer_ids(body)
         elif key == ApiKeys.CREATE_TOPICS:
             response = self._create_topics(request, body)
             wait_s = body.timeout_ms / 1000.0

@@ -1,6 +1,6 @@
 """The sparse offset index of one segment, ``<20-digit base offset>.index``.
 
-File format (the project's own; SPEC §4 leaves it open). The file is a flat array of 8-byte entries
+File format (the project's own; docs/storage.md). The file is a flat array of 8-byte entries
 and nothing else -- no header, no padding, no pre-allocation::
 
     relative_offset  u32 big-endian   base_offset of a batch minus the segment's base offset

@@ -1,7 +1,7 @@
 """One segment of a partition log: ``<20-digit base offset>.log`` plus its sparse ``.index``.
 
-The ``.log`` file is record batches back to back (SPEC §3), exactly as they were appended. A segment never
-decodes records: it writes bytes, reads byte ranges that are whole batches, and looks at 61-byte batch
+The ``.log`` file is record batches back to back (docs/storage.md), exactly as they were appended. A segment
+never decodes records: it writes bytes, reads byte ranges that are whole batches, and looks at 61-byte batch
 headers to find its way. Finding an offset is a binary search in the index plus a scan of the headers of
 at most about ``index.interval.bytes`` of log, read with one ``pread``.
 

@@ -1,2 +1,2 @@
 """Security: who a connection is (``KafkaPrincipal``), how it proved it (TLS, SASL) and what it may do
-(the authorizer). SPEC.md section 8."""
+(the authorizer). See docs/security.md."""

@@ -285,7 +285,7 @@ class BenchCluster:
         return started
 
     def write_cluster_json(self) -> None:
-        """``cluster.json`` as ``isrsim cluster up`` writes it (SPEC §4), for outside tools."""
+        """``cluster.json`` as ``isrsim cluster up`` writes it (docs/storage.md), for outside tools."""
         doc = {
             "controller": None,
             "brokers": [

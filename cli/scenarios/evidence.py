@@ -1,7 +1,7 @@
-"""What the stopped cluster's files show, read straight from the segments (SPEC §3-4) and the acknowledged
-batches (``workload/acked-*.jsonl``): is an acknowledged batch missing from every replica, do two replicas
-hold different batches at the same offset below the high watermark, and the two logs side by side where
-they differ (offset, epoch, CRC per batch of each replica)."""
+"""What the stopped cluster's files show, read straight from the segments (docs/storage.md) and the
+acknowledged batches (``workload/acked-*.jsonl``): is an acknowledged batch missing from every replica, do two
+replicas hold different batches at the same offset below the high watermark, and the two logs side by side
+where they differ (offset, epoch, CRC per batch of each replica)."""
 
 from __future__ import annotations
 

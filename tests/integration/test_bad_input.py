@@ -1,4 +1,4 @@
-"""What a client sends can never crash a broker or damage its log (SPEC §1, Kafka's error codes).
+"""What a client sends can never crash a broker or damage its log (docs/protocol.md, Kafka's error codes).
 
 One broker process serves the whole module. It leads ``t-0`` and ``t-1`` alone, plus ``h-0`` with a
 follower (2) that never fetches, so ``h-0``'s high watermark stays at 0 while its log grows. Every test

@@ -127,7 +127,7 @@ def test_consume_stops_as_kafka_console_consumer_does(one: Cluster) -> None:
     proc = one.cli("consume", "t", "--from-beginning", "--max-messages", "120")
     assert len(proc.stdout.splitlines()) == 120
     assert "Processed a total of 120 messages" in proc.stderr
-    proc = one.cli("consume", "t", "--from-beginning", "--max-records", "7", "--count-only")  # SPEC §6
+    proc = one.cli("consume", "t", "--from-beginning", "--max-records", "7", "--count-only")  # docs/cli.md
     assert proc.stdout == "" and "Processed a total of 7 messages" in proc.stderr
     total = int(one.cli("consume", "t", "--from-beginning", "--exit-at-end", "--count-only")
                 .stderr.split("Processed a total of ")[1].split()[0].replace(",", ""))  # fmt: skip

@@ -5,6 +5,7 @@ tail); sequence gaps and older epochs are refused."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.records import build_simple_batch, iter_batches
 from tests.integration.cluster_support import Cluster, cluster_up
-from tests.integration.harness import request, wait_until
+from tests.integration.harness import BrokerLauncher, request, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -119,3 +120,96 @@ def test_retries_are_written_once_across_failover_and_restart(cluster: Cluster) 
         assert sequences(cluster, b.id) == expected, f"broker {b.id}"
     snapshots = list((Path(cluster.info.broker(second).data_dir) / "i-0").glob("*.snapshot"))
     assert snapshots, "the clean stop wrote a producer snapshot"
+
+
+def init_producer_id(host: str, port: int) -> int:
+    """INIT_PRODUCER_ID until it is answered with an id (COORDINATOR_LOAD_IN_PROGRESS while the broker
+    waits for its first block)."""
+
+    def attempt() -> int | None:
+        resp = trio.run(
+            functools.partial(request, host, port, ApiKeys.INIT_PRODUCER_ID, {"transactional_id": None})
+        )
+        if resp["error_code"] == Errors.COORDINATOR_LOAD_IN_PROGRESS:
+            return None
+        assert resp["error_code"] == Errors.NONE and resp["producer_epoch"] == 0, resp
+        return int(resp["producer_id"]) + 1
+
+    return wait_until(attempt, timeout=20, interval=0.1, message="a producer id") - 1
+
+
+def test_producer_ids_come_from_durable_controller_blocks(cluster: Cluster) -> None:
+    def pid(broker_id: int) -> int:
+        b = cluster.info.broker(broker_id)
+        return init_producer_id(b.host, b.port)
+
+    one = [pid(1) for _ in range(3)]
+    two = pid(2)
+    assert one[1:] == [one[0] + 1, one[0] + 2]
+    assert one[0] // 1000 != two // 1000 and {one[0] % 1000, two % 1000} == {0}
+    seen = max([*one, two])
+    cluster.cli("controller", "kill")
+    cluster.cli("controller", "restart")
+    cluster.cli("broker", "restart", "1")
+    after = pid(1)
+    assert after > seen and after % 1000 == 0, (after, seen)
+    (state_file,) = Path(cluster.info.controller.dir).rglob("cluster-metadata.json")
+    state = json.loads(state_file.read_text())
+    assert state["producer_ids"]["next_producer_id"] > after
+
+
+def test_unmanaged_broker_never_reuses_producer_ids(broker_launcher: BrokerLauncher) -> None:
+    broker = broker_launcher.start()
+    first = init_producer_id(broker.host, broker.port)
+    broker.stop()
+    broker.restart()
+    second = init_producer_id(broker.host, broker.port)
+    assert (first, second) == (0, 1000)
+
+
+def leader_log_end(c: Cluster, broker_id: int, topic: str) -> int:
+    b = c.info.broker(broker_id)
+    resp = trio.run(
+        functools.partial(
+            request, b.host, b.port, ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": [{"name": topic}]}
+        )
+    )
+    return int(resp["partitions"][0]["log_end_offset"])
+
+
+def produce_unanswered(c: Cluster, broker_id: int, records: bytes, topic: str) -> None:
+    with pytest.raises(trio.TooSlowError):
+        b = c.info.broker(broker_id)
+        body = {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout_ms": 5_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+        }
+        trio.run(functools.partial(request, b.host, b.port, ApiKeys.PRODUCE, body, timeout=1.5))
+
+
+def test_lost_responses_to_clients_make_duplicates_only_without_idempotence(cluster: Cluster) -> None:
+    cluster.cli("topic", "create", "l", "--partitions", "1", "--replication-factor", "3")
+    wait_until(lambda: cluster.isr_full("l"), timeout=30, message="a full ISR")
+    leader = cluster.leader("l", 0)
+    out = cluster.cli("net", "loss", str(leader), "clients", "--percent", "100", "--one-way").stdout
+    assert f"100% loss {leader} -> clients" in out
+    assert f"{leader} -> clients" in cluster.cli("net", "status").stdout
+    plain = build_simple_batch([b"p1", b"p2"])
+    idem = batch(0)
+    # Both requests take effect; neither answer arrives.
+    produce_unanswered(cluster, leader, plain, "l")
+    produce_unanswered(cluster, leader, idem, "l")
+    assert leader_log_end(cluster, leader, "l") == 4
+    cluster.cli("net", "heal", str(leader), "clients")
+    # The retries: the plain batch is written again, the idempotent one answered with its first offset.
+    assert produce(cluster, leader, plain, "l")["base_offset"] == 4
+    again = produce(cluster, leader, idem, "l")
+    assert (again["error_code"], again["base_offset"]) == (Errors.NONE, 2)
+    assert leader_log_end(cluster, leader, "l") == 6
+    recorded = [json.loads(line) for line in (cluster.root / "faults.jsonl").read_text().splitlines()]
+    assert [r["nodes"] for r in recorded if r["action"] in ("loss", "heal")] == [
+        [str(leader), "clients"],
+        [str(leader), "clients"],
+    ]

@@ -1,4 +1,4 @@
-"""The replication APIs' conformance rules (SPEC §2, Kafka's semantics), checked on real brokers:
+"""The replication APIs' conformance rules (docs/protocol.md, Kafka's semantics), checked on real brokers:
 leader-epoch validation order, LEADER_AND_ISR / STOP_REPLICA fencing, OFFSET_FOR_LEADER_EPOCH answers from
 the epoch cache, and acks=-1 outcomes."""
 

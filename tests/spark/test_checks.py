@@ -1,0 +1,391 @@
+"""Each check of the report on a few rows made here: the pure ``<name>_violations`` functions on small
+DataFrames, and the ``phrase_<name>`` functions on their collected tables (docs/report.md, "The checks")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from spark_jobs import checks, journal_checks
+from spark_jobs.history import offsets_series, role_timeline
+from spark_jobs.inputs import JOURNAL_SCHEMA
+from spark_jobs.plan import collect_tables, count_of, violation_tables
+
+pytestmark = pytest.mark.spark
+
+REPLICAS = "broker INT, topic STRING, partition INT, leo LONG, hw LONG, hw_source STRING, log_start LONG"
+PARTITIONS = (
+    "topic STRING, partition INT, leader INT, leader_epoch INT, isr ARRAY<INT>, isr_source STRING, "
+    "live_isr ARRAY<INT>"
+)
+STOP_ISR = "topic STRING, partition INT, stop_isr ARRAY<INT>"
+BATCHES = (
+    "broker INT, topic STRING, partition INT, file STRING, segment_base LONG, position LONG, "
+    "base_offset LONG, last_offset LONG, leader_epoch INT, crc LONG, crc_ok BOOLEAN"
+)
+ACKED = (
+    "producer_id STRING, topic STRING, partition INT, base_offset LONG, last_offset LONG, crc LONG, "
+    "acks INT, acked_ms LONG"
+)
+CHECKPOINTS = (
+    "broker INT, file STRING, kind STRING, topic STRING, partition INT, seq INT, epoch INT, offset LONG, "
+    "problem STRING"
+)
+
+
+def df(spark: Any, schema: str, rows: list[tuple[Any, ...]]) -> Any:
+    return spark.createDataFrame(rows, schema)
+
+
+def rows(frame: Any, *cols: str) -> list[tuple[Any, ...]]:
+    """The rows' ``cols``, sorted (nulls first)."""
+    got = [tuple(r[c] for c in cols) for r in frame.collect()]
+    return sorted(got, key=lambda t: [(v is not None, v) for v in t])
+
+
+def replica(broker: int, leo: int, hw: int | None, log_start: int = 0, p: int = 0) -> tuple[Any, ...]:
+    return (broker, "t", p, leo, hw, "checkpoint", log_start)
+
+
+def batch(
+    broker: int, base: int, last: int, epoch: int = 0, crc: int = 7, p: int = 0, ok: bool | None = True
+) -> tuple[Any, ...]:
+    return (broker, "t", p, f"b{broker}/t-{p}/0.log", 0, base * 100, base, last, epoch, crc, ok)
+
+
+def journal(spark: Any, events: list[dict[str, Any]]) -> Any:
+    """Journal rows as ``load_inputs`` makes them: the schema's columns, ``source``, ``owner``, ``seq``."""
+    names = [c.strip().split(" ", 1)[0] for c in JOURNAL_SCHEMA.split(", ")]
+    data = []
+    for seq, e in enumerate(events):
+        source = "controller" if "controller_id" in e else "broker"
+        owner = e.get("controller_id") if source == "controller" else e.get("broker_id")
+        data.append((*(e.get(n) for n in names), source, owner, seq, "f"))
+    return spark.createDataFrame(data, f"{JOURNAL_SCHEMA}, source STRING, owner INT, seq LONG, file STRING")
+
+
+# ---------------------------------------------------------------------------------------- convergence
+
+
+def test_convergence_names_disagreeing_live_isr_replicas_and_hw_above_leo(spark: Any) -> None:
+    replicas = df(
+        spark,
+        REPLICAS,
+        [
+            replica(1, 10, 10),
+            replica(2, 8, 8),
+            replica(3, 5, 5),
+            replica(1, 4, 6, p=1),
+            replica(2, 4, 4, p=1),
+        ],
+    )
+    # Partition 0: broker 3 is fenced at the end (not live), brokers 1 and 2 disagree. Partition 1 agrees
+    # on LEO but broker 1's HW is above its LEO, and broker 2 journaled an HW above its LEO.
+    partitions = df(
+        spark,
+        PARTITIONS,
+        [("t", 0, 1, 3, [1, 2, 3], "journal", [1, 2]), ("t", 1, 2, 1, [1, 2], "journal", [1, 2])],
+    )
+    series = df(
+        spark,
+        "broker INT, topic STRING, partition INT, ts_ms LONG, seq LONG, event STRING, leo LONG, hw LONG",
+        [(2, "t", 1, 500, 1, "offsets", 3, 4)],
+    )
+    stop = df(spark, STOP_ISR, [])
+    found = checks.convergence_violations(replicas, partitions, series, stop)
+    assert rows(found.violations, "partition", "broker", "ts_ms", "problem") == [
+        (0, None, None, "live ISR replicas disagree on LEO/HW"),
+        (1, None, None, "live ISR replicas disagree on LEO/HW"),  # on HW: 6 and 4
+        (1, 1, None, "HW above LEO at the end"),
+        (1, 2, 500, "HW above LEO in a offsets journal event"),
+    ]
+    assert rows(found.out_of_isr, "broker") == []
+
+
+def test_convergence_judges_the_isr_before_the_final_stop(spark: Any) -> None:
+    """``cluster down`` shrinks every ISR to its last broker; the replicas in sync before it must still end
+    with the same log, and one that was out of it is listed, not judged."""
+    replicas = df(spark, REPLICAS, [replica(1, 10, 10), replica(2, 9, 9), replica(3, 3, 3)])
+    partitions = df(spark, PARTITIONS, [("t", 0, 1, 5, [1], "journal", [1])])
+    series = df(
+        spark,
+        "broker INT, topic STRING, partition INT, ts_ms LONG, seq LONG, event STRING, leo LONG, hw LONG",
+        [],
+    )
+    stop = df(spark, STOP_ISR, [("t", 0, [1, 2, 4])])
+    found = checks.convergence_violations(replicas, partitions, series, stop)
+    got = rows(found.violations, "problem", "detail")
+    assert got == [
+        (
+            "a member of the ISR before the final stop holds no replica",
+            "ISR before the stop 1,2,4; broker 1: LEO 10 HW 10; broker 2: LEO 9 HW 9",
+        ),
+        (
+            "replicas in the ISR before the final stop end with different logs (LEO)",
+            "ISR before the stop 1,2,4; broker 1: LEO 10 HW 10; broker 2: LEO 9 HW 9",
+        ),
+    ]
+    assert rows(found.out_of_isr, "broker", "isr_before_stop") == [(3, [1, 2, 4])]
+
+
+def test_phrase_convergence_notes_fenced_brokers_and_out_of_isr_replicas() -> None:
+    got = {
+        "examples": [],
+        "violations": [{"n": 0}],
+        "out_of_isr": [{"topic": "t", "partition": 0, "broker": 3}],
+        "partitions": [{"topic": "t", "partition": 0}],
+        "faults": [],
+    }
+    result = checks.phrase_convergence(got, partitions=1, fenced=[3], max_replicas=3)
+    assert result.verdict == "valid" and result.checked == 1
+    assert result.notes[0] == "final ISR from the journals; fenced at the end (not live): [3]"
+    assert "1 replica(s) out of the ISR" in result.notes[1]
+    assert result.extra["out_of_isr_before_stop"] == got["out_of_isr"]
+    assert checks.phrase_convergence(got, partitions=0, fenced=[], max_replicas=1).verdict == "unknown"
+
+
+# --------------------------------------------------------------------------------------- log matching
+
+
+def test_log_matching_compares_below_the_smallest_hw_only(spark: Any) -> None:
+    replicas = df(spark, REPLICAS, [replica(1, 30, 30), replica(2, 30, 20)])
+    batches = df(
+        spark,
+        BATCHES,
+        [
+            batch(1, 0, 9),
+            batch(2, 0, 9),
+            batch(1, 10, 19, epoch=1, crc=8),  # broker 2 holds another batch here: diverged
+            batch(2, 10, 19, epoch=2, crc=9),
+            batch(1, 20, 29, crc=10),  # above broker 2's HW: not compared
+        ],
+    )
+    found = checks.log_matching_violations(replicas, batches)
+    assert rows(found.violations, "base_offset", "smallest_hw", "detail", "missing_on") == [
+        (10, 20, "broker 1: 10-19 epoch 1 crc 8; broker 2: 10-19 epoch 2 crc 9", [])
+    ]
+    assert found.compared.count() == 4
+    got = collect_tables(
+        {**violation_tables(found.violations, ["base_offset"], 5), "checked": count_of(found.compared)}
+    )
+    result = checks.phrase_log_matching(got, max_replicas=2)
+    assert (result.verdict, result.violations, result.checked) == ("invalid", 1, 4)
+
+
+def test_log_matching_lists_a_replica_missing_a_batch(spark: Any) -> None:
+    replicas = df(spark, REPLICAS, [replica(1, 20, 20), replica(2, 20, 20)])
+    batches = df(spark, BATCHES, [batch(1, 0, 9), batch(2, 0, 9), batch(1, 10, 19)])
+    found = checks.log_matching_violations(replicas, batches)
+    assert rows(found.violations, "base_offset", "missing_on") == [(10, [2])]
+
+
+# ---------------------------------------------------------------------------------------------- acked
+
+
+def test_acked_batches_missing_or_different_on_a_replica_that_must_hold_them(spark: Any) -> None:
+    replicas = df(spark, REPLICAS, [replica(1, 30, 30), replica(2, 30, 30), replica(3, 20, 20, log_start=10)])
+    partitions = df(spark, PARTITIONS, [("t", 0, 1, 2, [1, 2], "journal", [1, 2])])
+    stop = df(spark, STOP_ISR, [("t", 0, [1, 2, 3])])
+    batches = df(
+        spark,
+        BATCHES,
+        [batch(1, 0, 9), batch(1, 10, 19), batch(2, 0, 9), batch(2, 10, 19, crc=99), batch(3, 10, 14)],
+    )
+    acked = df(
+        spark,
+        ACKED,
+        [
+            ("p1", "t", 0, 0, 9, 7, -1, 100),  # below broker 3's log start: deleted there, not lost
+            ("p1", "t", 0, 10, 19, 7, -1, 200),  # other CRC on 2, other boundary on 3
+            ("p1", "t", 0, 20, 29, 7, 1, 300),  # acks=1, on no replica: listed apart
+        ],
+    )
+    found = checks.acked_violations(acked, partitions, stop, batches, replicas)
+    assert rows(found.violations, "base_offset", "broker", "role", "problem") == [
+        (10, 2, "isr", "a different batch is at this offset (CRC differs)"),
+        (10, 3, "isr", "batch boundary differs"),
+    ]
+    assert rows(found.acks1_lost, "base_offset", "broker") == [(20, 1), (20, 2), (20, 3)]
+
+
+def test_phrase_acked_lists_acks1_losses_without_failing() -> None:
+    got = {
+        "examples": [],
+        "violations": [{"n": 0}],
+        "n_acks1": [{"n": 2}],
+        "acks1_lost": [{"base_offset": 20}],
+        "lost_by_acks": [],
+    }
+    result = checks.phrase_acked(got, checked=5, torn_lines=1)
+    assert result.verdict == "valid" and result.extra == {"acks1_lost": [{"base_offset": 20}]}
+    assert result.notes[1] == "1 torn acked-journal line(s) skipped"
+    assert result.notes[2].startswith("2 acks=1 batch(es) lost")
+    assert checks.phrase_acked({**got, "n_acks1": [{"n": 0}]}, checked=0, torn_lines=0).verdict == "unknown"
+
+
+# ------------------------------------------------------------------------------ contiguity, CRC, cache
+
+
+def test_contiguity_finds_gaps_overlaps_and_duplicates(spark: Any) -> None:
+    replicas = df(spark, REPLICAS, [replica(1, 60, 60, log_start=0), replica(2, 20, 20, log_start=0)])
+    batches = df(
+        spark,
+        BATCHES,
+        [
+            batch(1, 0, 9),
+            batch(1, 10, 19),
+            batch(1, 25, 29),  # gap of 5
+            batch(1, 28, 39),  # overlap
+            batch(2, 5, 19),  # starts above the log start
+        ],
+    )
+    found = checks.contiguous_violations(batches, replicas)
+    assert rows(found, "broker", "base_offset", "problem", "expected_offset", "missing_records") == [
+        (1, 25, "gap", 20, 5),
+        (1, 28, "overlap", 30, -2),
+        (2, 5, "gap after the log start offset", 0, 5),
+    ]
+
+
+def test_batches_intact_fails_only_on_a_crc_mismatch(spark: Any) -> None:
+    batches = df(spark, BATCHES, [batch(1, 0, 9), batch(1, 10, 19, ok=False), batch(1, 20, 29, ok=None)])
+    assert rows(checks.batches_intact_violations(batches), "base_offset") == [(10,)]
+    result = checks.phrase_batches_intact(
+        {"examples": [{"base_offset": 10}], "violations": [{"n": 1}]}, batches=3
+    )
+    assert (result.verdict, result.violations) == ("invalid", 1)
+
+
+def test_epoch_cache_entries_and_batches_against_the_cache(spark: Any) -> None:
+    replicas = df(spark, REPLICAS, [replica(1, 30, 30), replica(2, 30, 30)])
+    checkpoints = df(
+        spark,
+        CHECKPOINTS,
+        [
+            (1, "c1", "epoch", "t", 0, 0, 0, 0, None),
+            (1, "c1", "epoch", "t", 0, 1, 2, 20, None),
+            (2, "c2", "epoch", "t", 0, 0, 3, 0, None),
+            (2, "c2", "epoch", "t", 0, 1, 1, 40, None),  # epoch goes down (and starts past the LEO)
+            (1, "c1", "hw", "t", 0, 0, None, 30, None),  # not an epoch entry
+        ],
+    )
+    batches = df(
+        spark,
+        BATCHES,
+        [
+            batch(1, 0, 9, epoch=0),
+            batch(1, 10, 19, epoch=1),
+            batch(1, 20, 29, epoch=2),
+            batch(2, 0, 9, epoch=3),
+        ],
+    )
+    found = checks.epoch_cache_violations(checkpoints, batches, replicas)
+    assert rows(found.violations, "broker", "offset", "problem", "batch_epoch", "cache_epoch") == [
+        (1, 10, "batch epoch differs from the cache's epoch for its offset", 1, 0),
+        (2, 40, "epochs not increasing", None, 1),
+    ]
+    assert found.entries.count() == 4
+
+
+# ------------------------------------------------------------------------------------------ journals
+
+
+def test_leader_hw_backwards_within_a_tenure_but_not_across_a_restart(spark: Any) -> None:
+    def ev(ts: int, event: str, hw: int | None = None, **more: Any) -> dict[str, Any]:
+        e = {"ts_ms": ts, "broker_id": 1, "event": event, "topic": "t", "partition": 0, **more}
+        if hw is not None:
+            e.update(high_watermark=hw, log_end_offset=hw + 5)
+        return e
+
+    j = journal(
+        spark,
+        [
+            {"ts_ms": 1, "broker_id": 1, "event": "broker_started"},
+            ev(2, "became_leader", 0, leader_epoch=1),
+            ev(3, "offsets", 10),
+            ev(4, "offsets", 8),  # backwards in the same tenure
+            {"ts_ms": 5, "broker_id": 1, "event": "broker_started"},  # a restart (killed): a new tenure
+            ev(6, "became_leader", 5, leader_epoch=1),
+            ev(7, "offsets", 6),
+            ev(8, "became_follower", 6, leader_epoch=2),
+            ev(9, "truncated", truncate_to=4, reason="diverged"),
+            ev(10, "offsets", 4),  # a follower's drop: listed, not failed
+        ],
+    )
+    found = journal_checks.leader_hw_violations(role_timeline(j))
+    assert rows(found.violations, "ts_ms", "prev_hw", "hw", "leader_epoch") == [(4, 10, 8, 1)]
+    assert rows(found.follower_drops, "ts_ms", "prev_hw", "hw", "trunc_to", "trunc_reason") == [
+        (10, 6, 4, 4, "diverged")
+    ]
+    assert found.tenures.count() == 2
+
+
+def test_unclean_election_costs_records_and_acknowledged_batches(spark: Any) -> None:
+    def offsets(broker: int, ts: int, leo: int) -> dict[str, Any]:
+        return {
+            "ts_ms": ts,
+            "broker_id": broker,
+            "event": "offsets",
+            "topic": "t",
+            "partition": 0,
+            "log_end_offset": leo,
+            "high_watermark": leo,
+        }
+
+    j = journal(
+        spark,
+        [
+            offsets(1, 10, 50),
+            offsets(2, 11, 30),
+            {
+                "ts_ms": 20,
+                "controller_id": 1000,
+                "event": "leader_elected",
+                "topic": "t",
+                "partition": 0,
+                "leader_id": 2,
+                "leader_epoch": 3,
+                "isr": [2],
+                "unclean": True,
+            },
+            {
+                "ts_ms": 21,
+                "broker_id": 2,
+                "event": "became_leader",
+                "topic": "t",
+                "partition": 0,
+                "leader_epoch": 3,
+                "log_end_offset": 30,
+                "high_watermark": 30,
+            },
+            {
+                "ts_ms": 22,
+                "controller_id": 1000,
+                "event": "leader_elected",
+                "topic": "t",
+                "partition": 1,
+                "leader_id": 1,
+                "leader_epoch": 1,
+                "isr": [1],
+            },
+        ],
+    )
+    acked = df(spark, ACKED, [("p", "t", 0, 0, 9, 1, -1, 5), ("p", "t", 0, 40, 49, 1, -1, 15)])
+    found = journal_checks.unclean_election_violations(j, offsets_series(j), acked)
+    assert rows(
+        found.violations, "leader", "leader_start", "others_leo", "records_lost", "acked_batches_lost"
+    ) == [(2, 30, 50, 20, 1)]
+    assert found.examined.count() == 2
+    got = collect_tables(
+        {
+            **violation_tables(found.violations, ["elected_ts"], 5),
+            "elections": found.elections,
+            "examined": count_of(found.examined),
+        }
+    )
+    result = journal_checks.phrase_unclean_elections(got, controller_journal=True)
+    assert (result.verdict, result.checked, len(result.extra["elections"])) == ("invalid", 2, 1)
+    empty = {"examples": [], "violations": [{"n": 0}], "elections": [], "examined": [{"n": 0}]}
+    unseen = journal_checks.phrase_unclean_elections(empty, controller_journal=False)
+    assert unseen.verdict == "unknown" and "no controller journal" in unseen.notes[0]
