@@ -49,7 +49,7 @@ def test_leader_killed_mid_stream_loses_nothing_acknowledged(cluster: Cluster) -
             "acks": "all",
             "linger.ms": 5,
             "message.timeout.ms": 60000,
-            "enable.idempotence": False,  # InitProducerId is not served yet (docs/clients.md)
+            "enable.idempotence": False,  # duplicates allowed: this test is about loss
         }
     )
     acked: set[bytes] = set()

@@ -46,7 +46,14 @@ def consume_all(
 
 def test_librdkafka_acks_all_round_trip_with_keys_and_headers(kafka_cluster: Cluster) -> None:
     create(kafka_cluster, "rt-librdkafka")
-    producer = Producer({"bootstrap.servers": bootstrap(kafka_cluster), "acks": "all", "linger.ms": 5})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap(kafka_cluster),
+            "acks": "all",
+            "linger.ms": 5,
+            "enable.idempotence": True,
+        }
+    )
     delivered: list[tuple[int, int]] = []
     errors: list[str] = []
 
@@ -86,13 +93,8 @@ def test_kafka_python_acks_all_round_trip(kafka_cluster: Cluster) -> None:
     from kafka import TopicPartition as KpTopicPartition
 
     create(kafka_cluster, "rt-kafka-python", partitions=2)
-    # idempotence needs InitProducerId, which isrsim does not serve yet (docs/clients.md)
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap(kafka_cluster).split(","),
-        acks="all",
-        linger_ms=5,
-        enable_idempotence=False,
-    )
+    # kafka-python's default: an idempotent producer (InitProducerId, sequence numbers)
+    producer = KafkaProducer(bootstrap_servers=bootstrap(kafka_cluster).split(","), acks="all", linger_ms=5)
     futures = [
         producer.send("rt-kafka-python", key=b"k%d" % i, value=b"v%d" % i, headers=[("n", b"%d" % i)])
         for i in range(100)
