@@ -25,7 +25,6 @@ broker does not know is answered with a version 0 body listing the supported ran
 from __future__ import annotations
 
 import dataclasses
-import io
 import struct
 import types
 import typing
@@ -57,6 +56,7 @@ __all__ = [
 _LENGTH = struct.Struct(">I")
 _HEADER_FIXED = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _CORRELATION = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 
 
 def _library_classes() -> tuple[dict[int, Any], dict[int, Any]]:
@@ -138,10 +138,7 @@ def decode_request(
         raise InvalidFrame(f"Kafka request header with api_key {api_key}, api_version {version}")
     flexible = _request_flexible(api_key, version)
     try:
-        stream = io.BytesIO(view)
-        kheader = _KafkaRequestHeader.decode(stream, flexible=flexible)
-        offset = stream.tell()
-        client_id = kheader.client_id
+        client_id, offset = _read_header_rest(view, flexible)
     except Exception as exc:  # truncated client_id or tagged fields, bad UTF-8 ...
         raise InvalidFrame(f"Kafka request header does not parse: {type(exc).__name__}: {exc}") from exc
     header = RequestHeader(api_key, version, correlation_id, client_id or "")
@@ -161,6 +158,45 @@ def decode_request(
     except Exception as exc:  # a value the mapping cannot take (it never should): a bad request, not a crash
         return KafkaRequest(header, None, f"{type(exc).__name__}: {exc}")
     return KafkaRequest(header, body)
+
+
+def _read_header_rest(view: memoryview, flexible: bool) -> tuple[str | None, int]:
+    """Request header v1/v2 after its fixed 8 bytes: ``client_id`` (a nullable int16-length string in both
+    versions, as Kafka's RequestHeader.json says) and, in v2, the tagged fields, which are skipped.
+    Returns the client id and where the body starts. Read here rather than through a stream so that a
+    large request is never copied for its header."""
+    (length,) = _INT16.unpack_from(view, 8)
+    pos = 10
+    client_id: str | None = None
+    if length >= 0:
+        if pos + length > len(view):
+            raise ValueError(f"client_id of {length} bytes runs past the frame")
+        client_id = bytes(view[pos : pos + length]).decode("utf-8")
+        pos += length
+    elif length != -1:
+        raise ValueError(f"client_id length {length}")
+    if flexible:
+        count, pos = _uvarint(view, pos)
+        for _ in range(count):
+            _, pos = _uvarint(view, pos)  # tag
+            size, pos = _uvarint(view, pos)
+            pos += size
+            if pos > len(view):
+                raise ValueError("a tagged field runs past the frame")
+    return client_id, pos
+
+
+def _uvarint(view: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(view) or shift > 28:
+            raise ValueError("truncated or overlong unsigned varint")
+        byte = view[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
 
 
 def encode_response_parts(
