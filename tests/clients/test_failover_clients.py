@@ -194,3 +194,67 @@ def test_offset_for_leader_epoch_for_a_consumer(cluster: Cluster) -> None:
     assert (part["error_code"], part["leader_epoch"], part["end_offset"]) == (0, before["leader_epoch"], 10)
     assert fenced["topics"][0]["partitions"][0]["error_code"] == 74  # FENCED_LEADER_EPOCH
     assert unknown["topics"][0]["partitions"][0]["error_code"] == 75  # UNKNOWN_LEADER_EPOCH
+
+
+def test_leader_cut_from_its_followers_while_librdkafka_produces(cluster: Cluster) -> None:
+    """The leader of partition 0 cannot reach its followers: its ISR shrinks below min.insync.replicas=2,
+    acks=all writes wait or get NOT_ENOUGH_REPLICAS and librdkafka retries them; after the heal the ISR
+    grows back, every record is delivered, and nothing acknowledged is missing."""
+    create(cluster, "cut", 1)
+    leader = cluster.leader("cut", 0)
+    followers = [b.id for b in cluster.info.brokers if b.id != leader]
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap(cluster),
+            "acks": "all",
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+            "enable.idempotence": True,
+        }
+    )
+    acked: set[bytes] = set()
+    failed: list[str] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err:
+            failed.append(str(err))
+        else:
+            acked.add(msg.value())
+
+    def produce(start: int, count: int) -> None:
+        for i in range(start, start + count):
+            producer.produce("cut", value=b"v%05d" % i, partition=0, on_delivery=report)
+            producer.poll(0)
+
+    produce(0, 200)
+    assert producer.flush(30) == 0 and len(acked) == 200
+    for f in followers:
+        cluster.cli("net", "partition", str(leader), str(f))
+    try:
+        # new records leave the followers behind: the leader drops them from the ISR (Kafka's
+        # replica.lag.time.max.ms; an idle partition keeps them), and acks=all waits
+        produce(200, 200)
+        wait_until(
+            lambda: producer.poll(0.2) >= 0 and cluster.metadata("cut")[0]["isr_nodes"] == [leader], 30
+        )
+        assert len(acked) == 200
+    finally:
+        cluster.cli("net", "heal")
+    assert producer.flush(90) == 0
+    assert failed == []
+    assert acked == {b"v%05d" % i for i in range(400)}
+    wait_until(lambda: sorted(cluster.metadata("cut")[0]["isr_nodes"]) == [1, 2, 3], 30)
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap(cluster), "group.id": "assign-only", "enable.auto.commit": False}
+    )
+    seen: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition("cut", 0, 0)])
+        deadline = time.monotonic() + 30
+        while len(seen) < 400 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                seen.append(msg.value())
+    finally:
+        consumer.close()
+    assert seen == [b"v%05d" % i for i in range(400)]  # idempotent: no duplicate, in order
