@@ -507,6 +507,17 @@ def parse_voters(value: str) -> tuple[int, str, int] | None:
     return node_id, host, port
 
 
+def parse_voter_addresses(value: str) -> list[tuple[str, int]]:
+    """Every voter's ``host:port`` of ``controller.quorum.voters`` (``id@host:port,...``), in order."""
+    out: list[tuple[str, int]] = []
+    for item in value.split(","):
+        if item.strip():
+            parsed = parse_voters(item)
+            if parsed is not None:
+                out.append((parsed[1], parsed[2]))
+    return out
+
+
 def parse_topic_partitions(value: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for item in value.split(","):
@@ -615,6 +626,11 @@ class BrokerConfig(ConfigValues):
     @property
     def controller(self) -> tuple[int, str, int] | None:
         return parse_voters(str(self.values["controller.quorum.voters"]))
+
+    @property
+    def controller_voters(self) -> list[tuple[str, int]]:
+        """Every controller voter's address (the broker finds the active one among them)."""
+        return parse_voter_addresses(str(self.values["controller.quorum.voters"]))
 
     @property
     def initial_leader_partitions(self) -> list[tuple[str, int]]:

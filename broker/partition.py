@@ -11,11 +11,10 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from broker.log.log import NO_TIMESTAMP, Log, LogAppendInfo
+from broker.log.log import MAX_TIMESTAMP, NO_TIMESTAMP, Log, LogAppendInfo
 from protocol.api_keys import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     NO_PARTITION_LEADER_EPOCH,
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
@@ -274,11 +273,12 @@ class Partition:
     def fetch_offset_for_timestamp(
         self, timestamp: int, current_leader_epoch: int, *, client_request: bool, fetch_only_from_leader: bool
     ) -> TimestampAndOffset:
-        """Kafka's ``fetchOffsetForTimestamp``. Latest is the HW for a client (the last offset it may read),
-        the LEO for a broker or the debug replica id; earliest is the log start offset; a time in ms finds
-        the first record at or after it, -3 the record with the largest timestamp (a client is told only
-        of offsets below the HW). Epoch and leadership are checked first (``fetch_only_from_leader``
-        False: any replica answers)."""
+        """Kafka's ``fetchOffsetForTimestamp``. Latest (-1) is the HW for a client (the last offset it may
+        read), the LEO for a broker or the debug replica id; earliest (-2) is the log start offset; a
+        timestamp >= 0 is the first record whose timestamp is >= it, found with the time index, with its
+        batch's leader epoch, and -3 the first record with the largest timestamp (Kafka's MAX_TIMESTAMP).
+        For a client only an offset below the HW is answered; none is ``(-1, -1, -1)``. Epoch and leadership
+        are checked first (``fetch_only_from_leader`` False: any replica answers)."""
         self.check_local_log(current_leader_epoch, require_leader=fetch_only_from_leader)
         cache = self.log.leader_epoch_cache
         if timestamp == EARLIEST_TIMESTAMP:
@@ -294,15 +294,14 @@ class Partition:
                 epoch = UNDEFINED_EPOCH if latest is None else latest
             return TimestampAndOffset(NO_TIMESTAMP, offset, epoch)
         if timestamp >= 0 or timestamp == MAX_TIMESTAMP:
-            # By time (Kafka's fetchOffsetForTimestamp): a client only learns of offsets below the HW.
-            found = self.log.offset_for_timestamp(timestamp)
+            found = self.log.fetch_offset_by_timestamp(timestamp)
             if found is None or (client_request and found[1] >= self._high_watermark):
                 return TimestampAndOffset(NO_TIMESTAMP, -1, UNDEFINED_EPOCH)
-            epoch = cache.epoch_for_offset(found[1])
-            return TimestampAndOffset(found[0], found[1], UNDEFINED_EPOCH if epoch is None else epoch)
+            return TimestampAndOffset(*found)
         raise KafkaError(
-            Errors.INVALID_REQUEST,
-            f"timestamp {timestamp}: -1 (latest), -2 (earliest), -3 (max timestamp) or a time in ms",
+            Errors.UNSUPPORTED_VERSION,
+            f"timestamp {timestamp}: only timestamps >= 0, -1 (latest), -2 (earliest) and -3 (the largest "
+            "timestamp) are supported",
         )
 
     # ------------------------------------------------------------------ leader: produce

@@ -47,6 +47,7 @@ from fetcher.truncation import (
 from protocol import messages as m
 from protocol.api_keys import DEBUGGING_REPLICA_ID
 from protocol.common import LEADER_DURING_DELETE, BrokerEndpoint, TopicPartition
+from protocol.compression import CompressionType
 from protocol.errors import Errors, InvalidRecordError, KafkaError, KafkaStorageError
 from protocol.replication import InitialFetchState, TruncationMode
 
@@ -55,6 +56,18 @@ log = logging.getLogger(__name__)
 FetchSessionPartitions = FetchSession
 AlterCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
 AlterSubmit = Callable[[TopicPartition, int, list[int], int, AlterCallback], bool]
+
+
+def topic_compression(value: str | None) -> CompressionType | None:
+    """The codec a topic's ``compression.type`` asks for, None for ``producer`` (Kafka's default: keep the
+    producer's codec). ``uncompressed`` is ``none``."""
+    if value is None or value.strip().lower() == "producer":
+        return None
+    try:
+        return CompressionType.for_name(value)
+    except ValueError:
+        log.warning("unknown compression.type %r: batches are kept as the producer sent them", value)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +116,8 @@ class ReplicaManager:
         self._alter_submit: AlterSubmit | None = None
         # Topic-level overrides learnt from the controller (managed mode): min.insync.replicas per topic.
         self.topic_min_isr: dict[str, int] = {}
+        # compression.type per topic when it names a codec (absent: ``producer``, batches kept as sent).
+        self.topic_compression: dict[str, CompressionType] = {}
         self.topic_config_fetcher: TopicConfigFetcher | None = None
         self.broker_epoch: Callable[[], int] = lambda: -1
         # Called with the reason when the broker must stop and exit with status 1 (the server sets it).
@@ -139,6 +154,7 @@ class ReplicaManager:
             )
             if self._alter_submit is not None:
                 partition.isr_proposer = self._propose_isr
+            partition.log.compression_type = self.topic_compression.get(tp[0])
             self.partitions[tp] = partition
             if self.topic_config_fetcher is not None:
                 self.topic_config_fetcher.want(tp[0])
@@ -598,7 +614,16 @@ class ReplicaManager:
     # ------------------------------------------------------------------ managed mode: topic configs
 
     def apply_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
-        """A topic's overrides from the controller: ``min.insync.replicas`` for its partitions here."""
+        """A topic's overrides from the controller: ``min.insync.replicas`` and ``compression.type`` for
+        its partitions here."""
+        codec = topic_compression(configs.get("compression.type"))
+        if codec is None:
+            self.topic_compression.pop(topic, None)
+        else:
+            self.topic_compression[topic] = codec
+        for tp, partition in self.partitions.items():
+            if tp[0] == topic:
+                partition.log.compression_type = codec
         raw = configs.get("min.insync.replicas")
         value = self.settings.min_insync_replicas if raw is None else int(raw)
         if raw is None:
@@ -621,6 +646,7 @@ class ReplicaManager:
     def _forget_topic(self, topic: str) -> None:
         """The topic's last partition here was deleted."""
         self.topic_min_isr.pop(topic, None)
+        self.topic_compression.pop(topic, None)
         if self.topic_config_fetcher is not None:
             self.topic_config_fetcher.forget(topic)
 

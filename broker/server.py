@@ -235,6 +235,7 @@ class KafkaServer:
             port,
             client_id=f"broker-{self.broker_id}",
             request_timeout_s=c.get_int("request.timeout.ms") / 1000,
+            voters=c.controller_voters,
         )
         lifecycle = self.lifecycle = BrokerLifecycleManager(
             self.broker_id,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from protocol import controller_messages as cm
 from protocol import producer_id_messages as pim
+from protocol import raft_messages as rm
 from protocol import security_messages as sm
 from protocol.api_keys import ApiKeys
 from protocol.controller_messages import *  # noqa: F403  (re-exported: one module to import from)
@@ -448,6 +449,10 @@ RESPONSE_TYPES.update(
         ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: sm.AlterUserScramCredentialsResponse,
     }
 )
+
+# The controller quorum's APIs (protocol/raft_messages.py); voters' FETCH has its own types there.
+REQUEST_TYPES.update({k: t for k, t in rm.RAFT_REQUEST_TYPES.items() if k != ApiKeys.FETCH})
+RESPONSE_TYPES.update({k: t for k, t in rm.RAFT_RESPONSE_TYPES.items() if k != ApiKeys.FETCH})
 
 # Idempotent producers' ids (protocol/producer_id_messages.py).
 REQUEST_TYPES[ApiKeys.INIT_PRODUCER_ID] = pim.InitProducerIdRequest

@@ -225,6 +225,12 @@ class ControllerCore:
         if pending:
             self._dirty = True
 
+    def resync_all(self) -> None:
+        """A newly active controller: every live broker gets the full state of its replicas (LEADER_AND_ISR)
+        and of the cluster (UPDATE_METADATA), stamped with this controller's epoch."""
+        for broker_id in sorted(self.live_brokers()):
+            self._on_broker_startup(broker_id)
+
     def _fence(self, reg: BrokerRegistration, reason: str) -> None:
         reg.fenced = True
         self._dirty = True
@@ -574,7 +580,10 @@ class ControllerCore:
                 result.error_code = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 result.error_message = f"unknown topic {r.resource_name!r}"
             else:
-                keys = sorted(default_values) if r.configuration_keys is None else r.configuration_keys
+                # Every key with a default, and the topic's own overrides of keys without one here
+                # (compression.type, whose default ``producer`` is the brokers').
+                every = sorted(set(default_values) | set(topic.configs))
+                keys = every if r.configuration_keys is None else r.configuration_keys
                 for key in keys:
                     if key in topic.configs:
                         result.configs.append(

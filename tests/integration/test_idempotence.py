@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import trio
 
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
-from protocol.records import build_simple_batch, iter_batches
+from protocol.records import build_simple_batch, decode_records, iter_batches
 from tests.integration.cluster_support import Cluster, cluster_up
 from tests.integration.harness import BrokerLauncher, request, wait_until
 
@@ -213,3 +215,93 @@ def test_lost_responses_to_clients_make_duplicates_only_without_idempotence(clus
         [str(leader), "clients"],
         [str(leader), "clients"],
     ]
+
+
+def replica_values(c: Cluster, broker_id: int, topic: str) -> list[bytes]:
+    directory = Path(c.info.broker(broker_id).data_dir) / f"{topic}-0"
+    data = b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+    values: list[bytes] = []
+    for pos, _ in iter_batches(data):
+        _, records = decode_records(data, pos)
+        values += [r.value or b"" for r in records]
+    return values
+
+
+def lose_answers_to_clients(c: Cluster, percent: int = 30) -> None:
+    for b in c.info.brokers:
+        c.cli("net", "loss", str(b.id), "clients", "--percent", str(percent), "--one-way", "--seed", "7")
+
+
+def test_kafka_python_idempotent_producer_under_lost_answers_failover_and_restart(cluster: Cluster) -> None:
+    """SPEC §10's case: 30 % of the leaders' answers to clients lost, a leader killed, restarted, and the
+    next leader killed: kafka-python's idempotent producer leaves one copy of every record, in order."""
+    kafka = pytest.importorskip("kafka")
+    cluster.cli("topic", "create", "kp", "--partitions", "1", "--replication-factor", "3")
+    wait_until(lambda: cluster.isr_full("kp"), timeout=30, message="a full ISR")
+    total = 1500
+    sent = 0
+    failures: list[BaseException] = []
+    started = threading.Event()
+
+    def produce_all() -> None:
+        nonlocal sent
+        # Bootstrapped before the fault (a client that cannot bootstrap gives up: that is not this test).
+        producer = kafka.KafkaProducer(
+            bootstrap_servers=[b.address for b in cluster.info.brokers],
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=10,
+            request_timeout_ms=1500,
+            retry_backoff_ms=100,
+            delivery_timeout_ms=180_000,
+            metadata_max_age_ms=1000,
+            max_in_flight_requests_per_connection=5,
+        )
+        try:
+            producer.send("kp", value=b"first").get(timeout=30)
+            started.set()
+            futures = []
+            for i in range(total):
+                futures.append(producer.send("kp", value=f"{i:06d}".encode()))
+                sent = i + 1
+                time.sleep(0.01)
+            producer.flush(timeout=170)
+            for f in futures:
+                f.get(timeout=5)
+        except BaseException as exc:  # reported by the test thread
+            failures.append(exc)
+        finally:
+            producer.close(timeout=10)
+
+    worker = threading.Thread(target=produce_all, daemon=True)
+    worker.start()
+    wait_until(started.is_set, timeout=60, message="the producer to start")
+    lose_answers_to_clients(cluster)
+    wait_until(lambda: sent >= total // 4, timeout=60, message="a quarter of the records sent")
+    first = cluster.leader("kp", 0)
+    cluster.cli("broker", "kill", str(first))
+    wait_until(lambda: cluster.leader("kp", 0) not in (-1, first), timeout=20, message="a new leader")
+    wait_until(lambda: sent >= total // 2, timeout=60, message="half of the records sent")
+    cluster.cli("broker", "restart", str(first))
+    wait_until(lambda: cluster.isr_full("kp"), timeout=60, message="the restarted broker back in the ISR")
+    lose_answers_to_clients(cluster)  # a restarted broker starts healed
+    second = cluster.leader("kp", 0)
+    cluster.cli("broker", "kill", str(second))
+    wait_until(lambda: cluster.leader("kp", 0) not in (-1, second), timeout=20, message="a third leader")
+    worker.join(timeout=240)
+    assert not worker.is_alive(), "the producer did not finish"
+    assert not failures, failures
+    dropped = sum(
+        trio.run(functools.partial(request, b.host, b.port, ApiKeys.NET_FAULTS, {"operation": "describe"}))[
+            "frames_dropped"
+        ]
+        for b in cluster.info.brokers
+        if b.id != second
+    )
+    assert dropped > 0, "no answer was lost: the test tested nothing"
+    cluster.cli("net", "heal")
+    cluster.cli("broker", "restart", str(second))
+    cluster.wait_converged("kp", 1)
+    expected = [b"first"] + [f"{i:06d}".encode() for i in range(total)]
+    for b in cluster.info.brokers:
+        assert replica_values(cluster, b.id, "kp") == expected, f"broker {b.id}"

@@ -24,6 +24,7 @@ from protocol import producer_id_messages as pim
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors, KafkaError
 from tests.unit.broker.controller.support import live_core, register
+from tests.unit.waiting import wait_for
 
 from .broker_support import Broker, make_request, response
 
@@ -111,8 +112,7 @@ class FakeController:
 
 
 async def wait_for_block(manager: ProducerIdManager) -> None:
-    while not manager.has_valid_block:
-        await trio.sleep(0.01)
+    await wait_for(lambda: manager.has_valid_block, "a block of producer ids")
 
 
 async def test_ids_come_from_the_block_and_the_next_is_prefetched(
