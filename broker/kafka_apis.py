@@ -12,6 +12,7 @@ from broker.admin_apis import AdminApis
 from broker.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
+from broker.group.group_apis import GroupApis
 from broker.metadata_cache import PartitionMetadata
 from broker.partition import LeaderAndIsrState
 from broker.producer_id_manager import ProducerIdManager
@@ -41,6 +42,16 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.API_VERSIONS,
     ApiKeys.OFFSET_FOR_LEADER_EPOCH,
     ApiKeys.DESCRIBE_REPLICA_STATE,
+    # Consumer groups (broker/group/), answered once the server enables them (``enable_groups``).
+    ApiKeys.FIND_COORDINATOR,
+    ApiKeys.JOIN_GROUP,
+    ApiKeys.SYNC_GROUP,
+    ApiKeys.HEARTBEAT,
+    ApiKeys.LEAVE_GROUP,
+    ApiKeys.OFFSET_COMMIT,
+    ApiKeys.OFFSET_FETCH,
+    ApiKeys.LIST_GROUPS,
+    ApiKeys.DESCRIBE_GROUPS,
     ApiKeys.INIT_PRODUCER_ID,
 )
 
@@ -106,6 +117,12 @@ class KafkaApis:
             for k, v in m.KAFKA_SUPPORTED_VERSIONS.items()
             if k in self._handlers or k in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE)
         }
+
+    def enable_groups(self, group_apis: GroupApis) -> None:
+        """Serve the consumer-group APIs through ``group_apis`` (the server's group coordinator)."""
+        handlers = group_apis.handlers()
+        self._handlers.update(handlers)
+        self.kafka_supported.update({int(k): m.KAFKA_SUPPORTED_VERSIONS[k] for k in handlers})
 
     async def handle(self, request: Request) -> None:
         handler = self._handlers.get(request.api_key)
