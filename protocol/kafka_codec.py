@@ -41,7 +41,7 @@ from kafka.protocol.api_key import ApiKey as _KafkaApiKey
 from kafka.protocol.api_message import ApiMessage
 
 from protocol.api_keys import ApiKeys
-from protocol.errors import Errors, InvalidRequestError
+from protocol.errors import Errors
 from protocol.framing import InvalidFrame, RequestHeader
 
 __all__ = [
@@ -121,15 +121,11 @@ class KafkaRequest:
     error: str | None = None
 
 
-def decode_request(
-    payload: bytes | bytearray | memoryview,
-    body_types: Mapping[int, type],
-    *,
-    decode_body: Callable[[int, int], bool] = lambda api_key, version: True,
-) -> KafkaRequest:
+def decode_request(payload: bytes | bytearray | memoryview, body_types: Mapping[int, type]) -> KafkaRequest:
     """Reads a Kafka request frame's payload. A header that cannot be read raises ``InvalidFrame`` (the
-    connection is closed, as Kafka does). The body is read when ``decode_body(api_key, version)`` says so
-    and the library knows that version; bytes that do not parse leave ``error`` set and ``body`` None."""
+    connection is closed, as Kafka does). The body is read when the library knows the API and version
+    (into ``body_types``' names where the API has one, else all of its fields); bytes that do not parse
+    leave ``error`` set and ``body`` None."""
     view = memoryview(payload)
     if len(view) < _HEADER_FIXED.size + 2:
         raise InvalidFrame(f"Kafka request header needs at least 10 bytes, got {len(view)}")
@@ -143,7 +139,7 @@ def decode_request(
         raise InvalidFrame(f"Kafka request header does not parse: {type(exc).__name__}: {exc}") from exc
     header = RequestHeader(api_key, version, correlation_id, client_id or "")
     cls = _REQUESTS.get(api_key)
-    if cls is None or version > cls.max_version or not decode_body(api_key, version):
+    if cls is None or version > cls.max_version:
         return KafkaRequest(header, None)
     try:
         message = cls.decode(view[offset:], version=version)
@@ -518,8 +514,3 @@ def _error_response(
             ],
         }
     return top
-
-
-def invalid_request(message: str) -> InvalidRequestError:
-    """What a body that does not parse becomes (INVALID_REQUEST, 42)."""
-    return InvalidRequestError(message)
