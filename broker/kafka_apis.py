@@ -12,6 +12,7 @@ from broker.admin_apis import AdminApis
 from broker.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
+from broker.group.group_apis import GroupApis
 from broker.metadata_cache import PartitionMetadata
 from broker.partition import LeaderAndIsrState
 from broker.producer_id_manager import ProducerIdManager
@@ -41,8 +42,21 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.API_VERSIONS,
     ApiKeys.OFFSET_FOR_LEADER_EPOCH,
     ApiKeys.DESCRIBE_REPLICA_STATE,
+    # Consumer groups (broker/group/), answered once the server enables them (``enable_groups``).
+    ApiKeys.FIND_COORDINATOR,
+    ApiKeys.JOIN_GROUP,
+    ApiKeys.SYNC_GROUP,
+    ApiKeys.HEARTBEAT,
+    ApiKeys.LEAVE_GROUP,
+    ApiKeys.OFFSET_COMMIT,
+    ApiKeys.OFFSET_FETCH,
+    ApiKeys.LIST_GROUPS,
+    ApiKeys.DESCRIBE_GROUPS,
     ApiKeys.INIT_PRODUCER_ID,
 )
+
+# Kafka's internal topics (Metadata's is_internal).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 # Served to Kafka's own clients only (SPEC §10): isrsim's tools send these to the controller.
 KAFKA_ENCODING_ONLY_APIS = frozenset(
@@ -103,6 +117,12 @@ class KafkaApis:
             for k, v in m.KAFKA_SUPPORTED_VERSIONS.items()
             if k in self._handlers or k in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE)
         }
+
+    def enable_groups(self, group_apis: GroupApis) -> None:
+        """Serve the consumer-group APIs through ``group_apis`` (the server's group coordinator)."""
+        handlers = group_apis.handlers()
+        self._handlers.update(handlers)
+        self.kafka_supported.update({int(k): m.KAFKA_SUPPORTED_VERSIONS[k] for k in handlers})
 
     async def handle(self, request: Request) -> None:
         handler = self._handlers.get(request.api_key)
@@ -319,6 +339,9 @@ class KafkaApis:
         body = to_body(m.MetadataResponse(brokers=brokers, controller_id=controller_id, topics=topics))
         if request.kafka_encoding:
             body["cluster_id"] = self.admin.cluster_id  # Kafka's, from version 2
+            for topic in body["topics"]:
+                if topic["name"] in INTERNAL_TOPICS:
+                    topic["is_internal"] = True  # Kafka's, from version 1
         request.complete(body)
 
     # ------------------------------------------------------------------ controller requests

@@ -58,6 +58,13 @@ AlterCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
 AlterSubmit = Callable[[TopicPartition, int, list[int], int, AlterCallback], bool]
 
 
+# Topics only the brokers write (Kafka's ``Topic.isInternal``).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+
+# (partitions now led here with their leader epochs, partitions no longer led here)
+LeadershipListener = Callable[[list[tuple[TopicPartition, int]], list[TopicPartition]], None]
+
+
 def topic_compression(value: str | None) -> CompressionType | None:
     """The codec a topic's ``compression.type`` asks for, None for ``producer`` (Kafka's default: keep the
     producer's codec). ``uncompressed`` is ``none``."""
@@ -122,6 +129,9 @@ class ReplicaManager:
         self.broker_epoch: Callable[[], int] = lambda: -1
         # Called with the reason when the broker must stop and exit with status 1 (the server sets it).
         self.fatal_error_handler: Callable[[str], None] | None = None
+        # Kafka's onLeadershipChange: told of the partitions this broker began to lead (with their leader
+        # epochs) and of those it no longer leads, after each change (the group coordinator listens).
+        self.leadership_listeners: list[LeadershipListener] = []
 
     # ------------------------------------------------------------------ partitions
 
@@ -189,6 +199,7 @@ class ReplicaManager:
             )
             return Errors.STALE_CONTROLLER_EPOCH, {tp: Errors.STALE_CONTROLLER_EPOCH for tp, _ in states}
         self.controller_epoch = controller_epoch
+        self.state_listener.controller_epoch = controller_epoch
         self.metadata_cache.update_brokers(list(live_leaders), replace=False)
         errors: dict[TopicPartition, Errors] = {}
         to_leader: list[tuple[Partition, LeaderAndIsrState]] = []
@@ -233,7 +244,16 @@ class ReplicaManager:
                 self._make_leaders(to_leader)
             if to_follower:
                 self._make_followers(to_follower)
+        self._leadership_changed(
+            [(p.tp, st.leader_epoch) for p, st in to_leader], [p.tp for p, _ in to_follower]
+        )
         return Errors.NONE, errors
+
+    def _leadership_changed(
+        self, leaders: list[tuple[TopicPartition, int]], resigned: list[TopicPartition]
+    ) -> None:
+        for listener in self.leadership_listeners:
+            listener(leaders, resigned)
 
     def _make_leaders(self, items: list[tuple[Partition, LeaderAndIsrState]]) -> None:
         """Kafka's ``makeLeaders``: stop fetching, then lead from this broker's LEO in the new epoch."""
@@ -298,6 +318,7 @@ class ReplicaManager:
                 tp, PartitionMetadata(self.broker_id, epoch, [self.broker_id], [self.broker_id])
             )
             self.state_listener.on_became_leader(partition)
+            self._leadership_changed([(tp, epoch)], [])
 
     # ------------------------------------------------------------------ STOP_REPLICA
 
@@ -309,6 +330,7 @@ class ReplicaManager:
         if controller_epoch < self.controller_epoch:
             return Errors.STALE_CONTROLLER_EPOCH, {tp: Errors.STALE_CONTROLLER_EPOCH for tp, _, _ in states}
         self.controller_epoch = controller_epoch
+        self.state_listener.controller_epoch = controller_epoch
         errors: dict[TopicPartition, Errors] = {}
         to_stop: list[tuple[TopicPartition, bool]] = []
         for tp, leader_epoch, delete in states:
@@ -339,6 +361,7 @@ class ReplicaManager:
             elif partition is not None:
                 self._hw_checkpoint[tp] = partition.high_watermark
             self.state_listener.on_partition_stopped(tp, delete)
+        self._leadership_changed([], [tp for tp, _ in to_stop])
         return Errors.NONE, errors
 
     # ------------------------------------------------------------------ UPDATE_METADATA
@@ -357,6 +380,7 @@ class ReplicaManager:
         if controller_epoch < self.controller_epoch:
             return Errors.STALE_CONTROLLER_EPOCH
         self.controller_epoch = controller_epoch
+        self.state_listener.controller_epoch = controller_epoch
         self.metadata_cache.controller_id = controller_id
         self.metadata_cache.update_brokers(brokers, replace=True, endpoints=endpoints)
         for tp, meta in partitions:
@@ -374,10 +398,18 @@ class ReplicaManager:
         required_acks: int,
         entries: dict[TopicPartition, bytes],
         respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+        *,
+        internal_topics_allowed: bool = False,
     ) -> None:
+        """Kafka's ``appendRecords``. Only the broker itself writes to an internal topic
+        (``__consumer_offsets``: the group coordinator); a client gets INVALID_TOPIC_EXCEPTION."""
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, records in entries.items():
             try:
+                if tp[0] in INTERNAL_TOPICS and not internal_topics_allowed:
+                    raise KafkaError(
+                        Errors.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {tp[0]}"
+                    )
                 partition = self.get_partition_or_error(tp)
                 info = partition.append_records_to_leader(records, required_acks)
             except KafkaError as exc:
@@ -840,6 +872,7 @@ class ReplicaManager:
         self.fetcher_manager.remove_fetcher_for_partitions(offline)
         for tp in offline:
             self._complete_delayed(tp)
+        self._leadership_changed([], offline)
         log.error(
             "broker %d: %d partitions are offline after the failure of log dir %s: %s",
             self.broker_id,

@@ -11,17 +11,21 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from broker.admin_apis import AutoCreateSettings
+from broker.admin_apis import AutoCreateSettings, broker_config_entries
 from broker.alter_partition import AlterPartitionManager
 from broker.auth_helper import AuthHelper, build_authorizer
-from broker.config import BrokerConfig
+from broker.config import KEYS_BY_NAME, BrokerConfig
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
 from broker.forwarding import ForwardingManager
+from broker.group.coordinator import GroupCoordinator, OffsetsTopicConfig
+from broker.group.coordinator_core import GroupConfig
+from broker.group.group_apis import GroupApis
+from broker.group.group_metrics import GroupCoordinatorCollector
 from broker.journal import Journal
 from broker.kafka_apis import BROKER_APIS, KafkaApis
-from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
+from broker.lifecycle import CONTROLLER_UNREACHABLE, BrokerLifecycleManager, ControllerChannel
 from broker.log.log import LogConfig
 from broker.log_manager import LogDirLoadError, LogManager
 from broker.memory_pool import ConnectionQuotas, MemoryPool
@@ -42,11 +46,14 @@ from broker.security.security_metadata import BrokerSecurityMetadata, SecurityMe
 from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
+from protocol import controller_messages as cm
+from protocol.api_keys import ApiKeys
 from protocol.common import BrokerEndpoint, wall_clock_ms
-from protocol.errors import KafkaStorageError
+from protocol.errors import Errors, InvalidRequestError, KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
 from protocol.sasl_messages import SASL_API_VERSIONS
+from protocol.schema import from_body
 from protocol.security import current_client_security
 
 log = logging.getLogger(__name__)
@@ -165,6 +172,32 @@ class KafkaServer:
             num_partitions=c.get_int("num.partitions"),
             replication_factor=c.get_int("default.replication.factor"),
         )
+        self.apis.admin.broker_configs = broker_config_entries(
+            c.values, {k: key.default for k, key in KEYS_BY_NAME.items()}
+        )
+        # Consumer groups: this broker coordinates the groups of the __consumer_offsets partitions it leads.
+        self.group_coordinator = GroupCoordinator(
+            self.broker_id,
+            GroupConfig(
+                min_session_timeout_ms=c.get_int("group.min.session.timeout.ms"),
+                max_session_timeout_ms=c.get_int("group.max.session.timeout.ms"),
+                max_size=c.get_int("group.max.size"),
+                initial_rebalance_delay_ms=c.get_int("group.initial.rebalance.delay.ms"),
+                num_partitions=c.get_int("offsets.topic.num.partitions"),
+                max_metadata_size=c.get_int("offset.metadata.max.bytes"),
+            ),
+            OffsetsTopicConfig(
+                num_partitions=c.get_int("offsets.topic.num.partitions"),
+                replication_factor=c.get_int("offsets.topic.replication.factor"),
+                commit_timeout_ms=c.get_int("offsets.commit.timeout.ms"),
+                load_buffer_size=c.get_int("offsets.load.buffer.size"),
+            ),
+            self.replica_manager,
+            self.journal,
+            clock_ms=wall_clock_ms,
+        )
+        self.apis.enable_groups(GroupApis(self.group_coordinator, self.auth))
+        self.metrics.registry.register(GroupCoordinatorCollector(self.group_coordinator.core))
 
     def _build_security(self) -> None:
         """Security (docs/security.md): the live credential store SASL checks, what each listener asks of a
@@ -255,6 +288,9 @@ class KafkaServer:
         self.forwarding = ForwardingManager(self.broker_id, controller_channel)
         self.apis.admin.forwarding = self.forwarding
         self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
+        self.group_coordinator.create_topic = lambda name, partitions, rf: create_topic(
+            controller_channel, name, partitions, rf
+        )
         self.producer_id_manager.source = controller_block_source(
             self.broker_id, controller_channel, lambda: lifecycle.broker_epoch
         )
@@ -356,6 +392,7 @@ class KafkaServer:
             self.metrics.state.fetcher_manager = self.fetcher_manager
             if self.metrics_server is not None:
                 await nursery.start(self.metrics_server.serve)
+            await nursery.start(self.group_coordinator.run)
             nursery.start_soon(self.handler_pool.run)
             if self.lifecycle is not None and self.alter_partition is not None:
                 await nursery.start(self.lifecycle.run)
@@ -468,6 +505,34 @@ class KafkaServer:
                     await result
             except Exception:
                 log.exception("broker %d: periodic task %s failed", self.broker_id, name)
+
+
+async def create_topic(
+    channel: ControllerChannel, name: str, partitions: int, replication_factor: int
+) -> Errors:
+    """Asks the controller to create a topic (as Kafka's brokers do for ``__consumer_offsets``)."""
+    request = cm.CreateTopicsRequest(
+        topics=[
+            cm.CreateTopicsRequestTopic(
+                name=name, num_partitions=partitions, replication_factor=replication_factor
+            )
+        ]
+    )
+    try:
+        resp = from_body(cm.CreateTopicsResponse, await channel.request(ApiKeys.CREATE_TOPICS, request))
+    except CONTROLLER_UNREACHABLE as exc:
+        log.info("creating topic %s: the controller did not answer (%r)", name, exc)
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    except InvalidRequestError as exc:
+        log.warning("creating topic %s: unexpected answer from the controller: %s", name, exc)
+        return Errors.UNKNOWN_SERVER_ERROR
+    for topic in resp.topics:
+        if topic.name == name:
+            try:
+                return Errors(topic.error_code)
+            except ValueError:
+                return Errors.UNKNOWN_SERVER_ERROR
+    return Errors.UNKNOWN_SERVER_ERROR
 
 
 async def run_broker(config: BrokerConfig) -> int:

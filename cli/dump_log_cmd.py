@@ -39,6 +39,29 @@ def segment_files(path: Path) -> list[Path]:
     return [path]
 
 
+def dump_index(path: Path) -> dict[str, Any]:
+    """The entries of a ``.index`` (relative offset i32, position i32) or ``.timeindex`` (timestamp i64,
+    relative offset i32) file, Kafka's formats, with absolute offsets."""
+    import struct
+
+    base = int(path.stem) if path.stem.isdigit() else 0
+    data = path.read_bytes()
+    if path.suffix == ".timeindex":
+        size, fmt = 12, struct.Struct(">qi")
+        entries = [
+            {"timestamp": ts, "offset": base + rel}
+            for ts, rel in fmt.iter_unpack(data[: len(data) // size * size])
+        ]
+    else:
+        size, fmt = 8, struct.Struct(">ii")
+        entries = [
+            {"offset": base + rel, "position": pos}
+            for rel, pos in fmt.iter_unpack(data[: len(data) // size * size])
+        ]
+    problem = f"{len(data) % size} bytes after the last whole entry" if len(data) % size else None
+    return {"file": str(path), "size": len(data), "entries": entries, "problem": problem}
+
+
 def dump_segment(path: Path, with_records: bool = False) -> dict[str, Any]:
     """Every batch of one segment, and where (if anywhere) the bytes stop being a batch."""
     data = path.read_bytes()
@@ -110,7 +133,24 @@ def dump_segment(path: Path, with_records: bool = False) -> dict[str, Any]:
 @OUTPUT_OPTION
 def dump_log(path: Path, print_data_log: bool, output: str) -> None:
     """Print the batches of PATH: a segment (<base offset>.log) or a partition directory (every segment),
-    like kafka-dump-log.sh --files. Exits 1 if a batch is corrupt or the file ends in a torn batch."""
+    like kafka-dump-log.sh --files; or the entries of a .index or .timeindex file. Exits 1 if a batch is
+    corrupt or the file ends in a torn batch."""
+    if path.suffix in (".index", ".timeindex") and path.is_file():
+        index = dump_index(path)
+        if output == "json":
+            echo_json([index])
+        else:
+            click.echo(f"Dumping {index['file']}")
+            for e in index["entries"]:
+                if "timestamp" in e:
+                    click.echo(f"timestamp: {e['timestamp']} offset: {e['offset']}")
+                else:
+                    click.echo(f"offset: {e['offset']} position: {e['position']}")
+            if index["problem"]:
+                click.echo(f"Found a problem: {index['problem']}")
+        if index["problem"]:
+            raise click.ClickException(f"{path}: {index['problem']}")
+        return
     dumps = [dump_segment(f, print_data_log) for f in segment_files(path)]
     if output == "json":
         echo_json(dumps)

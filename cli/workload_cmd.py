@@ -11,7 +11,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 import trio
@@ -20,10 +19,8 @@ from cli.client_run import run_client
 from cli.main import setup_logging
 from kit.cluster_client import ClientError, ClusterClient, bootstrap_from
 from kit.consumer import ConsumedRecord, Consumer
+from kit.group_member import GroupMember
 from kit.producer import ACKS_BY_NAME, AckJournal, Producer, ProducerSettings, ProduceStats
-
-if TYPE_CHECKING:
-    pass
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT
 
@@ -134,6 +131,13 @@ class _ProduceRun:
     help="Directory for acked-<producer_id>.jsonl (default: <data-dir>/workload, with --bootstrap-server "
     "too, so that the report can check every acknowledged batch).",
 )
+@click.option(
+    "--idempotence/--no-idempotence",
+    default=None,
+    help="An idempotent producer (KIP-98; Kafka's enable.idempotence): a producer id, epoch and sequences "
+    "on every batch, so a retried batch is written once and in order. Default: on with --acks all, off "
+    "otherwise; --idempotence with --acks 0 or 1 is an error (as Kafka's).",
+)
 @click.option("--no-acked-journal", is_flag=True, help="Write no workload journal.")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: on a terminal).")
 @click.option(
@@ -166,6 +170,7 @@ def produce(
     retry_backoff_ms: int,
     retry_backoff_max_ms: int,
     compression_type: str,
+    idempotence: bool | None,
     acked_journal: Path | None,
     no_acked_journal: bool,
     progress: bool | None,
@@ -197,8 +202,15 @@ def produce(
         raise click.BadParameter(
             "--count and --record-size must be >= 0, --batch-records/--max-in-flight >= 1"
         )
+    if idempotence and ACKS_BY_NAME[acks] != -1:
+        raise click.BadParameter(
+            "must set --acks all to use the idempotent producer (otherwise idempotence cannot be "
+            "guaranteed); or pass --no-idempotence",
+            param_hint="--idempotence",
+        )
     settings = ProducerSettings(
         acks=ACKS_BY_NAME[acks],
+        idempotence=idempotence is not False,
         record_size=record_size,
         batch_records=batch_records,
         max_in_flight=max_in_flight,
@@ -304,6 +316,13 @@ async def _run_producer(producer: Producer, count: int, rate: float | None, show
     is_flag=True,
     help="Stop when every partition is read up to its high watermark (kcat -e).",
 )
+@click.option(
+    "--group",
+    "group_id",
+    default=None,
+    help="Consume as a member of this consumer group: its share of the partitions, from the committed "
+    "offsets, committing as it reads (kafka-console-consumer --group).",
+)
 @click.option("--print-offsets", is_flag=True, help="Print partition and offset before each value.")
 @click.option(
     "--count-only", is_flag=True, help="Print no records; a running count on a terminal, then the total."
@@ -332,6 +351,7 @@ def consume(
     max_messages: int | None,
     timeout_ms: int | None,
     exit_at_end: bool,
+    group_id: str | None,
     print_offsets: bool,
     count_only: bool,
     partition: int | None,
@@ -353,6 +373,10 @@ def consume(
         formatter = Formatter.from_properties(parse_properties(properties, FORMATTER_KEYS))
     except PropertyError as exc:
         raise click.BadParameter(str(exc), param_hint="--property") from None
+    if group_id is not None and partition is not None:
+        raise click.UsageError(
+            "--group and --partition cannot be given together (a group assigns the partitions)"
+        )
     start_offset: int | None = None
     if offset is not None:
         if partition is None:
@@ -401,8 +425,14 @@ def consume(
         bootstrap = bootstrap_from(bootstrap_server, data_dir)
         async with trio.open_nursery() as nursery:
             client = ClusterClient(nursery, bootstrap, client_id="consumer")
+            group = None if group_id is None else GroupMember(client, group_id, [topic])
             consumer = Consumer(
-                client, topic, from_beginning=from_beginning, partition=partition, offset=start_offset
+                client,
+                topic,
+                from_beginning=from_beginning,
+                group=group,
+                partition=partition,
+                offset=start_offset,
             )
             consumer_ref.append(consumer)
             n = await consumer.run(

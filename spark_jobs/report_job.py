@@ -99,8 +99,9 @@ def build_session(master: str | None = None, app_name: str = "isrsim-report") ->
 
 def ship_code(spark: Any) -> None:
     """Send the project's packages to the executors (``addPyFile``), so the data sources import there.
-    The executors still need the third-party modules the readers use (numpy, pyarrow, crc32c, msgpack):
-    ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) names an interpreter that has them on every worker."""
+    The executors still need the third-party modules the readers use (numpy, pyarrow, crc32c; for record
+    contents also cramjam, zstandard and aiokafka): ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) names
+    an interpreter that has them on every worker."""
     import importlib
 
     tmp = Path(tempfile.mkdtemp(prefix="isrsim-report-"))
@@ -162,7 +163,7 @@ def run_report(
     wrong ``data_dir``, or one with nothing to judge, is reported without starting Spark). Progress goes to
     ``console`` (default: stderr), the summary, verdict first, to ``summary`` (default: ``console`` when
     one is given, else stdout)."""
-    from spark_jobs import checks, journal_checks
+    from spark_jobs import checks, journal_checks, quorum_checks
     from spark_jobs.inputs import load_inputs
     from spark_jobs.render import (
         nothing_report,
@@ -209,6 +210,9 @@ def run_report(
         journal_checks.check_leader_hw,
         checks.check_epoch_cache,
         journal_checks.check_unclean_elections,
+        quorum_checks.check_one_leader_per_epoch,
+        quorum_checks.check_metadata_log_matching,
+        quorum_checks.check_no_stale_controller_obeyed,
         checks.check_batches_intact,
     ]
     results = []

@@ -126,3 +126,17 @@ def test_dump_log_prints_records_of_compressed_batches_as_kafka_dump_log(tmp_pat
     )
     data = json.loads(CliRunner().invoke(dump_log, [str(path), "-o", "json", "--print-data-log"]).output)
     assert data[0]["batches"][0]["records"][0]["headers"] == [["h", "1"], ["g", None]]
+
+
+def test_dump_log_prints_kafkas_index_files(tmp_path: Path) -> None:
+    from broker.log.log import Log, LogConfig
+
+    log = Log.open(tmp_path / "t-0", "t", 0, LogConfig(), log_start_offset=0, recovery_point=0)
+    for i in range(4):
+        log.append_as_leader(build_simple_batch([b"x" * 100] * 150, base_timestamp=1_000 + i), leader_epoch=1)
+    log.close()
+    index = CliRunner().invoke(dump_log, [str(tmp_path / "t-0" / "00000000000000000000.index")])
+    assert index.exit_code == 0, index.output
+    assert "offset: 299 position: 16497" in index.output.splitlines()
+    times = CliRunner().invoke(dump_log, [str(tmp_path / "t-0" / "00000000000000000000.timeindex")])
+    assert "timestamp: 1001 offset: 299" in times.output.splitlines()
