@@ -36,7 +36,11 @@ def parse_bool(raw: str) -> bool:
 
 
 def parse_int(raw: str) -> int:
-    return int(raw.strip())
+    try:
+        return int(raw.strip())
+    except ValueError:
+        # Kafka's ConfigDef: "Invalid value fast for configuration x: Not a number of type INT".
+        raise ValueError("not a number (an integer is expected)") from None
 
 
 def parse_str(raw: str) -> str:

@@ -204,7 +204,7 @@ def _print_outcome(console: Console, o: Outcome) -> None:
         if s.batches_failed:
             line += f"; {s.batches_failed} batches not acknowledged (delivery timeout)"
         if s.errors:
-            line += f"; errors seen: {dict(s.errors.most_common(6))}"
+            line += f"; errors seen: {s.errors_seen(6)}"
         console.print(line, highlight=False)
     if o.converged_after is not None:
         console.print(

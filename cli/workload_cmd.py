@@ -56,8 +56,7 @@ def produce_summary(stats: ProduceStats, count: int, interrupted: bool = False) 
 
         lines.append(f"latency ms: p50 {p(0.5):.1f}  p99 {p(0.99):.1f}  max {lat[-1]:.1f}")
     if stats.retries or stats.errors:
-        seen = ", ".join(f"{name} x{n}" for name, n in stats.errors.most_common())
-        lines.append(f"retries: {stats.retries}; errors seen: {seen}")
+        lines.append(f"retries: {stats.retries}; errors seen: {stats.errors_seen()}")
     return lines
 
 

@@ -126,6 +126,19 @@ class ProduceStats:
         """Records acknowledged per second so far."""
         return self.records_acked / max(self.elapsed, 1e-9)
 
+    def errors_seen(self, most: int | None = None) -> str:
+        """``NOT_ENOUGH_REPLICAS x12, connection lost x2``: the errors met, most frequent first."""
+        return ", ".join(f"{name} x{n}" for name, n in self.errors.most_common(most))
+
+
+def connection_error(exc: BaseException) -> str:
+    """A failed connection in words (not Python's class name): refused, timed out, or lost."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError):
+        return "connection timed out"
+    return "connection lost"
+
 
 @dataclass
 class ProducerSettings:
@@ -521,7 +534,7 @@ class Producer:
             except (OSError, ConnectionClosed) as exc:
                 # Batches share a connection: one cut short by delivery.timeout.ms drops it under the others.
                 # An attempt that was itself in its last stretch failed for the error it was retried for.
-                error = previous if cut_by_delivery_timeout and previous else type(exc).__name__
+                error = previous if cut_by_delivery_timeout and previous else connection_error(exc)
                 retriable = True
                 self._drop_leader_connection(tp)
             except KeyError as exc:
