@@ -267,9 +267,44 @@ def _intended(stats: ProduceStats, count: int | None) -> int:
     return stats.records_sent if count is None else count
 
 
+QUIET_SAY_S = 5.0  # without a progress bar, a wait this long with no acknowledgement is said on stderr
+
+
+def stall_line(stats: ProduceStats, count: int, quiet_s: float) -> str:
+    """What a producer with no progress bar says when nothing was acknowledged for ``quiet_s`` seconds."""
+    line = (
+        f"produce: {stats.records_acked:,} of {count:,} records acknowledged; none for {quiet_s:.0f}s, "
+        f"{stats.records_sent - stats.records_acked - stats.records_failed:,} waiting"
+    )
+    return line + (f" (last error {stats.last_error})" if stats.last_error else "")
+
+
+async def _say_stalls(producer: Producer, count: int, done: trio.Event) -> None:
+    """Says on stderr, every QUIET_SAY_S, that records wait and none is acknowledged (no silent wait)."""
+    acked = -1
+    since = said = time.monotonic()
+    while not done.is_set():
+        with trio.move_on_after(QUIET_SAY_S / 5):
+            await done.wait()
+        stats = producer.stats
+        now = time.monotonic()
+        waiting = stats.records_sent > stats.records_acked + stats.records_failed
+        if stats.records_acked != acked or not waiting:
+            acked, since, said = stats.records_acked, now, now
+        elif now - said >= QUIET_SAY_S:
+            click.echo(stall_line(stats, count, now - since), err=True)
+            said = now
+
+
 async def _run_producer(producer: Producer, count: int, rate: float | None, show: bool) -> ProduceStats:
     if not show:
-        return await producer.run(count, rate)
+        done = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_say_stalls, producer, count, done)
+            try:
+                return await producer.run(count, rate)
+            finally:
+                done.set()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(

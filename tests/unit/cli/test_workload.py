@@ -72,3 +72,18 @@ def test_run_client_turns_a_ctrl_c_in_a_nursery_into_keyboard_interrupt() -> Non
 def test_run_client_leaves_a_bug_as_it_is() -> None:
     with pytest.raises(ZeroDivisionError):
         run_client(_fails_in_a_nursery(ZeroDivisionError()))  # type: ignore[arg-type]
+
+
+def test_a_stall_is_said_with_what_waits_and_the_last_error() -> None:
+    from collections import Counter
+
+    from cli.workload_cmd import stall_line
+
+    stats = ProduceStats(
+        records_sent=5000, records_acked=3000, errors=Counter(), last_error="REQUEST_TIMED_OUT"
+    )
+    line = stall_line(stats, 10_000, 12.4)
+    assert line == (
+        "produce: 3,000 of 10,000 records acknowledged; none for 12s, 2,000 waiting "
+        "(last error REQUEST_TIMED_OUT)"
+    )
