@@ -272,9 +272,10 @@ QUIET_SAY_S = 5.0  # without a progress bar, a wait this long with no acknowledg
 
 def stall_line(stats: ProduceStats, count: int, quiet_s: float) -> str:
     """What a producer with no progress bar says when nothing was acknowledged for ``quiet_s`` seconds."""
+    waiting = stats.records_sent - stats.records_acked - stats.records_failed
     line = (
         f"produce: {stats.records_acked:,} of {count:,} records acknowledged; none for {quiet_s:.0f}s, "
-        f"{stats.records_sent - stats.records_acked - stats.records_failed:,} waiting"
+        + (f"{waiting:,} waiting" if stats.records_sent else "still finding the partitions' leaders")
     )
     return line + (f" (last error {stats.last_error})" if stats.last_error else "")
 
@@ -288,7 +289,8 @@ async def _say_stalls(producer: Producer, count: int, done: trio.Event) -> None:
             await done.wait()
         stats = producer.stats
         now = time.monotonic()
-        waiting = stats.records_sent > stats.records_acked + stats.records_failed
+        settled = stats.records_acked + stats.records_failed
+        waiting = stats.records_sent > settled or settled < count  # sent and unanswered, or not sent yet
         if stats.records_acked != acked or not waiting:
             acked, since, said = stats.records_acked, now, now
         elif now - said >= QUIET_SAY_S:

@@ -87,3 +87,6 @@ def test_a_stall_is_said_with_what_waits_and_the_last_error() -> None:
         "produce: 3,000 of 10,000 records acknowledged; none for 12s, 2,000 waiting "
         "(last error REQUEST_TIMED_OUT)"
     )
+    assert stall_line(ProduceStats(), 10, 6.0) == (
+        "produce: 0 of 10 records acknowledged; none for 6s, still finding the partitions' leaders"
+    )
