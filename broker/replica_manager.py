@@ -28,6 +28,7 @@ from broker.delayed_ops import (
 )
 from broker.fetch_session_cache import CachedPartition, FetchSession
 from broker.follower_view import FollowerPartitionView
+from broker.journal import AckJournal
 from broker.log.checkpoint import group_commit
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache, PartitionMetadata
@@ -105,6 +106,8 @@ class ReplicaManager:
         self.topic_min_isr: dict[str, int] = {}
         self.topic_config_fetcher: TopicConfigFetcher | None = None
         self.broker_epoch: Callable[[], int] = lambda: -1
+        # broker-<id>/acked.jsonl: every batch acknowledged to a client (acks 1 or all); the server sets it.
+        self.acked_journal: AckJournal | None = None
         # Called with the reason when the broker must stop and exit with status 1 (the server sets it).
         self.fatal_error_handler: Callable[[str], None] | None = None
 
@@ -358,7 +361,16 @@ class ReplicaManager:
         required_acks: int,
         entries: dict[TopicPartition, bytes],
         respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+        client_id: str = "",
     ) -> None:
+        if required_acks != 0 and self.acked_journal is not None:
+            # Every batch acknowledged to the client is journaled before the response goes out.
+            journal, answer = self.acked_journal, respond
+
+            def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+                journal.record(required_acks, client_id, statuses)
+                answer(statuses)
+
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, records in entries.items():
             try:
@@ -380,6 +392,7 @@ class ReplicaManager:
                 info.first_offset,
                 partition.log_start_offset,
                 acks_pending=required_acks == -1,
+                batches=info.batches,
             )
             self.state_listener.on_offsets_changed(partition)
             # New data: wake fetches waiting on this partition (followers and, if the HW moved, consumers).

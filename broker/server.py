@@ -16,7 +16,7 @@ from broker.config import BrokerConfig
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
-from broker.journal import Journal
+from broker.journal import AckJournal, Journal
 from broker.kafka_apis import BROKER_APIS, KafkaApis
 from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
 from broker.log.log import LogConfig
@@ -80,6 +80,9 @@ class KafkaServer:
         journal_path = c.journal_dir / "events.jsonl"
         try:
             self.journal = Journal(journal_path, self.broker_id, clock_ms=wall_clock_ms)
+            self.acked_journal = AckJournal(
+                c.journal_dir / "acked.jsonl", self.broker_id, clock_ms=wall_clock_ms
+            )
         except OSError as e:
             raise LogDirLoadError(
                 f"the journal {journal_path} cannot be opened ({e.strerror or e}); check journal.dir "
@@ -119,6 +122,7 @@ class KafkaServer:
             fetch_purgatory=self.fetch_purgatory,
         )
         self.replica_manager.fatal_error_handler = self._fatal
+        self.replica_manager.acked_journal = self.acked_journal
         self.fetch_manager = FetchManager(fetch_session_cache, wall_clock_ms)
         self.auth = AuthHelper(build_authorizer(c), f"broker {self.broker_id}")
         self.apis = KafkaApis(self.replica_manager, self.fetch_manager, self.auth)
@@ -354,6 +358,7 @@ class KafkaServer:
                 reason=self.fatal_reason,
             )
         self.journal.close()
+        self.acked_journal.close()
         log.info("broker %d stopped cleanly", self.broker_id)
 
     async def _handle_log_dir_failures(self) -> None:
