@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import trio
 
+from broker.backoff import ExponentialBackoff
 from broker.lifecycle import CONTROLLER_UNREACHABLE, ControllerChannel
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
@@ -32,7 +33,6 @@ from protocol.schema import from_body
 log = logging.getLogger(__name__)
 
 AlterPartitionCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
-MAX_BACKOFF_S = 2.0
 
 
 @dataclass(slots=True)
@@ -84,7 +84,7 @@ class AlterPartitionManager:
         """Sends the proposals until cancelled. The channel's ``run`` must be running (the lifecycle
         manager runs it, or the owner does)."""
         task_status.started()
-        backoff = self.retry_backoff_s
+        backoff = ExponentialBackoff(self.retry_backoff_s)
         while True:
             while not self.unsent:
                 await self._wake.wait()
@@ -97,10 +97,9 @@ class AlterPartitionManager:
                 if tp in retry:
                     self.unsent.setdefault(tp, item)
             if retry:
-                await trio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                await trio.sleep(backoff.next_s())
             else:
-                backoff = self.retry_backoff_s
+                backoff.reset()
 
     async def _send(self, batch: dict[TopicPartition, AlterPartitionItem]) -> set[TopicPartition]:
         """One ALTER_PARTITION for the batch; delivers the answers and returns what must be re-sent."""

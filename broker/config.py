@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from broker.security.authorizer import check_authorizer_class
 from protocol.replication import TRUNCATION_MODE_KEY, TruncationMode
+from protocol.security import SECURITY_PROTOCOLS
 
 ENV_PREFIX = "ISRSIM_"
 
@@ -55,6 +55,31 @@ class ConfigKey:
     minimum: int | None = None
 
 
+# Kafka's class names are accepted for ``authorizer.class.name``; any of them turns on the authorizer
+# (``broker.security.authorizer.StandardAuthorizer``).
+AUTHORIZER_CLASS_NAMES = frozenset(
+    {
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "kafka.security.authorizer.AclAuthorizer",
+        "kafka.security.auth.SimpleAclAuthorizer",
+        "StandardAuthorizer",
+        "AclAuthorizer",
+    }
+)
+
+
+def check_authorizer_class(value: str) -> bool:
+    """Whether ``authorizer.class.name`` turns the authorizer on: empty = off; one of Kafka's names = on;
+    anything else raises ValueError naming the accepted names."""
+    name = value.strip()
+    if not name:
+        return False
+    if name not in AUTHORIZER_CLASS_NAMES:
+        accepted = ", ".join(sorted(AUTHORIZER_CLASS_NAMES))
+        raise ValueError(f"authorizer.class.name {name!r} is not supported; use one of: {accepted}")
+    return True
+
+
 def parse_authorizer_class(raw: str) -> str:
     name = raw.strip()
     check_authorizer_class(name)
@@ -79,7 +104,6 @@ AUTHORIZER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
 )
 
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SERVED_SECURITY_PROTOCOLS = SECURITY_PROTOCOLS
 DEFAULT_SECURITY_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
 
@@ -179,6 +203,17 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", parse_int, 5000, "HW checkpoint period.", 1),
     ConfigKey("replica.socket.timeout.ms", parse_int, 30000, "Follower request timeout.", 1),
     ConfigKey("min.insync.replicas", parse_int, 1, "Minimum ISR size for acks=-1 produce.", 1),
+    ConfigKey(
+        "auto.create.topics.enable", parse_bool, True, "A Kafka client's METADATA creates unknown topics."
+    ),
+    ConfigKey("num.partitions", parse_int, 1, "Partitions of an auto-created topic.", 1),
+    ConfigKey(
+        "default.replication.factor",
+        parse_int,
+        -1,
+        "Replication factor of an auto-created topic; -1: min(3, live brokers).",
+        -1,
+    ),
     ConfigKey(
         "unclean.leader.election.enable", parse_bool, False, "Elect out-of-ISR replicas as a last resort."
     ),
@@ -548,6 +583,10 @@ class BrokerConfig(ConfigValues):
     @property
     def broker_id(self) -> int:
         return self.get_int("broker.id")
+
+    @property
+    def cluster_id(self) -> str:
+        return str(self.values["cluster.id"])
 
     @property
     def listener_config(self) -> ListenerConfig:

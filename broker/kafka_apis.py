@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from broker.admin_apis import AdminApis
+from broker.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
 from broker.metadata_cache import PartitionMetadata
@@ -15,7 +17,6 @@ from broker.partition import LeaderAndIsrState
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
 from broker.request_channel import Request, error_body
 from broker.security.acl import AclOperation, ResourceType
-from broker.security.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
 from broker.security.security_metadata import BrokerSecurityMetadata
 from protocol import messages as m
 from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, ApiKeys
@@ -38,6 +39,11 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.API_VERSIONS,
     ApiKeys.OFFSET_FOR_LEADER_EPOCH,
     ApiKeys.DESCRIBE_REPLICA_STATE,
+)
+
+# Served to Kafka's own clients only (SPEC §10): isrsim's tools send these to the controller.
+KAFKA_ENCODING_ONLY_APIS = frozenset(
+    {ApiKeys.CREATE_TOPICS, ApiKeys.DELETE_TOPICS, ApiKeys.DESCRIBE_CONFIGS, ApiKeys.DESCRIBE_CLUSTER}
 )
 
 # What the principal needs on the cluster before these are handled at all (docs/security.md): the
@@ -73,6 +79,17 @@ class KafkaApis:
             ApiKeys.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKeys.DESCRIBE_REPLICA_STATE: self.handle_describe_replica_state,
         }
+        # Kafka clients' admin requests (forwarded to the controller, KIP-590) and auto-creation: served in
+        # Kafka's encoding only (isrsim's own tools ask the controller).
+        self.admin = AdminApis(self.broker_id, replica_manager.metadata_cache, auth, "isrsim")
+        self._handlers.update(
+            {
+                ApiKeys.CREATE_TOPICS: self.admin.handle_create_topics,
+                ApiKeys.DELETE_TOPICS: self.admin.handle_delete_topics,
+                ApiKeys.DESCRIBE_CONFIGS: self.admin.handle_describe_configs,
+                ApiKeys.DESCRIBE_CLUSTER: self.admin.handle_describe_cluster,
+            }
+        )
         # The versions a client in Kafka's encoding is offered (SPEC §10): those of the APIs served here,
         # and SASL's (answered by the socket server).
         self.kafka_supported: dict[int, tuple[int, int]] = {
@@ -83,7 +100,7 @@ class KafkaApis:
 
     async def handle(self, request: Request) -> None:
         handler = self._handlers.get(request.api_key)
-        if handler is None:
+        if handler is None or (request.api_key in KAFKA_ENCODING_ONLY_APIS and not request.kafka_encoding):
             request.complete(
                 error_body(Errors.UNSUPPORTED_VERSION, f"api_key {request.api_key} is not served by a broker")
             )
@@ -287,17 +304,18 @@ class KafkaApis:
             m.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port)
             for b in cache.brokers_on(request.listener_name)
         ]
-        request.complete(
-            to_body(
-                m.MetadataResponse(
-                    brokers=brokers,
-                    controller_id=cache.controller_id,
-                    topics=self.auth.filter_metadata_topics(
-                        request, names is not None, cache.topic_metadata(names)
-                    ),
-                )
-            )
-        )
+        topics = self.auth.filter_metadata_topics(request, names is not None, cache.topic_metadata(names))
+        if names is not None and request.kafka_encoding and req.allow_auto_topic_creation:
+            topics = self.admin.maybe_create_topics(request, topics)
+        controller_id = cache.controller_id
+        if request.kafka_encoding:
+            # As a KRaft broker answers a client: a live broker (this one), which forwards what is meant
+            # for the controller (KIP-590); the controller itself is not on a client's listeners.
+            controller_id = self.broker_id
+        body = to_body(m.MetadataResponse(brokers=brokers, controller_id=controller_id, topics=topics))
+        if request.kafka_encoding:
+            body["cluster_id"] = self.admin.cluster_id  # Kafka's, from version 2
+        request.complete(body)
 
     # ------------------------------------------------------------------ controller requests
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import trio
 
+from broker.backoff import ExponentialBackoff
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed, KafkaConnection, open_connection
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 
 # What a request to the controller may fail with; callers retry.
 CONTROLLER_UNREACHABLE = (ConnectionClosed, OSError, trio.TooSlowError)
-MAX_BACKOFF_S = 2.0
 
 
 class ControllerChannel:
@@ -67,7 +67,7 @@ class ControllerChannel:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        backoff = self.retry_backoff_s
+        backoff = ExponentialBackoff(self.retry_backoff_s)
         failures = 0
         while True:
             try:
@@ -79,7 +79,8 @@ class ControllerChannel:
                         log.info(
                             "%s: connected to the controller at %s:%d", self.client_id, self.host, self.port
                         )
-                    failures, backoff = 0, self.retry_backoff_s
+                    failures = 0
+                    backoff.reset()
                     self._conn = conn
                     self._notify()
                     while not conn.closed:
@@ -98,8 +99,7 @@ class ControllerChannel:
                 )
             finally:
                 self._conn = None
-            await trio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            await trio.sleep(backoff.next_s())
 
     async def request(self, api_key: ApiKeys, body: Any, *, timeout_s: float | None = None) -> dict[str, Any]:
         timeout = self.request_timeout_s if timeout_s is None else timeout_s

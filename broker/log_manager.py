@@ -30,6 +30,10 @@ HW_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
+# The encoding of the records inside batches, in meta.properties: 2 is Kafka's DefaultRecord (SPEC §3,
+# milestone 3). A directory from before it (no such key, msgpack records) is refused at start.
+RECORD_FORMAT_KEY = "isrsim.record.format"
+RECORD_FORMAT = "2"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 # What a damaged checkpoint costs if the operator deletes it, for the refusal's message.
@@ -125,8 +129,35 @@ class LogManager:
                     f"{path} says broker.id={stored} but this broker is configured with broker.id="
                     f"{self.broker_id}; use the right data directory or fix broker.id"
                 )
+            self._check_record_format(path, props.get(RECORD_FORMAT_KEY), text)
             return
-        _write_atomically(path, f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n")
+        _write_atomically(path, self._meta_properties_text())
+
+    def _meta_properties_text(self) -> str:
+        return (
+            f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
+            f"{RECORD_FORMAT_KEY}={RECORD_FORMAT}\n"
+        )
+
+    def _check_record_format(self, path: Path, stored: str | None, text: str) -> None:
+        """Refuses a directory whose segments hold records in another encoding than this version writes
+        (see ``RECORD_FORMAT_KEY``). A directory without the key and without any record is adopted."""
+        if stored == RECORD_FORMAT:
+            return
+        if stored is not None:
+            raise LogDirLoadError(
+                f"{path} says {RECORD_FORMAT_KEY}={stored}, a record encoding this isrsim does not know "
+                f"(it writes {RECORD_FORMAT}); use a matching isrsim, or delete {self.log_dir} to start "
+                "afresh"
+            )
+        if any(p.stat().st_size for p in self.log_dir.glob("*-*/*.log")):
+            raise LogDirLoadError(
+                f"{self.log_dir} was written by an older isrsim whose batches hold msgpack records, which "
+                f"this version cannot read ({path} has no {RECORD_FORMAT_KEY}={RECORD_FORMAT}); delete the "
+                "directory (for a `cluster up` cluster: isrsim cluster down, remove its root, and start a "
+                "new one) to start afresh"
+            )
+        _write_atomically(path, text.rstrip("\n") + f"\n{RECORD_FORMAT_KEY}={RECORD_FORMAT}\n")
 
     def load_logs(self) -> None:
         """Opens every partition directory, recovering segments past the recovery point unless the last

@@ -8,14 +8,18 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 
+from broker.admin_apis import AutoCreateSettings
 from broker.alter_partition import AlterPartitionManager
+from broker.auth_helper import AuthHelper, build_authorizer
 from broker.config import BrokerConfig
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
+from broker.forwarding import ForwardingManager
 from broker.journal import AckJournal, Journal
 from broker.kafka_apis import BROKER_APIS, KafkaApis
 from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
@@ -29,7 +33,6 @@ from broker.network import SocketServer
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
 from broker.request_channel import RequestChannel, RequestHandlerPool
-from broker.security.auth_helper import AuthHelper, build_authorizer
 from broker.security.listener_security import (
     inter_broker_client_security,
     listener_securities,
@@ -51,6 +54,46 @@ log = logging.getLogger(__name__)
 RECOVERY_POINT_CHECKPOINT_MS = 60_000
 
 
+def build_log_manager(config: BrokerConfig) -> LogManager:
+    """The data directory's manager (``log.dirs``), checked to be usable before anything else is built."""
+    log_manager = LogManager(
+        config.log_dir,
+        config.broker_id,
+        config.cluster_id,
+        LogConfig(
+            segment_bytes=config.get_int("log.segment.bytes"),
+            index_interval_bytes=config.get_int("log.index.interval.bytes"),
+            max_message_bytes=config.get_int("message.max.bytes"),
+        ),
+        clock=time.time,
+    )
+    log_manager.check_log_dir()
+    return log_manager
+
+
+def open_journal(config: BrokerConfig) -> Journal:
+    """``events.jsonl`` under ``journal.dir``; a journal that cannot be opened stops the start in one line."""
+    return _open_journal(config, "events.jsonl", Journal)
+
+
+def open_ack_journal(config: BrokerConfig) -> AckJournal:
+    """``acked.jsonl`` beside ``events.jsonl``: every batch a leader acknowledges (docs/storage.md)."""
+    return _open_journal(config, "acked.jsonl", AckJournal)
+
+
+_J = TypeVar("_J", bound=Journal)
+
+
+def _open_journal(config: BrokerConfig, name: str, kind: type[_J]) -> _J:
+    path = config.journal_dir / name
+    try:
+        return kind(path, config.broker_id, clock_ms=wall_clock_ms)
+    except OSError as e:
+        raise LogDirLoadError(
+            f"the journal {path} cannot be opened ({e.strerror or e}); check journal.dir (default: log.dirs)"
+        ) from None
+
+
 class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -64,38 +107,31 @@ class KafkaServer:
         # What became of the controlled shutdown at the last stop (journaled in `broker_stopped`).
         self.controlled_shutdown = "not tried"
         self._controlled = True
-        c = config
-        self.log_manager = LogManager(
-            c.log_dir,
-            self.broker_id,
-            str(c.get("cluster.id")),
-            LogConfig(
-                segment_bytes=c.get_int("log.segment.bytes"),
-                index_interval_bytes=c.get_int("log.index.interval.bytes"),
-                max_message_bytes=c.get_int("message.max.bytes"),
-            ),
-            clock=time.time,
-        )
-        self.log_manager.check_log_dir()
-        journal_path = c.journal_dir / "events.jsonl"
-        try:
-            self.journal = Journal(journal_path, self.broker_id, clock_ms=wall_clock_ms)
-            self.acked_journal = AckJournal(
-                c.journal_dir / "acked.jsonl", self.broker_id, clock_ms=wall_clock_ms
-            )
-        except OSError as e:
-            raise LogDirLoadError(
-                f"the journal {journal_path} cannot be opened ({e.strerror or e}); check journal.dir "
-                "(default: log.dirs)"
-            ) from None
-        self.listeners = c.listener_config
-        host, port = c.listener
-        self.host = host
+        self.log_manager = build_log_manager(config)
+        self.journal = open_journal(config)
+        # Every batch a leader acknowledges to a client, before the response goes out (docs/storage.md).
+        self.acked_journal = open_ack_journal(config)
+        self.listeners = config.listener_config
+        self.host = config.listener[0]
+        self._build_replication()
+        self._build_request_handling()
+        self._build_security()
+        self._build_network()
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self.alter_partition: AlterPartitionManager | None = None
+        self.topic_configs: TopicConfigFetcher | None = None
+        self.forwarding: ForwardingManager | None = None
+        if config.controller is not None:
+            self._link_to_controller(config.controller[1], config.controller[2])
+
+    def _build_replication(self) -> None:
+        """The metadata cache, the purgatories, the metrics, and the replica manager over the logs."""
+        c = self.config
         inter = self.listeners.inter_broker_advertised
         self.metadata_cache = MetadataCache(BrokerEndpoint(self.broker_id, inter.host, inter.port))
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
-        fetch_session_cache = FetchSessionCache(
+        self.fetch_session_cache = FetchSessionCache(
             c.get_int("max.incremental.fetch.session.cache.slots"),
             c.get_int("min.incremental.fetch.session.eviction.ms"),
             random.Random(),
@@ -103,7 +139,7 @@ class KafkaServer:
         self.metrics = BrokerMetrics(
             BROKER_APIS,
             self.log_manager,
-            fetch_session_cache,
+            self.fetch_session_cache,
             (self.produce_purgatory, self.fetch_purgatory),
         )
         self.state_listener = ReplicaStateListener(self.journal, self.metrics.replica_manager)
@@ -123,24 +159,34 @@ class KafkaServer:
         )
         self.replica_manager.fatal_error_handler = self._fatal
         self.replica_manager.acked_journal = self.acked_journal
-        self.fetch_manager = FetchManager(fetch_session_cache, wall_clock_ms)
-        self.auth = AuthHelper(build_authorizer(c), f"broker {self.broker_id}")
+
+    def _build_request_handling(self) -> None:
+        """``KafkaApis`` with its fetch sessions and the authorizer's helper."""
+        self.fetch_manager = FetchManager(self.fetch_session_cache, wall_clock_ms)
+        self.auth = AuthHelper(build_authorizer(self.config), f"broker {self.broker_id}")
         self.apis = KafkaApis(self.replica_manager, self.fetch_manager, self.auth)
         # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
         # Kafka's does on every listener.
         self.apis.supported.update(SASL_API_VERSIONS)
-        self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
-        self.channel = RequestChannel(c.get_int("queued.max.requests"))
-        # Security (docs/security.md): the live credential store SASL checks, what each listener asks of a
-        # connection, and who this broker is when it connects to its peers (inter-broker listener).
+        c = self.config
+        self.apis.admin.cluster_id = c.cluster_id
+        self.apis.admin.auto_create = AutoCreateSettings(
+            enable=bool(c.get("auto.create.topics.enable")),
+            num_partitions=c.get_int("num.partitions"),
+            replication_factor=c.get_int("default.replication.factor"),
+        )
+
+    def _build_security(self) -> None:
+        """Security (docs/security.md): the live credential store SASL checks, what each listener asks of a
+        connection, who this broker is when it connects to its peers (inter-broker listener), and the last
+        copy of the cluster's ACLs and SCRAM credentials the controller sent, kept under <log.dirs>/security
+        so that a restarted broker authorizes and authenticates at once."""
+        c = self.config
         self.credential_store = load_credential_store(c.log_dir)
         protocols = self.listeners.protocols
-        listener_security = listener_securities(
-            c.values, protocols, [e.name for e in self.listeners.listeners]
-        )
+        names = [e.name for e in self.listeners.listeners]
+        self.listener_security = listener_securities(c.values, protocols, names)
         self.client_security = inter_broker_client_security(c.values, protocols[self.listeners.inter_broker])
-        # The last copy of the cluster's ACLs and SCRAM credentials the controller sent, kept under
-        # <log.dirs>/security so that a restarted broker authorizes and authenticates at once.
         self.security_metadata = BrokerSecurityMetadata(
             SecurityMetadata.directory_of(c.log_dir),
             self.auth.authorizer,
@@ -152,20 +198,29 @@ class KafkaServer:
         except ValueError as e:
             raise LogDirLoadError(f"{e}; remove it to start without ACLs and users") from None
         self.apis.security_metadata = self.security_metadata
+
+    def _build_network(self) -> None:
+        """The request channel, the socket server on every listener (what each asks of a connection, the
+        network faults), the handler pool, and the metrics endpoint."""
+        c = self.config
+        name = f"broker {self.broker_id}"
+        self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
+        self.channel = RequestChannel(c.get_int("queued.max.requests"))
+        listeners = self.listeners.listeners
         self.socket_server = SocketServer(
-            host=host,
-            port=port,
-            listeners=[(e.name, e.host, e.port) for e in self.listeners.listeners],
+            host=self.host,
+            port=c.listener[1],
+            listeners=[(e.name, e.host, e.port) for e in listeners],
             channel=self.channel,
             max_request_bytes=c.get_int("socket.request.max.bytes"),
             supported=self.apis.supported,
             kafka_supported=self.apis.kafka_supported,
-            name=f"broker {self.broker_id}",
+            name=name,
             faults=self.faults,
             memory_pool=MemoryPool(c.get_int("queued.max.request.bytes")),
             quotas=ConnectionQuotas(c.get_int("max.connections"), c.get_int("max.connections.per.ip")),
             connections_max_idle_ms=c.get_int("connections.max.idle.ms"),
-            security=listener_security,
+            security=self.listener_security,
             credential_store=self.credential_store,
         )
         self.socket_server.net_faults_check = self.auth.net_faults_check
@@ -174,42 +229,41 @@ class KafkaServer:
             self.channel,
             self.metrics.requests.instrument(self.apis.handle),
             c.get_int("num.io.threads"),
-            f"broker {self.broker_id}",
+            name,
         )
         self.metrics_server: MetricsHttpServer | None = None
-        if c.get_int("metrics.port") > 0:
-            self.metrics_server = MetricsHttpServer(
-                self.metrics.registry, host, c.get_int("metrics.port"), f"broker {self.broker_id}"
-            )
-        self.lifecycle: BrokerLifecycleManager | None = None
-        self.alter_partition: AlterPartitionManager | None = None
-        self.topic_configs: TopicConfigFetcher | None = None
-        controller = c.controller
-        if controller is not None:
-            # Managed: register and heartbeat; leaders propose ISR changes through ALTER_PARTITION.
-            controller_channel = ControllerChannel(
-                controller[1],
-                controller[2],
-                client_id=f"broker-{self.broker_id}",
-                request_timeout_s=c.get_int("request.timeout.ms") / 1000,
-            )
-            self.lifecycle = BrokerLifecycleManager(
-                self.broker_id,
-                str(c.get("cluster.id")),
-                controller_channel,
-                self._registered_listeners,
-                heartbeat_interval_ms=c.get_int("broker.heartbeat.interval.ms"),
-            )
-            lifecycle = self.lifecycle
-            self.alter_partition = AlterPartitionManager(
-                self.broker_id, controller_channel, lambda: lifecycle.broker_epoch
-            )
-            self.replica_manager.enable_alter_partition(self.alter_partition.submit)
-            self.topic_configs = TopicConfigFetcher(
-                self.broker_id, controller_channel, self.replica_manager.apply_topic_configs
-            )
-            self.replica_manager.topic_config_fetcher = self.topic_configs
-            self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
+        metrics_port = c.get_int("metrics.port")
+        if metrics_port > 0:
+            self.metrics_server = MetricsHttpServer(self.metrics.registry, self.host, metrics_port, name)
+
+    def _link_to_controller(self, host: str, port: int) -> None:
+        """Managed: register and heartbeat; leaders propose ISR changes through ALTER_PARTITION and ask the
+        controller for topic configs."""
+        c = self.config
+        controller_channel = ControllerChannel(
+            host,
+            port,
+            client_id=f"broker-{self.broker_id}",
+            request_timeout_s=c.get_int("request.timeout.ms") / 1000,
+        )
+        lifecycle = self.lifecycle = BrokerLifecycleManager(
+            self.broker_id,
+            c.cluster_id,
+            controller_channel,
+            self._registered_listeners,
+            heartbeat_interval_ms=c.get_int("broker.heartbeat.interval.ms"),
+        )
+        self.alter_partition = AlterPartitionManager(
+            self.broker_id, controller_channel, lambda: lifecycle.broker_epoch
+        )
+        self.replica_manager.enable_alter_partition(self.alter_partition.submit)
+        self.topic_configs = TopicConfigFetcher(
+            self.broker_id, controller_channel, self.replica_manager.apply_topic_configs
+        )
+        self.replica_manager.topic_config_fetcher = self.topic_configs
+        self.forwarding = ForwardingManager(self.broker_id, controller_channel)
+        self.apis.admin.forwarding = self.forwarding
+        self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
 
     def _advertise(self) -> None:
         """Once bound: each listener's advertised address, the port being the bound one where the advertised
@@ -314,6 +368,8 @@ class KafkaServer:
                 await nursery.start(self.alter_partition.run)
                 if self.topic_configs is not None:
                     await nursery.start(self.topic_configs.run)
+                if self.forwarding is not None:
+                    await nursery.start(self.forwarding.run)
             nursery.start_soon(self._handle_log_dir_failures)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)
@@ -384,7 +440,7 @@ class KafkaServer:
         c = self.config
         rm = self.replica_manager
         tasks: list[tuple[str, float, Callable[[], object]]] = [
-            ("isr-expiration", c.get_int("replica.lag.time.max.ms") / 2000.0, rm.maybe_shrink_isr),
+            ("isr-expiration", rm.settings.replica_lag_time_max_ms / 2000.0, rm.maybe_shrink_isr),
             (
                 "highwatermark-checkpoint",
                 c.get_int("replica.high.watermark.checkpoint.interval.ms") / 1000.0,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import trio
 
+from broker.backoff import ExponentialBackoff
 from broker.lifecycle import CONTROLLER_UNREACHABLE, ControllerChannel
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
@@ -18,8 +19,6 @@ from protocol.errors import Errors
 from protocol.schema import from_body
 
 log = logging.getLogger(__name__)
-
-MAX_BACKOFF_S = 2.0
 
 
 class TopicConfigFetcher:
@@ -47,7 +46,7 @@ class TopicConfigFetcher:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        backoff = self.retry_backoff_s
+        backoff = ExponentialBackoff(self.retry_backoff_s)
         while True:
             while not self.wanted:
                 await self._wake.wait()
@@ -64,10 +63,9 @@ class TopicConfigFetcher:
                 resp = from_body(cm.DescribeConfigsResponse, body)
             except CONTROLLER_UNREACHABLE as exc:
                 log.info("broker %d: DESCRIBE_CONFIGS not answered (%r); will retry", self.broker_id, exc)
-                await trio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                await trio.sleep(backoff.next_s())
                 continue
-            backoff = self.retry_backoff_s
+            backoff.reset()
             for result in resp.results:
                 topic = result.resource_name
                 self.wanted.discard(topic)

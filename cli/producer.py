@@ -24,6 +24,7 @@ from cli.cluster_client import ClusterClient
 from protocol import (
     RETRIABLE,
     ApiKeys,
+    CompressionType,
     ConnectionClosed,
     Errors,
     TopicPartition,
@@ -153,6 +154,8 @@ class ProducerSettings:
     delivery_timeout_ms: int = 120_000
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
+    # Kafka's compression.type of the producer: none, gzip, snappy, lz4 or zstd.
+    compression_type: str = "none"
 
 
 def retry_backoff_s(attempt: int, base_ms: int, max_ms: int, rng: random.Random | None = None) -> float:
@@ -214,6 +217,10 @@ class Producer:
         self.retry_log = RateLimitedLog(log)
         self._loop_ended: float | None = None  # when run() stopped starting batches
 
+    @property
+    def _codec(self) -> int:
+        return int(CompressionType.for_name(self.settings.compression_type))
+
     def _values(self, first: int, n: int) -> list[bytes]:
         size = self.settings.record_size
         out = []
@@ -273,7 +280,7 @@ class Producer:
                             break
                 partition = partitions[i % len(partitions)]
                 i += 1
-                batch = build_simple_batch(self._values(seq, n))
+                batch = build_simple_batch(self._values(seq, n), attributes=self._codec)
                 await slots[partition].acquire()
                 nursery.start_soon(self._send, (self.topic, partition), batch, n, slots[partition])
                 seq += n

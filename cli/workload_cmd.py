@@ -111,6 +111,13 @@ class _ProduceRun:
 )
 @click.option("--retry-backoff-max-ms", type=click.IntRange(0), default=1000, show_default=True)
 @click.option(
+    "--compression-type",
+    type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+    default="none",
+    show_default=True,
+    help="Compress each batch with this codec, in Kafka's framing (Kafka's compression.type).",
+)
+@click.option(
     "--acked-journal",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
@@ -133,6 +140,7 @@ def produce(
     delivery_timeout_ms: int,
     retry_backoff_ms: int,
     retry_backoff_max_ms: int,
+    compression_type: str,
     acked_journal: Path | None,
     no_acked_journal: bool,
     progress: bool | None,
@@ -159,6 +167,7 @@ def produce(
         delivery_timeout_ms=delivery_timeout_ms,
         retry_backoff_ms=retry_backoff_ms,
         retry_backoff_max_ms=max(retry_backoff_ms, retry_backoff_max_ms),
+        compression_type=compression_type,
     )
     journal_dir = (
         None if no_acked_journal else (acked_journal or (data_dir or Path("isrsim-data")) / "workload")

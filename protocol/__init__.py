@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from protocol.api_keys import CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
     from protocol.client import AuthenticationFailed, ConnectionClosed, KafkaConnection, open_connection
     from protocol.common import TopicPartition, error_name, wall_clock_ms
+    from protocol.compression import CODEC_NAMES, CompressionType
     from protocol.errors import RETRIABLE, CorruptRecordError, Errors
     from protocol.fault_injector import net_faults_set_body, rules_from_body
     from protocol.faults import CONTROLLER, FaultError, FaultSet, LinkFault
@@ -49,6 +50,8 @@ _EXPORTS: dict[str, str] = {
     "KafkaConnection": "protocol.client",
     "open_connection": "protocol.client",
     "TopicPartition": "protocol.common",
+    "CODEC_NAMES": "protocol.compression",
+    "CompressionType": "protocol.compression",
     "error_name": "protocol.common",
     "wall_clock_ms": "protocol.common",
     "CorruptRecordError": "protocol.errors",
@@ -76,6 +79,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ATTRIBUTES_OFFSET",
     "BATCH_HEADER_SIZE",
+    "CODEC_NAMES",
     "CONSUMER_REPLICA_ID",
     "CONTROLLER",
     "EARLIEST_TIMESTAMP",
@@ -85,6 +89,7 @@ __all__ = [
     "AuthenticationError",
     "AuthenticationFailed",
     "ClientSecurity",
+    "CompressionType",
     "ConnectionClosed",
     "CorruptRecordError",
     "Errors",

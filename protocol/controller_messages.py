@@ -233,8 +233,12 @@ class CreateTopicsRequestTopic:
 
 @dataclass(slots=True, kw_only=True)
 class CreateTopicsRequest:
+    """validate_only (Kafka's): check and answer, create nothing (a broker answers it without the
+    controller)."""
+
     topics: list[CreateTopicsRequestTopic]
     timeout_ms: Int32 = field(default=60000, metadata=NON_NEGATIVE)
+    validate_only: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

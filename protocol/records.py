@@ -1,4 +1,5 @@
-"""Record batches (SPEC §3): Kafka's v2 batch header, byte for byte, with msgpack records.
+"""Record batches (SPEC §3): Kafka's v2 batch, byte for byte: the header here, the records in
+``protocol.record_codec`` (Kafka's ``DefaultRecord``), the codecs in ``protocol.compression``.
 
 Layout (big-endian, 61-byte header, then the records)::
 
@@ -16,15 +17,16 @@ Layout (big-endian, 61-byte header, then the records)::
         51     2  producer_epoch          i16
         53     4  base_sequence           i32
         57     4  records_count           i32
-        61     -  records: one msgpack array of [offset_delta, timestamp_delta, key, value, headers]
+        61     -  records: Kafka's DefaultRecord encoding (``protocol.record_codec``), compressed as a whole
+                  with the codec of attributes bits 0-2 (``protocol.compression``)
 
 Because the CRC starts at ``attributes`` a leader may rewrite ``base_offset`` and
 ``partition_leader_epoch`` in place without recomputing it (:func:`assign_offsets_and_epoch`).
 
 Followers, recovery and reads work on headers only: :func:`validate_batch` checks the header, the size and
-the CRC without decoding the msgpack records. A leader also checks the records themselves before it
-appends (``broker.log.log_validator``, Kafka's ``LogValidator``); :func:`decode_records` is for tools and
-tests that need the records.
+the CRC without looking at the records. A leader also checks the records themselves before it appends
+(``broker.log.log_validator``, Kafka's ``LogValidator``); :func:`decode_records` is for tools and tests that
+need the records.
 """
 
 from __future__ import annotations
@@ -32,13 +34,20 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-import msgpack
 from crc32c import crc32c
 
+from protocol.compression import CompressionError, CompressionType, compress, decompress
 from protocol.errors import CorruptRecordError
+from protocol.record_codec import (
+    HeadersArg,
+    Record,
+    RecordFormatError,
+    decode_record_bytes,
+    encode_records,
+    encode_values,
+)
 
 Buffer = bytes | bytearray | memoryview
 
@@ -66,25 +75,12 @@ _U32 = struct.Struct(">I")
 _INT32_MAX = 2**31 - 1
 
 # The attributes bits (Kafka's ``RecordBatch``): compression codec (bits 0-2), timestamp type (bit 3, 1 =
-# LogAppendTime), transactional (bit 4), control (bit 5), delete horizon (bit 6). isrsim writes none of them:
-# records are never compressed, timestamps are CreateTime, and there are no transactions.
+# LogAppendTime), transactional (bit 4), control (bit 5), delete horizon (bit 6).
 COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One record of a batch. Its offset is ``base_offset + offset_delta``, its timestamp
-    ``base_timestamp + timestamp_delta``."""
-
-    offset_delta: int
-    timestamp_delta: int
-    key: bytes | None
-    value: bytes | None
-    headers: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +158,11 @@ def _assemble(
     return bytes(buf)
 
 
+def _payload(raw: bytes, attributes: int) -> bytes:
+    codec = attributes & COMPRESSION_CODEC_MASK
+    return raw if codec == 0 else compress(CompressionType(codec), raw)
+
+
 def build_batch(
     records: Sequence[Record],
     *,
@@ -173,7 +174,8 @@ def build_batch(
     base_sequence: int = -1,
     attributes: int = 0,
 ) -> bytes:
-    """Encode ``records`` as one batch. ``base_timestamp`` defaults to now (ms since the epoch).
+    """Encode ``records`` as one batch, compressed with the codec of ``attributes`` bits 0-2 (if any).
+    ``base_timestamp`` defaults to now (ms since the epoch).
 
     ``last_offset_delta`` is the largest ``offset_delta`` and ``max_timestamp`` is ``base_timestamp`` plus
     the largest ``timestamp_delta``. Brokers accept only dense deltas (``0..n-1``): see
@@ -181,12 +183,8 @@ def build_batch(
     """
     if not records:
         raise ValueError("a record batch holds at least one record")
-    payload = msgpack.packb(
-        [[r.offset_delta, r.timestamp_delta, r.key, r.value, r.headers] for r in records],
-        use_bin_type=True,
-    )
     return _assemble(
-        payload,
+        _payload(encode_records(records), attributes),
         records_count=len(records),
         last_offset_delta=max(r.offset_delta for r in records),
         max_timestamp_delta=max(r.timestamp_delta for r in records),
@@ -210,14 +208,24 @@ def build_simple_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     attributes: int = 0,
+    keys: Sequence[bytes | None] | None = None,
+    headers: Sequence[HeadersArg] | None = None,
 ) -> bytes:
-    """A batch of key-less records with offset deltas ``0..n-1``, all stamped ``base_timestamp``."""
+    """A batch of records with offset deltas ``0..n-1``, all stamped ``base_timestamp``: ``values``, with
+    ``keys`` and ``headers`` (one per value) if given, else key-less and header-less."""
     if not values:
         raise ValueError("a record batch holds at least one record")
-    empty: dict[str, bytes] = {}
-    payload = msgpack.packb([[i, 0, None, v, empty] for i, v in enumerate(values)], use_bin_type=True)
+    if keys is None and headers is None:
+        raw = encode_values(values)
+    else:
+        n = len(values)
+        ks = keys if keys is not None else [None] * n
+        hs: Sequence[HeadersArg] = headers if headers is not None else [()] * n
+        if len(ks) != n or len(hs) != n:
+            raise ValueError("keys and headers need one entry per value")
+        raw = encode_records(Record(i, 0, ks[i], values[i], hs[i]) for i in range(n))  # type: ignore[arg-type]
     return _assemble(
-        payload,
+        _payload(raw, attributes),
         records_count=len(values),
         last_offset_delta=len(values) - 1,
         max_timestamp_delta=0,
@@ -304,14 +312,14 @@ def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
     return header
 
 
-def unpack_records(buf: Buffer, pos: int, header: BatchHeader) -> Any:
-    """The records of the batch at ``pos`` (whose framing is checked) as msgpack decodes them, unchecked.
-    Raises ValueError if the bytes are not exactly one msgpack value (extra bytes included)."""
+def record_bytes(buf: Buffer, pos: int, header: BatchHeader) -> bytes | memoryview:
+    """The records of the batch at ``pos`` (whose framing is checked), decompressed if the batch is
+    compressed. Raises :class:`~protocol.compression.CompressionError` for a stream that does not decompress
+    and ``KafkaError`` UNSUPPORTED_COMPRESSION_TYPE for codec ids 5-7. An uncompressed batch's records are a
+    view of ``buf`` (no copy)."""
     data = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size]
-    try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
-    except Exception as exc:
-        raise ValueError(f"records are not one msgpack value ({type(exc).__name__}: {exc})") from exc
+    codec = header.attributes & COMPRESSION_CODEC_MASK
+    return data if codec == 0 else decompress(codec, data)
 
 
 def iter_batches(buf: Buffer, *, validate: bool = True) -> Iterator[tuple[int, BatchHeader]]:
@@ -373,31 +381,16 @@ def _corrupt(pos: int, why: str) -> CorruptRecordError:
     return CorruptRecordError(f"batch at position {pos}: {why}")
 
 
-def _to_record(pos: int, item: Any) -> Record:
-    if type(item) is not list or len(item) != 5:
-        raise _corrupt(pos, "a record is not a 5-element array")
-    offset_delta, timestamp_delta, key, value, headers = item
-    if type(offset_delta) is not int or type(timestamp_delta) is not int:
-        raise _corrupt(pos, "record offset_delta/timestamp_delta is not an int")
-    if not (key is None or type(key) is bytes) or not (value is None or type(value) is bytes):
-        raise _corrupt(pos, "record key/value is neither bin nor nil")
-    if type(headers) is not dict or not all(type(k) is str and type(v) is bytes for k, v in headers.items()):
-        raise _corrupt(pos, "record headers are not a map of str to bin")
-    return Record(offset_delta, timestamp_delta, key, value, headers)
-
-
 def decode_records(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
-    """Validate the batch at ``pos`` (CRC included) and decode its records."""
+    """Validate the batch at ``pos`` (CRC included), decompress it if it is compressed, and decode its
+    records. Raises :class:`CorruptRecordError` for anything that is not a well-formed batch (the
+    unsupported-codec ``KafkaError`` for ids 5-7)."""
     header = validate_batch(buf, pos)
     try:
-        items = unpack_records(buf, pos, header)
-    except ValueError as exc:
+        data = record_bytes(buf, pos, header)
+        return header, decode_record_bytes(data, header.records_count)
+    except (RecordFormatError, CompressionError) as exc:
         raise _corrupt(pos, str(exc)) from exc
-    if type(items) is not list:
-        raise _corrupt(pos, "records are not a msgpack array")
-    if len(items) != header.records_count:
-        raise _corrupt(pos, f"records_count {header.records_count} but {len(items)} records")
-    return header, [_to_record(pos, item) for item in items]
 
 
 __all__ = [
@@ -405,6 +398,7 @@ __all__ = [
     "LOG_OVERHEAD",
     "MAGIC",
     "BatchHeader",
+    "CompressionType",
     "Record",
     "assign_offsets_and_epoch",
     "batch_crc",
@@ -414,7 +408,7 @@ __all__ = [
     "decode_records",
     "iter_batches",
     "read_header",
+    "record_bytes",
     "scan_valid_prefix",
-    "unpack_records",
     "validate_batch",
 ]

@@ -17,14 +17,13 @@ from typing import Any
 
 import trio
 
+from broker.backoff import ExponentialBackoff
 from broker.controller.request_batch import OutboundRequest
 from protocol.client import ConnectionClosed, open_connection
 from protocol.common import error_name
 from protocol.errors import Errors
 
 log = logging.getLogger(__name__)
-
-MAX_BACKOFF_S = 2.0
 
 
 @dataclass(eq=False)
@@ -112,7 +111,7 @@ class ControllerChannelManager:
         return 0 if channel is None else len(channel.queue)
 
     async def _send_loop(self, channel: BrokerChannel) -> None:
-        backoff = self.retry_backoff_s
+        backoff = ExponentialBackoff(self.retry_backoff_s)
         while True:
             while not channel.queue:
                 await channel.wait_changed()
@@ -139,12 +138,11 @@ class ControllerChannelManager:
                     len(channel.queue),
                     channel.failures,
                 )
-                await trio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                await trio.sleep(backoff.next_s())
                 continue
             finally:
                 channel.scope = None
-            backoff = self.retry_backoff_s
+            backoff.reset()
 
     async def _send_on_connection(self, channel: BrokerChannel) -> None:
         host, port = channel.host, channel.port

@@ -22,19 +22,19 @@ from typing import Any
 
 import trio
 
+from broker.auth_helper import AuthHelper, ClusterAuthorizationError, build_authorizer
 from broker.controller.channel_manager import ControllerChannelManager
 from broker.controller.config import ControllerConfig
+from broker.controller.controller_metrics import ControllerMetrics
 from broker.controller.core import ControllerCore, ControllerSettings
 from broker.controller.request_batch import OutboundRequest
 from broker.controller.security_control import SecurityControl
 from broker.controller.state import save_state, start_new_epoch
 from broker.journal import Journal
-from broker.metrics.controller_metrics import ControllerMetrics
 from broker.metrics.http_server import MetricsHttpServer
 from broker.network import SocketServer
 from broker.request_channel import Request, RequestChannel, RequestHandlerPool, error_body
 from broker.security.acl import AclOperation, ResourceType
-from broker.security.auth_helper import AuthHelper, ClusterAuthorizationError, build_authorizer
 from broker.security.listener_security import (
     inter_broker_client_security,
     listener_securities,
@@ -147,12 +147,10 @@ class KafkaController:
             CONTROLLER_APIS, lambda: None if self.core is None else self.core.state
         )
         self.metrics_server: MetricsHttpServer | None = None
-        if config.get_int("metrics.port") > 0:
+        metrics_port = config.get_int("metrics.port")
+        if metrics_port > 0:
             self.metrics_server = MetricsHttpServer(
-                self.metrics.registry,
-                host,
-                config.get_int("metrics.port"),
-                f"controller {self.controller_id}",
+                self.metrics.registry, host, metrics_port, f"controller {self.controller_id}"
             )
         self.metrics.watch_socket_server(self.socket_server, self.request_channel)
         self.handler_pool = RequestHandlerPool(
@@ -248,7 +246,7 @@ class KafkaController:
         log.info("controller %d stopped cleanly", self.controller_id)
 
     async def _fence_expired_brokers(self) -> None:
-        period = min(0.25, self.config.get_int("broker.session.timeout.ms") / 10000.0)
+        period = min(0.25, self._require_core().settings.session_timeout_ms / 10000.0)
         while True:
             await trio.sleep(period)
             core = self._require_core()

@@ -20,12 +20,9 @@ import logging
 from collections.abc import Iterable
 
 from broker.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile
+from protocol.api_keys import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
-__all__ = ["UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "EpochEntry", "LeaderEpochFileCache"]
-
-# OffsetsForLeaderEpochResponse.UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
+__all__ = ["EpochEntry", "LeaderEpochFileCache"]
 
 logger = logging.getLogger(__name__)
 

@@ -1,28 +1,37 @@
 """What a leader checks before it appends a producer's batches (Kafka's ``LogValidator``).
 
 Followers and recovery trust the CRC; a leader is the first broker to see a batch, so it checks what the CRC
-cannot: that the header tells the truth about the records, and that the records are well formed. It never
-re-encodes: a batch is appended as it came, or refused whole.
+cannot: that the header tells the truth about the records, and that the records are well formed. It walks
+each record once without copying keys or values (:func:`protocol.record_codec.scan_records`, Kafka's
+``skipKeyValueIterator``), decompressing a compressed batch first, and never re-encodes: a batch is appended
+as it came, or refused whole.
 
 Refused with CORRUPT_MESSAGE (2), as Kafka's ``CorruptRecordException``: a header that does not parse, a
-magic other than 2, a batch_length below the minimum or past the bytes sent, a CRC mismatch.
+magic other than 2, a batch_length below the minimum or past the bytes sent, a CRC mismatch, and a
+compressed stream that does not decompress.
+
+Refused with UNSUPPORTED_COMPRESSION_TYPE (76): codec ids 5-7 in attributes bits 0-2.
+
+Refused with INVALID_TIMESTAMP (32), as Kafka: the timestamp type bit says LogAppendTime ("Producer should
+not set timestamp type to LogAppendTime").
 
 Refused with INVALID_RECORD (87), as Kafka's ``InvalidRecordException``:
 
 - ``records_count`` < 1, or ``last_offset_delta + 1 != records_count`` (Kafka: "Inconsistent batch offset
   range and record count");
-- attributes: the transactional or control bit (clients may not write control batches; isrsim has no
-  transactions), LogAppendTime (the leader would have to rewrite the batch), the delete-horizon bit or any
-  bit above it;
+- attributes: the control bit (clients may not write control records), the transactional bit (isrsim has no
+  transactions), the delete-horizon bit or any bit above it;
 - ``producer_id >= 0`` with ``base_sequence < 0`` (Kafka: "Invalid sequence number");
-- the records are not exactly one msgpack array of ``records_count`` elements;
-- per record (listed in ``record_errors`` with the record's index): not ``[offset_delta, timestamp_delta,
-  key, value, headers]``, an ``offset_delta`` other than its index, a ``timestamp_delta`` that is not an
-  int, a key or value that is neither bin nor nil, headers that are not a map of str to bin;
-- ``max_timestamp`` other than ``base_timestamp`` plus the largest ``timestamp_delta`` (Kafka rewrites it;
-  isrsim never re-encodes, so it refuses).
-
-Refused with UNSUPPORTED_COMPRESSION_TYPE (76): a compression codec other than none.
+- a compressed batch that is not alone in the request (Kafka: "Compressed outer record has more than one
+  batch");
+- records that are not Kafka's ``DefaultRecord`` (a length that does not match the record's fields, a
+  negative length other than -1 for a null key or value, a negative header count or header key size, a
+  record running past the end, bytes left after ``records_count`` records): listed in ``record_errors``
+  with the record's index;
+- record ``i`` with an offset delta other than ``i`` (Kafka rewrites a compressed batch whose inner offsets
+  are not consecutive; isrsim never re-encodes, so it refuses);
+- ``max_timestamp`` other than ``base_timestamp`` plus the largest ``timestamp_delta`` (Kafka sets it;
+  isrsim refuses).
 
 ``batch_index`` in a record error counts records from the first record of the partition's ``records`` (with
 one batch per request, as Kafka's producers send, it is the index within the batch).
@@ -30,8 +39,12 @@ one batch per request, as Kafka's producers send, it is the index within the bat
 
 from __future__ import annotations
 
-from protocol.errors import Errors, InvalidRecordError, KafkaError
+from protocol.compression import CompressionError, unsupported_codec
+from protocol.errors import CorruptRecordError, Errors, InvalidRecordError, KafkaError
+from protocol.record_codec import RecordFormatError, fast_scan_batch, scan_records
 from protocol.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     TIMESTAMP_TYPE_MASK,
@@ -40,58 +53,41 @@ from protocol.records import (
     Buffer,
     check_framing,
     offset_range_problem,
-    unpack_records,
+    record_bytes,
 )
 
-# At most this many record errors are listed in one response (the rest are counted in the message).
-MAX_RECORD_ERRORS = 20
-_ALLOWED_ATTRIBUTES = 0
+# The codec ids Kafka knows (none, gzip, snappy, lz4, zstd).
+MAX_CODEC_ID = 4
+_CODEC_AND_TIMESTAMP_BITS = COMPRESSION_CODEC_MASK | TIMESTAMP_TYPE_MASK
 
 
 def _attributes_problem(header: BatchHeader) -> KafkaError | None:
     attributes = header.attributes
-    if attributes == _ALLOWED_ATTRIBUTES:
+    if attributes & ~COMPRESSION_CODEC_MASK == 0 and attributes <= MAX_CODEC_ID:
         return None
     codec = attributes & COMPRESSION_CODEC_MASK
-    if codec:
-        return KafkaError(
-            Errors.UNSUPPORTED_COMPRESSION_TYPE,
-            f"compression codec {codec} in attributes 0x{attributes:04x}: isrsim batches are uncompressed",
-        )
+    if codec > MAX_CODEC_ID:
+        return unsupported_codec(codec)
     if attributes & CONTROL_FLAG_MASK:
         why = "the control bit is set: clients are not allowed to write control records"
     elif attributes & TRANSACTIONAL_FLAG_MASK:
         why = "the transactional bit is set: isrsim has no transactions"
-    elif attributes & TIMESTAMP_TYPE_MASK:
-        why = "the timestamp type is LogAppendTime: isrsim batches carry CreateTime"
-    else:
+    elif attributes & ~_CODEC_AND_TIMESTAMP_BITS:
         why = "unknown attribute bits are set"
+    else:
+        return KafkaError(
+            Errors.INVALID_TIMESTAMP,
+            f"attributes 0x{attributes:04x}: the timestamp type is LogAppendTime: a producer should not set "
+            "timestamp type to LogAppendTime",
+        )
     return InvalidRecordError(f"attributes 0x{attributes:04x}: {why}")
-
-
-def _record_problem(index: int, item: object) -> str | None:
-    if type(item) is not list or len(item) != 5:
-        return "not a 5-element array [offset_delta, timestamp_delta, key, value, headers]"
-    offset_delta, timestamp_delta, key, value, headers = item
-    if type(offset_delta) is not int or offset_delta != index:
-        return f"offset_delta {offset_delta!r}, expected {index}"
-    if type(timestamp_delta) is not int:
-        return f"timestamp_delta {timestamp_delta!r} is not an int"
-    if not (key is None or type(key) is bytes):
-        return "key is neither bin nor nil"
-    if not (value is None or type(value) is bytes):
-        return "value is neither bin nor nil"
-    if type(headers) is not dict:
-        return "headers are not a map"
-    for k, v in headers.items():
-        if type(k) is not str or type(v) is not bytes:
-            return "headers are not a map of str to bin"
-    return None
 
 
 def validate_batch_as_leader(buf: Buffer, pos: int, first_index: int = 0) -> BatchHeader:
     """Validate the batch at ``pos`` as described above; ``first_index`` is the record index (within the
     partition's records) of its first record. Returns the header or raises."""
+    if isinstance(buf, memoryview):
+        buf = buf.tobytes()
     header = check_framing(buf, pos)
     where = f"batch at position {pos}"
     problem = offset_range_problem(header)
@@ -107,42 +103,15 @@ def validate_batch_as_leader(buf: Buffer, pos: int, first_index: int = 0) -> Bat
             "invalid sequence number"
         )
     try:
-        items = unpack_records(buf, pos, header)
-    except ValueError as exc:
-        raise InvalidRecordError(f"{where}: {exc}") from exc
-    if type(items) is not list:
-        raise InvalidRecordError(f"{where}: the records are not a msgpack array")
-    if len(items) != header.records_count:
-        raise InvalidRecordError(
-            f"{where}: the header says records_count {header.records_count}, the records array holds "
-            f"{len(items)}"
-        )
-    errors: list[tuple[int, str]] = []
-    count = 0
-    max_delta: int | None = None
-    for i, item in enumerate(items):
-        # The common case first, in one expression: a well-formed record with its expected offset delta.
-        if (
-            type(item) is list
-            and len(item) == 5
-            and item[0] == i
-            and type(item[0]) is int
-            and type(item[1]) is int
-            and (item[2] is None or type(item[2]) is bytes)
-            and (item[3] is None or type(item[3]) is bytes)
-            and type(item[4]) is dict
-            and (not item[4] or all(type(k) is str and type(v) is bytes for k, v in item[4].items()))
-        ):
-            if max_delta is None or item[1] > max_delta:
-                max_delta = item[1]
-            continue
-        count += 1
-        if len(errors) < MAX_RECORD_ERRORS:
-            errors.append((first_index + i, f"{where}, record {i}: {_record_problem(i, item)}"))
-    if errors:
-        more = f" ({count - len(errors)} more not listed)" if count > len(errors) else ""
-        raise InvalidRecordError(f"{where}: {count} invalid records{more}: {errors[0][1]}", errors)
-    expected_max = header.base_timestamp + (max_delta or 0)
+        max_delta = _max_timestamp_delta(buf, pos, header)
+    except CompressionError as exc:
+        raise CorruptRecordError(f"{where}: {exc}") from exc
+    except RecordFormatError as exc:
+        if exc.whole_batch:
+            raise InvalidRecordError(f"{where}: incorrect declared batch size: {exc.why}") from exc
+        message = f"{where}, {exc}"
+        raise InvalidRecordError(message, [(first_index + exc.index, message)]) from exc
+    expected_max = header.base_timestamp + max_delta
     if header.max_timestamp != expected_max:
         raise InvalidRecordError(
             f"{where}: max_timestamp {header.max_timestamp} but base_timestamp plus the largest "
@@ -151,8 +120,33 @@ def validate_batch_as_leader(buf: Buffer, pos: int, first_index: int = 0) -> Bat
     return header
 
 
+def _max_timestamp_delta(buf: bytes | bytearray, pos: int, header: BatchHeader) -> int:
+    """Walk the records of the batch at ``pos`` once: aiokafka's C reader first, and when it objects (or is
+    missing) the pure walk, which has the last word and says what is wrong."""
+    end = pos + header.size
+    start = pos + BATCH_HEADER_SIZE
+    if header.attributes & COMPRESSION_CODEC_MASK == 0:
+        fast = fast_scan_batch(
+            bytes(buf[pos:end]), header.base_offset, header.base_timestamp, header.records_count
+        )
+        if fast is not None:
+            return fast
+        return scan_records(buf, header.records_count, start, end)
+    records = record_bytes(buf, pos, header)
+    plain = bytearray(buf[pos:start])
+    plain[ATTRIBUTES_OFFSET + 1] &= ~COMPRESSION_CODEC_MASK & 0xFF
+    fast = fast_scan_batch(
+        bytes(plain) + records, header.base_offset, header.base_timestamp, header.records_count
+    )
+    if fast is not None:
+        return fast
+    return scan_records(records, header.records_count)
+
+
 def validate_records_as_leader(buf: Buffer) -> list[tuple[int, BatchHeader]]:
     """``(position, header)`` of every batch of a producer's ``records``, each validated as above."""
+    if isinstance(buf, memoryview):
+        buf = buf.tobytes()
     out: list[tuple[int, BatchHeader]] = []
     pos = 0
     index = 0
@@ -162,4 +156,9 @@ def validate_records_as_leader(buf: Buffer) -> list[tuple[int, BatchHeader]]:
         out.append((pos, header))
         pos += header.size
         index += header.records_count
+    if len(out) > 1 and any(h.attributes & COMPRESSION_CODEC_MASK for _, h in out):
+        raise InvalidRecordError(
+            f"{len(out)} batches in one request, at least one compressed: compressed outer record has more "
+            "than one batch"
+        )
     return out

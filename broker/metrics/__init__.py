@@ -6,7 +6,7 @@
   (where the journal is written);
 * ``broker_metrics``: the broker's registry, and what is read at scrape time (logs, fetchers, fetch
   sessions, purgatories);
-* ``controller_metrics``: the controller's registry;
+* the controller's registry is ``broker.controller.controller_metrics`` (it reads the controller's state);
 * ``http_server``: the ``/metrics`` endpoint.
 """
 

@@ -35,17 +35,6 @@ from broker.security.acl import (
 )
 from broker.security.principal import KafkaPrincipal
 
-# Kafka's class names are accepted for ``authorizer.class.name``; any of them turns on this authorizer.
-AUTHORIZER_CLASS_NAMES = frozenset(
-    {
-        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "kafka.security.authorizer.AclAuthorizer",
-        "kafka.security.auth.SimpleAclAuthorizer",
-        "StandardAuthorizer",
-        "AclAuthorizer",
-    }
-)
-
 _IMPLIES_DESCRIBE = frozenset(
     {AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER}
 )
@@ -55,18 +44,6 @@ _IMPLIES_DESCRIBE_CONFIGS = frozenset({AclOperation.DESCRIBE_CONFIGS, AclOperati
 def parse_super_users(value: str) -> frozenset[str]:
     """``super.users``: principals separated by semicolons (``User:admin;User:broker``)."""
     return frozenset(p.strip() for p in value.split(";") if p.strip())
-
-
-def check_authorizer_class(value: str) -> bool:
-    """Whether ``authorizer.class.name`` turns the authorizer on: empty = off; one of Kafka's names = on;
-    anything else raises ValueError naming the accepted names."""
-    name = value.strip()
-    if not name:
-        return False
-    if name not in AUTHORIZER_CLASS_NAMES:
-        accepted = ", ".join(sorted(AUTHORIZER_CLASS_NAMES))
-        raise ValueError(f"authorizer.class.name {name!r} is not supported; use one of: {accepted}")
-    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,9 +159,7 @@ def _acl_result(
 
 
 __all__ = [
-    "AUTHORIZER_CLASS_NAMES",
     "Decision",
     "StandardAuthorizer",
-    "check_authorizer_class",
     "parse_super_users",
 ]

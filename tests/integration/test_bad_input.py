@@ -22,6 +22,7 @@ import trio
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.framing import encode_frame, encode_request
+from protocol.record_codec import Record, encode_record, varint
 from protocol.records import build_simple_batch, iter_batches
 from tests.integration.harness import (
     BrokerLauncher,
@@ -488,18 +489,25 @@ def _rebuild(batch: bytearray, **fields: int) -> bytearray:
     return batch
 
 
-def _with_records(items: list[Any], *, count: int | None = None) -> bytearray:
-    """A batch whose records array is ``items`` as given (well formed or not), header consistent with it."""
+def _with_records(payload: bytes, count: int) -> bytearray:
+    """A batch whose records are the bytes ``payload`` as given (well formed or not), header consistent with
+    ``count`` records."""
     good = _batch(1)
-    payload = msgpack.packb(items, use_bin_type=True)
     batch = bytearray(good[:61]) + payload
     struct.pack_into(">i", batch, 8, len(batch) - 12)
-    n = len(items) if count is None else count
-    return _rebuild(batch, records_count=n, last_offset_delta=n - 1)
+    return _rebuild(batch, records_count=count, last_offset_delta=count - 1)
+
+
+def _record(offset_delta: int, value: bytes = b"v") -> bytes:
+    return encode_record(Record(offset_delta, 0, None, value))
 
 
 def _invalid_record_cases() -> list[Any]:
-    ok: list[Any] = [0, 0, None, b"v", {}]
+    ok = _record(0)
+    body = _record(1)[1:]
+    length_lies = varint(len(body) + 1) + body + b"\x00"  # the record's length: one byte more than its fields
+    negative_headers = b"\x00\x00\x02\x01\x02v\x03"  # headers_count -2
+    negative_headers = varint(len(negative_headers)) + negative_headers
     cases: list[tuple[str, bytearray, int, list[int]]] = [
         # The issue's input: two real records under a header claiming 2^31-1 of them.
         (
@@ -511,25 +519,20 @@ def _invalid_record_cases() -> list[Any]:
         ("zero-record-count", _rebuild(_batch(), records_count=0), 87, []),
         ("records_count-vs-last_offset_delta", _rebuild(_batch(), records_count=4), 87, []),
         ("fewer-records-than-counted", _rebuild(_batch(5), records_count=4, last_offset_delta=3), 87, []),
-        ("gzip", _rebuild(_batch(), attributes=1), 76, []),
-        ("zstd", _rebuild(_batch(), attributes=4), 76, []),
+        ("codec-5", _rebuild(_batch(), attributes=5), 76, []),
+        ("codec-7", _rebuild(_batch(), attributes=7), 76, []),
+        ("gzip-bytes-that-are-not-gzip", _rebuild(_batch(), attributes=1), 2, []),
+        ("zstd-bytes-that-are-not-zstd", _rebuild(_batch(), attributes=4), 2, []),
         ("transactional", _rebuild(_batch(), attributes=0x10), 87, []),
         ("control", _rebuild(_batch(), attributes=0x20), 87, []),
-        ("log-append-time", _rebuild(_batch(), attributes=0x08), 87, []),
+        ("log-append-time", _rebuild(_batch(), attributes=0x08), 32, []),
         ("unknown-attribute-bit", _rebuild(_batch(), attributes=0x100), 87, []),
         ("producer-id-without-sequence", _rebuild(_batch(), producer_id=7), 87, []),
         ("max_timestamp-lies", _rebuild(_batch(), max_timestamp=2**40), 87, []),
-        ("records-not-an-array", _with_records({"a": 1}, count=1), 87, []),  # type: ignore[arg-type]
-        ("offset-delta-skips", _with_records([ok, [2, 0, None, b"v", {}]]), 87, [1]),
-        ("record-of-4-fields", _with_records([ok, [1, 0, None, b"v"], [2, 0, None, b"v", {}]]), 87, [1]),
-        ("value-is-a-str", _with_records([ok, [1, 0, None, "text", {}]]), 87, [1]),
-        ("header-value-is-an-int", _with_records([[0, 0, b"k", b"v", {"h": 1}]]), 87, [0]),
-        (
-            "two-bad-records",
-            _with_records([[0, 0.5, None, b"v", {}], [1, 0, None, None, {}], [2, 0, 3, b"v", {}]]),
-            87,
-            [0, 2],
-        ),
+        ("offset-delta-skips", _with_records(ok + _record(2), 2), 87, [1]),
+        ("record-length-lies", _with_records(ok + length_lies, 2), 87, [1]),
+        ("negative-headers-count", _with_records(negative_headers, 1), 87, [0]),
+        ("bytes-after-the-records", _with_records(ok + b"\x00\x00", 1), 87, []),
     ]
     return [pytest.param(bytes(data), code, idx, id=name) for name, data, code, idx in cases]
 
@@ -550,8 +553,9 @@ async def test_batch_whose_content_lies_is_refused_as_log_validator_does(
     broker: BrokerProcess, records: bytes, code: int, record_errors: list[int]
 ) -> None:
     """CRC-valid batches whose header disagrees with their records, whose records are malformed, or whose
-    attributes ask for compression/transactions/control: nothing is appended (``intact``), the answer is
-    INVALID_RECORD (87) or UNSUPPORTED_COMPRESSION_TYPE (76), with one record error per bad record."""
+    attributes ask for what Kafka refuses: nothing is appended (``intact``), the answer is Kafka's
+    (INVALID_RECORD 87, UNSUPPORTED_COMPRESSION_TYPE 76, CORRUPT_MESSAGE 2 for a stream that does not
+    decompress, INVALID_TIMESTAMP 32), with a record error naming the bad record."""
     resp = await produce_raw(broker, produce_body("t", 0, records, acks=-1))
     part = resp["responses"][0]["partition_responses"][0]
     assert part["error_code"] == code, part

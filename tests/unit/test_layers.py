@@ -5,7 +5,9 @@ applications (the CLI and the report) reach ``broker``, ``fetcher`` and ``protoc
 doors (the package's ``__init__``, or a module listed in ``FRONT_DOORS``), so the packages' insides can move
 without breaking them. And no module imports itself back, however far round: every import counts, including
 those inside functions and under ``if TYPE_CHECKING:`` (a cycle that only the type checker sees still ties
-the two modules' designs together).
+the two modules' designs together). Nor does a folder: inside a package, each subfolder counts as one unit
+beside the modules next to it, and those units import one way only. A shell (the socket server) is imported
+only by what owns it.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ SHELLS: dict[str, frozenset[str]] = {
             "broker.server",
             "broker.controller.controller",
             "broker.metrics.broker_metrics",
-            "broker.metrics.controller_metrics",
+            "broker.controller.controller_metrics",
             "broker.metrics.network_metrics",
         }
     ),
@@ -176,6 +178,64 @@ def import_cycles() -> list[frozenset[str]]:
     return strongly_connected({m: {e.imported for e in edges} for m, edges in GRAPH.items()})
 
 
+def file_parts(module: str) -> tuple[str, ...]:
+    """A module's path without ``.py``: ``broker/config``, ``broker/controller/__init__``."""
+    return MODULES[module].relative_to(ROOT).with_suffix("").parts
+
+
+def member_of(folder: tuple[str, ...], module: str) -> str | None:
+    """What ``module`` is, seen from ``folder``: one of its modules (``config``) or inside one of its
+    subfolders (``controller/``); None if it is not under ``folder``."""
+    parts = file_parts(module)
+    depth = len(folder)
+    if parts[:depth] != folder or len(parts) <= depth:
+        return None
+    return parts[depth] + ("/" if len(parts) > depth + 1 else "")
+
+
+def folder_graphs() -> dict[tuple[str, ...], dict[str, set[str]]]:
+    """For each folder, the imports between its members (its modules and its subfolders, each subfolder
+    standing for everything under it): ``a/b/x.py`` importing ``a/c/y.py`` is, in folder ``a``, an edge
+    from ``b/`` to ``c/``; in ``a/b``, ``x.py`` importing ``y.py`` is an edge from ``x`` to ``y``."""
+    out: dict[tuple[str, ...], dict[str, set[str]]] = {}
+    for edges in GRAPH.values():
+        for edge in edges:
+            a, b = file_parts(edge.importer), file_parts(edge.imported)
+            if a[0] != b[0]:
+                continue  # across packages: the layers' test
+            depth = 1
+            while depth < min(len(a), len(b)) - 1 and a[depth] == b[depth]:
+                depth += 1
+            folder = a[:depth]
+            importer, imported = member_of(folder, edge.importer), member_of(folder, edge.imported)
+            assert importer is not None and imported is not None
+            graph = out.setdefault(folder, {})
+            graph.setdefault(importer, set()).add(imported)
+            graph.setdefault(imported, set())
+    return out
+
+
+def folder_cycles() -> list[tuple[tuple[str, ...], frozenset[str]]]:
+    return [
+        (folder, cycle)
+        for folder, graph in sorted(folder_graphs().items())
+        for cycle in strongly_connected(graph)
+        if len(cycle) > 1
+    ]
+
+
+def describe_folder_cycle(folder: tuple[str, ...], cycle: frozenset[str]) -> str:
+    lines = [
+        f"  {edge}"
+        for edges in GRAPH.values()
+        for edge in edges
+        if member_of(folder, edge.importer) in cycle
+        and member_of(folder, edge.imported) in cycle
+        and member_of(folder, edge.importer) != member_of(folder, edge.imported)
+    ]
+    return f"in {'/'.join(folder)}/: {{{', '.join(sorted(cycle))}}}:\n" + "\n".join(lines)
+
+
 def describe(cycle: frozenset[str]) -> str:
     lines = [f"  {edge}" for m in sorted(cycle) for edge in GRAPH[m] if edge.imported in cycle]
     return "{" + ", ".join(sorted(cycle)) + "}:\n" + "\n".join(lines)
@@ -235,6 +295,25 @@ def test_no_import_cycles() -> None:
     assert not cycles, "import cycles (break them: move the shared part into a module both import):\n" + (
         "\n".join(describe(c) for c in cycles)
     )
+
+
+def test_no_folder_cycles() -> None:
+    """Inside a package, a folder is one unit: ``broker/security/`` may use ``broker/config.py``, or the
+    other way round, but not both (nor round a longer loop of folders and modules)."""
+    cycles = folder_cycles()
+    assert not cycles, (
+        "folder cycles (move the shared part below both, or the module to the folder it belongs to):\n"
+        + "\n".join(describe_folder_cycle(f, c) for f, c in cycles)
+    )
+
+
+def test_the_folder_cycle_finder_finds_folder_cycles() -> None:
+    # broker/controller/ imports broker/journal.py; an import back would tie the two together.
+    broker = folder_graphs()[("broker",)]
+    assert "journal" in broker["controller/"]
+    assert "controller/" not in broker["journal"]
+    broker["journal"].add("controller/")
+    assert any({"controller/", "journal"} <= cycle for cycle in strongly_connected(broker) if len(cycle) > 1)
 
 
 def test_the_cycle_finder_finds_cycles() -> None:

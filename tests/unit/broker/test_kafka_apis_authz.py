@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from broker.auth_helper import AuthHelper
 from broker.request_channel import Request
 from broker.security.acl import (
     CLUSTER_NAME,
@@ -24,7 +25,6 @@ from broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from broker.security.auth_helper import AuthHelper
 from broker.security.authorizer import StandardAuthorizer
 from broker.security.credentials import CredentialStore, ScramCredential
 from broker.security.principal import ANONYMOUS, KafkaPrincipal

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import struct
 
-import msgpack
 import pytest
 from crc32c import crc32c
 from hypothesis import given
@@ -33,7 +32,9 @@ records_strategy = st.lists(
         timestamp_delta=st.integers(min_value=0, max_value=2**31),
         key=st.none() | st.binary(max_size=20),
         value=st.none() | st.binary(max_size=200),
-        headers=st.dictionaries(st.text(max_size=8), st.binary(max_size=8), max_size=3),
+        headers=st.lists(
+            st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)), max_size=3
+        ).map(tuple),
     ),
     min_size=1,
     max_size=30,
@@ -52,7 +53,11 @@ def test_byte_layout_matches_hand_packed_struct() -> None:
         base_sequence=11,
         attributes=0,
     )
-    payload = msgpack.packb([[0, 5, b"k", b"v", {"h": b"x"}], [1, 7, None, b"w", {}]], use_bin_type=True)
+    # Kafka's DefaultRecord: length, attributes, timestamp_delta, offset_delta, key, value, headers
+    # (zig-zag varints: 5 -> 0x0a, 7 -> 0x0e, -1 -> 0x01, 1 -> 0x02).
+    first = b"\x00" + b"\x0a" + b"\x00" + b"\x02k" + b"\x02v" + b"\x02" + b"\x02h" + b"\x02x"
+    second = b"\x00" + b"\x0e" + b"\x02" + b"\x01" + b"\x02w" + b"\x00"
+    payload = bytes([len(first) * 2]) + first + bytes([len(second) * 2]) + second
     tail = struct.pack(">hiqqqhii", 0, 1, 1_000, 1_007, 9, 2, 11, 2) + payload
     crc = crc32c(tail)
     expected = struct.pack(">qiibI", 42, len(tail) + 9, 3, 2, crc) + tail
@@ -180,16 +185,22 @@ def test_records_count_must_match_payload() -> None:
     struct.pack_into(">i", batch, 23, 2)
     struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
     validate_batch(batch)  # the hot path does not look at the records
-    with pytest.raises(CorruptRecordError, match="records_count 3 but 2 records"):
+    with pytest.raises(CorruptRecordError, match="the records end after 2 of the 3 records"):
         decode_records(batch)
+    fewer = bytearray(build_simple_batch([b"a", b"b"]))
+    struct.pack_into(">i", fewer, 57, 1)
+    struct.pack_into(">i", fewer, 23, 0)
+    struct.pack_into(">I", fewer, 17, crc32c(bytes(fewer[21:])))
+    with pytest.raises(CorruptRecordError, match="bytes remain after the 1 records"):
+        decode_records(fewer)
 
 
 def test_garbage_records_payload() -> None:
-    payload = b"\xc1"  # never-used msgpack byte
+    payload = b"\x7f"  # a record length of -64
     tail = struct.pack(">hiqqqhii", 0, 0, 0, 0, -1, -1, -1, 1) + payload
     batch = struct.pack(">qiibI", 0, len(tail) + 9, -1, 2, crc32c(tail)) + tail
     validate_batch(batch)
-    with pytest.raises(CorruptRecordError, match="msgpack"):
+    with pytest.raises(CorruptRecordError, match="record 0: length -64"):
         decode_records(batch)
 
 

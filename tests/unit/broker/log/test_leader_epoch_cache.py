@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from broker.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile
-from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
+from broker.log.leader_epoch_cache import LeaderEpochFileCache
+from protocol.api_keys import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from broker.config import check_authorizer_class
 from broker.security.acl import (
     CLUSTER_NAME,
     AccessControlEntry,
@@ -20,7 +21,7 @@ from broker.security.acl import (
     parse_enum,
     validate_new_binding,
 )
-from broker.security.authorizer import StandardAuthorizer, check_authorizer_class, parse_super_users
+from broker.security.authorizer import StandardAuthorizer, parse_super_users
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 ALICE = KafkaPrincipal("User", "alice")

@@ -13,10 +13,10 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from broker.config import ConfigValues
+from broker.config import ConfigValues, check_authorizer_class
 from broker.request_channel import Request
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType, camel
-from broker.security.authorizer import StandardAuthorizer, check_authorizer_class, parse_super_users
+from broker.security.authorizer import StandardAuthorizer, parse_super_users
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors, KafkaError

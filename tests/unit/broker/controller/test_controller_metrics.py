@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from broker.controller.controller import CONTROLLER_APIS
+from broker.controller.controller_metrics import ControllerMetrics
 from broker.controller.core import ControllerCore
 from broker.controller.state import PartitionState
-from broker.metrics.controller_metrics import ControllerMetrics
 from tests.unit.broker.controller.support import (
     SESSION_MS,
     create_topic,

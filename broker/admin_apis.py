@@ -1,0 +1,302 @@
+"""What a broker answers for a Kafka client's admin requests (SPEC §10, docs/clients.md): CreateTopics,
+DeleteTopics and DescribeConfigs are forwarded to the active controller (KIP-590, ``broker.forwarding``),
+DescribeCluster is answered from the broker's metadata cache, and a client's METADATA for a topic that does
+not exist creates it (Kafka's ``AutoTopicCreationManager``: ``auto.create.topics.enable``,
+``num.partitions``, ``default.replication.factor``).
+
+The controller sees the broker's own principal on a forwarded request, so the client is authorized here
+first, as the controller would (Create on the cluster or the topic, Delete on the topic, DescribeConfigs on
+the topic); what it may not do is not forwarded and is answered TOPIC_AUTHORIZATION_FAILED.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from broker.auth_helper import AuthHelper
+from broker.forwarding import ForwardingManager
+from broker.metadata_cache import MetadataCache
+from broker.request_channel import Request
+from broker.security.acl import AclOperation, ResourceType
+from protocol import messages as m
+from protocol.api_keys import ApiKeys
+from protocol.common import is_valid_topic_name
+from protocol.errors import Errors
+from protocol.schema import to_body
+
+log = logging.getLogger(__name__)
+
+# A forwarded request waits this much longer than the time it gives the controller.
+FORWARD_MARGIN_S = 30.0
+
+
+@dataclass(slots=True)
+class AutoCreateSettings:
+    """Kafka's broker keys for topics created by a client's METADATA."""
+
+    enable: bool = True
+    num_partitions: int = 1
+    # -1: min(3, live brokers) (SPEC §10)
+    replication_factor: int = -1
+
+
+class AdminApis:
+    def __init__(self, broker_id: int, cache: MetadataCache, auth: AuthHelper, cluster_id: str) -> None:
+        self.broker_id = broker_id
+        self.cache = cache
+        self.auth = auth
+        self.cluster_id = cluster_id
+        # None on a broker without a controller: the forwarded APIs are answered NOT_CONTROLLER.
+        self.forwarding: ForwardingManager | None = None
+        self.auto_create = AutoCreateSettings()
+        self.auto_created: set[str] = set()
+
+    # ------------------------------------------------------------------ forwarding
+
+    def _forward(
+        self,
+        request: Request,
+        api_key: ApiKeys,
+        body: Any,
+        timeout_ms: int,
+        respond: Any,
+    ) -> None:
+        forwarding = self.forwarding
+        if forwarding is None:
+            respond(None, Errors.NOT_CONTROLLER, "this broker has no controller to forward to")
+            return
+
+        def done(answer: dict[str, Any] | None, why: str) -> None:
+            if answer is None:
+                respond(None, Errors.REQUEST_TIMED_OUT, why)
+            else:
+                respond(answer, Errors.NONE, "")
+
+        forwarding.forward(api_key, body, done, timeout_s=timeout_ms / 1000.0 + FORWARD_MARGIN_S)
+
+    # ------------------------------------------------------------------ CREATE_TOPICS (19)
+
+    def handle_create_topics(self, request: Request, req: m.CreateTopicsRequest) -> None:
+        auth = self.auth
+        if auth.authorize(request, AclOperation.CREATE, ResourceType.CLUSTER):
+            allowed = list(req.topics)
+        else:
+            allowed = [
+                t
+                for t in req.topics
+                if auth.authorize(request, AclOperation.CREATE, ResourceType.TOPIC, t.name)
+            ]
+        names = {t.name for t in allowed}
+        refused = [
+            m.CreateTopicsResponseTopic(
+                name=t.name,
+                error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED),
+                error_message=f"Principal {request.principal} is not authorized to Create topic {t.name!r}",
+            )
+            for t in req.topics
+            if t.name not in names
+        ]
+        if req.validate_only:
+            known = self.cache.topics()
+            results = [_validate_topic(t, known) for t in allowed]
+            request.complete(to_body(m.CreateTopicsResponse(topics=results + refused)))
+            return
+        if not allowed:
+            request.complete(to_body(m.CreateTopicsResponse(topics=refused)))
+            return
+        req.topics = allowed
+
+        def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
+            if answer is None:
+                answer = to_body(
+                    m.CreateTopicsResponse(
+                        topics=[
+                            m.CreateTopicsResponseTopic(name=t.name, error_code=int(error), error_message=why)
+                            for t in allowed
+                        ]
+                    )
+                )
+            answer["topics"] = list(answer.get("topics") or []) + [to_body(r) for r in refused]
+            request.complete(answer)
+
+        self._forward(request, ApiKeys.CREATE_TOPICS, req, req.timeout_ms, respond)
+
+    # ------------------------------------------------------------------ DELETE_TOPICS (20)
+
+    def handle_delete_topics(self, request: Request, req: m.DeleteTopicsRequest) -> None:
+        allowed = self.auth.authorized_topics(request, AclOperation.DELETE, req.topic_names)
+        refused = [
+            m.DeleteTopicsResponseTopic(
+                name=name,
+                error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED),
+                error_message=f"Principal {request.principal} is not authorized to Delete topic {name!r}",
+            )
+            for name in dict.fromkeys(req.topic_names)
+            if name not in allowed
+        ]
+        names = [n for n in req.topic_names if n in allowed]
+        if not names:
+            request.complete(to_body(m.DeleteTopicsResponse(responses=refused)))
+            return
+        req.topic_names = names
+
+        def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
+            if answer is None:
+                answer = to_body(
+                    m.DeleteTopicsResponse(
+                        responses=[
+                            m.DeleteTopicsResponseTopic(name=n, error_code=int(error), error_message=why)
+                            for n in dict.fromkeys(names)
+                        ]
+                    )
+                )
+            answer["responses"] = list(answer.get("responses") or []) + [to_body(r) for r in refused]
+            request.complete(answer)
+
+        self._forward(request, ApiKeys.DELETE_TOPICS, req, req.timeout_ms, respond)
+
+    # ------------------------------------------------------------------ DESCRIBE_CONFIGS (32)
+
+    def handle_describe_configs(self, request: Request, req: m.DescribeConfigsRequest) -> None:
+        allowed: list[m.DescribeConfigsRequestResource] = []
+        refused: list[m.DescribeConfigsResponseResult] = []
+        for r in req.resources:
+            if r.resource_type == m.CONFIG_RESOURCE_TOPIC and not self.auth.authorize(
+                request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, r.resource_name
+            ):
+                refused.append(
+                    m.DescribeConfigsResponseResult(
+                        error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED),
+                        error_message=f"Principal {request.principal} is not authorized to DescribeConfigs "
+                        f"topic {r.resource_name!r}",
+                        resource_type=r.resource_type,
+                        resource_name=r.resource_name,
+                    )
+                )
+            else:
+                allowed.append(r)
+        if not allowed:
+            request.complete(to_body(m.DescribeConfigsResponse(results=refused)))
+            return
+        req.resources = allowed
+
+        def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
+            if answer is None:
+                answer = to_body(
+                    m.DescribeConfigsResponse(
+                        results=[
+                            m.DescribeConfigsResponseResult(
+                                error_code=int(error),
+                                error_message=why,
+                                resource_type=r.resource_type,
+                                resource_name=r.resource_name,
+                            )
+                            for r in allowed
+                        ]
+                    )
+                )
+            answer["results"] = list(answer.get("results") or []) + [to_body(r) for r in refused]
+            request.complete(answer)
+
+        self._forward(request, ApiKeys.DESCRIBE_CONFIGS, req, 0, respond)
+
+    # ------------------------------------------------------------------ DESCRIBE_CLUSTER (60)
+
+    def handle_describe_cluster(self, request: Request, req: m.DescribeClusterRequest) -> None:
+        brokers = [
+            m.DescribeClusterResponseBroker(broker_id=b.broker_id, host=b.host, port=b.port)
+            for b in sorted(self.cache.brokers_on(request.listener_name), key=lambda b: b.broker_id)
+        ]
+        request.complete(
+            to_body(
+                m.DescribeClusterResponse(
+                    # a live broker, as KRaft brokers answer clients (this one forwards, KIP-590)
+                    cluster_id=self.cluster_id,
+                    controller_id=self.broker_id,
+                    brokers=brokers,
+                )
+            )
+        )
+
+    # ------------------------------------------------------------------ auto-creation on METADATA
+
+    def maybe_create_topics(
+        self, request: Request, topics: list[m.MetadataResponseTopic]
+    ) -> list[m.MetadataResponseTopic]:
+        """Kafka's METADATA for topics that do not exist, when the client allows auto-creation: a valid name
+        the principal may Create is created (forwarded, not waited for) and answered LEADER_NOT_AVAILABLE, so
+        the client asks again; an invalid name is INVALID_TOPIC_EXCEPTION."""
+        settings = self.auto_create
+        unknown = [t for t in topics if t.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION]
+        if not unknown or not settings.enable:
+            return topics
+        create: list[m.CreateTopicsRequestTopic] = []
+        cluster_create = self.auth.authorize(request, AclOperation.CREATE, ResourceType.CLUSTER)
+        for t in unknown:
+            if t.name.startswith("__"):
+                continue  # internal topics are made by their owners (the group coordinator), not here
+            if not is_valid_topic_name(t.name):
+                t.error_code = int(Errors.INVALID_TOPIC_EXCEPTION)
+                continue
+            if not cluster_create and not self.auth.authorize(
+                request, AclOperation.CREATE, ResourceType.TOPIC, t.name
+            ):
+                continue  # stays UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers without Create
+            t.error_code = int(Errors.LEADER_NOT_AVAILABLE)
+            if t.name not in self.auto_created:
+                create.append(
+                    m.CreateTopicsRequestTopic(
+                        name=t.name,
+                        num_partitions=settings.num_partitions,
+                        replication_factor=self._replication_factor(),
+                    )
+                )
+        if create and self.forwarding is not None:
+            names = [t.name for t in create]
+            self.auto_created.update(names)
+            log.info("broker %d: creating topics %s (auto.create.topics.enable)", self.broker_id, names)
+
+            def done(answer: dict[str, Any] | None, why: str) -> None:
+                self.auto_created.difference_update(names)  # asked again later if it did not happen
+                if answer is None:
+                    log.info("broker %d: auto-creation of %s not answered: %s", self.broker_id, names, why)
+
+            self.forwarding.forward(
+                ApiKeys.CREATE_TOPICS,
+                m.CreateTopicsRequest(topics=create, timeout_ms=0),
+                done,
+                timeout_s=FORWARD_MARGIN_S,
+            )
+        return topics
+
+    def _replication_factor(self) -> int:
+        configured = self.auto_create.replication_factor
+        if configured > 0:
+            return configured
+        return max(1, min(3, len(self.cache.brokers)))
+
+
+def _validate_topic(t: m.CreateTopicsRequestTopic, known: dict[str, Any]) -> m.CreateTopicsResponseTopic:
+    """CreateTopics with validate_only: what creating would say, without creating."""
+    if not is_valid_topic_name(t.name):
+        error, why = Errors.INVALID_TOPIC_EXCEPTION, f"{t.name!r} is not a valid topic name"
+    elif t.name in known:
+        error, why = Errors.TOPIC_ALREADY_EXISTS, f"Topic {t.name!r} already exists."
+    elif t.num_partitions == 0 or t.num_partitions < -1:
+        error, why = (
+            Errors.INVALID_PARTITIONS,
+            f"Number of partitions must be positive, got {t.num_partitions}",
+        )
+    elif t.replication_factor == 0 or t.replication_factor < -1:
+        error, why = (
+            Errors.INVALID_REPLICATION_FACTOR,
+            f"Replication factor must be positive, got {t.replication_factor}",
+        )
+    else:
+        return m.CreateTopicsResponseTopic(name=t.name)
+    return m.CreateTopicsResponseTopic(name=t.name, error_code=int(error), error_message=why)
+
+
+__all__ = ["AdminApis", "AutoCreateSettings"]

@@ -1,0 +1,127 @@
+"""Metadata and admin requests from real Kafka clients (kcat, librdkafka through confluent-kafka,
+kafka-python) against `isrsim cluster up` (SPEC §10, docs/clients.md)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from tests.clients.conftest import bootstrap, kcat
+from tests.integration.cluster_support import Cluster
+from tests.integration.harness import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def admin(cluster: Cluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap(cluster)})
+
+
+def create(cluster: Cluster, name: str, partitions: int, rf: int, **config: str) -> None:
+    client = admin(cluster)  # kept alive until the answer: a destroyed client fails its futures
+    futures = client.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=rf, config=config)], request_timeout=30
+    )
+    futures[name].result(timeout=60)
+
+
+def test_kcat_lists_brokers_topics_leaders_and_isr(kafka_cluster: Cluster) -> None:
+    kafka_cluster.cli("topic", "create", "listed", "--partitions", "3", "--replication-factor", "3")
+    info = kafka_cluster.info
+    b = info.brokers[0]
+    out = kcat("-b", f"{b.host}:{b.port}", "-L", "-t", "listed")
+    assert out.returncode == 0, out.stderr
+    assert " 3 brokers:" in out.stdout
+    for broker in info.brokers:
+        assert f"broker {broker.id} at {broker.host}:{broker.port}" in out.stdout
+    assert 'topic "listed" with 3 partitions:' in out.stdout
+    rows = re.findall(
+        r"partition (\d+), leader (\d+), replicas: (\d+(?:,\d+)*), isrs: (\d+(?:,\d+)*)", out.stdout
+    )
+    assert len(rows) == 3
+    for _, leader, replicas, isr in rows:
+        assert leader in replicas.split(",") and sorted(isr.split(",")) == ["1", "2", "3"]
+
+
+def test_create_describe_and_delete_topics_through_any_broker(kafka_cluster: Cluster) -> None:
+    # each broker forwards to the controller (KIP-590); the first one is asked here
+    client = AdminClient({"bootstrap.servers": bootstrap(kafka_cluster, brokers=(2,))})
+    futures = client.create_topics(
+        [NewTopic("made", num_partitions=4, replication_factor=2, config={"min.insync.replicas": "2"})],
+        request_timeout=30,
+    )
+    assert futures["made"].result(timeout=60) is None
+    again = client.create_topics(
+        [NewTopic("made", num_partitions=1, replication_factor=1)], request_timeout=30
+    )
+    with pytest.raises(Exception, match=r"TOPIC_ALREADY_EXISTS"):
+        again["made"].result(timeout=60)
+    wait_until(lambda: len(client.list_topics(timeout=10).topics.get("made", None).partitions or {}) == 4, 30)
+    configs = client.describe_configs([ConfigResource("topic", "made")], request_timeout=30)
+    [result] = configs.values()
+    assert result.result(timeout=30)["min.insync.replicas"].value == "2"
+    described = client.describe_cluster(request_timeout=30).result(timeout=30)
+    assert described.cluster_id == "isrsim"
+    assert sorted(n.id for n in described.nodes) == [1, 2, 3]
+    assert client.delete_topics(["made"], request_timeout=30)["made"].result(timeout=60) is None
+    wait_until(lambda: "made" not in client.list_topics(timeout=10).topics, 30)
+
+
+def test_invalid_create_topics_get_kafkas_errors(kafka_cluster: Cluster) -> None:
+    client = admin(kafka_cluster)
+    futures = client.create_topics([NewTopic("bad name!", num_partitions=1, replication_factor=1)])
+    with pytest.raises(Exception, match=r"TOPIC_EXCEPTION,val=17"):
+        futures["bad name!"].result(timeout=60)
+    futures = client.create_topics([NewTopic("too-many-replicas", num_partitions=1, replication_factor=5)])
+    with pytest.raises(Exception, match=r"INVALID_REPLICATION_FACTOR"):
+        futures["too-many-replicas"].result(timeout=60)
+    # validate_only creates nothing
+    futures = client.create_topics(
+        [NewTopic("only-checked", num_partitions=1, replication_factor=1)], validate_only=True
+    )
+    assert futures["only-checked"].result(timeout=60) is None
+    assert "only-checked" not in client.list_topics(timeout=10).topics
+
+
+def test_metadata_for_an_unknown_topic_creates_it(kafka_cluster: Cluster) -> None:
+    b = kafka_cluster.info.brokers[2]
+
+    def listed() -> str | None:
+        out = kcat("-b", f"{b.host}:{b.port}", "-L", "-t", "auto-made")
+        return out.stdout if "with 1 partitions" in out.stdout else None
+
+    out = wait_until(listed, 30)
+    # default.replication.factor -1: min(3, live brokers)
+    (replicas,) = re.findall(r"replicas: (\d+(?:,\d+)*)", out)
+    assert sorted(replicas.split(",")) == ["1", "2", "3"]
+
+
+def test_watermarks_from_list_offsets(kafka_cluster: Cluster) -> None:
+    create(kafka_cluster, "marks", 2, 3)
+    consumer = Consumer({"bootstrap.servers": bootstrap(kafka_cluster), "group.id": "unused"})
+    try:
+        wait_until(
+            lambda: consumer.get_watermark_offsets(TopicPartition("marks", 1), timeout=5) == (0, 0), 30
+        )
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_admin_and_metadata(kafka_cluster: Cluster) -> None:
+    from kafka import KafkaConsumer
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    client = KafkaAdminClient(bootstrap_servers=bootstrap(kafka_cluster), request_timeout_ms=30000)
+    try:
+        client.create_topics([KpNewTopic("kp-made", 2, 3)])
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap(kafka_cluster))
+        try:
+            wait_until(lambda: consumer.partitions_for_topic("kp-made") == {0, 1}, 30)
+        finally:
+            consumer.close()
+    finally:
+        client.close()
