@@ -31,6 +31,7 @@ from spark_jobs.converge import Event
 from spark_jobs.converge import Window as FaultWindow
 
 STALL_MS = 1000
+CAUSE_SLACK_MS = 250
 STEADY_FACTOR = 20
 ATTEMPTS_SCHEMA = (
     "ts_ms LONG, producer_id STRING, event STRING, topic STRING, partition INT, records LONG, sent_ms LONG, "
@@ -131,27 +132,34 @@ def stall_candidates(
 
 
 def classify(stall: Stall, events: list[Event], windows: list[FaultWindow]) -> Stall:
-    """``stall`` with its cause and fault (see the module doc)."""
+    """``stall`` with its cause and fault (see the module doc). What ended a stall is journaled about when
+    the acknowledgements resume, a few milliseconds either side: events up to ``CAUSE_SLACK_MS`` after the
+    stall's end count."""
     tp = (stall.topic, stall.partition)
     start, end = stall.from_ms, stall.to_ms
     has_controller = any(e.source == "controller" for e in events)
     leader_kind = ("controller", "leader_elected") if has_controller else ("broker", "became_leader")
     leader: int | None = None
+    isr: frozenset[int] | None = None
     changed = False
     shrank = False
     fenced: set[int] = set()
     for e in events:
-        if e.ts_ms > end:
+        if e.ts_ms > end + CAUSE_SLACK_MS:
             break
-        if (e.source, e.event) == leader_kind and e.tp == tp:
-            if e.ts_ms <= start:
-                leader = e.leader
-            else:
+        inside = start < e.ts_ms
+        if e.tp == tp and (e.source, e.event) == leader_kind:
+            if inside:
                 changed = True
-        elif e.event == "isr_changed" and e.tp == tp and start < e.ts_ms:
-            if e.isr is not None and e.old_isr is not None and len(e.isr) < len(e.old_isr):
+            else:
+                leader = e.leader
+        if e.tp == tp and e.isr is not None and e.event in ("became_leader", "isr_changed", "leader_elected"):
+            # An ISR smaller than the one before it (the controller's isr_changed carries no old_isr).
+            before = frozenset(e.old_isr) if e.old_isr is not None else isr
+            if inside and before is not None and len(e.isr) < len(before):
                 shrank = True
-        elif e.event == "broker_fenced" and e.broker_id is not None and start - STALL_MS <= e.ts_ms:
+            isr = frozenset(e.isr)
+        if e.event == "broker_fenced" and e.broker_id is not None and start - STALL_MS <= e.ts_ms:
             fenced.add(e.broker_id)
     controller_cut = any(
         "controller" in w.nodes

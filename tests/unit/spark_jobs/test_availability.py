@@ -74,6 +74,14 @@ def test_each_stall_gets_its_cause_from_the_journals_and_the_fault_in_force() ->
         "controller_unreachable",
         "partition 2 <-> controller",
     )
+    # The controller's shrink (it fenced a follower) carries no old_isr; journaled as the acks resume.
+    fenced_follower = events_from_records(
+        [
+            *JOURNAL[:3],
+            ctrl(8_002, "isr_changed", topic="t", partition=2, leader_id=2, leader_epoch=1, isr=[1, 2]),
+        ]
+    )
+    assert classify(stall(1_000, 8_000, 2), fenced_follower, []).cause == "isr_shrink_wait"
     quiet = classify(stall(40_000, 41_500, 2), events, WINDOWS)
     assert (quiet.cause, quiet.fault) == ("unknown", None)
 
