@@ -271,6 +271,33 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "journal.offsets.interval.ms", parse_int, 100, "isrsim: min period of `offsets` journal events.", 1
     ),
+    ConfigKey("offsets.topic.num.partitions", parse_int, 50, "Partitions of __consumer_offsets.", 1),
+    ConfigKey(
+        "offsets.topic.replication.factor",
+        parse_int,
+        3,
+        "Replication factor of __consumer_offsets (at most the live brokers when it is created).",
+        1,
+    ),
+    ConfigKey(
+        "offsets.commit.timeout.ms", parse_int, 5000, "How long an offset commit waits for acks=all.", 1
+    ),
+    ConfigKey("offsets.load.buffer.size", parse_int, 5242880, "Bytes read at a time when loading groups.", 1),
+    ConfigKey("offset.metadata.max.bytes", parse_int, 4096, "Largest metadata of a committed offset.", 0),
+    ConfigKey(
+        "group.min.session.timeout.ms", parse_int, 6000, "Smallest session timeout a member may ask.", 0
+    ),
+    ConfigKey(
+        "group.max.session.timeout.ms", parse_int, 1800000, "Largest session timeout a member may ask.", 0
+    ),
+    ConfigKey(
+        "group.initial.rebalance.delay.ms",
+        parse_int,
+        3000,
+        "How long the first rebalance of an empty group waits for more members.",
+        0,
+    ),
+    ConfigKey("group.max.size", parse_int, 2147483647, "Most members a group may have.", 1),
     ConfigKey(
         "initial.leader.partitions",
         parse_str,
@@ -507,6 +534,17 @@ def parse_voters(value: str) -> tuple[int, str, int] | None:
     return node_id, host, port
 
 
+def parse_voter_addresses(value: str) -> list[tuple[str, int]]:
+    """Every voter's ``host:port`` of ``controller.quorum.voters`` (``id@host:port,...``), in order."""
+    out: list[tuple[str, int]] = []
+    for item in value.split(","):
+        if item.strip():
+            parsed = parse_voters(item)
+            if parsed is not None:
+                out.append((parsed[1], parsed[2]))
+    return out
+
+
 def parse_topic_partitions(value: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for item in value.split(","):
@@ -615,6 +653,11 @@ class BrokerConfig(ConfigValues):
     @property
     def controller(self) -> tuple[int, str, int] | None:
         return parse_voters(str(self.values["controller.quorum.voters"]))
+
+    @property
+    def controller_voters(self) -> list[tuple[str, int]]:
+        """Every controller voter's address (the broker finds the active one among them)."""
+        return parse_voter_addresses(str(self.values["controller.quorum.voters"]))
 
     @property
     def initial_leader_partitions(self) -> list[tuple[str, int]]:

@@ -12,13 +12,16 @@ from broker.admin_apis import AdminApis
 from broker.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
+from broker.group.group_apis import GroupApis
 from broker.metadata_cache import PartitionMetadata
 from broker.partition import LeaderAndIsrState
+from broker.producer_id_manager import ProducerIdManager
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
 from broker.request_channel import Request, error_body
 from broker.security.acl import AclOperation, ResourceType
 from broker.security.security_metadata import BrokerSecurityMetadata
 from protocol import messages as m
+from protocol import producer_id_messages as pim
 from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, ApiKeys
 from protocol.common import BrokerEndpoint, TopicPartition, is_valid_topic_name
 from protocol.errors import Errors, InvalidRequestError, KafkaError
@@ -39,6 +42,17 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.API_VERSIONS,
     ApiKeys.OFFSET_FOR_LEADER_EPOCH,
     ApiKeys.DESCRIBE_REPLICA_STATE,
+    # Consumer groups (broker/group/), answered once the server enables them (``enable_groups``).
+    ApiKeys.FIND_COORDINATOR,
+    ApiKeys.JOIN_GROUP,
+    ApiKeys.SYNC_GROUP,
+    ApiKeys.HEARTBEAT,
+    ApiKeys.LEAVE_GROUP,
+    ApiKeys.OFFSET_COMMIT,
+    ApiKeys.OFFSET_FETCH,
+    ApiKeys.LIST_GROUPS,
+    ApiKeys.DESCRIBE_GROUPS,
+    ApiKeys.INIT_PRODUCER_ID,
 )
 
 # Served to Kafka's own clients only (SPEC §10): isrsim's tools send these to the controller.
@@ -65,6 +79,8 @@ class KafkaApis:
         # Where UPDATE_METADATA's copy of the ACLs and credentials goes (set by the server).
         self.security_metadata: BrokerSecurityMetadata | None = None
         self.fetch_manager = fetch_manager
+        # Where INIT_PRODUCER_ID's ids come from (set by the server).
+        self.producer_id_manager: ProducerIdManager | None = None
         self.broker_id = replica_manager.broker_id
         self.supported: dict[int, tuple[int, int]] = {int(k): m.SUPPORTED_VERSIONS[k] for k in BROKER_APIS}
         self._handlers: dict[int, Callable[[Request, Any], None]] = {
@@ -78,6 +94,7 @@ class KafkaApis:
             ApiKeys.API_VERSIONS: self.handle_api_versions,
             ApiKeys.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKeys.DESCRIBE_REPLICA_STATE: self.handle_describe_replica_state,
+            ApiKeys.INIT_PRODUCER_ID: self.handle_init_producer_id,
         }
         # Kafka clients' admin requests (forwarded to the controller, KIP-590) and auto-creation: served in
         # Kafka's encoding only (isrsim's own tools ask the controller).
@@ -97,6 +114,12 @@ class KafkaApis:
             for k, v in m.KAFKA_SUPPORTED_VERSIONS.items()
             if k in self._handlers or k in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE)
         }
+
+    def enable_groups(self, group_apis: GroupApis) -> None:
+        """Serve the consumer-group APIs through ``group_apis`` (the server's group coordinator)."""
+        handlers = group_apis.handlers()
+        self._handlers.update(handlers)
+        self.kafka_supported.update({int(k): m.KAFKA_SUPPORTED_VERSIONS[k] for k in handlers})
 
     async def handle(self, request: Request) -> None:
         handler = self._handlers.get(request.api_key)
@@ -430,6 +453,43 @@ class KafkaApis:
             for k, (lo, hi) in sorted(supported.items())
         ]
         request.complete(to_body(m.ApiVersionsResponse(api_keys=keys)))
+
+    def handle_init_producer_id(self, request: Request, req: pim.InitProducerIdRequest) -> None:
+        """An idempotent producer's id, with epoch 0 (Kafka's ``handleInitProducerId`` with no
+        transactional id: a new id every time, whatever id and epoch the producer sends)."""
+
+        def answer(error: Errors, producer_id: int = -1, producer_epoch: int = -1) -> None:
+            body = pim.InitProducerIdResponse(
+                error_code=int(error), producer_id=producer_id, producer_epoch=producer_epoch
+            )
+            request.complete(to_body(body))
+
+        if req.transactional_id is not None:
+            # isrsim has no transaction coordinator (docs/protocol.md).
+            answer(Errors.INVALID_REQUEST)
+            return
+        if self.auth.enabled and not (
+            self.auth.authorize(request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
+            or self.auth.authorized_topics(
+                request, AclOperation.WRITE, self.replica_manager.metadata_cache.topics()
+            )
+        ):
+            answer(Errors.CLUSTER_AUTHORIZATION_FAILED)
+            return
+        if (req.producer_id == -1) != (req.producer_epoch == -1):
+            answer(Errors.INVALID_REQUEST)
+            return
+        manager = self.producer_id_manager
+        if manager is None:
+            answer(Errors.COORDINATOR_NOT_AVAILABLE)
+            return
+        try:
+            producer_id = manager.generate_producer_id()
+        except KafkaError as exc:
+            log.info("broker %d: INIT_PRODUCER_ID: %s", self.broker_id, exc.message)
+            answer(exc.error)
+            return
+        answer(Errors.NONE, producer_id, 0)
 
     def handle_offset_for_leader_epoch(self, request: Request, req: m.OffsetForLeaderEpochRequest) -> None:
         # Only the leader answers, whatever the replica_id (Kafka's fetchOnlyFromLeader = true).

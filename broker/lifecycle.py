@@ -35,13 +35,22 @@ from protocol.schema import from_body
 
 log = logging.getLogger(__name__)
 
+
+class NotControllerError(Exception):
+    """The voter asked is not the active controller (NOT_CONTROLLER, 41): ask another one."""
+
+
 # What a request to the controller may fail with; callers retry.
-CONTROLLER_UNREACHABLE = (ConnectionClosed, OSError, trio.TooSlowError)
+CONTROLLER_UNREACHABLE = (ConnectionClosed, OSError, trio.TooSlowError, NotControllerError)
 
 
 class ControllerChannel:
     """One connection to the controller. ``run`` keeps it open (reconnecting with back-off);
-    ``request`` waits for it up to its timeout and raises one of ``CONTROLLER_UNREACHABLE`` on failure."""
+    ``request`` waits for it up to its timeout and raises one of ``CONTROLLER_UNREACHABLE`` on failure.
+
+    With a controller quorum, ``voters`` lists every voter's address: the channel talks to one of them,
+    and moves on to the next when it cannot reach it or it answers NOT_CONTROLLER (41), so brokers find the
+    active controller through any voter (the request is then retried by its caller)."""
 
     def __init__(
         self,
@@ -51,9 +60,12 @@ class ControllerChannel:
         client_id: str,
         request_timeout_s: float = 30.0,
         retry_backoff_s: float = 0.1,
+        voters: list[tuple[str, int]] | None = None,
     ) -> None:
-        self.host = host
-        self.port = port
+        self.addresses = list(voters) if voters else [(host, port)]
+        self._index = self.addresses.index((host, port)) if (host, port) in self.addresses else 0
+        self.host, self.port = self.addresses[self._index]
+        self._switch = False
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self.retry_backoff_s = retry_backoff_s
@@ -65,11 +77,19 @@ class ControllerChannel:
         self._changed.set()
         self._changed = trio.Event()
 
+    def _next_voter(self) -> None:
+        if len(self.addresses) > 1:
+            self._index = (self._index + 1) % len(self.addresses)
+            self.host, self.port = self.addresses[self._index]
+            self._switch = True
+            self._notify()
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         backoff = ExponentialBackoff(self.retry_backoff_s)
         failures = 0
         while True:
+            self._switch = False
             try:
                 async with open_connection(
                     self.host, self.port, client_id=self.client_id, connect_timeout=self.request_timeout_s
@@ -83,11 +103,16 @@ class ControllerChannel:
                     backoff.reset()
                     self._conn = conn
                     self._notify()
-                    while not conn.closed:
+                    while not conn.closed and not self._switch:
                         with trio.move_on_after(0.5):
                             await self._changed.wait()
+                    if self._switch:
+                        continue
             except CONTROLLER_UNREACHABLE as exc:
                 failures += 1
+                if len(self.addresses) > 1:
+                    self._index = (self._index + 1) % len(self.addresses)
+                    self.host, self.port = self.addresses[self._index]
                 level = logging.WARNING if failures == 1 or failures % 50 == 0 else logging.DEBUG
                 log.log(
                     level,
@@ -108,10 +133,15 @@ class ControllerChannel:
                 await self._changed.wait()
         conn = self._conn
         try:
-            return await conn.request(api_key, body, timeout=timeout)
+            response = await conn.request(api_key, body, timeout=timeout)
         except ConnectionClosed:
             self._notify()  # wake run() to reconnect
             raise
+        if len(self.addresses) > 1 and response.get("error_code") == Errors.NOT_CONTROLLER:
+            if conn is self._conn:
+                self._next_voter()
+            raise NotControllerError(str(response.get("error_message") or "not the active controller"))
+        return response
 
 
 class BrokerLifecycleManager:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from broker.log.log import NO_TIMESTAMP, Log, LogAppendInfo
+from broker.log.log import MAX_TIMESTAMP, NO_TIMESTAMP, Log, LogAppendInfo
 from protocol.api_keys import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -273,10 +273,12 @@ class Partition:
     def fetch_offset_for_timestamp(
         self, timestamp: int, current_leader_epoch: int, *, client_request: bool, fetch_only_from_leader: bool
     ) -> TimestampAndOffset:
-        """Kafka's ``fetchOffsetForTimestamp`` for the two special timestamps. Latest is the HW for a client
-        (the last offset it may read), the LEO for a broker or the debug replica id; earliest is the log start
-        offset. Epoch and leadership are checked first (``fetch_only_from_leader`` False: any replica
-        answers)."""
+        """Kafka's ``fetchOffsetForTimestamp``. Latest (-1) is the HW for a client (the last offset it may
+        read), the LEO for a broker or the debug replica id; earliest (-2) is the log start offset; a
+        timestamp >= 0 is the first record whose timestamp is >= it, found with the time index, with its
+        batch's leader epoch, and -3 the first record with the largest timestamp (Kafka's MAX_TIMESTAMP).
+        For a client only an offset below the HW is answered; none is ``(-1, -1, -1)``. Epoch and leadership
+        are checked first (``fetch_only_from_leader`` False: any replica answers)."""
         self.check_local_log(current_leader_epoch, require_leader=fetch_only_from_leader)
         cache = self.log.leader_epoch_cache
         if timestamp == EARLIEST_TIMESTAMP:
@@ -291,9 +293,15 @@ class Partition:
                 latest = cache.latest_epoch()
                 epoch = UNDEFINED_EPOCH if latest is None else latest
             return TimestampAndOffset(NO_TIMESTAMP, offset, epoch)
+        if timestamp >= 0 or timestamp == MAX_TIMESTAMP:
+            found = self.log.fetch_offset_by_timestamp(timestamp)
+            if found is None or (client_request and found[1] >= self._high_watermark):
+                return TimestampAndOffset(NO_TIMESTAMP, -1, UNDEFINED_EPOCH)
+            return TimestampAndOffset(*found)
         raise KafkaError(
             Errors.UNSUPPORTED_VERSION,
-            f"timestamp {timestamp}: only -1 (latest) and -2 (earliest) are supported",
+            f"timestamp {timestamp}: only timestamps >= 0, -1 (latest), -2 (earliest) and -3 (the largest "
+            "timestamp) are supported",
         )
 
     # ------------------------------------------------------------------ leader: produce

@@ -48,6 +48,7 @@ from fetcher.truncation import (
 from protocol import messages as m
 from protocol.api_keys import DEBUGGING_REPLICA_ID
 from protocol.common import LEADER_DURING_DELETE, BrokerEndpoint, TopicPartition
+from protocol.compression import CompressionType
 from protocol.errors import Errors, InvalidRecordError, KafkaError, KafkaStorageError
 from protocol.replication import InitialFetchState, TruncationMode
 
@@ -56,6 +57,25 @@ log = logging.getLogger(__name__)
 FetchSessionPartitions = FetchSession
 AlterCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
 AlterSubmit = Callable[[TopicPartition, int, list[int], int, AlterCallback], bool]
+
+
+# Topics only the brokers write (Kafka's ``Topic.isInternal``).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+
+# (partitions now led here with their leader epochs, partitions no longer led here)
+LeadershipListener = Callable[[list[tuple[TopicPartition, int]], list[TopicPartition]], None]
+
+
+def topic_compression(value: str | None) -> CompressionType | None:
+    """The codec a topic's ``compression.type`` asks for, None for ``producer`` (Kafka's default: keep the
+    producer's codec). ``uncompressed`` is ``none``."""
+    if value is None or value.strip().lower() == "producer":
+        return None
+    try:
+        return CompressionType.for_name(value)
+    except ValueError:
+        log.warning("unknown compression.type %r: batches are kept as the producer sent them", value)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +124,17 @@ class ReplicaManager:
         self._alter_submit: AlterSubmit | None = None
         # Topic-level overrides learnt from the controller (managed mode): min.insync.replicas per topic.
         self.topic_min_isr: dict[str, int] = {}
+        # compression.type per topic when it names a codec (absent: ``producer``, batches kept as sent).
+        self.topic_compression: dict[str, CompressionType] = {}
         self.topic_config_fetcher: TopicConfigFetcher | None = None
         self.broker_epoch: Callable[[], int] = lambda: -1
         # broker-<id>/acked.jsonl: every batch acknowledged to a client (acks 1 or all); the server sets it.
         self.acked_journal: AckJournal | None = None
         # Called with the reason when the broker must stop and exit with status 1 (the server sets it).
         self.fatal_error_handler: Callable[[str], None] | None = None
+        # Kafka's onLeadershipChange: told of the partitions this broker began to lead (with their leader
+        # epochs) and of those it no longer leads, after each change (the group coordinator listens).
+        self.leadership_listeners: list[LeadershipListener] = []
 
     # ------------------------------------------------------------------ partitions
 
@@ -142,6 +167,7 @@ class ReplicaManager:
             )
             if self._alter_submit is not None:
                 partition.isr_proposer = self._propose_isr
+            partition.log.compression_type = self.topic_compression.get(tp[0])
             self.partitions[tp] = partition
             if self.topic_config_fetcher is not None:
                 self.topic_config_fetcher.want(tp[0])
@@ -220,7 +246,16 @@ class ReplicaManager:
                 self._make_leaders(to_leader)
             if to_follower:
                 self._make_followers(to_follower)
+        self._leadership_changed(
+            [(p.tp, st.leader_epoch) for p, st in to_leader], [p.tp for p, _ in to_follower]
+        )
         return Errors.NONE, errors
+
+    def _leadership_changed(
+        self, leaders: list[tuple[TopicPartition, int]], resigned: list[TopicPartition]
+    ) -> None:
+        for listener in self.leadership_listeners:
+            listener(leaders, resigned)
 
     def _make_leaders(self, items: list[tuple[Partition, LeaderAndIsrState]]) -> None:
         """Kafka's ``makeLeaders``: stop fetching, then lead from this broker's LEO in the new epoch."""
@@ -285,6 +320,7 @@ class ReplicaManager:
                 tp, PartitionMetadata(self.broker_id, epoch, [self.broker_id], [self.broker_id])
             )
             self.state_listener.on_became_leader(partition)
+            self._leadership_changed([(tp, epoch)], [])
 
     # ------------------------------------------------------------------ STOP_REPLICA
 
@@ -326,6 +362,7 @@ class ReplicaManager:
             elif partition is not None:
                 self._hw_checkpoint[tp] = partition.high_watermark
             self.state_listener.on_partition_stopped(tp, delete)
+        self._leadership_changed([], [tp for tp, _ in to_stop])
         return Errors.NONE, errors
 
     # ------------------------------------------------------------------ UPDATE_METADATA
@@ -361,10 +398,15 @@ class ReplicaManager:
         required_acks: int,
         entries: dict[TopicPartition, bytes],
         respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+        *,
+        internal_topics_allowed: bool = False,
         client_id: str = "",
     ) -> None:
-        if required_acks != 0 and self.acked_journal is not None:
-            # Every batch acknowledged to the client is journaled before the response goes out.
+        """Kafka's ``appendRecords``. Only the broker itself writes to an internal topic
+        (``__consumer_offsets``: the group coordinator); a client gets INVALID_TOPIC_EXCEPTION. Every batch
+        acknowledged to a client (acks 1 or all; not the broker's own writes) is journaled in
+        ``acked.jsonl`` before the response goes out."""
+        if required_acks != 0 and self.acked_journal is not None and not internal_topics_allowed:
             journal, answer = self.acked_journal, respond
 
             def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
@@ -374,6 +416,10 @@ class ReplicaManager:
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, records in entries.items():
             try:
+                if tp[0] in INTERNAL_TOPICS and not internal_topics_allowed:
+                    raise KafkaError(
+                        Errors.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {tp[0]}"
+                    )
                 partition = self.get_partition_or_error(tp)
                 info = partition.append_records_to_leader(records, required_acks)
             except KafkaError as exc:
@@ -611,7 +657,16 @@ class ReplicaManager:
     # ------------------------------------------------------------------ managed mode: topic configs
 
     def apply_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
-        """A topic's overrides from the controller: ``min.insync.replicas`` for its partitions here."""
+        """A topic's overrides from the controller: ``min.insync.replicas`` and ``compression.type`` for
+        its partitions here."""
+        codec = topic_compression(configs.get("compression.type"))
+        if codec is None:
+            self.topic_compression.pop(topic, None)
+        else:
+            self.topic_compression[topic] = codec
+        for tp, partition in self.partitions.items():
+            if tp[0] == topic:
+                partition.log.compression_type = codec
         raw = configs.get("min.insync.replicas")
         value = self.settings.min_insync_replicas if raw is None else int(raw)
         if raw is None:
@@ -634,6 +689,7 @@ class ReplicaManager:
     def _forget_topic(self, topic: str) -> None:
         """The topic's last partition here was deleted."""
         self.topic_min_isr.pop(topic, None)
+        self.topic_compression.pop(topic, None)
         if self.topic_config_fetcher is not None:
             self.topic_config_fetcher.forget(topic)
 
@@ -827,6 +883,7 @@ class ReplicaManager:
         self.fetcher_manager.remove_fetcher_for_partitions(offline)
         for tp in offline:
             self._complete_delayed(tp)
+        self._leadership_changed([], offline)
         log.error(
             "broker %d: %d partitions are offline after the failure of log dir %s: %s",
             self.broker_id,

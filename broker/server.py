@@ -20,9 +20,13 @@ from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
 from broker.forwarding import ForwardingManager
+from broker.group.coordinator import GroupCoordinator, OffsetsTopicConfig
+from broker.group.coordinator_core import GroupConfig
+from broker.group.group_apis import GroupApis
+from broker.group.group_metrics import GroupCoordinatorCollector
 from broker.journal import AckJournal, Journal
 from broker.kafka_apis import BROKER_APIS, KafkaApis
-from broker.lifecycle import BrokerLifecycleManager, ControllerChannel
+from broker.lifecycle import CONTROLLER_UNREACHABLE, BrokerLifecycleManager, ControllerChannel
 from broker.log.log import LogConfig
 from broker.log_manager import LogDirLoadError, LogManager
 from broker.memory_pool import ConnectionQuotas, MemoryPool
@@ -30,6 +34,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metrics.broker_metrics import BrokerMetrics
 from broker.metrics.http_server import MetricsHttpServer
 from broker.network import SocketServer
+from broker.producer_id_manager import ProducerIdManager, controller_block_source, local_block_source
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
 from broker.request_channel import RequestChannel, RequestHandlerPool
@@ -42,11 +47,14 @@ from broker.security.security_metadata import BrokerSecurityMetadata, SecurityMe
 from broker.topic_configs import TopicConfigFetcher
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
+from protocol import controller_messages as cm
+from protocol.api_keys import ApiKeys
 from protocol.common import BrokerEndpoint, wall_clock_ms
-from protocol.errors import KafkaStorageError
+from protocol.errors import Errors, InvalidRequestError, KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
 from protocol.sasl_messages import SASL_API_VERSIONS
+from protocol.schema import from_body
 from protocol.security import current_client_security
 
 log = logging.getLogger(__name__)
@@ -121,8 +129,13 @@ class KafkaServer:
         self.alter_partition: AlterPartitionManager | None = None
         self.topic_configs: TopicConfigFetcher | None = None
         self.forwarding: ForwardingManager | None = None
+        # INIT_PRODUCER_ID's ids: blocks from the controller, or from a file in log.dirs when unmanaged.
+        self.producer_id_manager = ProducerIdManager(
+            self.broker_id, local_block_source(self.broker_id, config.log_dir)
+        )
         if config.controller is not None:
             self._link_to_controller(config.controller[1], config.controller[2])
+        self.apis.producer_id_manager = self.producer_id_manager
 
     def _build_replication(self) -> None:
         """The metadata cache, the purgatories, the metrics, and the replica manager over the logs."""
@@ -175,6 +188,29 @@ class KafkaServer:
             num_partitions=c.get_int("num.partitions"),
             replication_factor=c.get_int("default.replication.factor"),
         )
+        # Consumer groups: this broker coordinates the groups of the __consumer_offsets partitions it leads.
+        self.group_coordinator = GroupCoordinator(
+            self.broker_id,
+            GroupConfig(
+                min_session_timeout_ms=c.get_int("group.min.session.timeout.ms"),
+                max_session_timeout_ms=c.get_int("group.max.session.timeout.ms"),
+                max_size=c.get_int("group.max.size"),
+                initial_rebalance_delay_ms=c.get_int("group.initial.rebalance.delay.ms"),
+                num_partitions=c.get_int("offsets.topic.num.partitions"),
+                max_metadata_size=c.get_int("offset.metadata.max.bytes"),
+            ),
+            OffsetsTopicConfig(
+                num_partitions=c.get_int("offsets.topic.num.partitions"),
+                replication_factor=c.get_int("offsets.topic.replication.factor"),
+                commit_timeout_ms=c.get_int("offsets.commit.timeout.ms"),
+                load_buffer_size=c.get_int("offsets.load.buffer.size"),
+            ),
+            self.replica_manager,
+            self.journal,
+            clock_ms=wall_clock_ms,
+        )
+        self.apis.enable_groups(GroupApis(self.group_coordinator, self.auth))
+        self.metrics.registry.register(GroupCoordinatorCollector(self.group_coordinator.core))
 
     def _build_security(self) -> None:
         """Security (docs/security.md): the live credential store SASL checks, what each listener asks of a
@@ -245,6 +281,7 @@ class KafkaServer:
             port,
             client_id=f"broker-{self.broker_id}",
             request_timeout_s=c.get_int("request.timeout.ms") / 1000,
+            voters=c.controller_voters,
         )
         lifecycle = self.lifecycle = BrokerLifecycleManager(
             self.broker_id,
@@ -264,6 +301,12 @@ class KafkaServer:
         self.forwarding = ForwardingManager(self.broker_id, controller_channel)
         self.apis.admin.forwarding = self.forwarding
         self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
+        self.group_coordinator.create_topic = lambda name, partitions, rf: create_topic(
+            controller_channel, name, partitions, rf
+        )
+        self.producer_id_manager.source = controller_block_source(
+            self.broker_id, controller_channel, lambda: lifecycle.broker_epoch
+        )
 
     def _advertise(self) -> None:
         """Once bound: each listener's advertised address, the port being the bound one where the advertised
@@ -362,6 +405,7 @@ class KafkaServer:
             self.metrics.state.fetcher_manager = self.fetcher_manager
             if self.metrics_server is not None:
                 await nursery.start(self.metrics_server.serve)
+            await nursery.start(self.group_coordinator.run)
             nursery.start_soon(self.handler_pool.run)
             if self.lifecycle is not None and self.alter_partition is not None:
                 await nursery.start(self.lifecycle.run)
@@ -370,6 +414,7 @@ class KafkaServer:
                     await nursery.start(self.topic_configs.run)
                 if self.forwarding is not None:
                     await nursery.start(self.forwarding.run)
+            await nursery.start(self.producer_id_manager.run)
             nursery.start_soon(self._handle_log_dir_failures)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)
@@ -474,6 +519,34 @@ class KafkaServer:
                     await result
             except Exception:
                 log.exception("broker %d: periodic task %s failed", self.broker_id, name)
+
+
+async def create_topic(
+    channel: ControllerChannel, name: str, partitions: int, replication_factor: int
+) -> Errors:
+    """Asks the controller to create a topic (as Kafka's brokers do for ``__consumer_offsets``)."""
+    request = cm.CreateTopicsRequest(
+        topics=[
+            cm.CreateTopicsRequestTopic(
+                name=name, num_partitions=partitions, replication_factor=replication_factor
+            )
+        ]
+    )
+    try:
+        resp = from_body(cm.CreateTopicsResponse, await channel.request(ApiKeys.CREATE_TOPICS, request))
+    except CONTROLLER_UNREACHABLE as exc:
+        log.info("creating topic %s: the controller did not answer (%r)", name, exc)
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    except InvalidRequestError as exc:
+        log.warning("creating topic %s: unexpected answer from the controller: %s", name, exc)
+        return Errors.UNKNOWN_SERVER_ERROR
+    for topic in resp.topics:
+        if topic.name == name:
+            try:
+                return Errors(topic.error_code)
+            except ValueError:
+                return Errors.UNKNOWN_SERVER_ERROR
+    return Errors.UNKNOWN_SERVER_ERROR
 
 
 async def run_broker(config: BrokerConfig) -> int:

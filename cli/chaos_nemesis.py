@@ -25,7 +25,7 @@ from cli.cluster import STOP_TIMEOUT_S, start_broker
 from cli.cluster_files import ClusterError, ClusterInfo, process_state, send_signal, stop_process, wait_exit
 from cli.fault_journal import append_fault
 from cli.net_cmd import NetCluster, NetError, change_faults, cluster_from_info, read_tables
-from protocol import FaultSet
+from protocol import CLIENT, CLIENTS, FaultSet
 
 NET_RETRIES = 3
 RESTART_ATTEMPTS = 2
@@ -73,16 +73,20 @@ class Nemesis:
                 a = nodes[0]
                 b = nodes[1] if len(nodes) > 1 else ""
                 one_way = bool(step.params.get("one_way"))
+                required = [n for n in (a, b) if n != CLIENTS]
+                b = CLIENT if b == CLIENTS else b
                 if kind == "partition":
-                    await self._change(lambda c, s: s.partition(a, b, one_way=one_way), [a, b], None)
+                    await self._change(lambda c, s: s.partition(a, b, one_way=one_way), required, None)
                 elif kind == "isolate":
                     await self._change(lambda c, s: s.isolate(a, c.names), [a], None)
                 elif kind == "delay":
                     ms, jitter = int(step.params["ms"]), int(step.params["jitter_ms"])
-                    await self._change(lambda c, s: s.delay(a, b, ms, jitter, one_way=one_way), [a, b], seed)
+                    await self._change(
+                        lambda c, s: s.delay(a, b, ms, jitter, one_way=one_way), required, seed
+                    )
                 elif kind == "loss":
                     pct = float(step.params["percent"])
-                    await self._change(lambda c, s: s.loss(a, b, pct, one_way=one_way), [a, b], seed)
+                    await self._change(lambda c, s: s.loss(a, b, pct, one_way=one_way), required, seed)
                 self._record(kind, nodes, params)
         except (NetError, ClusterError) as exc:
             self.skipped.append((step, str(exc)))
@@ -129,6 +133,7 @@ class Nemesis:
         else:
             pair = step.nodes if step.kind != "isolate" else [node]
             a, b2 = pair[0], pair[1] if len(pair) > 1 else None
+            b2 = CLIENT if b2 == CLIENTS else b2
             for attempt in range(1, NET_RETRIES + 1):
                 try:
                     await self._change(lambda c, s: s.heal(a, b2), [], None)

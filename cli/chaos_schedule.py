@@ -12,7 +12,9 @@ What fits:
 - at most ``max_down`` brokers unavailable at any moment. ``kill``, ``term`` and ``pause`` take their broker
   down; ``isolate`` cuts its broker off; ``partition`` counts one broker: the broker partitioned from the
   controller, or the first of two partitioned brokers (each side's ISR loses the other). ``delay`` and
-  ``loss`` take nobody down.
+  ``loss`` take nobody down. ``loss`` may also fall on a broker's responses to its clients (``1 -> clients``,
+  one way: requests take effect, answers are lost), the fault that makes a non-idempotent producer write
+  twice (SPEC §10).
 - two faults in force at once never share a broker (a fault on a killed or paused broker cannot be applied,
   and a restart heals a node's links); they may share the controller, each on its own links.
 - ``isolate`` runs alone: its rules sit on every node's table, and a paused node's table cannot change.
@@ -27,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from protocol import CONTROLLER
+from protocol import CLIENTS, CONTROLLER
 
 FAULT_KINDS = ("kill", "term", "pause", "partition", "isolate", "delay", "loss")
 PROCESS_KINDS = ("kill", "term", "pause")
@@ -58,7 +60,7 @@ class FaultStep:
 
     @property
     def brokers(self) -> set[str]:
-        return {n for n in self.nodes if n != CONTROLLER}
+        return {n for n in self.nodes if n not in (CONTROLLER, CLIENTS)}
 
     def describe(self) -> str:
         p = self.params
@@ -206,9 +208,10 @@ def _place(
     nodes = [a]
     params: dict[str, Any] = {}
     if kind in ("partition", "delay", "loss"):
-        peers = [b for b in free if b != a] + [CONTROLLER]
+        peers = [b for b in free if b != a] + [CONTROLLER] + ([CLIENTS] if kind == "loss" else [])
         nodes.append(rng.choice(peers))
-        params["one_way"] = rng.random() < ONE_WAY_CHANCE
+        # Towards the clients only the answers are lost (a lost request never takes effect).
+        params["one_way"] = rng.random() < ONE_WAY_CHANCE or nodes[1] == CLIENTS
     if kind in ("kill", "term"):
         params["signal"] = "KILL" if kind == "kill" else "TERM"
     elif kind == "delay":

@@ -106,6 +106,7 @@ class ClusterClient:
         with trio.CancelScope() as scope:
             try:
                 async with open_connection(address[0], address[1], client_id=self.client_id) as conn:
+                    conn.responses_in_order = True  # a broker answers in order: a skipped answer was lost
                     self._conns[address] = (conn, scope)
                     task_status.started(conn)
                     while not conn.closed:
@@ -144,9 +145,11 @@ class ClusterClient:
 
     # ------------------------------------------------------------------ metadata
 
-    async def refresh_metadata(self, topics: list[str] | None = None) -> dict[str, Any]:
+    async def refresh_metadata(
+        self, topics: list[str] | None = None, *, timeout: float = 10.0
+    ) -> dict[str, Any]:
         body = {"topics": None if topics is None else [{"name": t} for t in topics]}
-        resp = await self.request_any(ApiKeys.METADATA, body)
+        resp = await self.request_any(ApiKeys.METADATA, body, timeout=timeout)
         self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in resp["brokers"]}
         self.controller_id = resp.get("controller_id", -1)
         for t in resp["topics"]:
@@ -160,9 +163,17 @@ class ClusterClient:
 
     async def topic_partitions(self, topic: str, *, wait_s: float = 10.0) -> list[int]:
         """The topic's partitions, waiting up to ``wait_s`` for it to appear with leaders."""
+        problem: ClientError | None = None
         with trio.move_on_after(wait_s):
             while True:
-                resp = await self.refresh_metadata([topic])
+                try:
+                    # Short tries, so that one lost answer does not use up the whole wait.
+                    resp = await self.refresh_metadata([topic], timeout=min(2.0, wait_s))
+                except ClientError as exc:
+                    problem = exc
+                    await trio.sleep(0.2)
+                    continue
+                problem = None
                 for t in resp["topics"]:
                     if t["name"] == topic and t["error_code"] == Errors.NONE and t["partitions"]:
                         return sorted(p["partition_index"] for p in t["partitions"])
@@ -175,6 +186,8 @@ class ClusterClient:
                             f"super user can grant it, e.g. `{grant}` (Write and Read imply Describe)"
                         )
                 await trio.sleep(0.2)
+        if problem is not None:
+            raise problem
         raise ClientError(
             f"topic {topic!r} does not exist: create it with `isrsim topic create {topic} --partitions P "
             f"--replication-factor R`"

@@ -1,6 +1,8 @@
-"""``isrsim dump-log``: the batches of a segment, or of every segment of a partition, in the style of
-Kafka's ``kafka-dump-log.sh --files``: offsets, count, leader epoch, position, size, CRC and whether it is
-valid. A torn or corrupt tail is reported where it starts, not raised."""
+"""``isrsim dump-log``: the batches of a segment, or of every segment of a partition, as Kafka's
+``kafka-dump-log.sh --files`` prints them: offsets, count, producer fields, leader epoch, position, size,
+codec, CRC and whether it is valid; with ``--print-data-log`` each record too (offset, timestamp, sizes,
+header keys, key and payload), compressed batches decompressed. A torn or corrupt tail is reported where it
+starts, not raised."""
 
 from __future__ import annotations
 
@@ -10,7 +12,19 @@ from typing import Any
 import click
 
 from cli.output import OUTPUT_OPTION, echo_json
-from protocol import CorruptRecordError, batch_crc, decode_records, read_header
+from protocol import CompressionType, CorruptRecordError, batch_crc, decode_records, read_header
+
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def _codec_name(attributes: int) -> str:
+    codec = attributes & 0x07
+    return CompressionType(codec).config_name if codec <= 4 else f"unknown({codec})"
 
 
 def segment_files(path: Path) -> list[Path]:
@@ -23,6 +37,29 @@ def segment_files(path: Path) -> list[Path]:
     if not path.exists():
         raise click.ClickException(f"{path} does not exist")
     return [path]
+
+
+def dump_index(path: Path) -> dict[str, Any]:
+    """The entries of a ``.index`` (relative offset i32, position i32) or ``.timeindex`` (timestamp i64,
+    relative offset i32) file, Kafka's formats, with absolute offsets."""
+    import struct
+
+    base = int(path.stem) if path.stem.isdigit() else 0
+    data = path.read_bytes()
+    if path.suffix == ".timeindex":
+        size, fmt = 12, struct.Struct(">qi")
+        entries = [
+            {"timestamp": ts, "offset": base + rel}
+            for ts, rel in fmt.iter_unpack(data[: len(data) // size * size])
+        ]
+    else:
+        size, fmt = 8, struct.Struct(">ii")
+        entries = [
+            {"offset": base + rel, "position": pos}
+            for rel, pos in fmt.iter_unpack(data[: len(data) // size * size])
+        ]
+    problem = f"{len(data) % size} bytes after the last whole entry" if len(data) % size else None
+    return {"file": str(path), "size": len(data), "entries": entries, "problem": problem}
 
 
 def dump_segment(path: Path, with_records: bool = False) -> dict[str, Any]:
@@ -41,25 +78,43 @@ def dump_segment(path: Path, with_records: bool = False) -> dict[str, Any]:
             problem = f"batch at position {pos}: {h.size} bytes claimed, {len(data) - pos} left (a torn tail)"
             break
         computed = batch_crc(data, pos)
+        last_sequence = -1 if h.base_sequence < 0 else h.base_sequence + h.last_offset_delta
         batch: dict[str, Any] = {
             "base_offset": h.base_offset,
             "last_offset": h.last_offset,
             "count": h.records_count,
+            "base_sequence": h.base_sequence,
+            "last_sequence": last_sequence,
+            "producer_id": h.producer_id,
+            "producer_epoch": h.producer_epoch,
             "partition_leader_epoch": h.partition_leader_epoch,
+            "is_transactional": bool(h.attributes & _TRANSACTIONAL),
+            "is_control": bool(h.attributes & _CONTROL),
             "position": pos,
             "create_time": h.max_timestamp,
             "size": h.size,
             "magic": h.magic,
+            "compresscodec": _codec_name(h.attributes),
             "crc": h.crc,
             "is_valid": computed == h.crc,
         }
         if with_records and batch["is_valid"]:
-            _, records = decode_records(data, pos)
+            try:
+                _, records = decode_records(data, pos)
+            except CorruptRecordError as exc:  # a codec it cannot read, records that do not parse
+                batch["records_problem"] = str(exc)
+                records = []
             batch["records"] = [
                 {
                     "offset": h.base_offset + r.offset_delta,
-                    "key": None if r.key is None else r.key.decode("utf-8", "replace"),
-                    "payload": None if r.value is None else r.value.decode("utf-8", "replace"),
+                    "create_time": h.base_timestamp + r.timestamp_delta,
+                    "key_size": -1 if r.key is None else len(r.key),
+                    "value_size": -1 if r.value is None else len(r.value),
+                    "sequence": -1 if h.base_sequence < 0 else h.base_sequence + r.offset_delta,
+                    "header_keys": [k for k, _ in r.headers],
+                    "headers": [[k, _text(v)] for k, v in r.headers],
+                    "key": _text(r.key),
+                    "payload": _text(r.value),
                 }
                 for r in records
             ]
@@ -70,11 +125,32 @@ def dump_segment(path: Path, with_records: bool = False) -> dict[str, Any]:
 
 @click.command("dump-log")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--print-data-log", is_flag=True, help="Also print each record's offset, key and payload.")
+@click.option(
+    "--print-data-log",
+    is_flag=True,
+    help="Also print each record: offset, timestamp, sizes, header keys, key and payload (decompressed).",
+)
 @OUTPUT_OPTION
 def dump_log(path: Path, print_data_log: bool, output: str) -> None:
     """Print the batches of PATH: a segment (<base offset>.log) or a partition directory (every segment),
-    like kafka-dump-log.sh --files. Exits 1 if a batch is corrupt or the file ends in a torn batch."""
+    like kafka-dump-log.sh --files; or the entries of a .index or .timeindex file. Exits 1 if a batch is
+    corrupt or the file ends in a torn batch."""
+    if path.suffix in (".index", ".timeindex") and path.is_file():
+        index = dump_index(path)
+        if output == "json":
+            echo_json([index])
+        else:
+            click.echo(f"Dumping {index['file']}")
+            for e in index["entries"]:
+                if "timestamp" in e:
+                    click.echo(f"timestamp: {e['timestamp']} offset: {e['offset']}")
+                else:
+                    click.echo(f"offset: {e['offset']} position: {e['position']}")
+            if index["problem"]:
+                click.echo(f"Found a problem: {index['problem']}")
+        if index["problem"]:
+            raise click.ClickException(f"{path}: {index['problem']}")
+        return
     dumps = [dump_segment(f, print_data_log) for f in segment_files(path)]
     if output == "json":
         echo_json(dumps)
@@ -86,12 +162,25 @@ def dump_log(path: Path, print_data_log: bool, output: str) -> None:
             for b in d["batches"]:
                 click.echo(
                     f"baseOffset: {b['base_offset']} lastOffset: {b['last_offset']} count: {b['count']} "
-                    f"partitionLeaderEpoch: {b['partition_leader_epoch']} position: {b['position']} "
+                    f"baseSequence: {b['base_sequence']} lastSequence: {b['last_sequence']} "
+                    f"producerId: {b['producer_id']} producerEpoch: {b['producer_epoch']} "
+                    f"partitionLeaderEpoch: {b['partition_leader_epoch']} "
+                    f"isTransactional: {str(b['is_transactional']).lower()} "
+                    f"isControl: {str(b['is_control']).lower()} position: {b['position']} "
                     f"CreateTime: {b['create_time']} size: {b['size']} magic: {b['magic']} "
-                    f"crc: {b['crc']} isvalid: {str(b['is_valid']).lower()}"
+                    f"compresscodec: {b['compresscodec']} crc: {b['crc']} "
+                    f"isvalid: {str(b['is_valid']).lower()}"
                 )
                 for r in b.get("records", []):
-                    click.echo(f"| offset: {r['offset']} key: {r['key']} payload: {r['payload']}")
+                    keys = ",".join(r["header_keys"])
+                    key = f" key: {r['key']}" if r["key"] is not None else ""
+                    click.echo(
+                        f"| offset: {r['offset']} CreateTime: {r['create_time']} keySize: {r['key_size']} "
+                        f"valueSize: {r['value_size']} sequence: {r['sequence']} headerKeys: [{keys}]"
+                        f"{key} payload: {r['payload'] if r['payload'] is not None else ''}"
+                    )
+                if b.get("records_problem"):
+                    click.echo(f"| records cannot be read: {b['records_problem']}")
             if d["problem"]:
                 click.echo(f"Found a problem at position {d['valid_bytes']}: {d['problem']}")
     bad = [d["file"] for d in dumps if d["problem"] or not all(b["is_valid"] for b in d["batches"])]

@@ -33,6 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cli.dump_log_cmd:dump_log",
         "Print the batches of a segment or partition (kafka-dump-log).",
     ),
+    "group": (
+        "cli.group_cmd:group",
+        "List and describe consumer groups: members, offsets, lag (kafka-consumer-groups).",
+    ),
     "health": ("cli.health_cmd:health", "Exit 0 if the node at HOST:PORT answers (healthchecks)."),
     "net": ("cli.net_cmd:net", "Inject network faults between nodes (partition, delay, loss, heal)."),
     "produce": ("cli.workload_cmd:produce", "Produce COUNT numbered records to TOPIC (acks=all by default)."),

@@ -6,6 +6,12 @@ and every node whose share changed gets its new share. Everything is checked bef
 (names, values, every node concerned up and answering); if one node then fails to take its rules, the
 nodes already changed get their old tables back. Every change is appended to ``<root>/faults.jsonl``.
 
+``clients`` names every client of a node (producers, consumers, the CLI: whatever is not a node), as B of
+``partition``, ``delay`` and ``loss`` (or A, for the clients -> node direction). ``net loss 1 clients
+--percent 30 --one-way`` loses 30 % of broker 1's responses to clients: the broker drops the response frame
+after the request took effect (SPEC §10), which is what makes a retrying producer write twice unless it is
+idempotent. Without ``--one-way`` the clients' requests are lost too (those never take effect).
+
 The functions below (``find_cluster``, ``read_tables``, ``change_faults``) are the library that the
 commands, ``cluster status`` and the chaos nemesis share.
 """
@@ -28,6 +34,8 @@ from cli.fault_journal import append_fault
 from cli.node_query import NO_ANSWER
 from cli.output import OUTPUT_OPTION, echo_json
 from protocol import (
+    CLIENT,
+    CLIENTS,
     CONTROLLER,
     ApiKeys,
     FaultError,
@@ -82,7 +90,20 @@ def node_sort_key(name: str) -> tuple[int, int]:
 
 def normalize_node(name: str) -> str:
     name = name.strip().lower()
+    if name in (CLIENTS, CLIENT):
+        return CLIENTS
     return str(int(name)) if name.isdigit() else name
+
+
+def endpoint(cluster: NetCluster, name: str) -> str:
+    """The rules' name of a link end: a node of ``cluster``, or every client (:data:`CLIENTS`)."""
+    name = normalize_node(name)
+    return CLIENT if name == CLIENTS else cluster.node(name).name
+
+
+def _processes(*names: str) -> list[str]:
+    """The names that are processes (which must be up to take rules), without ``clients``."""
+    return [n for n in names if normalize_node(n) != CLIENTS]
 
 
 def cluster_from_info(info: ClusterInfo) -> NetCluster:
@@ -261,7 +282,7 @@ def _run(
 ) -> tuple[NetCluster, Change]:
     try:
         cluster = find_cluster(data_dir, bootstrap_server)
-        names = [cluster.node(n).name for n in nodes]
+        names = [CLIENTS if normalize_node(n) == CLIENTS else cluster.node(n).name for n in nodes]
         change = trio.run(
             lambda: change_faults(cluster, lambda s: edit(cluster, s), required=required, seed=seed)
         )
@@ -286,6 +307,8 @@ def _check_pair(a: str, b: str) -> tuple[str, str]:
     a, b = normalize_node(a), normalize_node(b)
     if a == b:
         raise click.ClickException(f"A and B are the same node ({a})")
+    if not _processes(a, b):
+        raise click.ClickException("A or B must be a node: faults act in the nodes, not in the clients")
     return a, b
 
 
@@ -293,7 +316,8 @@ def _check_pair(a: str, b: str) -> tuple[str, str]:
 def net() -> None:
     """Network faults between the cluster's processes (partition, isolate, delay, loss, heal, status).
 
-    A and B are broker ids or "controller". Faults live in the nodes' memory: a restarted node starts
+    A and B are broker ids or "controller"; B (or A) may be "clients": every client of the other node.
+    Faults live in the nodes' memory: a restarted node starts
     healed. Every change is appended to <root>/faults.jsonl. See docs/faults.md.
     """
 
@@ -316,8 +340,8 @@ def net_partition(
         "partition",
         [a, b],
         {"one_way": one_way},
-        lambda c, s: s.partition(c.node(a).name, c.node(b).name, one_way=one_way),
-        [a, b],
+        lambda c, s: s.partition(endpoint(c, a), endpoint(c, b), one_way=one_way),
+        _processes(a, b),
         seed,
     )
     click.echo(f"partitioned {a} -> {b}" if one_way else f"partitioned {a} <-> {b}")
@@ -331,6 +355,10 @@ def net_partition(
 def net_isolate(a: str, seed: int | None, data_dir: Path | None, bootstrap_server: str | None) -> None:
     """Cut A off from every other node and every client, both ways."""
     a = normalize_node(a)
+    if a == CLIENTS:
+        raise click.ClickException(
+            "isolate takes a node: `net partition 1 clients` cuts a node's clients off"
+        )
     _run(
         data_dir,
         bootstrap_server,
@@ -378,8 +406,8 @@ def net_delay(
         "delay",
         [a, b],
         {"ms": ms, "jitter_ms": jitter_ms, "one_way": one_way},
-        lambda c, s: s.delay(c.node(a).name, c.node(b).name, ms, jitter_ms, one_way=one_way),
-        [a, b],
+        lambda c, s: s.delay(endpoint(c, a), endpoint(c, b), ms, jitter_ms, one_way=one_way),
+        _processes(a, b),
         seed,
     )
     arrow = "->" if one_way else "<->"
@@ -403,7 +431,10 @@ def net_loss(
     data_dir: Path | None,
     bootstrap_server: str | None,
 ) -> None:
-    """Lose each message between A and B with probability --percent (a lost request times out)."""
+    """Lose each message between A and B with probability --percent (a lost request times out).
+
+    With B "clients" and --one-way, A's responses to its clients are lost after their requests took
+    effect: `net loss 1 clients --percent 30 --one-way`."""
     a, b = _check_pair(a, b)
     if not math.isfinite(percent) or not 0 <= percent <= 100:
         raise click.ClickException(f"--percent must be within 0..100 (got {percent:g})")
@@ -413,8 +444,8 @@ def net_loss(
         "loss",
         [a, b],
         {"percent": percent, "one_way": one_way},
-        lambda c, s: s.loss(c.node(a).name, c.node(b).name, percent, one_way=one_way),
-        [a, b],
+        lambda c, s: s.loss(endpoint(c, a), endpoint(c, b), percent, one_way=one_way),
+        _processes(a, b),
         seed,
     )
     click.echo(f"{percent:g}% loss {a} {'->' if one_way else '<->'} {b}")
@@ -440,7 +471,7 @@ def net_heal(nodes: tuple[str, ...], data_dir: Path | None, bootstrap_server: st
         "heal",
         names,
         {},
-        lambda c, s: s.heal(None if a is None else c.node(a).name, None if b is None else c.node(b).name),
+        lambda c, s: s.heal(None if a is None else endpoint(c, a), None if b is None else endpoint(c, b)),
         [],
         None,
         no_change=f"no network faults in force{where}; nothing to heal",
@@ -484,7 +515,8 @@ def format_status(cluster: NetCluster, tables: dict[str, list[LinkFault] | None]
     faults = FaultSet.merge(t for t in tables.values() if t is not None)
     lines = ["network faults in force:" if len(faults) else "network faults in force: none"]
     for rule in faults:
-        lines.append(f"  {rule.src:>10} -> {rule.dst:<10} {rule.describe()}")
+        src, dst = (CLIENTS if n == CLIENT else n for n in rule.link)
+        lines.append(f"  {src:>10} -> {dst:<10} {rule.describe()}")
     states = []
     for name in cluster.names:
         table = tables.get(name)

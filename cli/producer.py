@@ -1,6 +1,13 @@
 """A producer workload: numbered records in batches, spread round-robin over the topic's partitions, sent to
 each partition's leader with up to ``max_in_flight`` requests per partition, retried on retriable errors
-after refreshing metadata (Kafka's producer without idempotence: a retry may duplicate a batch).
+after refreshing metadata.
+
+Idempotent by default (KIP-98, as Kafka's producers since 3.0), with acks=all: the producer asks a broker
+for a producer id (INIT_PRODUCER_ID) and stamps every batch with it, its epoch and the partition's next
+sequence (``cli.producer_sequences``); a retry carries the same numbers, so a batch whose answer was lost
+is written once and the retry is answered with the first write's offsets, and a partition's batches are
+written in order. Without idempotence (``idempotence=False``, or acks 0 or 1) a retry may write a batch
+twice and batches in flight together may be written out of order, as Kafka's producer without it.
 
 Every acknowledged batch is written to the workload journal ``acked-<producer_id>.jsonl`` (docs/storage.md),
 so a later check can prove that nothing acknowledged was lost.
@@ -20,13 +27,15 @@ from pathlib import Path
 
 import trio
 
-from cli.cluster_client import ClusterClient
+from cli.cluster_client import ClientError, ClusterClient
+from cli.producer_sequences import Assignment, EpochExhaustedError, PartitionSequences
 from protocol import (
     RETRIABLE,
     ApiKeys,
     CompressionType,
     ConnectionClosed,
     Errors,
+    ResponseLost,
     TopicPartition,
     build_simple_batch,
     read_header,
@@ -35,6 +44,11 @@ from protocol import (
 log = logging.getLogger(__name__)
 
 ACKS_BY_NAME = {"all": -1, "-1": -1, "1": 1, "0": 0}
+# A leader recognises a retry among a producer's last 5 batches (Kafka's limit on
+# max.in.flight.requests.per.connection with idempotence).
+MAX_IDEMPOTENT_IN_FLIGHT = 5
+# INIT_PRODUCER_ID answers that a retry may cure (besides RETRIABLE's).
+_INIT_RETRIABLE = frozenset({Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE})
 
 
 def now_ms() -> int:
@@ -156,6 +170,12 @@ class ProducerSettings:
     retry_backoff_max_ms: int = 1000
     # Kafka's compression.type of the producer: none, gzip, snappy, lz4 or zstd.
     compression_type: str = "none"
+    # Kafka's enable.idempotence (default true): in force with acks=all only, as Kafka's default.
+    idempotence: bool = True
+
+    @property
+    def idempotent(self) -> bool:
+        return self.idempotence and self.acks == -1
 
 
 def retry_backoff_s(attempt: int, base_ms: int, max_ms: int, rng: random.Random | None = None) -> float:
@@ -216,6 +236,14 @@ class Producer:
         self.on_progress = on_progress
         self.retry_log = RateLimitedLog(log)
         self._loop_ended: float | None = None  # when run() stopped starting batches
+        # Idempotence: the id INIT_PRODUCER_ID gave, each partition's sequences, and an event per partition
+        # set whenever one of its batches completes or its epoch is bumped (a batch refused as out of
+        # order waits on it).
+        self.kafka_producer_id = -1
+        self._epoch = 0
+        self._sequences: dict[TopicPartition, PartitionSequences] = {}
+        self._sequence_changed: dict[TopicPartition, trio.Event] = {}
+        self._next_batch_id = 0
 
     @property
     def _codec(self) -> int:
@@ -239,6 +267,8 @@ class Producer:
         partitions = await self.client.topic_partitions(self.topic)
         slots = {p: trio.Semaphore(self.settings.max_in_flight) for p in partitions}
         self.stats = ProduceStats()
+        if self.settings.idempotent and self.kafka_producer_id < 0:
+            await self.init_producer_id()
         start = time.monotonic()
         started_ms = now_ms()
         self._loop_ended = None
@@ -280,35 +310,151 @@ class Producer:
                             break
                 partition = partitions[i % len(partitions)]
                 i += 1
-                batch = build_simple_batch(self._values(seq, n), attributes=self._codec)
                 await slots[partition].acquire()
-                nursery.start_soon(self._send, (self.topic, partition), batch, n, slots[partition])
+                tp = (self.topic, partition)
+                values = self._values(seq, n)
+                batch_id = self._next_batch_id
+                self._next_batch_id += 1
+                if self.settings.idempotent:
+                    sequences = self._partition_sequences(tp)
+                    while not sequences.has_room(min(self.settings.max_in_flight, MAX_IDEMPOTENT_IN_FLIGHT)):
+                        await self._sequence_changed[tp].wait()
+                    assignment = sequences.add(batch_id, n)
+                    batch = self._build(values, assignment)
+                else:
+                    batch = build_simple_batch(values, attributes=self._codec)
+                nursery.start_soon(self._send, tp, values, batch, batch_id, slots[partition])
                 seq += n
                 self.stats.records_sent += n
             self._loop_ended = time.monotonic()  # the batches in flight may take a while longer
 
-    async def _send(self, tp: TopicPartition, batch: bytes, n: int, slot: trio.Semaphore) -> None:
+    # ------------------------------------------------------------------ idempotence
+
+    async def init_producer_id(self) -> None:
+        """A producer id from any broker (INIT_PRODUCER_ID), retried while the brokers cannot give one yet
+        (COORDINATOR_LOAD_IN_PROGRESS, no broker answering) until delivery.timeout.ms."""
+        s = self.settings
+        deadline = time.monotonic() + s.delivery_timeout_ms / 1000
+        attempt = 0
+        body = {"transactional_id": None, "transaction_timeout_ms": 0}
+        while True:
+            attempt += 1
+            why: str
+            try:
+                resp = await self.client.request_any(
+                    ApiKeys.INIT_PRODUCER_ID, body, timeout=s.request_timeout_ms / 1000
+                )
+                code = Errors(resp["error_code"])
+                if code == Errors.NONE:
+                    self.kafka_producer_id = int(resp["producer_id"])
+                    self._sequences = {}
+                    self._epoch = int(resp["producer_epoch"])
+                    log.info("producer id %d, epoch %d", self.kafka_producer_id, self._epoch)
+                    return
+                if code not in RETRIABLE and code not in _INIT_RETRIABLE:
+                    raise ClientError(
+                        f"INIT_PRODUCER_ID refused: {code.name}; use --no-idempotence to produce without a "
+                        "producer id"
+                    )
+                why = code.name
+            except ClientError as exc:
+                if "INIT_PRODUCER_ID refused" in str(exc):
+                    raise
+                why = str(exc)
+            if time.monotonic() >= deadline:
+                raise ClientError(f"no producer id within delivery.timeout.ms ({why})")
+            self.retry_log.warning(f"init:{why}", f"INIT_PRODUCER_ID: {why}; retrying")
+            await trio.sleep(retry_backoff_s(attempt, s.retry_backoff_ms, s.retry_backoff_max_ms))
+
+    def _partition_sequences(self, tp: TopicPartition) -> PartitionSequences:
+        sequences = self._sequences.get(tp)
+        if sequences is None:
+            sequences = self._sequences[tp] = PartitionSequences(self._epoch)
+            self._sequence_changed[tp] = trio.Event()
+        return sequences
+
+    def _sequences_changed(self, tp: TopicPartition) -> None:
+        self._sequence_changed[tp].set()
+        self._sequence_changed[tp] = trio.Event()
+
+    def _build(self, values: list[bytes], assignment: Assignment) -> bytes:
+        return build_simple_batch(
+            values,
+            attributes=self._codec,
+            producer_id=self.kafka_producer_id,
+            producer_epoch=assignment.epoch,
+            base_sequence=assignment.base_sequence,
+        )
+
+    async def _out_of_order(self, tp: TopicPartition, batch_id: int, deadline: float) -> None:
+        """A batch refused as out of order: if an earlier batch of its partition is unacked, wait until
+        something of the partition changes; if it is the earliest, the gap cannot close: bump the epoch."""
+        sequences = self._sequences[tp]
+        if sequences.is_first(batch_id):
+            sequences.bump_epoch()
+            log.warning(
+                "%s-%d: sequence gap that no unacked batch can fill: producer epoch bumped to %d",
+                tp[0],
+                tp[1],
+                sequences.epoch,
+            )
+            self._sequences_changed(tp)
+            return
+        with trio.move_on_at(deadline):
+            await self._sequence_changed[tp].wait()
+
+    async def _my_turn(self, tp: TopicPartition, batch_id: int, deadline: float) -> bool:
+        """Whether the batch may go out now; if not, waits until something of its partition changed (or
+        the deadline) and says False."""
+        if self._sequences[tp].may_send(batch_id) or time.monotonic() >= deadline:
+            return True
+        with trio.move_on_at(deadline):
+            await self._sequence_changed[tp].wait()
+        return False
+
+    # ------------------------------------------------------------------ sending
+
+    async def _send(
+        self, tp: TopicPartition, values: list[bytes], batch: bytes, batch_id: int, slot: trio.Semaphore
+    ) -> None:
+        acked = False
         try:
-            await self._send_with_retries(tp, batch, n)
+            acked = await self._send_with_retries(tp, values, batch, batch_id)
         finally:
+            if self.settings.idempotent:
+                self._sequences[tp].done(batch_id, acked=acked)
+                self._sequences_changed(tp)
             slot.release()
             if self.on_progress:
                 self.on_progress(self.stats)
 
-    async def _send_with_retries(self, tp: TopicPartition, batch: bytes, n: int) -> None:
+    async def _send_with_retries(
+        self, tp: TopicPartition, values: list[bytes], batch: bytes, batch_id: int
+    ) -> bool:
+        """True once acknowledged; False when it failed for good."""
         s = self.settings
+        n = len(values)
         sent_ms = now_ms()
         deadline = time.monotonic() + s.delivery_timeout_ms / 1000
+        partition_data: dict[str, object] = {"index": tp[1], "records": batch}
         body = {
             "transactional_id": None,
             "acks": s.acks,
             "timeout_ms": s.request_timeout_ms,
-            "topic_data": [{"name": tp[0], "partition_data": [{"index": tp[1], "records": batch}]}],
+            "topic_data": [{"name": tp[0], "partition_data": [partition_data]}],
         }
+        sent_with = self._sequences[tp].assignment(batch_id) if s.idempotent else None
         attempt = 0
         previous = ""
         while True:
             attempt += 1
+            if sent_with is not None and self._sequences[tp].assignment(batch_id) != sent_with:
+                # The partition's epoch was bumped: the batch goes with its new epoch and sequence.
+                sent_with = self._sequences[tp].assignment(batch_id)
+                batch = partition_data["records"] = self._build(values, sent_with)
+            if s.idempotent and not await self._my_turn(tp, batch_id, deadline):
+                attempt -= 1
+                continue
             t0 = time.monotonic()
             error: str
             remaining = max(0.001, deadline - t0)
@@ -318,24 +464,44 @@ class Producer:
                 if leader < 0:
                     raise ConnectionClosed(f"no leader known for {tp[0]}-{tp[1]}")
                 conn = await self.client.broker_connection(leader)
+                if s.idempotent:
+                    if not self._sequences[tp].may_send(batch_id):
+                        attempt -= 1
+                        continue  # an earlier batch must go again first
+                    self._sequences[tp].sending(batch_id)
                 if s.acks == 0:
                     await conn.send_no_response(ApiKeys.PRODUCE, body)
-                    return
+                    return True
                 timeout = min(s.request_timeout_ms / 1000 + 5, remaining)
                 resp = await conn.request(ApiKeys.PRODUCE, body, timeout=timeout)
                 part = resp["responses"][0]["partition_responses"][0]
                 code = Errors(part["error_code"])
                 if code == Errors.NONE:
                     self._acked(tp, batch, n, part["base_offset"], sent_ms, t0)
-                    return
+                    return True
                 error = code.name
                 retriable = code in RETRIABLE or code == Errors.REQUEST_TIMED_OUT
+                if s.idempotent and code in (Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, Errors.UNKNOWN_PRODUCER_ID):
+                    self._sequences[tp].to_resend(batch_id)
+                    try:
+                        await self._out_of_order(tp, batch_id, deadline)
+                    except EpochExhaustedError as exc:
+                        error, retriable = f"{error} ({exc})", False
+                    else:
+                        if time.monotonic() < deadline:
+                            self.stats.retries += 1
+                            continue
             except trio.TooSlowError:
                 # An attempt cut short by delivery.timeout.ms was not timed out by the broker: the batch
                 # failed for the error it was being retried for.
                 error = previous if cut_by_delivery_timeout and previous else "TooSlowError"
                 retriable = True
                 self._drop_leader_connection(tp)
+            except ResponseLost:
+                # A later request on the connection was answered first: this answer was lost (whether
+                # the batch was written is unknown). The connection is fine: the others on it go on.
+                error = "ResponseLost"
+                retriable = True
             except (OSError, ConnectionClosed) as exc:
                 # Batches share a connection: one cut short by delivery.timeout.ms drops it under the others.
                 # An attempt that was itself in its last stretch failed for the error it was retried for.
@@ -345,6 +511,8 @@ class Producer:
             except KeyError as exc:
                 error = f"malformed response ({exc})"
                 retriable = False
+            if s.idempotent:
+                self._sequences[tp].to_resend(batch_id)
             previous = error
             self.stats.errors[error] += 1
             self.stats.last_error = error
@@ -362,7 +530,7 @@ class Producer:
                     f"failed:{error}",
                     f"{tp[0]}-{tp[1]}: batch of {n} records failed after {attempt} attempts ({why}): {error}",
                 )
-                return
+                return False
             self.stats.retries += 1
             self.retry_log.warning(
                 f"retry:{error}", f"{tp[0]}-{tp[1]}: {error} (retriable); retrying with back-off"
@@ -372,7 +540,7 @@ class Producer:
             backoff = retry_backoff_s(attempt, s.retry_backoff_ms, s.retry_backoff_max_ms)
             await trio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
             try:
-                await self.client.refresh_metadata([tp[0]])
+                await self.client.refresh_metadata([tp[0]], timeout=s.request_timeout_ms / 1000)
             except Exception as exc:  # the next attempt reports it
                 log.debug("metadata refresh failed: %s", exc)
 

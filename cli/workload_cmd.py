@@ -124,6 +124,13 @@ class _ProduceRun:
     help="Directory for acked-<producer_id>.jsonl (default: <data-dir>/workload, with --bootstrap-server "
     "too, so that the report can check every acknowledged batch).",
 )
+@click.option(
+    "--idempotence/--no-idempotence",
+    default=None,
+    help="An idempotent producer (KIP-98; Kafka's enable.idempotence): a producer id, epoch and sequences "
+    "on every batch, so a retried batch is written once and in order. Default: on with --acks all, off "
+    "otherwise; --idempotence with --acks 0 or 1 is an error (as Kafka's).",
+)
 @click.option("--no-acked-journal", is_flag=True, help="Write no workload journal.")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: on a terminal).")
 @DATA_DIR_OPTION
@@ -141,6 +148,7 @@ def produce(
     retry_backoff_ms: int,
     retry_backoff_max_ms: int,
     compression_type: str,
+    idempotence: bool | None,
     acked_journal: Path | None,
     no_acked_journal: bool,
     progress: bool | None,
@@ -158,8 +166,15 @@ def produce(
         raise click.BadParameter(
             "--count and --record-size must be >= 0, --batch-records/--max-in-flight >= 1"
         )
+    if idempotence and ACKS_BY_NAME[acks] != -1:
+        raise click.BadParameter(
+            "must set --acks all to use the idempotent producer (otherwise idempotence cannot be "
+            "guaranteed); or pass --no-idempotence",
+            param_hint="--idempotence",
+        )
     settings = ProducerSettings(
         acks=ACKS_BY_NAME[acks],
+        idempotence=idempotence is not False,
         record_size=record_size,
         batch_records=batch_records,
         max_in_flight=max_in_flight,

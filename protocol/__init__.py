@@ -16,12 +16,26 @@ from protocol.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from protocol.api_keys import CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
-    from protocol.client import AuthenticationFailed, ConnectionClosed, KafkaConnection, open_connection
+    from protocol.client import (
+        AuthenticationFailed,
+        ConnectionClosed,
+        KafkaConnection,
+        ResponseLost,
+        open_connection,
+    )
     from protocol.common import TopicPartition, error_name, wall_clock_ms
     from protocol.compression import CODEC_NAMES, CompressionType
+    from protocol.consumer_protocol import (
+        CONSUMER_PROTOCOL_TYPE,
+        decode_assignment,
+        decode_subscription,
+        encode_assignment,
+        encode_subscription,
+        range_assign,
+    )
     from protocol.errors import RETRIABLE, CorruptRecordError, Errors
     from protocol.fault_injector import net_faults_set_body, rules_from_body
-    from protocol.faults import CONTROLLER, FaultError, FaultSet, LinkFault
+    from protocol.faults import CLIENT, CLIENTS, CONTROLLER, FaultError, FaultSet, LinkFault
     from protocol.records import (
         ATTRIBUTES_OFFSET,
         BATCH_HEADER_SIZE,
@@ -47,11 +61,18 @@ _EXPORTS: dict[str, str] = {
     "LATEST_TIMESTAMP": "protocol.api_keys",
     "AuthenticationFailed": "protocol.client",
     "ConnectionClosed": "protocol.client",
+    "ResponseLost": "protocol.client",
     "KafkaConnection": "protocol.client",
     "open_connection": "protocol.client",
     "TopicPartition": "protocol.common",
     "CODEC_NAMES": "protocol.compression",
     "CompressionType": "protocol.compression",
+    "CONSUMER_PROTOCOL_TYPE": "protocol.consumer_protocol",
+    "decode_assignment": "protocol.consumer_protocol",
+    "decode_subscription": "protocol.consumer_protocol",
+    "encode_assignment": "protocol.consumer_protocol",
+    "encode_subscription": "protocol.consumer_protocol",
+    "range_assign": "protocol.consumer_protocol",
     "error_name": "protocol.common",
     "wall_clock_ms": "protocol.common",
     "CorruptRecordError": "protocol.errors",
@@ -59,6 +80,8 @@ _EXPORTS: dict[str, str] = {
     "RETRIABLE": "protocol.errors",
     "net_faults_set_body": "protocol.fault_injector",
     "rules_from_body": "protocol.fault_injector",
+    "CLIENT": "protocol.faults",
+    "CLIENTS": "protocol.faults",
     "CONTROLLER": "protocol.faults",
     "FaultError": "protocol.faults",
     "FaultSet": "protocol.faults",
@@ -79,7 +102,10 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ATTRIBUTES_OFFSET",
     "BATCH_HEADER_SIZE",
+    "CLIENT",
+    "CLIENTS",
     "CODEC_NAMES",
+    "CONSUMER_PROTOCOL_TYPE",
     "CONSUMER_REPLICA_ID",
     "CONTROLLER",
     "EARLIEST_TIMESTAMP",
@@ -97,16 +123,22 @@ __all__ = [
     "FaultSet",
     "KafkaConnection",
     "LinkFault",
+    "ResponseLost",
     "SecurityConfigError",
     "TopicPartition",
     "batch_crc",
     "build_simple_batch",
     "current_client_security",
+    "decode_assignment",
     "decode_records",
+    "decode_subscription",
+    "encode_assignment",
+    "encode_subscription",
     "error_name",
     "iter_batches",
     "net_faults_set_body",
     "open_connection",
+    "range_assign",
     "read_header",
     "rules_from_body",
     "wall_clock_ms",

@@ -53,6 +53,12 @@ class ConnectionClosed(Exception):
     """The connection is gone (closed by either side, broken, or sent an invalid frame)."""
 
 
+class ResponseLost(ConnectionClosed):
+    """A later request on the connection was answered first, so this one's response was lost on the way:
+    a server answers a connection's requests in order (SPEC §1, as Kafka's). The connection itself is
+    still usable; whether the request took effect is unknown."""
+
+
 class AuthenticationFailed(ConnectionClosed):
     """The server refused this client's SASL authentication and closed the connection; ``error`` is the code
     it answered (SASL_AUTHENTICATION_FAILED 58, UNSUPPORTED_SASL_MECHANISM 33, ILLEGAL_SASL_STATE 34)."""
@@ -88,6 +94,11 @@ class KafkaConnection:
         self._send_lock = trio.Lock()
         self._ids = itertools.count()
         self._pending: dict[int, _Pending] = {}
+        # Set by a client that relies on the server answering in request order (an isrsim or Kafka broker,
+        # SPEC §1): an answer then tells the requests sent before it and still unanswered that theirs were
+        # lost (:class:`ResponseLost`) instead of leaving them to time out. Off by default: the connection
+        # also serves peers that complete requests out of order.
+        self.responses_in_order = False
         self._closed: ConnectionClosed | None = None
         self._reader_scope = trio.CancelScope()
 
@@ -191,6 +202,8 @@ class KafkaConnection:
     async def _wait(self, pending: _Pending) -> dict[str, Any]:
         await pending.event.wait()
         if pending.error is not None:
+            if isinstance(pending.error, ResponseLost):
+                raise ResponseLost(str(pending.error))
             raise ConnectionClosed(str(pending.error)) from pending.error
         assert pending.body is not None
         return pending.body
@@ -207,11 +220,21 @@ class KafkaConnection:
 
     def _deliver(self, frame: bytes | bytearray) -> None:
         cid, body = decode_response(frame)
-        pending = self._pending.pop(cid, None)
-        if pending is None:
+        if cid not in self._pending:
             # The request timed out or was cancelled (or the server answered a no-response request).
             log.debug("Dropping a response to correlation id %d: nobody is waiting for it", cid)
             return
+        # ``_pending`` is in sending order: requests sent before this one and still unanswered will never
+        # be answered (responses come in request order), so their waiters learn it now, not at a timeout.
+        for earlier in list(self._pending) if self.responses_in_order else ():
+            if earlier == cid:
+                break
+            lost = self._pending.pop(earlier)
+            lost.error = ResponseLost(
+                f"no response to correlation id {earlier}: a later request ({cid}) was answered first"
+            )
+            lost.event.set()
+        pending = self._pending.pop(cid)
         pending.body = body
         pending.event.set()
 
@@ -345,6 +368,7 @@ __all__ = [
     "AuthenticationFailed",
     "ConnectionClosed",
     "KafkaConnection",
+    "ResponseLost",
     "connect_stream",
     "open_connection",
     "open_tcp_stream",

@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 
 CONTROLLER = "controller"
 CLIENT = "client"
+# What the command line and faults.jsonl call CLIENT: every client of a node (``net loss 1 clients``).
+CLIENTS = "clients"
 
 _BROKER_CLIENT_ID = re.compile(r"^(?:broker|replica-fetcher)-(\d+)(?:[-/].*)?$")
 _CONTROLLER_CLIENT_ID = re.compile(r"^controller(?:[-/].*)?$")
@@ -263,6 +265,7 @@ class FaultSet:
 
 __all__ = [
     "CLIENT",
+    "CLIENTS",
     "CONTROLLER",
     "DELIVER",
     "Decision",

@@ -20,10 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from protocol import controller_messages as cm
+from protocol import producer_id_messages as pim
+from protocol import raft_messages as rm
 from protocol import security_messages as sm
 from protocol.api_keys import ApiKeys
 from protocol.controller_messages import *  # noqa: F403  (re-exported: one module to import from)
 from protocol.fault_messages import NetFaultsRequest, NetFaultsResponse
+from protocol.group_messages import GROUP_API_VERSIONS, GROUP_REQUEST_TYPES, GROUP_RESPONSE_TYPES
 from protocol.sasl_messages import SASL_REQUEST_TYPES, SASL_RESPONSE_TYPES
 from protocol.schema import Int8, Int16, Int32, Int64
 
@@ -448,7 +451,24 @@ RESPONSE_TYPES.update(
     }
 )
 
+# The consumer-group APIs (protocol/group_messages.py).
+REQUEST_TYPES.update(GROUP_REQUEST_TYPES)
+RESPONSE_TYPES.update(GROUP_RESPONSE_TYPES)
+
+# The controller quorum's APIs (protocol/raft_messages.py); voters' FETCH has its own types there.
+REQUEST_TYPES.update({k: t for k, t in rm.RAFT_REQUEST_TYPES.items() if k != ApiKeys.FETCH})
+RESPONSE_TYPES.update({k: t for k, t in rm.RAFT_RESPONSE_TYPES.items() if k != ApiKeys.FETCH})
+
+# Idempotent producers' ids (protocol/producer_id_messages.py).
+REQUEST_TYPES[ApiKeys.INIT_PRODUCER_ID] = pim.InitProducerIdRequest
+REQUEST_TYPES[ApiKeys.ALLOCATE_PRODUCER_IDS] = pim.AllocateProducerIdsRequest
+RESPONSE_TYPES[ApiKeys.INIT_PRODUCER_ID] = pim.InitProducerIdResponse
+RESPONSE_TYPES[ApiKeys.ALLOCATE_PRODUCER_IDS] = pim.AllocateProducerIdsResponse
+
 SUPPORTED_VERSIONS: dict[ApiKeys, tuple[int, int]] = dict.fromkeys(REQUEST_TYPES, (0, 0))
+# The group APIs behave differently by version (KIP-394 member ids from JoinGroup v4, batched
+# FindCoordinator v4, LeaveGroup v3, OffsetFetch v8): the msgpack encoding serves Kafka's versions of them.
+SUPPORTED_VERSIONS.update(GROUP_API_VERSIONS)
 
 # The versions served in Kafka's own encoding (SPEC §10, docs/clients.md), by Kafka's API key: the msgpack
 # encoding serves each API at version 0 (SUPPORTED_VERSIONS); a Kafka client sees these. A broker advertises

@@ -26,8 +26,10 @@ values without copying them, and checks what Kafka's ``LogValidator`` checks. Bo
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import attrgetter
 
 Buffer = bytes | bytearray | memoryview
@@ -145,6 +147,13 @@ def encode_records(records: Iterable[Record]) -> bytes:
 
 def encode_values(values: Sequence[bytes | None]) -> bytes:
     """Key-less, header-less records with offset deltas ``0..n-1`` and timestamp delta 0 (the producer's)."""
+    if values and None not in values:
+        lengths = set(map(len, values))  # type: ignore[arg-type]
+        if len(lengths) == 1:
+            # Values of one length (the common case): every record's bytes before its value depend only on
+            # its index, so they are made once per length and the records are joined at C speed.
+            heads = _uniform_heads(lengths.pop(), len(values))
+            return b"".join(chain.from_iterable(zip(heads, values, strict=False))) + b"\x00"  # type: ignore[arg-type]
     parts: list[bytes] = []
     append = parts.append
     cache = _VARINT_CACHE
@@ -162,6 +171,27 @@ def encode_values(values: Sequence[bytes | None]) -> bytes:
         append(value)
         append(b"\x00")
     return b"".join(parts)
+
+
+# For a value length: the bytes of record i up to its value, preceded (from the second on) by the previous
+# record's empty headers count. Kept for a few lengths, as long as the longest batch asked for.
+_HEADS: dict[int, list[bytes]] = {}
+_HEADS_LENGTHS = 8
+
+
+def _uniform_heads(size: int, count: int) -> list[bytes]:
+    heads = _HEADS.get(size)
+    if heads is None:
+        if len(_HEADS) >= _HEADS_LENGTHS:
+            _HEADS.pop(next(iter(_HEADS)))
+        heads = _HEADS[size] = []
+    if len(heads) < count:
+        vl = varint(size)
+        for i in range(len(heads), count):
+            od = varint(i)
+            head = varint(4 + len(od) + len(vl) + size) + b"\x00\x00" + od + b"\x01" + vl
+            heads.append(head if i == 0 else b"\x00" + head)
+    return heads
 
 
 # ---------------------------------------------------------------------------------------------- decoding
@@ -367,6 +397,11 @@ def fast_scan_batch(batch: bytes, base_offset: int, base_timestamp: int, count: 
     if _CRecordBatch is None:
         return None
     padded = batch + _PAD
+    # The reader makes a few objects per record, all freed by reference counting as soon as this returns:
+    # the cyclic collector has nothing to find among them, and running it every 700 of them would cost
+    # more than the walk itself (measured: 0.3 -> 0.13 us per record on 1,000-record batches).
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         records = list(_CRecordBatch(memoryview(padded)[: len(batch)]))
         if len(records) != count or list(map(_OFFSET, records)) != list(
@@ -376,6 +411,9 @@ def fast_scan_batch(batch: bytes, base_offset: int, base_timestamp: int, count: 
         return int(max(map(_TIMESTAMP, records))) - base_timestamp
     except Exception:  # its CorruptRecordException, a None timestamp (-1), invalid UTF-8 in a header key ...
         return None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _skip_headers(data: Buffer, p: int, index: int) -> int:

@@ -99,8 +99,9 @@ def build_session(master: str | None = None, app_name: str = "isrsim-report") ->
 
 def ship_code(spark: Any) -> None:
     """Send the project's packages to the executors (``addPyFile``), so the data sources import there.
-    The executors still need the third-party modules the readers use (numpy, pyarrow, crc32c, msgpack):
-    ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) names an interpreter that has them on every worker."""
+    The executors still need the third-party modules the readers use (numpy, pyarrow, crc32c; for record
+    contents also cramjam, zstandard and aiokafka): ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) names
+    an interpreter that has them on every worker."""
     import importlib
 
     tmp = Path(tempfile.mkdtemp(prefix="isrsim-report-"))

@@ -10,6 +10,7 @@ from broker.config import (
     AUTHORIZER_CONFIG_KEYS,
     DEFAULT_SECURITY_PROTOCOL_MAP,
     SECURITY_CONFIG_KEYS,
+    ConfigError,
     ConfigKey,
     ConfigValues,
     ListenerEndpoint,
@@ -20,6 +21,25 @@ from broker.config import (
     parse_str,
 )
 from broker.controller.topics import TopicSettings
+from broker.raft.quorum_state import QuorumConfig
+
+
+def parse_voters(value: str) -> dict[int, tuple[str, int]]:
+    """``controller.quorum.voters``: ``id@host:port,...`` (Kafka's form) to {id: (host, port)}."""
+    voters: dict[int, tuple[str, int]] = {}
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "@" not in item:
+            raise ValueError(f"controller.quorum.voters: {item!r} is not id@host:port")
+        id_text, address = item.split("@", 1)
+        host, _, port = address.rpartition(":")
+        if not id_text.strip().isdigit() or not port.isdigit() or not host:
+            raise ValueError(f"controller.quorum.voters: {item!r} is not id@host:port")
+        voters[int(id_text)] = (host.strip("[]"), int(port))
+    return voters
+
 
 CONTROLLER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     *AUTHORIZER_CONFIG_KEYS,
@@ -82,6 +102,41 @@ CONTROLLER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "reaches the brokers with the protocol of its first listener.",
     ),
     *SECURITY_CONFIG_KEYS,
+    ConfigKey(
+        "controller.quorum.voters",
+        parse_str,
+        "",
+        "The controller quorum, id@host:port,... (this controller among them); empty = a single controller "
+        "without a quorum (its state in cluster-metadata.json).",
+    ),
+    ConfigKey(
+        "controller.quorum.election.timeout.ms",
+        parse_int,
+        1000,
+        "A voter that hears of no leader this long (plus a random share of it) stands for election.",
+        1,
+    ),
+    ConfigKey(
+        "controller.quorum.fetch.timeout.ms",
+        parse_int,
+        2000,
+        "A follower whose fetches from the leader fail this long stands for election; a leader that no "
+        "majority fetched from for 1.5 x this resigns.",
+        1,
+    ),
+    ConfigKey(
+        "controller.quorum.election.backoff.max.ms",
+        parse_int,
+        1000,
+        "The longest random wait before a candidate that lost an election stands again.",
+        1,
+    ),
+    ConfigKey(
+        "controller.quorum.request.timeout.ms", parse_int, 2000, "Timeout of a request to another voter.", 1
+    ),
+    ConfigKey(
+        "controller.quorum.retry.backoff.ms", parse_int, 20, "Wait before retrying a failed voter request.", 1
+    ),
 )
 CONTROLLER_KEYS_BY_NAME: dict[str, ConfigKey] = {k.name: k for k in CONTROLLER_CONFIG_KEYS}
 
@@ -94,6 +149,15 @@ class ControllerConfig(ConfigValues):
 
     def check(self) -> None:
         _ = self.listeners, self.protocols
+        try:
+            voters = self.quorum_voters
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if voters and self.node_id not in voters:
+            raise ConfigError(
+                f"node.id={self.node_id} is not one of controller.quorum.voters "
+                f"({', '.join(map(str, voters))})"
+            )
 
     @property
     def protocols(self) -> dict[str, str]:
@@ -123,6 +187,21 @@ class ControllerConfig(ConfigValues):
     @property
     def directory(self) -> Path:
         return Path(str(self.values["metadata.log.dir"]))
+
+    @property
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        """``controller.quorum.voters`` as {id: (host, port)}; empty when there is no quorum."""
+        return parse_voters(str(self.values["controller.quorum.voters"]))
+
+    @property
+    def quorum_config(self) -> QuorumConfig:
+        return QuorumConfig(
+            election_timeout_ms=self.get_int("controller.quorum.election.timeout.ms"),
+            fetch_timeout_ms=self.get_int("controller.quorum.fetch.timeout.ms"),
+            election_backoff_max_ms=self.get_int("controller.quorum.election.backoff.max.ms"),
+            request_timeout_ms=self.get_int("controller.quorum.request.timeout.ms"),
+            retry_backoff_ms=self.get_int("controller.quorum.retry.backoff.ms"),
+        )
 
     @property
     def topic_defaults(self) -> TopicSettings:

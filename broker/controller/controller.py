@@ -26,10 +26,11 @@ from broker.auth_helper import AuthHelper, ClusterAuthorizationError, build_auth
 from broker.controller.channel_manager import ControllerChannelManager
 from broker.controller.config import ControllerConfig
 from broker.controller.controller_metrics import ControllerMetrics
-from broker.controller.core import ControllerCore, ControllerSettings
+from broker.controller.core import ControllerCore, ControllerSettings, Effects
+from broker.controller.quorum import RAFT_APIS, RaftManager
 from broker.controller.request_batch import OutboundRequest
 from broker.controller.security_control import SecurityControl
-from broker.controller.state import save_state, start_new_epoch
+from broker.controller.state import ClusterState, save_state, start_new_epoch
 from broker.journal import Journal
 from broker.metrics.http_server import MetricsHttpServer
 from broker.network import SocketServer
@@ -47,6 +48,7 @@ from protocol.common import monotonic_ms, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
+from protocol.raft_messages import RAFT_API_VERSIONS
 from protocol.sasl_messages import SASL_API_VERSIONS
 from protocol.schema import from_body, to_body
 from protocol.security import current_client_security
@@ -69,6 +71,7 @@ CONTROLLER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.DELETE_ACLS,
     ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
     ApiKeys.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKeys.ALLOCATE_PRODUCER_IDS,
 )
 
 # What the principal needs on the cluster before these are handled (docs/security.md). The rest:
@@ -79,12 +82,20 @@ CLUSTER_OPERATION_APIS: dict[ApiKeys, AclOperation] = {
     ApiKeys.BROKER_HEARTBEAT: AclOperation.CLUSTER_ACTION,
     ApiKeys.ALTER_PARTITION: AclOperation.CLUSTER_ACTION,
     ApiKeys.CONTROLLED_SHUTDOWN: AclOperation.CLUSTER_ACTION,
+    ApiKeys.ALLOCATE_PRODUCER_IDS: AclOperation.CLUSTER_ACTION,
     ApiKeys.DESCRIBE_ACLS: AclOperation.DESCRIBE,
     ApiKeys.CREATE_ACLS: AclOperation.ALTER,
     ApiKeys.DELETE_ACLS: AclOperation.ALTER,
     ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: AclOperation.DESCRIBE,
     ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: AclOperation.ALTER,
+    ApiKeys.VOTE: AclOperation.CLUSTER_ACTION,
+    ApiKeys.BEGIN_QUORUM_EPOCH: AclOperation.CLUSTER_ACTION,
+    ApiKeys.END_QUORUM_EPOCH: AclOperation.CLUSTER_ACTION,
+    ApiKeys.FETCH: AclOperation.CLUSTER_ACTION,
+    ApiKeys.DESCRIBE_QUORUM: AclOperation.DESCRIBE,
 }
+# How long a decision may wait for the quorum to commit it before the request is answered NOT_CONTROLLER.
+COMMIT_TIMEOUT_S = 5.0
 ACL_APIS = (ApiKeys.DESCRIBE_ACLS, ApiKeys.CREATE_ACLS, ApiKeys.DELETE_ACLS)
 
 
@@ -106,6 +117,11 @@ class KafkaController:
         self._stop = trio.Event()
         self.core: ControllerCore | None = None
         self.journal: Journal | None = None
+        # The quorum (controller.quorum.voters set): this controller is active only while it leads it.
+        self.voters = config.quorum_voters
+        self.raft: RaftManager | None = None
+        self.active_epoch = -1
+        self._nursery: trio.Nursery | None = None
         self.channels = ControllerChannelManager(
             self.controller_id,
             request_timeout_s=config.get_int("controller.socket.timeout.ms") / 1000.0,
@@ -119,6 +135,8 @@ class KafkaController:
         # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
         # Kafka's does on every listener.
         self.apis.supported.update(SASL_API_VERSIONS)
+        if self.voters:
+            self.apis.supported.update(RAFT_API_VERSIONS)
         self.request_channel = RequestChannel(config.get_int("queued.max.requests"))
         host, port = config.listener
         self.host = host
@@ -169,9 +187,10 @@ class KafkaController:
         return request.listener_name if len(self.listeners) > 1 else None
 
     def _peers(self) -> list[tuple[str, str, int]]:
+        voters = [(str(v), h, p) for v, (h, p) in sorted(self.voters.items()) if v != self.controller_id]
         if self.core is None:
-            return []
-        return [(str(b), reg.host, reg.port) for b, reg in sorted(self.core.state.brokers.items())]
+            return voters
+        return voters + [(str(b), reg.host, reg.port) for b, reg in sorted(self.core.state.brokers.items())]
 
     def _resolve_peer(self, host: str, port: int) -> str | None:
         for node, h, p in self._peers():
@@ -181,12 +200,8 @@ class KafkaController:
 
     # ------------------------------------------------------------------------------------ running
 
-    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        for unknown in self.config.unknown_keys:
-            log.warning("controller %d: unknown configuration key %r ignored", self.controller_id, unknown)
-        state = start_new_epoch(self.directory, self.config.cluster_id)
-        security = self._load_security()
-        self.core = ControllerCore(
+    def _make_core(self, state: ClusterState) -> ControllerCore:
+        core = ControllerCore(
             state,
             ControllerSettings(
                 controller_id=self.controller_id,
@@ -196,60 +211,166 @@ class KafkaController:
             now_ms=self.clock_ms(),
             rng=self.rng,
         )
+        security = self._require_security().metadata
         if security.version > 0:
-            self.core.security = security.to_message()
-        self.journal = Journal(
+            core.security = security.to_message()
+        return core
+
+    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        for unknown in self.config.unknown_keys:
+            log.warning("controller %d: unknown configuration key %r ignored", self.controller_id, unknown)
+        state: ClusterState | None = None
+        if not self.voters:
+            state = start_new_epoch(self.directory, self.config.cluster_id)
+        self._load_security()
+        journal = self.journal = Journal(
             self.directory / "events.jsonl",
             self.controller_id,
             owner_field="controller_id",
             clock_ms=wall_clock_ms,
         )
+        if state is not None:
+            self.core = self._make_core(state)
+        else:
+            self.raft = RaftManager(
+                self.controller_id,
+                self.voters,
+                self.directory,
+                self.config.quorum_config,
+                cluster_id=self.config.cluster_id,
+                emit=lambda name, fields: journal.emit(name, **fields),
+                clock_ms=self.clock_ms,
+                rng=self.rng,
+            )
         # The controller channel's connects (tasks started below inherit this) see network faults.
         current_faults.set(self.faults)
         current_client_security.set(self.client_security)
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 self.bound_port = await nursery.start(self.socket_server.serve)
                 await nursery.start(self.channels.run)
                 nursery.start_soon(self.handler_pool.run)
                 nursery.start_soon(self._fence_expired_brokers)
+                if self.raft is not None:
+                    await nursery.start(self.raft.run)
+                    nursery.start_soon(self._follow_quorum)
                 if self.metrics_server is not None:
                     await nursery.start(self.metrics_server.serve)
                 advertised = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+                epoch = state.controller_epoch if state is not None else self._require_raft().client.epoch
                 self.journal.emit(
                     "controller_started",
-                    controller_epoch=state.controller_epoch,
+                    controller_epoch=epoch,
                     host=advertised,
                     port=self.bound_port,
                     pid=os.getpid(),
-                    cluster_id=state.cluster_id,
+                    cluster_id=self.config.cluster_id,
                     metadata_dir=str(self.directory),
+                    voters=sorted(self.voters),
                 )
                 log.info(
-                    "controller %d started on %s:%d, controller epoch %d (%d broker(s), %d topic(s) known)",
+                    "controller %d started on %s:%d, controller epoch %d%s",
                     self.controller_id,
                     advertised,
                     self.bound_port,
-                    state.controller_epoch,
-                    len(state.brokers),
-                    len(state.topics),
+                    epoch,
+                    f", one of the quorum {sorted(self.voters)}" if self.voters else "",
                 )
                 self.started.set()
                 task_status.started(self.bound_port)
                 await self._stop.wait()
                 log.info("controller %d stopping", self.controller_id)
+                if self.raft is not None:
+                    await self.raft.resign()
                 nursery.cancel_scope.cancel()
         finally:
-            save_state(self.directory, state)
-            self.journal.emit("controller_stopped", controller_epoch=state.controller_epoch)
+            self._nursery = None
+            if state is not None:
+                save_state(self.directory, state)
+            final_epoch = state.controller_epoch if state is not None else self.active_epoch
+            if self.raft is not None:
+                self.raft.close()
+            self.journal.emit("controller_stopped", controller_epoch=final_epoch)
             self.journal.close()
         log.info("controller %d stopped cleanly", self.controller_id)
 
+    def _require_raft(self) -> RaftManager:
+        assert self.raft is not None, "the controller runs without a quorum"
+        return self.raft
+
+    async def _follow_quorum(self) -> None:
+        """Active while this voter leads the quorum and has committed its epoch's first entry: the state is
+        then rebuilt from the committed metadata log and every live broker is sent its full state."""
+        raft = self._require_raft()
+        while True:
+            if raft.is_active():
+                if self.core is None or self.active_epoch != raft.client.epoch:
+                    self._deactivate()
+                    self._activate()
+                    nursery = self._nursery
+                    if nursery is not None:
+                        nursery.start_soon(self._resync)
+            elif self.core is not None:
+                self._deactivate()
+            await raft.wait_changed(0.2)
+
+    def _activate(self) -> None:
+        raft = self._require_raft()
+        if raft.latest_state is not None:
+            state = ClusterState.from_json(raft.latest_state)
+        else:
+            state = ClusterState(cluster_id=self.config.cluster_id)
+        epoch = raft.client.epoch
+        state.controller_epoch = epoch
+        self.active_epoch = epoch
+        self.core = self._make_core(state)
+        log.info(
+            "controller %d is the active controller, epoch %d (state from metadata offset %d: %d broker(s), "
+            "%d topic(s))",
+            self.controller_id,
+            epoch,
+            raft.latest_state_offset,
+            len(state.brokers),
+            len(state.topics),
+        )
+        if self.journal is not None:
+            self.journal.emit(
+                "controller_activated",
+                controller_epoch=epoch,
+                metadata_offset=raft.latest_state_offset,
+                high_watermark=raft.client.high_watermark,
+            )
+
+    def _deactivate(self) -> None:
+        core = self.core
+        if core is None:
+            return
+        self.core = None
+        log.warning(
+            "controller %d is no longer the active controller (epoch %d)",
+            self.controller_id,
+            self.active_epoch,
+        )
+        if self.journal is not None:
+            self.journal.emit("controller_deactivated", controller_epoch=self.active_epoch)
+        for broker_id, reg in sorted(core.state.brokers.items()):
+            self.channels.reset(broker_id, reg.host, reg.port)
+
+    async def _resync(self) -> None:
+        core = self.core
+        if core is None:
+            return
+        core.resync_all()
+        await self.commit_effects()
+
     async def _fence_expired_brokers(self) -> None:
-        period = min(0.25, self._require_core().settings.session_timeout_ms / 10000.0)
+        period = min(0.25, self.config.get_int("broker.session.timeout.ms") / 10000.0)
         while True:
             await trio.sleep(period)
-            core = self._require_core()
+            core = self.core
+            if core is None:
+                continue
             for broker_id in core.tick(self.clock_ms()):
                 log.warning(
                     "controller %d fenced broker %d: no heartbeat for broker.session.timeout.ms=%d",
@@ -257,7 +378,7 @@ class KafkaController:
                     broker_id,
                     core.settings.session_timeout_ms,
                 )
-            self.apply_effects()
+            await self.commit_effects()
 
     def _load_security(self) -> SecurityMetadata:
         metadata = SecurityMetadata.load(SecurityMetadata.directory_of(self.directory))
@@ -308,6 +429,36 @@ class KafkaController:
         effects = core.drain()
         if effects.dirty:
             save_state(self.directory, core.state)
+        return self._apply(core, effects)
+
+    async def commit_effects(self) -> list[tuple[OutboundRequest, trio.Event]] | None:
+        """With a quorum: the state after the core's last calls becomes a metadata record, and nothing is
+        journaled or sent to a broker until the quorum has committed it. None if it was not committed
+        (this controller lost its leadership, or no majority answered in time). Without a quorum:
+        :meth:`apply_effects`."""
+        if self.raft is None:
+            return self.apply_effects()
+        core = self.core
+        if core is None:
+            return None
+        effects = core.drain()
+        if effects.dirty:
+            epoch = self.active_epoch
+            decisions = [name for name, _ in effects.events] or ["state"]
+            offsets = self.raft.append_state(decisions, core.state.to_json())
+            if offsets is None or not await self.raft.wait_committed(offsets[1], epoch, COMMIT_TIMEOUT_S):
+                log.warning(
+                    "controller %d: decisions %s were not committed in epoch %d; they are not acted on",
+                    self.controller_id,
+                    decisions,
+                    epoch,
+                )
+                return None
+            if self.core is not core:
+                return None
+        return self._apply(core, effects)
+
+    def _apply(self, core: ControllerCore, effects: Effects) -> list[tuple[OutboundRequest, trio.Event]]:
         if self.journal is not None:
             for name, fields in effects.events:
                 self.journal.emit(name, **fields)
@@ -333,6 +484,13 @@ class ControllerApis:
 
     async def handle(self, request: Request) -> None:
         key = ApiKeys(request.api_key)
+        c = self.controller
+        if c.raft is not None and (key in RAFT_APIS or key == ApiKeys.FETCH):
+            await self._raft_api(c.raft, key, request)
+            return
+        if c.raft is not None and key != ApiKeys.API_VERSIONS and c.core is None:
+            request.complete(error_body(Errors.NOT_CONTROLLER, self._not_controller_message()))
+            return
         try:
             body: Any = from_body(m.REQUEST_TYPES[key], request.body)
         except InvalidRequestError as exc:
@@ -362,6 +520,8 @@ class ControllerApis:
             response = core.alter_partition(body)
         elif key == ApiKeys.CONTROLLED_SHUTDOWN:
             response = core.controlled_shutdown(body)
+        elif key == ApiKeys.ALLOCATE_PRODUCER_IDS:
+            response = core.allocate_producer_ids(body)
         elif key == ApiKeys.CREATE_TOPICS:
             response = self._create_topics(request, body)
             wait_s = body.timeout_ms / 1000.0
@@ -384,7 +544,11 @@ class ControllerApis:
                     for k, (lo, hi) in sorted(self.supported.items())
                 ]
             )
-        done = c.apply_effects()
+        committed = await c.commit_effects()
+        if committed is None:
+            request.complete(error_body(Errors.NOT_CONTROLLER, self._not_controller_message()))
+            return
+        done = committed
         if wait_s > 0:
             # Like Kafka's CREATE_TOPICS / DELETE_TOPICS, answer once the replicas know (or at the timeout).
             with trio.move_on_after(wait_s):
@@ -392,6 +556,28 @@ class ControllerApis:
                     if sent.api_key in (ApiKeys.LEADER_AND_ISR, ApiKeys.STOP_REPLICA):
                         await event.wait()
         request.complete(to_body(response))
+
+    def _not_controller_message(self) -> str:
+        c = self.controller
+        leader = c.raft.client.leader_id if c.raft is not None else -1
+        return f"controller {c.controller_id} is not the active controller" + (
+            f"; the quorum leader is {leader}" if leader >= 0 and leader != c.controller_id else ""
+        )
+
+    async def _raft_api(self, raft: RaftManager, key: ApiKeys, request: Request) -> None:
+        """VOTE, BEGIN/END_QUORUM_EPOCH, a voter's FETCH (cluster actions) and DESCRIBE_QUORUM."""
+        try:
+            self.controller.auth.authorize_cluster_operation(request, CLUSTER_OPERATION_APIS[key])
+        except ClusterAuthorizationError as exc:
+            request.complete(error_body(exc.error, exc.message))
+            return
+        try:
+            body = await raft.handle(key, request.body if isinstance(request.body, dict) else {})
+        except InvalidRequestError as exc:
+            log.info("controller: invalid %s request: %s", key.name, exc.message)
+            request.complete(error_body(Errors.INVALID_REQUEST, exc.message))
+            return
+        request.complete(body)
 
     # ------------------------------------------------------------------ per-topic authorization
 

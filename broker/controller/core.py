@@ -33,8 +33,10 @@ from broker.controller.state import (
     TopicState,
 )
 from broker.controller.topics import TopicSettings, plan_topic
+from broker.producer_ids import generate_next_block
 from protocol import controller_messages as cm
 from protocol import messages as m
+from protocol import producer_id_messages as pim
 from protocol.common import TopicPartition
 from protocol.errors import Errors
 from protocol.security_messages import UpdateMetadataSecurity
@@ -223,6 +225,12 @@ class ControllerCore:
         if pending:
             self._dirty = True
 
+    def resync_all(self) -> None:
+        """A newly active controller: every live broker gets the full state of its replicas (LEADER_AND_ISR)
+        and of the cluster (UPDATE_METADATA), stamped with this controller's epoch."""
+        for broker_id in sorted(self.live_brokers()):
+            self._on_broker_startup(broker_id)
+
     def _fence(self, reg: BrokerRegistration, reason: str) -> None:
         reg.fenced = True
         self._dirty = True
@@ -302,6 +310,27 @@ class ControllerCore:
         elif reg.broker_id not in self._synced:
             self._on_broker_startup(reg.broker_id)  # live before this controller started
         return cm.BrokerHeartbeatResponse(is_caught_up=True, is_fenced=reg.fenced)
+
+    def allocate_producer_ids(self, req: pim.AllocateProducerIdsRequest) -> pim.AllocateProducerIdsResponse:
+        """The broker's next block of producer ids (Kafka's ``ProducerIdControlManager``), saved before it
+        is answered (the state is dirty)."""
+        reg = self.state.brokers.get(req.broker_id)
+        if reg is None:
+            return pim.AllocateProducerIdsResponse(error_code=int(Errors.BROKER_ID_NOT_REGISTERED))
+        if req.broker_epoch != reg.epoch:
+            return pim.AllocateProducerIdsResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
+        block, record = generate_next_block(self.state.producer_ids, req.broker_id, req.broker_epoch)
+        self.state.producer_ids = record
+        self._dirty = True
+        log.info(
+            "controller: producer ids %d..%d to broker %d",
+            block.first_producer_id,
+            block.last_producer_id,
+            req.broker_id,
+        )
+        return pim.AllocateProducerIdsResponse(
+            producer_id_start=block.first_producer_id, producer_id_len=block.size
+        )
 
     def tick(self, now_ms: int) -> list[int]:
         """Fences the brokers silent for longer than ``broker.session.timeout.ms``; returns their ids."""
@@ -551,7 +580,10 @@ class ControllerCore:
                 result.error_code = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 result.error_message = f"unknown topic {r.resource_name!r}"
             else:
-                keys = sorted(default_values) if r.configuration_keys is None else r.configuration_keys
+                # Every key with a default, and the topic's own overrides of keys without one here
+                # (compression.type, whose default ``producer`` is the brokers').
+                every = sorted(set(default_values) | set(topic.configs))
+                keys = every if r.configuration_keys is None else r.configuration_keys
                 for key in keys:
                     if key in topic.configs:
                         result.configs.append(

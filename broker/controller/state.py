@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.producer_ids import ProducerIdsRecord
 from protocol.common import TopicPartition
 
 STATE_FILE_NAME = "cluster-metadata.json"
@@ -74,6 +75,8 @@ class ClusterState:
     topics: dict[str, TopicState] = field(default_factory=dict)
     # Replicas of deleted topics on brokers that were down at deletion: STOP_REPLICA(delete) on return.
     pending_deletions: dict[int, list[TopicPartition]] = field(default_factory=dict)
+    # Where the next block of producer ids starts (ALLOCATE_PRODUCER_IDS; broker/producer_ids.py).
+    producer_ids: ProducerIdsRecord = field(default_factory=ProducerIdsRecord)
 
     def partition(self, tp: TopicPartition) -> PartitionState | None:
         topic = self.topics.get(tp[0])
@@ -136,6 +139,7 @@ class ClusterState:
                 for b, tps in sorted(self.pending_deletions.items())
                 if tps
             ],
+            "producer_ids": self.producer_ids.to_json(),
         }
 
     @classmethod
@@ -177,6 +181,7 @@ class ClusterState:
             state.pending_deletions[int(entry["broker_id"])] = [
                 (str(tp[0]), int(tp[1])) for tp in entry["partitions"]
             ]
+        state.producer_ids = ProducerIdsRecord.from_json(data.get("producer_ids"))
         return state
 
 

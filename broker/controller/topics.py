@@ -33,7 +33,13 @@ def _check_positive_int(value: str) -> str | None:
         return "expected an integer"
 
 
+def _check_compression_type(value: str) -> str | None:
+    names = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+    return None if value.strip().lower() in names else f"expected one of {', '.join(names)}"
+
+
 TOPIC_CONFIGS = {
+    "compression.type": _check_compression_type,
     "min.insync.replicas": _check_positive_int,
     "unclean.leader.election.enable": _check_bool,
 }

@@ -1,18 +1,17 @@
-"""The sparse offset index of one segment, ``<20-digit base offset>.index``.
+"""The sparse offset index of one segment, ``<20-digit base offset>.index``: Kafka's ``OffsetIndex``.
 
-File format (the project's own; docs/storage.md). The file is a flat array of 8-byte entries
-and nothing else -- no header, no padding, no pre-allocation::
+File format (Kafka's; docs/storage.md): a flat array of 8-byte entries and nothing else::
 
-    relative_offset  u32 big-endian   base_offset of a batch minus the segment's base offset
-    position         u32 big-endian   byte position of that batch in the ``.log`` file
+    relative_offset  i32 big-endian   a batch's *last* offset minus the segment's base offset
+    position         i32 big-endian   byte position of that batch in the ``.log`` file
 
-Entry *i* says "the batch that starts at byte ``position`` has base offset ``segment_base +
-relative_offset``". Both columns strictly increase. Entries are sparse: the segment adds one for the
-next batch once more than ``index.interval.bytes`` (default 4096) have been appended since the previous
-entry, so finding any offset is a binary search here plus a scan of at most about that many bytes of
-batch headers in the log. (Kafka's ``.index`` keys on a batch's *last* offset and is memory-mapped and
-pre-allocated; keying on the base offset makes an entry a batch boundary, which is what reads and
-truncation need.)
+Entry *i* says "the batch that starts at byte ``position`` ends at offset ``segment_base +
+relative_offset``", so every offset after it is at ``position`` or later. Both columns strictly increase.
+Entries are sparse: the segment adds one for a batch once more than ``log.index.interval.bytes`` (default
+4096) have been appended since the previous entry, so finding any offset is a binary search here plus a scan
+of at most about that many bytes of batch headers in the log. Unlike Kafka's the file is neither
+memory-mapped nor pre-allocated: it holds exactly its entries (Kafka trims its file to them when a segment
+is closed or rolled, so the bytes are the same).
 
 The index is derived data. Appends write entries through to the OS (no fsync); ``flush`` fsyncs.
 On start-up a segment whose index is missing or fails :meth:`OffsetIndex.sanity_check` rebuilds it from
@@ -28,7 +27,7 @@ from array import array
 from pathlib import Path
 
 ENTRY_SIZE = 8
-MAX_RELATIVE = 0xFFFFFFFF  # u32: the largest offset or position an entry can hold
+MAX_RELATIVE = 2**31 - 1  # i32: the largest relative offset or position an entry can hold
 
 
 class OffsetIndex:
@@ -37,8 +36,8 @@ class OffsetIndex:
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = Path(path)
         self.base_offset = base_offset
-        self._rel = array("I")  # base offsets relative to base_offset
-        self._positions = array("I")
+        self._rel = array("i")  # last offsets of batches, relative to base_offset
+        self._positions = array("i")
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self._load()
 
@@ -46,7 +45,7 @@ class OffsetIndex:
         size = os.fstat(self._fd).st_size
         usable = size - size % ENTRY_SIZE
         raw = os.pread(self._fd, usable, 0) if usable else b""
-        words = array("I")
+        words = array("i")
         words.frombytes(raw)
         if sys.byteorder == "little":
             words.byteswap()
@@ -73,6 +72,14 @@ class OffsetIndex:
         """The last entry, or (base_offset, 0) when there is none."""
         return self._entry(-1) if self._rel else (self.base_offset, 0)
 
+    def lookup_entry(self, offset: int) -> tuple[int, int] | None:
+        """The last entry with offset <= ``offset`` (a batch ending at or before it), or None."""
+        rel = offset - self.base_offset
+        if rel < 0 or not self._rel:
+            return None
+        i = bisect.bisect_right(self._rel, min(rel, MAX_RELATIVE))
+        return self._entry(i - 1) if i else None
+
     def lookup(self, offset: int) -> tuple[int, int]:
         """The last entry with offset <= ``offset``: where a scan for ``offset`` can start.
 
@@ -92,12 +99,14 @@ class OffsetIndex:
     def sanity_check(self, log_size: int) -> str | None:
         """Describe why the index cannot be trusted for a log of ``log_size`` bytes, or None if it can.
 
-        The caller still has to check that the last entry points at a batch with that base offset.
+        The caller still has to check that the last entry points at a batch with that last offset.
         """
         if self._torn_bytes:
             return f"size is not a multiple of {ENTRY_SIZE} ({self._torn_bytes} trailing bytes)"
         for name, column in (("offsets", self._rel), ("positions", self._positions)):
             as_list = column.tolist()
+            if as_list and as_list[0] < 0:
+                return f"{name} are negative"
             if as_list != sorted(as_list) or len(set(as_list)) != len(as_list):
                 return f"{name} are not strictly increasing"
         if self._positions and self._positions[-1] >= log_size:
@@ -119,7 +128,7 @@ class OffsetIndex:
             )
         self._rel.append(rel)
         self._positions.append(position)
-        entry = rel.to_bytes(4, "big") + position.to_bytes(4, "big")
+        entry = rel.to_bytes(4, "big", signed=True) + position.to_bytes(4, "big", signed=True)
         os.pwrite(self._fd, entry, self._file_entries * ENTRY_SIZE)
         self._file_entries += 1
 

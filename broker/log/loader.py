@@ -18,6 +18,7 @@ from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from broker.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
     LogSegment,
     parse_segment_file_name,
     segment_file_name,
@@ -42,10 +43,11 @@ def load_segments(
         if base is not None:
             bases.append(base)
             continue
-        orphan = parse_segment_file_name(path.name, INDEX_SUFFIX)
-        if orphan is not None and not (directory / path.name.replace(INDEX_SUFFIX, LOG_SUFFIX)).exists():
-            logger.warning("%sdeleting index %s that has no log file", prefix, path.name)
-            path.unlink()
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            orphan = parse_segment_file_name(path.name, suffix)
+            if orphan is not None and not (directory / segment_file_name(orphan, LOG_SUFFIX)).exists():
+                logger.warning("%sdeleting index %s that has no log file", prefix, path.name)
+                path.unlink()
     bases.sort()
     segments: list[LogSegment] = []
     for i, base in enumerate(bases):
@@ -65,7 +67,7 @@ def load_segments(
                     len(later),
                 )
                 for later_base in later:
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                         (directory / segment_file_name(later_base, suffix)).unlink(missing_ok=True)
                 break
         else:

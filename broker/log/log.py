@@ -44,7 +44,7 @@ from broker.log.checkpoint import LeaderEpochCheckpointFile
 from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from broker.log.loader import load_segments
 from broker.log.log_dir_failure import LogDirFailureChannel
-from broker.log.log_validator import validate_records_as_leader
+from broker.log.log_validator import recompress_for_topic, validate_records_as_leader
 from broker.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
@@ -54,6 +54,7 @@ from broker.log.producer_state import (
     rebuild_producer_state,
 )
 from broker.log.segment import LogSegment
+from protocol.compression import CompressionType
 from protocol.errors import CorruptRecordError, Errors, KafkaError, OffsetOutOfRangeError
 from protocol.records import BatchHeader, assign_offsets_and_epoch, iter_batches, read_header
 
@@ -84,6 +85,8 @@ def _disk(what: str) -> Callable[[Callable[Concatenate[Log, P], R]], Callable[Co
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 NO_TIMESTAMP = -1
+# ListOffsets' special timestamp for "the record with the largest timestamp" (Kafka's MAX_TIMESTAMP, v7).
+MAX_TIMESTAMP = -3
 
 Records = bytes | bytearray | memoryview
 
@@ -156,6 +159,9 @@ class Log:
         self._topic = topic
         self._partition = partition
         self.config = config
+        # The topic's compression.type when it names a codec (Kafka recompresses other batches to it);
+        # None for ``producer`` (the default: batches are kept as the producer compressed them).
+        self.compression_type: CompressionType | None = None
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._log_start_offset = log_start_offset
@@ -357,6 +363,11 @@ class Log:
         written at (``duplicate``); an older epoch raises INVALID_PRODUCER_EPOCH, a sequence gap
         OUT_OF_ORDER_SEQUENCE_NUMBER (sequences are checked for ``AppendOrigin.CLIENT`` only)."""
         batches = self._validate_as_leader(records)
+        if self.compression_type is not None:
+            converted = recompress_for_topic(records, batches, self.compression_type)
+            if converted is not None:
+                records = converted
+                batches = list(iter_batches(records))
         limit = self.config.max_message_bytes
         for position, header in batches:
             if header.size > limit:
@@ -464,6 +475,7 @@ class Log:
         if active.is_empty:
             return active
         new_base = active.next_offset
+        active.on_become_inactive()
         segment = LogSegment.create(
             self._dir, new_base, index_interval_bytes=self.config.index_interval_bytes
         )
@@ -477,6 +489,26 @@ class Log:
         return segment
 
     # ------------------------------------------------------------------ reads
+
+    @_disk("reading")
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """Kafka's ``fetchOffsetByTimestamp`` for a target timestamp >= 0, or ``MAX_TIMESTAMP`` (-3):
+        ``(timestamp, offset, leader_epoch)`` of the first record at or after the log start offset whose
+        timestamp is >= the target (for -3: the first record with the largest timestamp), or None. Segments
+        are chosen by their largest timestamp, then the time index finds the place (``LogSegment``)."""
+        start = self._log_start_offset
+        if timestamp == MAX_TIMESTAMP:
+            candidates = [s for s in self._segments if s.max_timestamp >= 0]
+            if not candidates:
+                return None
+            best = max(candidates, key=lambda s: s.max_timestamp)  # the first of equals, as Kafka
+            return best.find_offset_by_timestamp(best.max_timestamp, start)
+        for segment in self._segments:
+            if segment.max_timestamp >= timestamp and segment.next_offset > start:
+                found = segment.find_offset_by_timestamp(timestamp, start)
+                if found is not None:
+                    return found
+        return None
 
     @_disk("reading")
     def read(

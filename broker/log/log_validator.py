@@ -39,7 +39,7 @@ one batch per request, as Kafka's producers send, it is the index within the bat
 
 from __future__ import annotations
 
-from protocol.compression import CompressionError, unsupported_codec
+from protocol.compression import CompressionError, CompressionType, unsupported_codec
 from protocol.errors import CorruptRecordError, Errors, InvalidRecordError, KafkaError
 from protocol.record_codec import RecordFormatError, fast_scan_batch, scan_records
 from protocol.records import (
@@ -51,7 +51,9 @@ from protocol.records import (
     TRANSACTIONAL_FLAG_MASK,
     BatchHeader,
     Buffer,
+    build_batch,
     check_framing,
+    decode_records,
     offset_range_problem,
     record_bytes,
 )
@@ -162,3 +164,33 @@ def validate_records_as_leader(buf: Buffer) -> list[tuple[int, BatchHeader]]:
             "than one batch"
         )
     return out
+
+
+def recompress_for_topic(
+    buf: Buffer, batches: list[tuple[int, BatchHeader]], target: CompressionType
+) -> bytes | None:
+    """Kafka's answer to a topic whose ``compression.type`` names a codec: batches written with another
+    codec are decoded and built again with the topic's (offsets, timestamps, keys, values, headers and the
+    producer fields kept; a new CRC). Returns the new bytes, or None when every batch already has the
+    topic's codec (then nothing is re-encoded). Call it after :func:`validate_records_as_leader`."""
+    if all(h.attributes & COMPRESSION_CODEC_MASK == target for _, h in batches):
+        return None
+    out = []
+    for pos, header in batches:
+        if header.attributes & COMPRESSION_CODEC_MASK == target:
+            out.append(bytes(buf[pos : pos + header.size]))
+            continue
+        _, records = decode_records(buf, pos)
+        out.append(
+            build_batch(
+                records,
+                base_offset=header.base_offset,
+                partition_leader_epoch=header.partition_leader_epoch,
+                base_timestamp=header.base_timestamp,
+                producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence,
+                attributes=(header.attributes & ~COMPRESSION_CODEC_MASK) | int(target),
+            )
+        )
+    return b"".join(out)

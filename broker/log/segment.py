@@ -1,9 +1,12 @@
-"""One segment of a partition log: ``<20-digit base offset>.log`` plus its sparse ``.index``.
+"""One segment of a partition log: ``<20-digit base offset>.log`` plus Kafka's sparse ``.index`` and
+``.timeindex``.
 
 The ``.log`` file is record batches back to back (docs/storage.md), exactly as they were appended. A segment
 never decodes records: it writes bytes, reads byte ranges that are whole batches, and looks at 61-byte batch
 headers to find its way. Finding an offset is a binary search in the index plus a scan of the headers of
-at most about ``index.interval.bytes`` of log, read with one ``pread``.
+at most about ``index.interval.bytes`` of log, read with one ``pread``. Finding the first record at or
+after a timestamp (ListOffsets) is a binary search in the time index, then in the offset index, then that
+scan; only the batch that holds the answer is decoded.
 
 Files stay open for the life of the segment (one descriptor each); appends are one ``pwrite`` into the
 OS page cache, so a killed process loses nothing it appended, and only :meth:`LogSegment.flush` fsyncs.
@@ -19,8 +22,9 @@ from pathlib import Path
 
 from broker.log.index import MAX_RELATIVE, OffsetIndex
 from broker.log.leader_epoch_cache import LeaderEpochFileCache
+from broker.log.time_index import NO_TIMESTAMP, TimeIndex
 from protocol.errors import CorruptRecordError
-from protocol.records import BATCH_HEADER_SIZE, BatchHeader, read_header, scan_valid_prefix
+from protocol.records import BATCH_HEADER_SIZE, BatchHeader, decode_records, read_header, scan_valid_prefix
 
 _PREFIX = struct.Struct(">qi")  # base_offset, batch_length
 
@@ -28,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
 
 # How much to read at once when scanning headers (reads, truncation) and when recovering.
 SCAN_CHUNK = 64 * 1024
@@ -55,15 +60,21 @@ class LogSegment:
         self.base_offset = base_offset
         self.log_path = Path(directory) / segment_file_name(base_offset, LOG_SUFFIX)
         self.index_path = Path(directory) / segment_file_name(base_offset, INDEX_SUFFIX)
+        self.time_index_path = Path(directory) / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
         self._index_interval = index_interval_bytes
         flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if create else 0)
         if create:
             self.index_path.unlink(missing_ok=True)
-        self._index_was_missing = not self.index_path.exists()
+            self.time_index_path.unlink(missing_ok=True)
+        self._index_was_missing = not self.index_path.exists() or not self.time_index_path.exists()
         self._fd = os.open(self.log_path, flags, 0o644)
         self.index = OffsetIndex(self.index_path, base_offset)
+        self.time_index = TimeIndex(self.time_index_path, base_offset)
         self._size = os.fstat(self._fd).st_size
         self._next_offset = base_offset
+        # Kafka's maxTimestampAndOffsetSoFar: the largest batch max_timestamp and the last offset of the
+        # first batch that had it.
+        self._max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry()
         _, last_position = self.index.last_entry()
         self._bytes_since_index_entry = self._size - last_position
         self._tail_problem: str | None = None
@@ -96,6 +107,11 @@ class LogSegment:
     def is_empty(self) -> bool:
         return self._size == 0
 
+    @property
+    def max_timestamp(self) -> int:
+        """The largest batch max_timestamp in the segment (-1 when it has none)."""
+        return self._max_timestamp
+
     def can_hold(self, last_offset: int, nbytes: int) -> bool:
         """Whether an append ending at ``last_offset`` of ``nbytes`` fits the index's u32 fields."""
         return last_offset - self.base_offset <= MAX_RELATIVE and self._size + nbytes <= MAX_RELATIVE
@@ -108,13 +124,19 @@ class LogSegment:
     # ------------------------------------------------------------------ header scanning
 
     def _headers_from(
-        self, position: int, expected: int | None, limit: int | None = None
+        self,
+        position: int,
+        expected: int | None,
+        limit: int | None = None,
+        *,
+        expected_last: int | None = None,
     ) -> Iterator[tuple[int, BatchHeader]]:
         """``(position, header)`` of each batch from ``position`` (a batch boundary) to ``limit``.
 
-        ``expected`` is the base offset the batch at ``position`` must have (known from an index entry),
-        or None: from there on each batch must start where the one before it ended. The base offset is not
-        covered by the CRC, so this is what keeps a damaged one from being served at the wrong offset.
+        ``expected`` is the base offset the batch at ``position`` must have, or None; ``expected_last``
+        instead the last offset it must have (an offset index entry's): from there on each batch must
+        start where the one before it ended. The base offset is not covered by the CRC, so this is what
+        keeps a damaged one from being served at the wrong offset.
         Raises CorruptRecordError if a header does not parse, a batch runs past the end of the file, or
         offsets do not follow on.
         """
@@ -134,7 +156,14 @@ class LogSegment:
                         f"{self.log_path}: batch at byte {pos + i} claims {header.size} bytes, "
                         f"the file ends at {self._size}"
                     )
-                if check and header.base_offset != follows:
+                if expected_last is not None:
+                    if header.last_offset != expected_last:
+                        raise CorruptRecordError(
+                            f"{self.log_path}: batch at byte {pos + i} ends at offset {header.last_offset}, "
+                            f"its index entry says {expected_last}"
+                        )
+                    expected_last, check = None, True
+                elif check and header.base_offset != follows:
                     raise CorruptRecordError(
                         f"{self.log_path}: batch at byte {pos + i} has base offset {header.base_offset}, "
                         f"expected {follows} (the offsets before it end at {follows - 1})"
@@ -144,10 +173,16 @@ class LogSegment:
                 i += header.size
             pos += i
 
+    def _scan_from_entry(self, entry: tuple[int, int] | None) -> Iterator[tuple[int, BatchHeader]]:
+        """Headers from an offset index entry (its batch must end at the entry's offset), or from the start
+        of the segment (its first batch must start at the segment's base offset)."""
+        if entry is None:
+            return self._headers_from(0, self.base_offset)
+        return self._headers_from(entry[1], None, expected_last=entry[0])
+
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= ``offset`` (None if none)."""
-        entry_offset, position = self.index.lookup(offset)
-        for pos, header in self._headers_from(position, entry_offset):
+        for pos, header in self._scan_from_entry(self.index.lookup_entry(offset)):
             if header.last_offset >= offset:
                 return pos, header
         return None
@@ -255,9 +290,14 @@ class LogSegment:
         entries: list[tuple[int, int]] = []
         since_entry = self._bytes_since_index_entry
         position = self._size
+        max_ts, max_ts_offset = self._max_timestamp, self._offset_of_max_timestamp
+        time_entries: list[tuple[int, int]] = []
         for header in headers:
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_offset = header.max_timestamp, header.last_offset
             if since_entry > self._index_interval:
-                entries.append((header.base_offset, position))
+                entries.append((header.last_offset, position))
+                time_entries.append((max_ts, max_ts_offset))
                 since_entry = 0
             since_entry += header.size
             position += header.size
@@ -279,8 +319,41 @@ class LogSegment:
         self._size = position
         self._next_offset = headers[-1].next_offset
         self._bytes_since_index_entry = since_entry
+        self._max_timestamp, self._offset_of_max_timestamp = max_ts, max_ts_offset
         for offset, entry_position in entries:
             self.index.append(offset, entry_position)
+        for timestamp, ts_offset in time_entries:
+            self.time_index.maybe_append(timestamp, ts_offset)
+
+    def _track_max_timestamp(self, header: BatchHeader) -> None:
+        if header.max_timestamp > self._max_timestamp:
+            self._max_timestamp, self._offset_of_max_timestamp = header.max_timestamp, header.last_offset
+
+    def on_become_inactive(self) -> None:
+        """The segment is no longer the active one (a roll): the time index gets its last entry, as Kafka's
+        ``onBecomeInactiveSegment`` writes it."""
+        if self._max_timestamp >= 0:
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+
+    # ------------------------------------------------------------------ timestamps
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int, int] | None:
+        """Kafka's ``findOffsetByTimestamp``: ``(timestamp, offset, leader_epoch)`` of the first record at
+        or after ``starting_offset`` whose timestamp is >= ``timestamp`` (the leader epoch is its batch's,
+        -1 if none), or None. Only the batch that holds it is decoded (decompressed if it is compressed)."""
+        _, ts_offset = self.time_index.lookup(timestamp)
+        entry = self.index.lookup_entry(max(ts_offset, starting_offset))
+        for pos, header in self._scan_from_entry(entry):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            _, records = decode_records(os.pread(self._fd, header.size, pos))
+            for r in records:
+                ts = header.base_timestamp + r.timestamp_delta
+                offset = header.base_offset + r.offset_delta
+                if ts >= timestamp and offset >= starting_offset:
+                    epoch = header.partition_leader_epoch
+                    return ts, offset, epoch if epoch >= 0 else -1
+        return None
 
     def truncate_to(self, offset: int) -> int:
         """Cut the log at the batch that contains ``offset`` (or the first batch after it): no batch with
@@ -295,24 +368,35 @@ class LogSegment:
     def _cut(self, position: int, next_offset: int) -> int:
         removed = self._size - position
         self.index.truncate_to_position(position)
+        self.time_index.truncate_to(next_offset)
         os.ftruncate(self._fd, position)
         self._size = position
         self._next_offset = next_offset
         _, last_position = self.index.last_entry()
         self._bytes_since_index_entry = self._size - last_position
+        # The largest timestamp left: read again from the headers (a cut is rare; Kafka takes the time
+        # index's last entry instead, which can miss the batches after it).
+        self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, -1
+        for _, header in self._headers_from(0, self.base_offset):
+            self._track_max_timestamp(header)
         return removed
 
     # ------------------------------------------------------------------ start-up
 
     def _load_next_offset(self) -> None:
         """Find the end of the data by scanning headers from the last index entry (no CRC checks)."""
-        entry_offset, position = self.index.last_entry()
+        entry = self.index.last_entry() if len(self.index) else None
+        if entry is not None and not (0 <= entry[1] < self._size and entry[0] >= self.base_offset):
+            self._tail_problem = f"index {self.index_path.name}: last entry {entry} is outside the log"
+            return
+        position = 0 if entry is None else entry[1]
         next_offset = self.base_offset
         last_end = position
         try:
-            for pos, header in self._headers_from(position, entry_offset):
+            for pos, header in self._scan_from_entry(entry):
                 next_offset = header.next_offset
                 last_end = pos + header.size
+                self._track_max_timestamp(header)
         except CorruptRecordError as e:
             self._tail_problem = str(e)
         if last_end == position and position > 0:
@@ -331,12 +415,19 @@ class LogSegment:
         if len(self.index):
             offset, position = self.index.last_entry()
             try:
-                found = read_header(os.pread(self._fd, BATCH_HEADER_SIZE, position)).base_offset
+                found = read_header(os.pread(self._fd, BATCH_HEADER_SIZE, position)).last_offset
             except CorruptRecordError as e:
                 return f"index {self.index_path.name}: last entry points at no batch ({e})"
             if found != offset:
                 name = self.index_path.name
-                return f"index {name}: last entry ({offset}, {position}) points at offset {found}"
+                return f"index {name}: last entry ({offset}, {position}) points at a batch ending at {found}"
+        problem = self.time_index.sanity_check()
+        if problem:
+            return f"time index {self.time_index_path.name}: {problem}"
+        last_ts, last_offset = self.time_index.last_entry()
+        if len(self.time_index) and not (self.base_offset <= last_offset < self._next_offset):
+            name = self.time_index_path.name
+            return f"time index {name}: last entry ({last_ts}, {last_offset}) is past the log"
         return None
 
     def recover(self, epoch_cache: LeaderEpochFileCache | None = None) -> int:
@@ -344,6 +435,8 @@ class LogSegment:
         and rebuild the index. Epochs of the batches go into ``epoch_cache`` as Kafka's recovery does.
         Returns the number of bytes cut off."""
         self.index.reset()
+        self.time_index.reset()
+        self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, -1
         self._index_was_missing = False
         self._tail_problem = None
         pos = 0
@@ -370,8 +463,10 @@ class LogSegment:
                 at, follows = at + header.size, header.next_offset
             batch_pos = pos
             for header in headers:
+                self._track_max_timestamp(header)
                 if since_entry > self._index_interval:
-                    self.index.append(header.base_offset, batch_pos)
+                    self.index.append(header.last_offset, batch_pos)
+                    self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
                     since_entry = 0
                 since_entry += header.size
                 batch_pos += header.size
@@ -416,14 +511,17 @@ class LogSegment:
     def flush(self) -> None:
         os.fsync(self._fd)
         self.index.flush()
+        self.time_index.flush()
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
         self.index.close()
+        self.time_index.close()
 
     def delete(self) -> None:
         self.close()
         self.log_path.unlink(missing_ok=True)
         self.index.delete()
+        self.time_index.delete()

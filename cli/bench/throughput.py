@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 import trio
@@ -43,6 +44,8 @@ TARGET_SCALING_SHARE = 0.5
 # (2c) requests in flight over all partitions, as in (2a) (5 per partition over 3 partitions).
 SCALING_IN_FLIGHT = 15
 KAFKA_3X_SYNC_RECORDS_S = 421_823
+# (2d) Kafka's codecs, on 16 KB batches.
+CODECS = ("gzip", "snappy", "lz4", "zstd")
 
 
 async def produce(
@@ -223,7 +226,15 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
     kafka_like = ProducerSettings(
         acks=-1, record_size=100, batch_records=KAFKA_DEFAULT_BATCH_RECORDS, max_in_flight=5
     )
-    stats = await produce(ctx, cluster, "small", kafka_like, p.kafka_batch_records, label="2a 16 KB batches")
+    stats, usage = await measured_produce(
+        ctx,
+        cluster,
+        "small",
+        kafka_like,
+        p.kafka_batch_records,
+        label="2a 16 KB batches",
+        profile_as="2a-16k",
+    )
     secs = max(stats.elapsed, 1e-9)
     result.add(
         Figure(
@@ -232,7 +243,15 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
             stats.records_acked / secs,
             "records/s",
             Target(">=", TARGET_16K_RECORDS_S),
-            note=f"{KAFKA_DEFAULT_BATCH_RECORDS} records/batch",
+            note=f"{KAFKA_DEFAULT_BATCH_RECORDS} records/batch; {cpu_note(usage)}",
+        )
+    )
+    result.add(
+        Figure(
+            "small_16k_broker_cpu_ms_per_1000_records",
+            "(2a) 16 KB batches: broker CPU per 1,000 records (3 brokers together)",
+            usage["broker_cpu_seconds"] * 1e6 / max(stats.records_acked, 1),
+            "ms",
         )
     )
     details["rss_mib_after"]["2a-16k"] = rss_now(cluster)
@@ -241,7 +260,49 @@ async def _throughput(ctx: BenchContext, cluster: BenchCluster, result: Scenario
         "seconds": round(secs, 3),
         "batch_records": KAFKA_DEFAULT_BATCH_RECORDS,
         "requests_per_s": round(stats.batches_acked / secs, 1),
+        "cpu": usage,
     }
+
+    # (d) the same 16 KB batches compressed with each of Kafka's codecs: the leader decompresses each batch
+    # to walk its records; followers store and serve it as it is.
+    details["codecs"] = {}
+    for codec in CODECS:
+        settings = replace(kafka_like, compression_type=codec)
+        count = max(p.kafka_batch_records // 2, settings.batch_records * 20)
+        stats, usage = await measured_produce(
+            ctx,
+            cluster,
+            "small",
+            settings,
+            count,
+            label=f"2d 16 KB batches, {codec}",
+            profile_as=f"2d-{codec}",
+        )
+        secs = max(stats.elapsed, 1e-9)
+        cpu_ms = usage["broker_cpu_seconds"] * 1e6 / max(stats.records_acked, 1)
+        result.add(
+            Figure(
+                f"codec_{codec}_records_per_s",
+                f"(2d) 16 KB batches, {codec}",
+                stats.records_acked / secs,
+                "records/s",
+                note=f"broker CPU {cpu_ms:.3f} ms per 1,000 records; {cpu_note(usage)}",
+            )
+        )
+        result.add(
+            Figure(
+                f"codec_{codec}_broker_cpu_ms_per_1000_records",
+                f"(2d) 16 KB batches, {codec}: broker CPU per 1,000 records (3 brokers together)",
+                cpu_ms,
+                "ms",
+            )
+        )
+        details["codecs"][codec] = {
+            "records": stats.records_acked,
+            "seconds": round(secs, 3),
+            "batch_bytes": stats.bytes_acked // max(stats.batches_acked, 1),
+            "cpu": usage,
+        }
 
     # (c) the same records over more partitions: how the cost grows with the partition count.
     details["scaling"] = {}

@@ -2,7 +2,8 @@
 each codec: the broker stores the batches librdkafka built as they came. The CRC librdkafka computed over
 every byte from the attributes on is the one on disk and still matches (the leader rewrites only
 base_offset and the leader epoch, which it does not cover), and isrsim's own encoder writes the same records
-back byte for byte; a librdkafka consumer reads every record, key and header back."""
+back byte for byte; a librdkafka consumer reads every record, key and header back, and finds offsets by
+timestamp (ListOffsets through the time index)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.integration
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 COUNT = 300
+BASE_TS = 1_700_000_000_000
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +52,7 @@ def test_librdkafka_batches_are_stored_as_sent(broker: BrokerProcess, codec: str
             key=None if i % 7 == 0 else b"key-%d" % i,
             partition=0,
             headers=[("h", b"x%d" % i), ("empty", None)] if i % 3 == 0 else None,
+            timestamp=BASE_TS + 10 * i,
             on_delivery=lambda err, msg: failures.append(str(err)) if err else None,
         )
     assert producer.flush(30) == 0
@@ -97,3 +100,15 @@ def test_librdkafka_batches_are_stored_as_sent(broker: BrokerProcess, codec: str
     assert got[3].value() == b"value-3 " * 4 and got[3].key() == b"key-3"
     assert got[7].key() is None
     assert got[3].headers() == [("h", b"x3"), ("empty", None)]
+    assert got[3].timestamp() == (1, BASE_TS + 30)  # CreateTime
+
+    # ListOffsets by timestamp (the time index): the first record at or after it
+    consumer = Consumer({"bootstrap.servers": broker.address, "group.id": f"t-{codec}"})
+    try:
+        found = [
+            consumer.offsets_for_times([TopicPartition(codec, 0, ts)], timeout=10)[0].offset
+            for ts in (BASE_TS + 10 * 100 - 5, BASE_TS + 10 * 100, BASE_TS + 10**9)
+        ]
+    finally:
+        consumer.close()
+    assert found == [100, 100, -1]

@@ -449,27 +449,32 @@ def fetch_body(
     }
 
 
+READ_PARTITION_TIMEOUT_S = 60.0
+
+
 async def read_partition(
     host: str, port: int, topic: str, partition: int, *, replica_id: int = -2, start: int = 0
 ) -> bytes:
     """Every batch of a partition from ``start`` up to the HW (what FETCH returns to ``replica_id``),
-    fetched in steps on one connection, concatenated as they came off the log."""
+    fetched in steps on one connection, concatenated as they came off the log. A read that does not reach
+    the end in ``READ_PARTITION_TIMEOUT_S`` (an offset that does not move) fails instead of hanging."""
     from protocol.records import iter_batches
 
     out = bytearray()
     offset = start
     async with open_connection(host, port, client_id="integration-test") as conn:
-        while True:
-            resp = await conn.request(1, fetch_body(topic, partition, offset, replica_id=replica_id))
-            assert resp["error_code"] == 0, f"FETCH {topic}-{partition}@{offset}: {resp}"
-            part = resp["responses"][0]["partitions"][0]
-            assert part["error_code"] == 0, f"FETCH {topic}-{partition}@{offset}: {part}"
-            records: bytes = part["records"]
-            if not records:
-                return bytes(out)
-            for _, header in iter_batches(records):
-                offset = header.next_offset
-            out += records
+        with trio.fail_after(READ_PARTITION_TIMEOUT_S):
+            while True:
+                resp = await conn.request(1, fetch_body(topic, partition, offset, replica_id=replica_id))
+                assert resp["error_code"] == 0, f"FETCH {topic}-{partition}@{offset}: {resp}"
+                part = resp["responses"][0]["partitions"][0]
+                assert part["error_code"] == 0, f"FETCH {topic}-{partition}@{offset}: {part}"
+                records: bytes = part["records"]
+                if not records:
+                    return bytes(out)
+                for _, header in iter_batches(records):
+                    offset = header.next_offset
+                out += records
 
 
 class RawConnection:

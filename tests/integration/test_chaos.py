@@ -121,6 +121,7 @@ def test_bad_input_is_refused_before_anything_is_done(cluster: Cluster) -> None:
 
 
 @pytest.mark.chaos
+@pytest.mark.timeout(1800)  # five minutes of faults, convergence and the report; the run itself gets 1500 s
 def test_long_chaos_run(tmp_path: Path) -> None:
     """`make chaos`: five minutes of every fault kind on 3 brokers, 6 partitions, RF 3, acks=all,
     min.insync.replicas=2; the report must pass (nothing acknowledged lost, no divergence, converged)."""

@@ -37,6 +37,21 @@ def one(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield cluster
 
 
+def connected_to(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds an established TCP connection to ``port`` on this host (Linux:
+    ``/proc/net/tcp*`` and ``/proc/PID/fd``)."""
+    sockets: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "01" and int(fields[2].rsplit(":", 1)[1], 16) == port:  # 01: ESTABLISHED
+                sockets.add(f"socket:[{fields[9]}]")
+    try:
+        return any(os.readlink(fd) in sockets for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:  # the process is gone
+        return False
+
+
 def _one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode == 1, proc
     assert "Traceback" not in proc.stderr and "ExceptionGroup" not in proc.stderr, proc.stderr
@@ -88,7 +103,9 @@ def test_ctrl_c_prints_the_summary_so_far_and_exits_130(one: Cluster, tmp_path: 
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        time.sleep(1.0)  # a consumer at the end of the log has nothing to show; Ctrl-C it
+        # A consumer at the end of the log has nothing to show: Ctrl-C it once it is fetching from the broker.
+        port = one.info.broker(1).port
+        wait_until(lambda: connected_to(consumer.pid, port), timeout=20, message=f"a connection to :{port}")
         consumer.send_signal(signal.SIGINT)
         out, err = consumer.communicate(timeout=30)
     finally:

@@ -228,6 +228,7 @@ def test_compose_file_shape() -> None:
     assert (REPO_ROOT / ".dockerignore").exists()
 
 
+@pytest.mark.timeout(1200)  # a cluster, a workload, a kill and restart, then the report (itself up to 600 s)
 def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
     compose.start("controller")
     wait_until(lambda: compose.healthy("controller"), timeout=30, message="controller healthcheck")

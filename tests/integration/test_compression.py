@@ -11,7 +11,8 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
 from protocol.records import iter_batches
-from tests.integration.harness import BrokerLauncher, run_cli
+from tests.integration.cluster_support import Cluster, cluster_up
+from tests.integration.harness import BrokerLauncher, run_cli, wait_until
 from tests.integration.replication_support import (
     leader_and_isr_body,
     segment_bytes,
@@ -79,3 +80,37 @@ def test_each_codec_is_replicated_as_sent_and_read_back(
         )
         lines = out.stdout.splitlines()
         assert len(lines) == COUNT and all(":" in line for line in lines), out.stdout[-500:]
+
+
+def test_a_topic_compression_type_recompresses_as_kafka_does(tmp_path: Path) -> None:
+    """compression.type=zstd on a topic (managed cluster): the leader recompresses an uncompressed
+    producer's batches to zstd; on a topic with the default (producer) they are kept as sent."""
+    root = tmp_path / "c"
+    for cluster in cluster_up(root, brokers=1, settings=("broker.session.timeout.ms=3000",)):
+        cluster.cli(
+            "topic", "create", "z", "--partitions", "1", "--replication-factor", "1",
+            "--config", "compression.type=zstd",
+        )  # fmt: skip
+        cluster.cli("topic", "create", "p", "--partitions", "1", "--replication-factor", "1")
+        bad = cluster.cli(
+            "topic", "create", "x", "--partitions", "1", "--replication-factor", "1",
+            "--config", "compression.type=brotli", check=False,
+        )  # fmt: skip
+        assert bad.returncode != 0 and "compression.type" in bad.stderr
+        def codecs(topic: str) -> list[int]:
+            directory = root / "broker-1" / "data" / f"{topic}-0"
+            data = b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+            return [h.attributes & 7 for _, h in iter_batches(data)]
+
+        def produce(topic: str, cluster: Cluster = cluster) -> list[int]:
+            cluster.cli("produce", topic, "--count", "100", "--batch-records", "100", "--no-progress")
+            return codecs(topic)
+
+        # The broker asks the controller for a topic's configs once it hosts the topic: until the answer
+        # arrives batches are kept as sent; from then on each is recompressed.
+        wait_until(lambda: produce("z")[-1] == 4, timeout=30, message="a zstd batch in z-0")
+        assert produce("z")[-1] == 4
+        assert produce("p") == [0]
+        total = 100 * len(codecs("z"))
+        out = cluster.cli("consume", "z", "--from-beginning", "--max-records", str(total))
+        assert len(out.stdout.splitlines()) == total

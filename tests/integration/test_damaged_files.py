@@ -134,6 +134,8 @@ def test_flipped_base_offset_byte_is_never_served_at_the_wrong_offset(filled: Br
         ("log-start-offset-checkpoint", "7\n0\n", "each log then starts at its first segment"),
         ("t-0/leader-epoch-checkpoint", "0\n1\nx y\n", "repair it, or delete it"),
         ("meta.properties", b"\xff\xfe broker.id=1", "restore it, or delete it"),
+        # a directory from before Kafka's record encoding (its segments hold msgpack records)
+        ("meta.properties", "version=0\nbroker.id=1\ncluster.id=isrsim\n", "msgpack records"),
     ],
 )
 def test_refusal_to_start_is_one_line_naming_the_file(

@@ -5,6 +5,9 @@ tail); sequence gaps and older epochs are refused."""
 from __future__ import annotations
 
 import functools
+import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +17,9 @@ import trio
 
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
-from protocol.records import build_simple_batch, iter_batches
+from protocol.records import build_simple_batch, decode_records, iter_batches
 from tests.integration.cluster_support import Cluster, cluster_up
-from tests.integration.harness import request, wait_until
+from tests.integration.harness import BrokerLauncher, request, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -119,3 +122,186 @@ def test_retries_are_written_once_across_failover_and_restart(cluster: Cluster) 
         assert sequences(cluster, b.id) == expected, f"broker {b.id}"
     snapshots = list((Path(cluster.info.broker(second).data_dir) / "i-0").glob("*.snapshot"))
     assert snapshots, "the clean stop wrote a producer snapshot"
+
+
+def init_producer_id(host: str, port: int) -> int:
+    """INIT_PRODUCER_ID until it is answered with an id (COORDINATOR_LOAD_IN_PROGRESS while the broker
+    waits for its first block)."""
+
+    def attempt() -> int | None:
+        resp = trio.run(
+            functools.partial(request, host, port, ApiKeys.INIT_PRODUCER_ID, {"transactional_id": None})
+        )
+        if resp["error_code"] == Errors.COORDINATOR_LOAD_IN_PROGRESS:
+            return None
+        assert resp["error_code"] == Errors.NONE and resp["producer_epoch"] == 0, resp
+        return int(resp["producer_id"]) + 1
+
+    return wait_until(attempt, timeout=20, interval=0.1, message="a producer id") - 1
+
+
+def test_producer_ids_come_from_durable_controller_blocks(cluster: Cluster) -> None:
+    def pid(broker_id: int) -> int:
+        b = cluster.info.broker(broker_id)
+        return init_producer_id(b.host, b.port)
+
+    one = [pid(1) for _ in range(3)]
+    two = pid(2)
+    assert one[1:] == [one[0] + 1, one[0] + 2]
+    assert one[0] // 1000 != two // 1000 and {one[0] % 1000, two % 1000} == {0}
+    seen = max([*one, two])
+    cluster.cli("controller", "kill")
+    cluster.cli("controller", "restart")
+    cluster.cli("broker", "restart", "1")
+    after = pid(1)
+    assert after > seen and after % 1000 == 0, (after, seen)
+    (state_file,) = Path(cluster.info.controller.dir).rglob("cluster-metadata.json")
+    state = json.loads(state_file.read_text())
+    assert state["producer_ids"]["next_producer_id"] > after
+
+
+def test_unmanaged_broker_never_reuses_producer_ids(broker_launcher: BrokerLauncher) -> None:
+    broker = broker_launcher.start()
+    first = init_producer_id(broker.host, broker.port)
+    broker.stop()
+    broker.restart()
+    second = init_producer_id(broker.host, broker.port)
+    assert (first, second) == (0, 1000)
+
+
+def leader_log_end(c: Cluster, broker_id: int, topic: str) -> int:
+    b = c.info.broker(broker_id)
+    resp = trio.run(
+        functools.partial(
+            request, b.host, b.port, ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": [{"name": topic}]}
+        )
+    )
+    return int(resp["partitions"][0]["log_end_offset"])
+
+
+def produce_unanswered(c: Cluster, broker_id: int, records: bytes, topic: str) -> None:
+    with pytest.raises(trio.TooSlowError):
+        b = c.info.broker(broker_id)
+        body = {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout_ms": 5_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+        }
+        trio.run(functools.partial(request, b.host, b.port, ApiKeys.PRODUCE, body, timeout=1.5))
+
+
+def test_lost_responses_to_clients_make_duplicates_only_without_idempotence(cluster: Cluster) -> None:
+    cluster.cli("topic", "create", "l", "--partitions", "1", "--replication-factor", "3")
+    wait_until(lambda: cluster.isr_full("l"), timeout=30, message="a full ISR")
+    leader = cluster.leader("l", 0)
+    out = cluster.cli("net", "loss", str(leader), "clients", "--percent", "100", "--one-way").stdout
+    assert f"100% loss {leader} -> clients" in out
+    assert f"{leader} -> clients" in cluster.cli("net", "status").stdout
+    plain = build_simple_batch([b"p1", b"p2"])
+    idem = batch(0)
+    # Both requests take effect; neither answer arrives.
+    produce_unanswered(cluster, leader, plain, "l")
+    produce_unanswered(cluster, leader, idem, "l")
+    assert leader_log_end(cluster, leader, "l") == 4
+    cluster.cli("net", "heal", str(leader), "clients")
+    # The retries: the plain batch is written again, the idempotent one answered with its first offset.
+    assert produce(cluster, leader, plain, "l")["base_offset"] == 4
+    again = produce(cluster, leader, idem, "l")
+    assert (again["error_code"], again["base_offset"]) == (Errors.NONE, 2)
+    assert leader_log_end(cluster, leader, "l") == 6
+    recorded = [json.loads(line) for line in (cluster.root / "faults.jsonl").read_text().splitlines()]
+    assert [r["nodes"] for r in recorded if r["action"] in ("loss", "heal")] == [
+        [str(leader), "clients"],
+        [str(leader), "clients"],
+    ]
+
+
+def replica_values(c: Cluster, broker_id: int, topic: str) -> list[bytes]:
+    directory = Path(c.info.broker(broker_id).data_dir) / f"{topic}-0"
+    data = b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+    values: list[bytes] = []
+    for pos, _ in iter_batches(data):
+        _, records = decode_records(data, pos)
+        values += [r.value or b"" for r in records]
+    return values
+
+
+def lose_answers_to_clients(c: Cluster, percent: int = 30) -> None:
+    for b in c.info.brokers:
+        c.cli("net", "loss", str(b.id), "clients", "--percent", str(percent), "--one-way", "--seed", "7")
+
+
+def test_kafka_python_idempotent_producer_under_lost_answers_failover_and_restart(cluster: Cluster) -> None:
+    """SPEC §10's case: 30 % of the leaders' answers to clients lost, a leader killed, restarted, and the
+    next leader killed: kafka-python's idempotent producer leaves one copy of every record, in order."""
+    kafka = pytest.importorskip("kafka")
+    cluster.cli("topic", "create", "kp", "--partitions", "1", "--replication-factor", "3")
+    wait_until(lambda: cluster.isr_full("kp"), timeout=30, message="a full ISR")
+    total = 1500
+    sent = 0
+    failures: list[BaseException] = []
+    started = threading.Event()
+
+    def produce_all() -> None:
+        nonlocal sent
+        # Bootstrapped before the fault (a client that cannot bootstrap gives up: that is not this test).
+        producer = kafka.KafkaProducer(
+            bootstrap_servers=[b.address for b in cluster.info.brokers],
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=10,
+            request_timeout_ms=1500,
+            retry_backoff_ms=100,
+            delivery_timeout_ms=180_000,
+            metadata_max_age_ms=1000,
+            max_in_flight_requests_per_connection=5,
+        )
+        try:
+            producer.send("kp", value=b"first").get(timeout=30)
+            started.set()
+            futures = []
+            for i in range(total):
+                futures.append(producer.send("kp", value=f"{i:06d}".encode()))
+                sent = i + 1
+                time.sleep(0.01)
+            producer.flush(timeout=170)
+            for f in futures:
+                f.get(timeout=5)
+        except BaseException as exc:  # reported by the test thread
+            failures.append(exc)
+        finally:
+            producer.close(timeout=10)
+
+    worker = threading.Thread(target=produce_all, daemon=True)
+    worker.start()
+    wait_until(started.is_set, timeout=60, message="the producer to start")
+    lose_answers_to_clients(cluster)
+    wait_until(lambda: sent >= total // 4, timeout=60, message="a quarter of the records sent")
+    first = cluster.leader("kp", 0)
+    cluster.cli("broker", "kill", str(first))
+    wait_until(lambda: cluster.leader("kp", 0) not in (-1, first), timeout=20, message="a new leader")
+    wait_until(lambda: sent >= total // 2, timeout=60, message="half of the records sent")
+    cluster.cli("broker", "restart", str(first))
+    wait_until(lambda: cluster.isr_full("kp"), timeout=60, message="the restarted broker back in the ISR")
+    lose_answers_to_clients(cluster)  # a restarted broker starts healed
+    second = cluster.leader("kp", 0)
+    cluster.cli("broker", "kill", str(second))
+    wait_until(lambda: cluster.leader("kp", 0) not in (-1, second), timeout=20, message="a third leader")
+    worker.join(timeout=240)
+    assert not worker.is_alive(), "the producer did not finish"
+    assert not failures, failures
+    dropped = sum(
+        trio.run(functools.partial(request, b.host, b.port, ApiKeys.NET_FAULTS, {"operation": "describe"}))[
+            "frames_dropped"
+        ]
+        for b in cluster.info.brokers
+        if b.id != second
+    )
+    assert dropped > 0, "no answer was lost: the test tested nothing"
+    cluster.cli("net", "heal")
+    cluster.cli("broker", "restart", str(second))
+    cluster.wait_converged("kp", 1)
+    expected = [b"first"] + [f"{i:06d}".encode() for i in range(total)]
+    for b in cluster.info.brokers:
+        assert replica_values(cluster, b.id, "kp") == expected, f"broker {b.id}"

@@ -14,7 +14,14 @@ import trio
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.records import build_simple_batch
-from tests.integration.harness import BrokerLauncher, BrokerProcess, events, request, wait_until
+from tests.integration.harness import (
+    BrokerLauncher,
+    BrokerProcess,
+    async_wait_until,
+    events,
+    request,
+    wait_until,
+)
 from tests.integration.replication_support import (
     describe,
     leader_and_isr_body,
@@ -205,11 +212,11 @@ def test_waiting_acks_all_produce_gets_not_leader_when_leadership_moves(pair: li
         async with trio.open_nursery() as nursery:
             nursery.start_soon(produce)
             # Wait until the produce is parked in the leader's purgatory (LEO moved); then move leadership.
-            while True:
+            async def appended() -> bool:
                 state = await request(b1.host, b1.port, ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": None})
-                if state["partitions"][0]["log_end_offset"] >= 1:
-                    break
-                await trio.sleep(0.01)
+                return bool(state["partitions"][0]["log_end_offset"] >= 1)
+
+            await async_wait_until(appended, timeout=20, message="the produce to be appended on the leader")
             body = leader_and_isr_body(pair, "m", [0], leader=2, leader_epoch=2, isr=[1, 2])
             resp = await request(b1.host, b1.port, ApiKeys.LEADER_AND_ISR, body)
             assert resp["error_code"] == 0

@@ -176,6 +176,7 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.timeout(1200)  # a standalone Spark cluster's start, then the report on it (itself up to 600 s)
 def test_report_on_a_standalone_cluster_matches_local(
     spark: Any, standalone: Standalone, three_replica_root: Path, tmp_path: Path
 ) -> None:

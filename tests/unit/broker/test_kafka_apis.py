@@ -321,7 +321,11 @@ async def test_list_offsets(broker: Broker) -> None:
     assert (await list_offset(broker, DEBUGGING_REPLICA_ID, LATEST_TIMESTAMP)).offset == 5
     earliest = await list_offset(broker, -1, EARLIEST_TIMESTAMP)
     assert (earliest.offset, earliest.leader_epoch) == (0, 2)
-    assert (await list_offset(broker, -1, 12345)).error_code == Errors.UNSUPPORTED_VERSION
+    by_time = await list_offset(broker, -1, 999)  # the first record at or after that timestamp (1,000)
+    assert (by_time.error_code, by_time.offset, by_time.leader_epoch, by_time.timestamp) == (0, 0, 2, 1_000)
+    after = await list_offset(broker, -1, 1_001)  # none: Kafka answers -1 for offset, epoch and timestamp
+    assert (after.error_code, after.offset, after.leader_epoch, after.timestamp) == (0, -1, -1, -1)
+    assert (await list_offset(broker, -1, -7)).error_code == Errors.UNSUPPORTED_VERSION
 
     await handle(broker, ApiKeys.LEADER_AND_ISR, leader_and_isr_request(FOLLOWER, 3, [1, 0], [0, 1]))
     not_leader = await list_offset(broker, -1, LATEST_TIMESTAMP)

@@ -295,8 +295,11 @@ def test_fetch_offset_for_timestamp(broker: Broker) -> None:
     assert lookup(LATEST_TIMESTAMP, client=True) == (2, 1)  # a consumer reads up to the HW
     assert lookup(LATEST_TIMESTAMP, client=False) == (5, 1)  # a replica up to the LEO
     assert lookup(EARLIEST_TIMESTAMP, client=True) == (0, 1)
+    # By timestamp: the first record at or after it (the time index), with its batch's leader epoch.
+    assert lookup(1_000, client=True) == (0, 1)
+    assert lookup(2**62, client=True) == (-1, -1)  # none: offset and epoch -1, as Kafka answers
     with pytest.raises(KafkaError) as unsupported:
-        lookup(1_000, client=True)
+        lookup(-5, client=True)
     assert unsupported.value.error == Errors.UNSUPPORTED_VERSION
 
     broker.leader_and_isr(FOLLOWER, 2, [1, 0], [0, 1])

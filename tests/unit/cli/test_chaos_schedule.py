@@ -32,9 +32,10 @@ def test_same_inputs_same_bytes_and_another_seed_another_schedule() -> None:
     assert body["faults"] == list(FAULT_KINDS)
     assert [s["index"] for s in body["steps"]] == list(range(len(a.steps)))
     # An int and a float of the same value are the same input (the command line gives floats).
-    assert make_schedule(7, 300, 3, ALL, 1, [1, 2, 3]).to_json() == make_schedule(
-        7, 300.0, 3.0, ALL, 1, [1, 2, 3]
-    ).to_json()
+    assert (
+        make_schedule(7, 300, 3, ALL, 1, [1, 2, 3]).to_json()
+        == make_schedule(7, 300.0, 3.0, ALL, 1, [1, 2, 3]).to_json()
+    )
     # The kinds' order on the command line does not matter; they are a set.
     assert (
         make_schedule(7, 120, 3, "loss,kill,delay", 1, [1, 2, 3]).to_json()
@@ -48,7 +49,11 @@ def _check_invariants(s: Schedule) -> None:
         assert step.at_s >= s.interval_s
         assert step.kind in s.faults
         for node in step.nodes:
-            assert node == "controller" or int(node) in s.brokers
+            assert (
+                node == "controller" or (node == "clients" and step.kind == "loss") or int(node) in s.brokers
+            )
+        if "clients" in step.nodes:
+            assert step.nodes[0] != "clients" and step.params["one_way"]  # the answers to clients only
         assert len(step.down) == (1 if step.kind in DOWN_KINDS else 0)
     # Check at every moment something changes.
     moments = sorted({x for step in s.steps for x in (step.at_s, step.until_s)})
@@ -99,7 +104,9 @@ def test_one_kind_only() -> None:
     assert all(x.params == {"signal": "KILL"} for x in s.steps)
     d = make_schedule(1, 60, 3, "delay,loss", 0, [1])
     assert {x.kind for x in d.steps} == {"delay", "loss"}
-    assert all(x.nodes == ["1", "controller"] for x in d.steps)
+    assert all(x.nodes == ["1", "controller"] for x in d.steps if x.kind == "delay")
+    # A loss falls on the link to the controller or on the broker's answers to its clients.
+    assert {x.nodes[1] for x in d.steps if x.kind == "loss"} == {"controller", "clients"}
     assert all(25 <= x.params.get("ms", 50) <= 400 for x in d.steps)
 
 

@@ -80,7 +80,8 @@ def test_dump_log_lists_batches_with_offsets_and_crc(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("baseOffset")]
     assert len(lines) == 2
-    assert lines[0].startswith("baseOffset: 0 lastOffset: 2 count: 3 partitionLeaderEpoch:")
+    assert lines[0].startswith("baseOffset: 0 lastOffset: 2 count: 3 baseSequence: -1 lastSequence: -1")
+    assert "compresscodec: none" in lines[0]
     assert lines[1].startswith("baseOffset: 3 lastOffset: 3 count: 1")
     assert all(line.endswith("isvalid: true") for line in lines)
     data = json.loads(CliRunner().invoke(dump_log, [str(path), "-o", "json", "--print-data-log"]).output)
@@ -102,3 +103,40 @@ def test_the_healthcheck_loads_no_cluster_or_workload_module() -> None:
     loaded = _modules_after("health", "--help")
     assert "cli.health_cmd" in loaded
     assert not {"cli.cluster", "cli.broker_cmd", "cli.workload_cmd", "rich", "pyspark"} & loaded
+
+
+def test_dump_log_prints_records_of_compressed_batches_as_kafka_dump_log(tmp_path: Path) -> None:
+    from protocol.record_codec import Record
+    from protocol.records import build_batch
+
+    partition = tmp_path / "c-0"
+    partition.mkdir()
+    records = [Record(0, 0, b"k0", b"v0", (("h", b"1"), ("g", None))), Record(1, 5, None, b"v1")]
+    path = partition / "00000000000000000000.log"
+    path.write_bytes(build_batch(records, base_timestamp=1_000, attributes=4))  # zstd
+    result = CliRunner().invoke(dump_log, [str(path), "--print-data-log"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any("compresscodec: zstd" in line and line.endswith("isvalid: true") for line in lines)
+    first = "| offset: 0 CreateTime: 1000 keySize: 2 valueSize: 2 sequence: -1 headerKeys: [h,g]"
+    assert first + " key: k0 payload: v0" in lines
+    assert (
+        "| offset: 1 CreateTime: 1005 keySize: -1 valueSize: 2 sequence: -1 headerKeys: [] payload: v1"
+        in lines
+    )
+    data = json.loads(CliRunner().invoke(dump_log, [str(path), "-o", "json", "--print-data-log"]).output)
+    assert data[0]["batches"][0]["records"][0]["headers"] == [["h", "1"], ["g", None]]
+
+
+def test_dump_log_prints_kafkas_index_files(tmp_path: Path) -> None:
+    from broker.log.log import Log, LogConfig
+
+    log = Log.open(tmp_path / "t-0", "t", 0, LogConfig(), log_start_offset=0, recovery_point=0)
+    for i in range(4):
+        log.append_as_leader(build_simple_batch([b"x" * 100] * 150, base_timestamp=1_000 + i), leader_epoch=1)
+    log.close()
+    index = CliRunner().invoke(dump_log, [str(tmp_path / "t-0" / "00000000000000000000.index")])
+    assert index.exit_code == 0, index.output
+    assert "offset: 299 position: 16497" in index.output.splitlines()
+    times = CliRunner().invoke(dump_log, [str(tmp_path / "t-0" / "00000000000000000000.timeindex")])
+    assert "timestamp: 1001 offset: 299" in times.output.splitlines()

@@ -26,6 +26,7 @@ from tests.unit.fetcher.replica_fetcher_support import (
     read_all,
     write,
 )
+from tests.unit.waiting import wait_for
 
 
 async def test_fetcher_manager_runs_one_fetcher_per_leader_and_stops_idle_ones(
@@ -69,8 +70,9 @@ async def test_fetcher_manager_runs_one_fetcher_per_leader_and_stops_idle_ones(
             (leaders[1].broker_endpoint, 0),
             (leaders[3].broker_endpoint, 0),
         ]
-        while logs[TP0].log_end_offset < 3 or logs[TP1].log_end_offset < 3:
-            await trio.sleep(0.01)
+        await wait_for(
+            lambda: logs[TP0].log_end_offset >= 3 and logs[TP1].log_end_offset >= 3, "both partitions fetched"
+        )
         view = manager.fetch_state(TP1)
         assert view is not None
         assert (view.state, view.fetch_offset, view.lag, view.leader_id, view.current_leader_epoch) == (
@@ -123,16 +125,14 @@ async def test_a_leader_at_a_new_address_gets_a_new_fetcher_that_keeps_the_parti
         )
         manager.add_fetcher_for_partitions({TP0: InitialFetchState(old.broker_endpoint, 1, 0)})
         first = manager.fetchers[(1, 0)][0]
-        while follower_log.log_end_offset < 3:
-            await trio.sleep(0.01)
+        await wait_for(lambda: follower_log.log_end_offset >= 3, "the follower to fetch from the old leader")
 
         manager.add_fetcher_for_partitions({TP0: InitialFetchState(moved.broker_endpoint, 1, 0)})
         second = manager.fetchers[(1, 0)][0]
         assert second is not first and second.leader is moved
         # Same epoch: the partition keeps its fetch state and goes on from where it was.
         write(moved.logs[TP0], 1, 2, tag=1)
-        while not moved.seen(FETCH):
-            await trio.sleep(0.01)
+        await wait_for(lambda: moved.seen(FETCH), "a FETCH to the moved leader")
         assert moved.seen(FETCH)[0].fetch_partitions() == [(TP0, 3)]
         manager.shutdown()
 
@@ -152,8 +152,7 @@ async def test_fetch_state_of_a_failed_partition(tmp_path: Path, autojump_clock:
             nursery, rm, FetcherSettings(), 1, clock_ms=now_ms, leader_endpoint_factory=lambda *_: leader
         )
         manager.add_fetcher_for_partitions({TP0: InitialFetchState(leader.broker_endpoint, 1, 2)})
-        while not rm.failed:
-            await trio.sleep(0.01)
+        await wait_for(lambda: rm.failed, "the partition to fail")
         view = manager.fetch_state(TP0)
         assert view is not None
         # No fetch state is left: the offset is the log end, the epoch unknown.

@@ -29,6 +29,7 @@ from tests.unit.fetcher.replica_fetcher_support import (
     read_all,
     write,
 )
+from tests.unit.waiting import wait_for
 
 # ------------------------------------------------------------------------------------------- fencing
 
@@ -249,8 +250,7 @@ async def test_run_backs_off_after_connection_errors_and_reconnects(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(world.fetcher.run)
-        while len(fetches()) < 4:
-            await trio.sleep(0.01)
+        await wait_for(lambda: len(fetches()) >= 4, "four FETCH requests")
         nursery.cancel_scope.cancel()
 
     connects = world.leader.connects
@@ -284,8 +284,7 @@ async def test_run_survives_an_answer_it_cannot_read(tmp_path: Path, autojump_cl
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(world.fetcher.run)
-        while follower_log.log_end_offset == 0:
-            await trio.sleep(0.01)
+        await wait_for(lambda: follower_log.log_end_offset > 0, "the follower to fetch after the bad answer")
         nursery.cancel_scope.cancel()
 
     connects = world.leader.connects

@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from protocol.api_keys import ApiKeys
-from protocol.client import ConnectionClosed, KafkaConnection, connect_stream, open_connection
+from protocol.client import ConnectionClosed, KafkaConnection, ResponseLost, connect_stream, open_connection
 from protocol.framing import FrameDecoder, RequestHeader, decode_request, encode_frame, encode_response
 from protocol.messages import MetadataRequest, MetadataRequestTopic
 
@@ -98,6 +98,36 @@ async def test_pipelined_requests_with_out_of_order_completion() -> None:
             for i in range(n):
                 nursery.start_soon(one, i)
     assert {i: r["echo"]["i"] for i, r in results.items()} == {i: i for i in range(n)}
+
+
+async def test_a_skipped_answer_is_a_lost_response_when_answers_come_in_order() -> None:
+    """A broker answers in request order: the answer to request 3 tells requests 1 and 2, still
+    unanswered, that theirs were lost (not at their timeout), and the connection stays usable."""
+
+    async def session(stream: trio.abc.Stream, requests: AsyncIterator[Request]) -> None:
+        async for header, body in requests:
+            if body.get("i") not in (1, 2):  # the answers to 1 and 2 are lost on the way
+                await stream.send_all(echo(header, body))
+
+    async with tcp_server(session) as port, open_connection("127.0.0.1", port) as conn:
+        conn.responses_in_order = True
+        outcome: dict[int, str] = {}
+
+        async def one(i: int) -> None:
+            try:
+                await conn.request(ApiKeys.PRODUCE, {"i": i}, timeout=30)
+                outcome[i] = "answered"
+            except ResponseLost:
+                outcome[i] = "lost"
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                for i in range(4):
+                    nursery.start_soon(one, i)
+                    await trio.sleep(0.01)
+        assert outcome == {0: "answered", 1: "lost", 2: "lost", 3: "answered"}
+        assert not conn.closed
+        assert (await conn.request(ApiKeys.PRODUCE, {"i": 9}))["echo"] == {"i": 9}
 
 
 class CountingStream(trio.abc.Stream):

@@ -32,9 +32,9 @@ records_strategy = st.lists(
         timestamp_delta=st.integers(min_value=0, max_value=2**31),
         key=st.none() | st.binary(max_size=20),
         value=st.none() | st.binary(max_size=200),
-        headers=st.lists(
-            st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)), max_size=3
-        ).map(tuple),
+        headers=st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)), max_size=3).map(
+            tuple
+        ),
     ),
     min_size=1,
     max_size=30,
@@ -240,3 +240,13 @@ def test_iter_batches_positions_and_memoryview() -> None:
     assert [(pos, h.base_offset) for pos, h in iter_batches(buf)] == [(0, 0), (len(a), 2)]
     assert decode_records(buf, len(a))[1][0].value == b"c"
     assert batch_crc(buf, len(a)) == read_header(buf, len(a)).crc
+
+
+@given(
+    st.lists(st.none() | st.binary(max_size=70), min_size=1, max_size=80)
+    | st.integers(0, 300).flatmap(lambda size: st.lists(st.binary(min_size=size, max_size=size), min_size=1))
+)
+def test_the_producers_encoding_is_the_general_one(values: list[bytes | None]) -> None:
+    from protocol.record_codec import encode_records, encode_values
+
+    assert encode_values(values) == encode_records([Record(i, 0, None, v) for i, v in enumerate(values)])

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors, InvalidRequestError
 from protocol.framing import pack
+from protocol.group_messages import GROUP_API_VERSIONS
 from protocol.messages import (
     REQUEST_TYPES,
     RESPONSE_TYPES,
@@ -95,7 +96,9 @@ def fetch_body(**overrides: Any) -> dict[str, Any]:
 
 def test_tables_cover_every_api() -> None:
     assert set(REQUEST_TYPES) == set(RESPONSE_TYPES) == set(SUPPORTED_VERSIONS) == set(ApiKeys)
-    assert all(v == (0, 0) for v in SUPPORTED_VERSIONS.values())
+    # Version 0 everywhere but the consumer-group APIs, which serve Kafka's versions (SPEC §10).
+    assert all(v == (0, 0) for k, v in SUPPORTED_VERSIONS.items() if k not in GROUP_API_VERSIONS)
+    assert all(SUPPORTED_VERSIONS[k] == v for k, v in GROUP_API_VERSIONS.items())
     for key, cls in REQUEST_TYPES.items():
         assert cls.__name__.endswith("Request")
         assert RESPONSE_TYPES[key].__name__ == cls.__name__[: -len("Request")] + "Response"

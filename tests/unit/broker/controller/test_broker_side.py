@@ -16,6 +16,7 @@ from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed
 from protocol.errors import Errors
 from protocol.schema import to_body
+from tests.unit.waiting import wait_for
 
 Responder = Callable[[ApiKeys, dict[str, Any]], dict[str, Any] | Exception]
 
@@ -90,8 +91,7 @@ async def test_alter_partition_batches_retries_and_delivers(autojump_clock: trio
         await trio.sleep(1)
         assert channel.sent == [] and answers == []  # no broker epoch yet: nothing sent
         epoch[0] = 42
-        while len(answers) < 3:
-            await trio.sleep(0.1)
+        await wait_for(lambda: len(answers) >= 3, "three answers", timeout=60, interval=0.1)
         nursery.cancel_scope.cancel()
     assert len(channel.sent) == 3  # connection lost, stale broker epoch, then answered: same batch each time
     assert all(body["broker_epoch"] == 42 for _, body in channel.sent)
@@ -122,8 +122,7 @@ async def test_alter_partition_errors_go_to_the_callback_not_controller_is_retri
     apm.submit(("t", 0), 3, [1, 2], 7, lambda *a: answers.append(a))
     async with trio.open_nursery() as nursery:
         await nursery.start(apm.run)
-        while not answers:
-            await trio.sleep(0.1)
+        await wait_for(lambda: answers, "an answer", timeout=60, interval=0.1)
         nursery.cancel_scope.cancel()
     assert len(channel.sent) == 2
     assert answers == [(("t", 0), Errors.INVALID_UPDATE_VERSION, 3, [1, 2], 7)]
@@ -191,8 +190,7 @@ async def test_lifecycle_registers_heartbeats_re_registers_and_shuts_down(
         beats = [b for k, b in channel.sent if k == ApiKeys.BROKER_HEARTBEAT]
         assert 5 <= len(beats) <= 7, (len(beats), trio.current_time() - start)  # every 2 s
         controller.forget_next_heartbeat = True
-        while life.registrations < 2:
-            await trio.sleep(0.5)
+        await wait_for(lambda: life.registrations >= 2, "a second registration", timeout=60, interval=0.5)
         assert life.broker_epoch == 2
         await life.unfenced.wait()
         assert await life.controlled_shutdown(timeout_s=30, retry_backoff_s=1)

@@ -5,7 +5,7 @@ what it is sent) with the real ``BrokerLifecycleManager`` and ``AlterPartitionMa
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,17 +24,10 @@ from protocol.api_keys import ApiKeys
 from protocol.client import open_connection
 from protocol.errors import Errors
 from protocol.schema import from_body
+from tests.unit.waiting import wait_for
 
 SESSION_MS = 800
 HEARTBEAT_MS = 100
-
-
-async def wait_for(cond: Callable[[], Any], what: str, timeout: float = 5.0) -> Any:
-    with trio.move_on_after(timeout):
-        while not (value := cond()):
-            await trio.sleep(0.01)
-        return value
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def journal(directory: Path, event: str | None = None) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ def test_lookup_is_floor(tmp_path: Path) -> None:
     assert index.lookup_position(10) == (100, 0)
 
 
-def test_file_format_is_big_endian_relative_pairs(tmp_path: Path) -> None:
+def test_file_format_is_kafkas_signed_big_endian_relative_pairs(tmp_path: Path) -> None:
     path = tmp_path / "x.index"
     index = OffsetIndex(path, 1000)
     index.append(1003, 4200)
@@ -51,7 +51,7 @@ def test_append_must_grow(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         index.append(11, 100)
     with pytest.raises(ValueError):
-        index.append(2**32, 300)
+        index.append(2**31, 300)  # a relative offset past Kafka's i32
 
 
 def test_truncate(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ problem; the C-backed walk and the pure walk agree on every batch."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 from crc32c import crc32c
@@ -163,3 +164,26 @@ def test_the_fast_walk_and_the_pure_walk_agree(
     finally:
         record_codec._CRecordBatch = saved
     assert fast == pure
+
+
+def test_a_topic_codec_recompresses_other_batches_and_keeps_its_own(tmp_path: Path) -> None:
+    from broker.log.log import LogConfig
+    from protocol.records import decode_records, iter_batches
+
+    from .support import open_log
+
+    log = open_log(tmp_path, LogConfig())
+    log.compression_type = CompressionType.GZIP
+    records = [Record(0, 0, b"k", b"v" * 50, {"h": b"x"}), Record(1, 4, None, b"w" * 50)]
+    sent = build_batch(records, base_timestamp=5_000, producer_id=3, producer_epoch=0, base_sequence=0)
+    log.append_as_leader(sent, leader_epoch=1)
+    already = build_batch(records, base_timestamp=6_000, attributes=int(CompressionType.GZIP))
+    log.append_as_leader(already, leader_epoch=1)
+    data = log.read(0, 1 << 20)
+    stored = [(pos, h) for pos, h in iter_batches(data)]
+    assert [h.attributes & 7 for _, h in stored] == [1, 1]
+    first, second = stored
+    header, decoded = decode_records(data, first[0])
+    assert decoded == records
+    assert (header.base_timestamp, header.producer_id, header.base_sequence) == (5_000, 3, 0)
+    assert data[second[0] + 21 :] == already[21:]  # kept as sent (the CRC and everything it covers)

@@ -54,7 +54,7 @@ def test_index_gets_sparse_entries(segment: LogSegment) -> None:
     entries = segment.index.entries
     assert entries, "expected index entries after more than index_interval_bytes"
     for offset, position in entries:
-        assert position == (offset - 100) * size  # each entry is a batch boundary with its base offset
+        assert position == (offset - 100) * size  # each entry: a batch's position and its last offset
     gaps = [b[1] - a[1] for a, b in itertools.pairwise(entries)]
     assert all(200 < gap <= 200 + 2 * size for gap in gaps)
 

@@ -1,0 +1,356 @@
+"""Consumer groups with Kafka's own clients (SPEC §10, docs/groups.md): kafka-python and confluent-kafka
+(librdkafka) group consumers split a topic's partitions and rebalance when a member leaves, commit, close and
+resume where they committed, also after the coordinator's broker is killed; kcat's balanced consumer reads a
+topic."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer as CKConsumer
+from kafka import KafkaConsumer, KafkaProducer
+
+from protocol.api_keys import ApiKeys
+from tests.integration.cluster_support import FAST, Cluster, cluster_up
+from tests.integration.harness import BrokerLauncher, BrokerProcess, run_cli, wait_until
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "t"
+PARTITIONS = 4
+
+Record = tuple[int, int, bytes]  # partition, offset, value
+
+
+def produce(bootstrap: str, count: int, *, start: int = 0, partitions: int = PARTITIONS) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False)
+    for i in range(start, start + count):
+        producer.send(TOPIC, value=f"v{i}".encode(), partition=i % partitions)
+    producer.flush(timeout=30)
+    producer.close()
+
+
+# ------------------------------------------------------------------------------------------- consumers
+
+
+@dataclass
+class Member:
+    """A group consumer polling in its own thread (a client's group work happens inside poll)."""
+
+    name: str
+    poll: Callable[[], list[Record]]
+    assignment: Callable[[], set[int]]
+    commit: Callable[[], None]
+    close: Callable[[], None]
+    records: list[Record] = field(default_factory=list)
+    assigned: set[int] = field(default_factory=set)
+    stop: threading.Event = field(default_factory=threading.Event)
+    closed: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+    def start(self) -> Member:
+        threading.Thread(target=self._run, name=self.name, daemon=True).start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                got = self.poll()
+                if got:
+                    self.records += got
+                    self.commit()
+                self.assigned = self.assignment()
+        except BaseException as exc:  # shown by the test that waits on this member
+            self.error = exc
+        finally:
+            try:
+                self.close()
+            finally:
+                self.closed.set()
+
+    def shutdown(self, timeout: float = 20) -> None:
+        self.stop.set()
+        assert self.closed.wait(timeout), f"{self.name} did not close"
+        assert self.error is None, f"{self.name} failed: {self.error!r}"
+
+
+def kafka_python_member(bootstrap: str, group: str, name: str) -> Member:
+    consumer = KafkaConsumer(
+        TOPIC,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        client_id=name,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+        max_poll_interval_ms=30000,
+    )
+
+    def poll() -> list[Record]:
+        # A long poll: kafka-python 3.0.12 leaves a member without heartbeats when a JoinGroup outlasts the
+        # poll that sent it (docs/groups.md), and a rebalance waits for the other members to rejoin.
+        batches = consumer.poll(timeout_ms=3000)
+        return [(m.partition, m.offset, m.value) for msgs in batches.values() for m in msgs]
+
+    return Member(
+        name,
+        poll,
+        lambda: {tp.partition for tp in consumer.assignment()},
+        lambda: consumer.commit(),
+        lambda: consumer.close(),
+    )
+
+
+def confluent_member(bootstrap: str, group: str, name: str) -> Member:
+    consumer = CKConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+    consumer.subscribe([TOPIC])
+
+    def poll() -> list[Record]:
+        out: list[Record] = []
+        for msg in consumer.consume(num_messages=100, timeout=0.2):
+            if msg.error() is None:
+                out.append((msg.partition(), msg.offset(), msg.value()))
+        return out
+
+    def commit() -> None:
+        consumer.commit(asynchronous=False)
+
+    return Member(
+        name,
+        poll,
+        lambda: {tp.partition for tp in consumer.assignment()},
+        commit,
+        lambda: consumer.close(),
+    )
+
+
+MEMBERS: dict[str, Callable[[str, str, str], Member]] = {
+    "kafka-python": kafka_python_member,
+    "confluent-kafka": confluent_member,
+}
+
+
+def wait_records(members: list[Member], count: int, timeout: float = 60) -> None:
+    def done() -> bool:
+        for member in members:
+            assert member.error is None, f"{member.name} failed: {member.error!r}"
+        return len({(p, o) for m in members for p, o, _ in m.records}) >= count
+
+    wait_until(
+        done,
+        timeout=timeout,
+        interval=0.1,
+        message=lambda: f"{count} records; got {[len(m.records) for m in members]}",
+    )
+
+
+def values(members: list[Member]) -> list[bytes]:
+    return sorted(v for m in members for _, _, v in m.records)
+
+
+def expected(start: int, stop: int) -> list[bytes]:
+    return sorted(f"v{i}".encode() for i in range(start, stop))
+
+
+# ------------------------------------------------------------------------------------------- one broker
+
+
+@pytest.fixture
+def broker(broker_launcher: BrokerLauncher) -> Iterator[BrokerProcess]:
+    parts = ",".join(f"{TOPIC}-{p}" for p in range(PARTITIONS))
+    yield broker_launcher.start(
+        1,
+        {
+            "initial.leader.partitions": f"{parts},__consumer_offsets-0",
+            "offsets.topic.num.partitions": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        },
+    )
+
+
+@pytest.mark.parametrize("client", MEMBERS)
+def test_two_members_split_the_partitions_rebalance_when_one_leaves_and_resume(
+    broker: BrokerProcess, client: str
+) -> None:
+    bootstrap = broker.address
+    make = MEMBERS[client]
+    produce(bootstrap, 40)
+    a = make(bootstrap, "split", f"{client}-a").start()
+    b = make(bootstrap, "split", f"{client}-b").start()
+    try:
+        # (Each member's view is the one its last poll left: during the rebalance they may overlap.)
+        wait_until(
+            lambda: (
+                a.assigned
+                and b.assigned
+                and not a.assigned & b.assigned
+                and len(a.assigned | b.assigned) == PARTITIONS
+            ),
+            timeout=60,
+            message=lambda: f"the partitions split between the two members: {a.assigned} / {b.assigned}",
+        )
+        wait_records([a, b], 40)
+
+        def described() -> dict[str, Any] | None:
+            out = run_cli("group", "describe", "split", "--bootstrap-server", bootstrap, "-o", "json")
+            doc: dict[str, Any] = json.loads(out.stdout)
+            done = len(doc["members"]) == 2 and len(doc["partitions"]) == PARTITIONS and doc["total_lag"] == 0
+            return doc if done else None
+
+        # `isrsim group describe` (kafka-consumer-groups): two members, each partition owned, no lag left.
+        doc = wait_until(described, timeout=30, message="the group described with no lag")
+        assert doc["state"] == "Stable" and doc["protocol"] == "range"
+        owners = {r["partition"]: r["client_id"] for r in doc["partitions"]}
+        assert set(owners.values()) == {f"{client}-a", f"{client}-b"}
+        assert all(r["committed_offset"] == r["log_end_offset"] == 10 for r in doc["partitions"])
+        b.shutdown()  # LeaveGroup: a takes every partition
+        wait_until(
+            lambda: a.assigned == set(range(PARTITIONS)),
+            timeout=60,
+            message=lambda: f"all partitions on the remaining member: {a.assigned}",
+        )
+        produce(bootstrap, 20, start=40)
+        wait_records([a, b], 60)
+    finally:
+        a.shutdown()
+        b.stop.set()
+    assert values([a, b]) == expected(0, 60)  # each record exactly once across the rebalance
+
+    # Closed with everything committed: a new member starts at the committed offsets.
+    produce(bootstrap, 8, start=60)
+    c = make(bootstrap, "split", f"{client}-c").start()
+    try:
+        wait_records([c], 8)
+        time.sleep(0.5)  # nothing more arrives
+    finally:
+        c.shutdown()
+    assert values([c]) == expected(60, 68)
+    rebalanced = broker.events("group_rebalanced")
+    assert [e["generation_id"] for e in rebalanced if e["group_id"] == "split"][-1] >= 3
+
+
+def test_kcat_balanced_consumer_reads_the_topic(broker: BrokerProcess) -> None:
+    produce(broker.address, 12)
+    out = subprocess.run(
+        ["kcat", "-b", broker.address, "-G", "kcat-group", "-o", "beginning", "-e", "-q", TOPIC],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert sorted(out.stdout.split()) == sorted(f"v{i}" for i in range(12))
+    joined = [e for e in broker.events("group_rebalanced") if e["group_id"] == "kcat-group"]
+    assert joined and joined[0]["protocol_type"] == "consumer"
+
+
+# ------------------------------------------------------------------------------------------- a cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    settings = (*FAST, "offsets.topic.num.partitions=3", "group.initial.rebalance.delay.ms=0")
+    yield from cluster_up(tmp_path_factory.mktemp("groups") / "root", settings=settings)
+
+
+def _coordinator(cluster: Cluster, group: str) -> int | None:
+    for b in cluster.info.brokers:
+        try:
+            resp = cluster.ask(b.id, ApiKeys.FIND_COORDINATOR, {"key": group})
+        except Exception:
+            continue
+        if resp["error_code"] == 0:
+            return int(resp["node_id"])
+    return None
+
+
+@pytest.mark.parametrize("client", MEMBERS)
+def test_resume_after_the_coordinators_broker_is_killed_skips_nothing(cluster: Cluster, client: str) -> None:
+    group = f"failover-{client}"
+    if TOPIC not in {t for t in _topics(cluster)}:
+        cluster.cli("topic", "create", TOPIC, "--partitions", str(PARTITIONS), "--replication-factor", "3")
+        wait_until(lambda: cluster.isr_full(TOPIC), timeout=30, message="the topic fully replicated")
+    live = [b for b in cluster.info.brokers if _alive(cluster, b.id)]
+    bootstrap = ",".join(f"{b.host}:{b.port}" for b in live)
+    base = _log_end(cluster)
+    produce(bootstrap, 40, start=base)
+
+    # A new group reads the topic from the beginning (records of earlier tests included).
+    first = MEMBERS[client](bootstrap, group, f"{client}-first").start()
+    try:
+        wait_records([first], base + 40)
+    finally:
+        first.shutdown()  # every record read was committed before the close
+    assert values([first]) == expected(0, base + 40)
+
+    coordinator = wait_until(lambda: _coordinator(cluster, group), timeout=30, message="the coordinator")
+    wait_until(
+        lambda: cluster.isr_full("__consumer_offsets"), timeout=30, message="__consumer_offsets in sync"
+    )
+    cluster.cli("broker", "kill", str(coordinator), "--signal", "KILL")
+    moved = wait_until(
+        lambda: (c := _coordinator(cluster, group)) is not None and c != coordinator and c,
+        timeout=60,
+        message="a new coordinator",
+    )
+    assert moved != coordinator
+
+    survivors = ",".join(f"{b.host}:{b.port}" for b in cluster.info.brokers if b.id != coordinator)
+    produce(survivors, 20, start=base + 40)
+    second = MEMBERS[client](survivors, group, f"{client}-second").start()
+    try:
+        wait_records([second], 20)
+        time.sleep(1)  # a consumer that started before the committed offsets would read more
+    finally:
+        second.shutdown()
+    assert values([second]) == expected(
+        base + 40, base + 60
+    )  # from the committed offsets: none skipped, none twice
+    cluster.cli("broker", "restart", str(coordinator))
+
+
+def _topics(cluster: Cluster) -> set[str]:
+    resp = cluster.ask("controller", ApiKeys.METADATA, {"topics": None})
+    return {t["name"] for t in resp["topics"]}
+
+
+def _alive(cluster: Cluster, broker_id: int) -> bool:
+    try:
+        cluster.ask(broker_id, ApiKeys.API_VERSIONS, {})
+    except Exception:
+        return False
+    return True
+
+
+def _log_end(cluster: Cluster) -> int:
+    """How many records the test topic holds (earlier tests of the module wrote some)."""
+    total = 0
+    for p, meta in cluster.metadata(TOPIC).items():
+        resp = cluster.ask(
+            meta["leader_id"],
+            ApiKeys.LIST_OFFSETS,
+            {
+                "replica_id": -1,
+                "topics": [{"name": TOPIC, "partitions": [{"partition_index": p, "timestamp": -1}]}],
+            },
+        )
+        total += int(resp["topics"][0]["partitions"][0]["offset"])
+    return total

@@ -1,0 +1,122 @@
+"""Raft's safety over a simulated quorum: random delivery orders, drops, crashes and partitions.
+
+Checked after every step (``sim.Cluster.check``): never two leaders in one epoch; an entry once below
+some voter's high watermark (committed) is never replaced at that offset and is in every later leader's
+log; and at the end, any two logs that agree on an offset's epoch agree on everything before it.
+After the faults end, the quorum elects a leader and commits a new entry on every voter.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.unit.broker.raft.sim import Cluster
+
+fault = st.sampled_from(
+    ["none", "none", "crash", "crash_leader", "restart", "partition", "isolate_leader", "heal"]
+)
+phase = st.tuples(fault, st.integers(0, 3), st.integers(0, 150), st.integers(0, 40), st.integers(0, 12))
+
+
+def play(cluster: Cluster, phases: list[tuple[str, int, int, int, int]]) -> None:
+    """Each phase: a fault, ``appends`` entries on whoever leads, ``shuffle`` random deliveries / drops /
+    clock moves (``drops`` percent drops), then ``rounds`` of orderly progress."""
+    rng = cluster.rng
+    for action, appends, shuffle, drops, rounds in phases:
+        leaders = [i for i in cluster.alive() if cluster.client(i).is_leader()]
+        if action == "crash":
+            cluster.crash(rng.choice(cluster.ids))
+        elif action == "crash_leader" and leaders:
+            cluster.crash(leaders[0])
+        elif action == "restart":
+            for node in cluster.ids:
+                if cluster.nodes[node].client is None:
+                    cluster.start(node)
+        elif action == "partition":
+            cluster.heal()
+            cluster.partition(set(rng.sample(cluster.ids, rng.randint(1, len(cluster.ids) - 1))))
+        elif action == "isolate_leader" and leaders:
+            cluster.heal()
+            cluster.partition({leaders[0]})
+        elif action == "heal":
+            cluster.heal()
+        for _ in range(appends):
+            for node in cluster.alive():
+                cluster.append(node)
+        cluster.shuffle(shuffle, drops)
+        cluster.run(rounds)
+
+
+def settle_and_commit(cluster: Cluster) -> None:
+    cluster.heal()
+    for node in cluster.ids:
+        if cluster.nodes[node].client is None:
+            cluster.start(node)
+
+    def leaders() -> list[int]:
+        return [i for i in cluster.ids if cluster.client(i).is_leader()]
+
+    def settled() -> bool:
+        found = leaders()
+        return len(found) == 1 and all(cluster.client(i).leader_id == found[0] for i in cluster.ids)
+
+    def caught_up(leader: int) -> bool:
+        end = cluster.nodes[leader].log.end_offset
+        return cluster.client(leader).is_leader() and all(
+            cluster.client(i).high_watermark == end and cluster.nodes[i].log.end_offset == end
+            for i in cluster.ids
+        )
+
+    committed = False
+    for _ in range(5):
+        for _ in range(40):
+            if settled():
+                break
+            cluster.run(10)
+        assert settled(), f"no single leader followed by all after healing: {leaders()}"
+        leader = leaders()[0]
+        cluster.append(leader)
+        for _ in range(20):
+            if caught_up(leader):
+                break
+            cluster.run(5)
+        if caught_up(leader):
+            committed = True
+            break
+    assert committed, "the quorum did not commit a new entry on every voter"
+    for i in cluster.ids:
+        assert cluster.nodes[i].log.entries() == cluster.nodes[leader].log.entries()
+    cluster.check_log_matching()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(size=st.integers(3, 5), seed=st.integers(0, 2**32), phases=st.lists(phase, min_size=3, max_size=25))
+def test_safety_under_random_faults(
+    size: int, seed: int, phases: list[tuple[str, int, int, int, int]]
+) -> None:
+    cluster = Cluster(size, seed)
+    play(cluster, phases)
+    cluster.check_log_matching()
+    settle_and_commit(cluster)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(size=st.integers(3, 5), seed=st.integers(0, 2**16), rounds=st.integers(1, 8))
+def test_committed_entries_survive_leader_crashes(size: int, seed: int, rounds: int) -> None:
+    """Repeatedly: let a leader commit, crash it (losing nothing flushed), elect another."""
+    cluster = Cluster(size, seed)
+    for _ in range(rounds):
+        cluster.run(100)
+        leaders = [i for i in cluster.alive() if cluster.client(i).is_leader()]
+        if leaders:
+            cluster.append(leaders[0])
+            cluster.append(leaders[0])
+            cluster.run(5)
+            cluster.crash(leaders[0])
+        cluster.run(100)
+        for node in cluster.ids:
+            if cluster.nodes[node].client is None:
+                cluster.start(node)
+    settle_and_commit(cluster)
+    assert len(cluster.committed) >= 1
