@@ -30,6 +30,20 @@ log = logging.getLogger(__name__)
 
 # A forwarded request waits this much longer than the time it gives the controller.
 FORWARD_MARGIN_S = 30.0
+# Kafka's ConfigResource type of a broker, and its DescribeConfigs config sources.
+CONFIG_RESOURCE_BROKER = 4
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfigEntry:
+    """One of this broker's settings as DescribeConfigs shows it (a sensitive value is never shown)."""
+
+    name: str
+    value: str | None
+    is_default: bool
+    is_sensitive: bool = False
 
 
 @dataclass(slots=True)
@@ -52,6 +66,8 @@ class AdminApis:
         self.forwarding: ForwardingManager | None = None
         self.auto_create = AutoCreateSettings()
         self.auto_created: set[str] = set()
+        # This broker's settings for DescribeConfigs on its own BROKER resource (set by the server).
+        self.broker_configs: list[BrokerConfigEntry] = []
 
     # ------------------------------------------------------------------ forwarding
 
@@ -160,10 +176,15 @@ class AdminApis:
     # ------------------------------------------------------------------ DESCRIBE_CONFIGS (32)
 
     def handle_describe_configs(self, request: Request, req: m.DescribeConfigsRequest) -> None:
+        """Topics are forwarded to the controller (it holds their configs); this broker's own BROKER resource
+        (its id, or "" for the cluster's defaults) is answered here, as Kafka's broker does."""
         allowed: list[m.DescribeConfigsRequestResource] = []
+        local: list[dict[str, Any]] = []
         refused: list[m.DescribeConfigsResponseResult] = []
         for r in req.resources:
-            if r.resource_type == m.CONFIG_RESOURCE_TOPIC and not self.auth.authorize(
+            if r.resource_type == CONFIG_RESOURCE_BROKER:
+                local.append(self._describe_broker(request, r))
+            elif r.resource_type == m.CONFIG_RESOURCE_TOPIC and not self.auth.authorize(
                 request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, r.resource_name
             ):
                 refused.append(
@@ -177,8 +198,9 @@ class AdminApis:
                 )
             else:
                 allowed.append(r)
+        answered = local + [to_body(r) for r in refused]
         if not allowed:
-            request.complete(to_body(m.DescribeConfigsResponse(results=refused)))
+            request.complete({"throttle_time_ms": 0, "results": answered})
             return
         req.resources = allowed
 
@@ -197,10 +219,41 @@ class AdminApis:
                         ]
                     )
                 )
-            answer["results"] = list(answer.get("results") or []) + [to_body(r) for r in refused]
+            answer["results"] = list(answer.get("results") or []) + answered
             request.complete(answer)
 
         self._forward(request, ApiKeys.DESCRIBE_CONFIGS, req, 0, respond)
+
+    def _describe_broker(self, request: Request, r: m.DescribeConfigsRequestResource) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": r.resource_type,
+            "resource_name": r.resource_name,
+            "configs": [],
+        }
+        if r.resource_name not in ("", str(self.broker_id)):
+            result["error_code"] = int(Errors.INVALID_REQUEST)
+            result["error_message"] = f"Unexpected broker id, expected {self.broker_id} or empty string"
+            return result
+        if not self.auth.authorize(request, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER):
+            result["error_code"] = int(Errors.CLUSTER_AUTHORIZATION_FAILED)
+            result["error_message"] = f"Principal {request.principal} is not authorized to DescribeConfigs"
+            return result
+        wanted = None if r.configuration_keys is None else set(r.configuration_keys)
+        result["configs"] = [
+            {
+                "name": e.name,
+                "value": None if e.is_sensitive else e.value,
+                "read_only": True,  # isrsim has no dynamic broker configs
+                "config_source": DEFAULT_CONFIG if e.is_default else STATIC_BROKER_CONFIG,
+                "is_default": e.is_default,
+                "is_sensitive": e.is_sensitive,
+            }
+            for e in self.broker_configs
+            if wanted is None or e.name in wanted
+        ]
+        return result
 
     # ------------------------------------------------------------------ DESCRIBE_CLUSTER (60)
 
@@ -299,4 +352,16 @@ def _validate_topic(t: m.CreateTopicsRequestTopic, known: dict[str, Any]) -> m.C
     return m.CreateTopicsResponseTopic(name=t.name, error_code=int(error), error_message=why)
 
 
-__all__ = ["AdminApis", "AutoCreateSettings"]
+__all__ = ["AdminApis", "AutoCreateSettings", "BrokerConfigEntry", "broker_config_entries"]
+
+
+def broker_config_entries(values: dict[str, Any], defaults: dict[str, Any]) -> list[BrokerConfigEntry]:
+    """A broker's settings for DescribeConfigs: every key with its value as Kafka writes it (booleans
+    ``true``/``false``), whether it is the default, and passwords and JAAS configs hidden."""
+    out: list[BrokerConfigEntry] = []
+    for name in sorted(values):
+        value = values[name]
+        text = None if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
+        sensitive = "password" in name or name.endswith(".jaas.config")
+        out.append(BrokerConfigEntry(name, text, value == defaults.get(name), sensitive))
+    return out

@@ -55,6 +55,9 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.INIT_PRODUCER_ID,
 )
 
+# Kafka's internal topics (Metadata's is_internal).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
 # Served to Kafka's own clients only (SPEC §10): isrsim's tools send these to the controller.
 KAFKA_ENCODING_ONLY_APIS = frozenset(
     {ApiKeys.CREATE_TOPICS, ApiKeys.DELETE_TOPICS, ApiKeys.DESCRIBE_CONFIGS, ApiKeys.DESCRIBE_CLUSTER}
@@ -338,6 +341,9 @@ class KafkaApis:
         body = to_body(m.MetadataResponse(brokers=brokers, controller_id=controller_id, topics=topics))
         if request.kafka_encoding:
             body["cluster_id"] = self.admin.cluster_id  # Kafka's, from version 2
+            for topic in body["topics"]:
+                if topic["name"] in INTERNAL_TOPICS:
+                    topic["is_internal"] = True  # Kafka's, from version 1
         request.complete(body)
 
     # ------------------------------------------------------------------ controller requests

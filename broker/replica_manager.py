@@ -202,6 +202,7 @@ class ReplicaManager:
             )
             return Errors.STALE_CONTROLLER_EPOCH, {tp: Errors.STALE_CONTROLLER_EPOCH for tp, _ in states}
         self.controller_epoch = controller_epoch
+        self.state_listener.controller_epoch = controller_epoch
         self.metadata_cache.update_brokers(list(live_leaders), replace=False)
         errors: dict[TopicPartition, Errors] = {}
         to_leader: list[tuple[Partition, LeaderAndIsrState]] = []
@@ -332,6 +333,7 @@ class ReplicaManager:
         if controller_epoch < self.controller_epoch:
             return Errors.STALE_CONTROLLER_EPOCH, {tp: Errors.STALE_CONTROLLER_EPOCH for tp, _, _ in states}
         self.controller_epoch = controller_epoch
+        self.state_listener.controller_epoch = controller_epoch
         errors: dict[TopicPartition, Errors] = {}
         to_stop: list[tuple[TopicPartition, bool]] = []
         for tp, leader_epoch, delete in states:
@@ -381,6 +383,7 @@ class ReplicaManager:
         if controller_epoch < self.controller_epoch:
             return Errors.STALE_CONTROLLER_EPOCH
         self.controller_epoch = controller_epoch
+        self.state_listener.controller_epoch = controller_epoch
         self.metadata_cache.controller_id = controller_id
         self.metadata_cache.update_brokers(brokers, replace=True, endpoints=endpoints)
         for tp, meta in partitions:

@@ -20,8 +20,14 @@ class ReplicaStateListener:
     def __init__(self, journal: Journal, metrics: ReplicaManagerMetrics | None = None) -> None:
         self._journal = journal
         self._offsets = OffsetsJournal(journal)
+        # The controller epoch of the request being applied (LEADER_AND_ISR, STOP_REPLICA): journaled with
+        # the role changes it causes, so the report can tell that no older controller was obeyed.
+        self.controller_epoch: int | None = None
         # Not in a registry unless the server gives one: the updates cost the same either way.
         self.metrics = metrics if metrics is not None else ReplicaManagerMetrics()
+
+    def _epoch_field(self) -> dict[str, int]:
+        return {} if self.controller_epoch is None else {"controller_epoch": self.controller_epoch}
 
     # ------------------------------------------------------------------ leadership
 
@@ -29,6 +35,7 @@ class ReplicaStateListener:
         self._journal.emit_partition(
             "became_leader",
             partition.tp,
+            **self._epoch_field(),
             leader_epoch=partition.leader_epoch,
             leader_id=partition.local_broker_id,
             isr=list(partition.isr),
@@ -52,6 +59,7 @@ class ReplicaStateListener:
         self._journal.emit_partition(
             "became_follower",
             partition.tp,
+            **self._epoch_field(),
             leader_epoch=partition.leader_epoch,
             leader_id=partition.leader_id,
             log_end_offset=partition.log_end_offset,
@@ -62,7 +70,7 @@ class ReplicaStateListener:
     def on_partition_stopped(self, tp: TopicPartition, deleted: bool) -> None:
         if deleted:
             self._offsets.forget(tp)
-        self._journal.emit_partition("partition_stopped", tp, deleted=deleted)
+        self._journal.emit_partition("partition_stopped", tp, deleted=deleted, **self._epoch_field())
         self.metrics.remove(tp)
 
     def on_partition_config_changed(self, partition: Partition) -> None:

@@ -12,10 +12,10 @@ from typing import TypeVar
 
 import trio
 
-from broker.admin_apis import AutoCreateSettings
+from broker.admin_apis import AutoCreateSettings, broker_config_entries
 from broker.alter_partition import AlterPartitionManager
 from broker.auth_helper import AuthHelper, build_authorizer
-from broker.config import BrokerConfig
+from broker.config import KEYS_BY_NAME, BrokerConfig
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
@@ -187,6 +187,9 @@ class KafkaServer:
             enable=bool(c.get("auto.create.topics.enable")),
             num_partitions=c.get_int("num.partitions"),
             replication_factor=c.get_int("default.replication.factor"),
+        )
+        self.apis.admin.broker_configs = broker_config_entries(
+            c.values, {k: key.default for k, key in KEYS_BY_NAME.items()}
         )
         # Consumer groups: this broker coordinates the groups of the __consumer_offsets partitions it leads.
         self.group_coordinator = GroupCoordinator(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import trio
 
 from cli.cluster_client import ClientError, ClusterClient
+from cli.group_member import GroupMember
 from protocol import (
     CONSUMER_REPLICA_ID,
     EARLIEST_TIMESTAMP,
@@ -45,8 +46,14 @@ class Consumer:
         from_beginning: bool,
         max_wait_ms: int = 500,
         partition_max_bytes: int = 1048576,
+        group: GroupMember | None = None,
+        auto_commit_interval_ms: int = 5000,
     ) -> None:
         self.client = client
+        # In a group (``consume --group``): the partitions are the group's assignment, reading starts at the
+        # committed offsets, and positions are committed every ``auto_commit_interval_ms`` and at the end.
+        self.group = group
+        self.auto_commit_interval_ms = auto_commit_interval_ms
         self.topic = topic
         self.from_beginning = from_beginning
         self.max_wait_ms = max_wait_ms
@@ -98,6 +105,8 @@ class Consumer:
     ) -> int:
         """Consumes until ``max_records`` were delivered, nothing arrived for ``idle_timeout_ms``, or (with
         ``until_end``) every partition was read up to the high watermark its leader last reported."""
+        if self.group is not None:
+            return await self._run_in_group(self.group, on_record, max_records, idle_timeout_ms, until_end)
         partitions = await self.client.topic_partitions(self.topic)
         start_ts = EARLIEST_TIMESTAMP if self.from_beginning else LATEST_TIMESTAMP
         for p in partitions:
@@ -108,17 +117,82 @@ class Consumer:
                 break
             if until_end and self.at_end(partitions):
                 break
-            by_leader: dict[int, list[int]] = {}
-            for p in partitions:
-                by_leader.setdefault(self.client.leader_for((self.topic, p)), []).append(p)
-            results: list[int] = []
-            async with trio.open_nursery() as nursery:
-                for leader, parts in by_leader.items():
-                    nursery.start_soon(self._fetch_into, results, leader, parts, on_record, max_records)
-            got = sum(results)
-            if got:
+            if await self._fetch_round(partitions, on_record, max_records):
                 last_data = time.monotonic()
         return self.consumed
+
+    async def _fetch_round(
+        self, partitions: list[int], on_record: Callable[[ConsumedRecord], None], max_records: int | None
+    ) -> int:
+        """One FETCH to each leader of ``partitions``, in parallel; the records delivered."""
+        by_leader: dict[int, list[int]] = {}
+        for p in partitions:
+            by_leader.setdefault(self.client.leader_for((self.topic, p)), []).append(p)
+        results: list[int] = []
+        async with trio.open_nursery() as nursery:
+            for leader, parts in by_leader.items():
+                nursery.start_soon(self._fetch_into, results, leader, parts, on_record, max_records)
+        return sum(results)
+
+    async def _run_in_group(
+        self,
+        group: GroupMember,
+        on_record: Callable[[ConsumedRecord], None],
+        max_records: int | None,
+        idle_timeout_ms: int | None,
+        until_end: bool,
+    ) -> int:
+        """As a group member: reads the assigned partitions from the committed offsets (or, where none is
+        committed, from the earliest or latest offset), commits the positions every
+        ``auto_commit_interval_ms``, before a rebalance and at the end, and leaves the group."""
+        await self.client.topic_partitions(self.topic)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(group.heartbeat_loop)
+            partitions: list[int] = []
+            try:
+                partitions = await self._join(group)
+                last_data = last_commit = time.monotonic()
+                while max_records is None or self.consumed < max_records:
+                    now = time.monotonic()
+                    if idle_timeout_ms is not None and (now - last_data) * 1000 >= idle_timeout_ms:
+                        break
+                    if until_end and partitions and self.at_end(partitions):
+                        break
+                    if group.rejoin_needed:
+                        await group.commit(self.topic, self._positions_of(partitions))
+                        partitions = await self._join(group)
+                        continue
+                    if not partitions:
+                        await trio.sleep(0.2)
+                        continue
+                    if await self._fetch_round(partitions, on_record, max_records):
+                        last_data = time.monotonic()
+                    if (time.monotonic() - last_commit) * 1000 >= self.auto_commit_interval_ms:
+                        await group.commit(self.topic, self._positions_of(partitions))
+                        last_commit = time.monotonic()
+            finally:
+                with trio.CancelScope(shield=True), trio.move_on_after(10):
+                    if not group.rejoin_needed:
+                        await group.commit(self.topic, self._positions_of(partitions))
+                    await group.leave()
+                nursery.cancel_scope.cancel()
+        return self.consumed
+
+    def _positions_of(self, partitions: list[int]) -> dict[int, int]:
+        return {p: self.positions[p] for p in partitions if p in self.positions}
+
+    async def _join(self, group: GroupMember) -> list[int]:
+        """(Re)joins the group; the partitions of this topic now assigned, positioned to read."""
+        assignment = await group.join()
+        partitions = sorted(assignment.get(self.topic, []))
+        committed = await group.committed(self.topic, partitions) if partitions else {}
+        reset = EARLIEST_TIMESTAMP if self.from_beginning else LATEST_TIMESTAMP
+        self.positions = {}
+        self.high_watermarks = {}
+        for p in partitions:
+            offset = committed.get(p, -1)
+            self.positions[p] = offset if offset >= 0 else await self._list_offset(p, reset)
+        return partitions
 
     def at_end(self, partitions: list[int]) -> bool:
         """Every partition's position is at (or past) the high watermark last reported for it."""

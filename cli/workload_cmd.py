@@ -18,6 +18,7 @@ import trio
 from cli.client_run import run_client
 from cli.cluster_client import ClientError, ClusterClient, bootstrap_from
 from cli.consumer import ConsumedRecord, Consumer
+from cli.group_member import GroupMember
 from cli.main import setup_logging
 from cli.producer import ACKS_BY_NAME, AckJournal, Producer, ProducerSettings, ProduceStats
 
@@ -272,6 +273,13 @@ async def _run_producer(producer: Producer, count: int, rate: float | None, show
     is_flag=True,
     help="Stop when every partition is read up to its high watermark (kcat -e).",
 )
+@click.option(
+    "--group",
+    "group_id",
+    default=None,
+    help="Consume as a member of this consumer group: its share of the partitions, from the committed "
+    "offsets, committing as it reads (kafka-console-consumer --group).",
+)
 @click.option("--print-offsets", is_flag=True, help="Print partition and offset before each value.")
 @click.option(
     "--count-only", is_flag=True, help="Print no records; a running count on a terminal, then the total."
@@ -284,6 +292,7 @@ def consume(
     max_messages: int | None,
     timeout_ms: int | None,
     exit_at_end: bool,
+    group_id: str | None,
     print_offsets: bool,
     count_only: bool,
     data_dir: Path | None,
@@ -315,7 +324,8 @@ def consume(
         bootstrap = bootstrap_from(bootstrap_server, data_dir)
         async with trio.open_nursery() as nursery:
             client = ClusterClient(nursery, bootstrap, client_id="consumer")
-            consumer = Consumer(client, topic, from_beginning=from_beginning)
+            group = None if group_id is None else GroupMember(client, group_id, [topic])
+            consumer = Consumer(client, topic, from_beginning=from_beginning, group=group)
             consumer_ref.append(consumer)
             n = await consumer.run(
                 on_record, max_records=max_messages, idle_timeout_ms=timeout_ms, until_end=exit_at_end

@@ -123,12 +123,29 @@ def _gzip_compress(data: Buffer) -> bytes:
     return compressor.compress(data) + compressor.flush()
 
 
+# The most a batch's records may decompress to. Kafka decompresses record by record as it validates; isrsim
+# decompresses a batch whole, so a small stream that expands without end (gzip and zstd can reach a
+# thousand times and more) is refused instead of exhausting the broker's memory.
+MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+
+
+def _too_large(name: str) -> CompressionError:
+    return CompressionError(
+        f"the {name} stream decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes (isrsim's limit)"
+    )
+
+
 def _gzip_decompress(data: Buffer) -> bytes:
     out = []
     rest = bytes(data)
+    room = MAX_DECOMPRESSED_BYTES
     while rest:
         d = zlib.decompressobj(wbits=31)
-        out.append(d.decompress(rest))
+        chunk = d.decompress(rest, room + 1)
+        room -= len(chunk)
+        if room < 0:
+            raise _too_large("gzip")
+        out.append(chunk)
         if not d.eof:
             raise CompressionError("the gzip stream ends before its trailer")
         rest = d.unused_data
@@ -138,15 +155,28 @@ def _gzip_decompress(data: Buffer) -> bytes:
 _ZSTD = zstandard.ZstdDecompressor()
 
 
+# zstd input is fed this much at a time, so the output of one step stays bounded (a zstd block of a few
+# bytes may stand for 128 KiB) and the limit is checked before much more is made.
+_ZSTD_STEP = 1024
+
+
 def _zstd_decompress(data: Buffer) -> bytes:
     out = []
+    total = 0
     rest = bytes(data)
     while rest:
         d = _ZSTD.decompressobj()
-        out.append(d.decompress(rest))
+        pos = 0
+        while not d.eof and pos < len(rest):
+            chunk = d.decompress(rest[pos : pos + _ZSTD_STEP])
+            pos += _ZSTD_STEP
+            total += len(chunk)
+            if total > MAX_DECOMPRESSED_BYTES:
+                raise _too_large("zstd")
+            out.append(chunk)
         if not d.eof:
             raise CompressionError("the zstd stream ends inside a frame")
-        rest = d.unused_data
+        rest = d.unused_data + rest[pos:]
     return b"".join(out)
 
 

@@ -25,7 +25,6 @@ broker does not know is answered with a version 0 body listing the supported ran
 from __future__ import annotations
 
 import dataclasses
-import io
 import struct
 import types
 import typing
@@ -42,7 +41,7 @@ from kafka.protocol.api_key import ApiKey as _KafkaApiKey
 from kafka.protocol.api_message import ApiMessage
 
 from protocol.api_keys import ApiKeys
-from protocol.errors import Errors, InvalidRequestError
+from protocol.errors import Errors
 from protocol.framing import InvalidFrame, RequestHeader
 
 __all__ = [
@@ -57,6 +56,7 @@ __all__ = [
 _LENGTH = struct.Struct(">I")
 _HEADER_FIXED = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _CORRELATION = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 
 
 def _library_classes() -> tuple[dict[int, Any], dict[int, Any]]:
@@ -121,15 +121,11 @@ class KafkaRequest:
     error: str | None = None
 
 
-def decode_request(
-    payload: bytes | bytearray | memoryview,
-    body_types: Mapping[int, type],
-    *,
-    decode_body: Callable[[int, int], bool] = lambda api_key, version: True,
-) -> KafkaRequest:
+def decode_request(payload: bytes | bytearray | memoryview, body_types: Mapping[int, type]) -> KafkaRequest:
     """Reads a Kafka request frame's payload. A header that cannot be read raises ``InvalidFrame`` (the
-    connection is closed, as Kafka does). The body is read when ``decode_body(api_key, version)`` says so
-    and the library knows that version; bytes that do not parse leave ``error`` set and ``body`` None."""
+    connection is closed, as Kafka does). The body is read when the library knows the API and version
+    (into ``body_types``' names where the API has one, else all of its fields); bytes that do not parse
+    leave ``error`` set and ``body`` None."""
     view = memoryview(payload)
     if len(view) < _HEADER_FIXED.size + 2:
         raise InvalidFrame(f"Kafka request header needs at least 10 bytes, got {len(view)}")
@@ -138,15 +134,12 @@ def decode_request(
         raise InvalidFrame(f"Kafka request header with api_key {api_key}, api_version {version}")
     flexible = _request_flexible(api_key, version)
     try:
-        stream = io.BytesIO(view)
-        kheader = _KafkaRequestHeader.decode(stream, flexible=flexible)
-        offset = stream.tell()
-        client_id = kheader.client_id
+        client_id, offset = _read_header_rest(view, flexible)
     except Exception as exc:  # truncated client_id or tagged fields, bad UTF-8 ...
         raise InvalidFrame(f"Kafka request header does not parse: {type(exc).__name__}: {exc}") from exc
     header = RequestHeader(api_key, version, correlation_id, client_id or "")
     cls = _REQUESTS.get(api_key)
-    if cls is None or version > cls.max_version or not decode_body(api_key, version):
+    if cls is None or version > cls.max_version:
         return KafkaRequest(header, None)
     try:
         message = cls.decode(view[offset:], version=version)
@@ -161,6 +154,45 @@ def decode_request(
     except Exception as exc:  # a value the mapping cannot take (it never should): a bad request, not a crash
         return KafkaRequest(header, None, f"{type(exc).__name__}: {exc}")
     return KafkaRequest(header, body)
+
+
+def _read_header_rest(view: memoryview, flexible: bool) -> tuple[str | None, int]:
+    """Request header v1/v2 after its fixed 8 bytes: ``client_id`` (a nullable int16-length string in both
+    versions, as Kafka's RequestHeader.json says) and, in v2, the tagged fields, which are skipped.
+    Returns the client id and where the body starts. Read here rather than through a stream so that a
+    large request is never copied for its header."""
+    (length,) = _INT16.unpack_from(view, 8)
+    pos = 10
+    client_id: str | None = None
+    if length >= 0:
+        if pos + length > len(view):
+            raise ValueError(f"client_id of {length} bytes runs past the frame")
+        client_id = bytes(view[pos : pos + length]).decode("utf-8")
+        pos += length
+    elif length != -1:
+        raise ValueError(f"client_id length {length}")
+    if flexible:
+        count, pos = _uvarint(view, pos)
+        for _ in range(count):
+            _, pos = _uvarint(view, pos)  # tag
+            size, pos = _uvarint(view, pos)
+            pos += size
+            if pos > len(view):
+                raise ValueError("a tagged field runs past the frame")
+    return client_id, pos
+
+
+def _uvarint(view: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(view) or shift > 28:
+            raise ValueError("truncated or overlong unsigned varint")
+        byte = view[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
 
 
 def encode_response_parts(
@@ -482,8 +514,3 @@ def _error_response(
             ],
         }
     return top
-
-
-def invalid_request(message: str) -> InvalidRequestError:
-    """What a body that does not parse becomes (INVALID_REQUEST, 42)."""
-    return InvalidRequestError(message)

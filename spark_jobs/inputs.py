@@ -20,7 +20,8 @@ JOURNAL_SCHEMA = (
     "ts_ms LONG, broker_id INT, controller_id INT, producer_id STRING, event STRING, topic STRING, "
     "partition INT, leader_epoch INT, leader_id INT, isr ARRAY<INT>, old_isr ARRAY<INT>, "
     "replicas ARRAY<INT>, log_end_offset LONG, high_watermark LONG, log_start_offset LONG, "
-    "start_offset LONG, truncate_to LONG, reason STRING, error_code INT, clean BOOLEAN, unclean BOOLEAN"
+    "start_offset LONG, truncate_to LONG, reason STRING, error_code INT, clean BOOLEAN, unclean BOOLEAN, "
+    "role STRING, epoch INT, offset LONG, crc LONG, controller_epoch INT"
 )
 ACKED_SCHEMA = (
     "ts_ms LONG, producer_id STRING, topic STRING, partition INT, base_offset LONG, last_offset LONG, "

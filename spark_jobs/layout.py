@@ -227,9 +227,10 @@ def discover(root: str | Path) -> ClusterLayout:
                 _scan_data_dir(layout, broker, data_dirs[0])
             add_journals(_find_files(entry, EVENTS_FILE), layout.broker_journals)
             add_journals(_find_files(entry, ACKED_FILE), layout.broker_acked_journals)
-        controller = root_path / "controller"
-        if controller.is_dir():
-            add_journals(_find_files(controller, EVENTS_FILE), layout.controller_journals)
+        # One controller (controller/) or the voters of a quorum (controller-<id>/).
+        for controller in [root_path / "controller", *sorted(root_path.glob("controller-*"))]:
+            if controller.is_dir():
+                add_journals(_find_files(controller, EVENTS_FILE), layout.controller_journals)
     workload = root_path / "workload"
     if workload.is_dir():
         layout.acked_journals = sorted(str(p) for p in workload.glob("acked-*.jsonl"))

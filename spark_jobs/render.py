@@ -53,11 +53,14 @@ CHECKED_UNITS = {
     "leader_hw_monotonic": "leader tenures",
     "epoch_cache": "epoch entries",
     "unclean_elections": "elections",
+    "one_leader_per_epoch": "quorum epochs with a leader",
+    "metadata_log_matching": "committed metadata batches",
+    "no_stale_controller_obeyed": "applied controller requests",
     "batches_intact": "batches",
     "no_duplicates": "batches",
 }
 # Columns holding epoch milliseconds, shown in tables as seconds since the first event.
-TIME_COLUMNS = ("ts_ms", "prev_ts", "trunc_ts", "elected_ts", "acked_ms", "sent_ms")
+TIME_COLUMNS = ("ts_ms", "prev_ts", "trunc_ts", "elected_ts", "acked_ms", "sent_ms", "first_ts_ms")
 
 
 def write_json(path: Path, report: dict[str, Any]) -> None:

@@ -163,7 +163,7 @@ def run_report(
     wrong ``data_dir``, or one with nothing to judge, is reported without starting Spark). Progress goes to
     ``console`` (default: stderr), the summary, verdict first, to ``summary`` (default: ``console`` when
     one is given, else stdout)."""
-    from spark_jobs import checks, journal_checks
+    from spark_jobs import checks, journal_checks, quorum_checks
     from spark_jobs.inputs import load_inputs
     from spark_jobs.render import (
         nothing_report,
@@ -210,6 +210,9 @@ def run_report(
         journal_checks.check_leader_hw,
         checks.check_epoch_cache,
         journal_checks.check_unclean_elections,
+        quorum_checks.check_one_leader_per_epoch,
+        quorum_checks.check_metadata_log_matching,
+        quorum_checks.check_no_stale_controller_obeyed,
         checks.check_batches_intact,
         checks.check_no_duplicates,
     ]

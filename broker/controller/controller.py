@@ -488,7 +488,10 @@ class ControllerApis:
         if c.raft is not None and (key in RAFT_APIS or key == ApiKeys.FETCH):
             await self._raft_api(c.raft, key, request)
             return
-        if c.raft is not None and key != ApiKeys.API_VERSIONS and c.core is None:
+        if key == ApiKeys.API_VERSIONS:
+            request.complete(to_body(self._api_versions()))
+            return
+        if c.raft is not None and c.core is None:
             request.complete(error_body(Errors.NOT_CONTROLLER, self._not_controller_message()))
             return
         try:
@@ -538,12 +541,7 @@ class ControllerApis:
         elif key in SECURITY_APIS:
             response = self._security_api(key, body)
         else:
-            response = m.ApiVersionsResponse(
-                api_keys=[
-                    m.ApiVersionsResponseApiKey(api_key=k, min_version=lo, max_version=hi)
-                    for k, (lo, hi) in sorted(self.supported.items())
-                ]
-            )
+            response = self._api_versions()
         committed = await c.commit_effects()
         if committed is None:
             request.complete(error_body(Errors.NOT_CONTROLLER, self._not_controller_message()))
@@ -556,6 +554,14 @@ class ControllerApis:
                     if sent.api_key in (ApiKeys.LEADER_AND_ISR, ApiKeys.STOP_REPLICA):
                         await event.wait()
         request.complete(to_body(response))
+
+    def _api_versions(self) -> m.ApiVersionsResponse:
+        return m.ApiVersionsResponse(
+            api_keys=[
+                m.ApiVersionsResponseApiKey(api_key=k, min_version=lo, max_version=hi)
+                for k, (lo, hi) in sorted(self.supported.items())
+            ]
+        )
 
     def _not_controller_message(self) -> str:
         c = self.controller

@@ -38,7 +38,7 @@ from broker.replica_manager import ReplicaManager
 from protocol.common import Clock, TopicPartition
 from protocol.errors import Errors, KafkaError
 from protocol.group_records import GROUP_METADATA_TOPIC_NAME
-from protocol.records import iter_batches
+from protocol.records import iter_batches, read_header
 
 log = logging.getLogger(__name__)
 
@@ -250,11 +250,13 @@ class GroupCoordinator:
             elif isinstance(effect, GroupRebalanced):
                 self._journal_rebalance(effect)
 
-    def _append(self, partition: int, batch: bytes, done: Callable[[Errors], None]) -> None:
+    def _append(self, partition: int, batch: bytes, done: Callable[[Errors, int], None]) -> None:
+        """Appends ``batch`` as the leader with acks=all; ``done(error, base_offset)`` once committed."""
         tp = (GROUP_METADATA_TOPIC_NAME, partition)
 
         def respond(statuses: dict[TopicPartition, Any]) -> None:
-            done(statuses[tp].error)
+            status = statuses[tp]
+            done(status.error, status.base_offset)
 
         self.replica_manager.append_records(
             self.topic_config.commit_timeout_ms, -1, {tp: batch}, respond, internal_topics_allowed=True
@@ -263,7 +265,7 @@ class GroupCoordinator:
     def _store_group(self, store: StoreGroup) -> None:
         batch = group_metadata_batch(store.group_id, store.value, self.clock_ms())
 
-        def done(error: Errors) -> None:
+        def done(error: Errors, _base_offset: int) -> None:
             if error != Errors.NONE:
                 log.warning(
                     "broker %d: writing the metadata of group %s (generation %d) failed: %s",
@@ -279,10 +281,32 @@ class GroupCoordinator:
     def _store_offsets(self, store: StoreOffsets) -> None:
         batch = offset_commit_batch(store.group_id, store.offsets, self.clock_ms())
 
-        def done(error: Errors) -> None:
+        def done(error: Errors, base_offset: int) -> None:
+            if error == Errors.NONE:
+                self._journal_commit(store, batch, base_offset)
             self.apply(self.core.on_offsets_stored(store, error))
 
         self._append(store.partition, batch, done)
+
+    def _journal_commit(self, store: StoreOffsets, batch: bytes, base_offset: int) -> None:
+        """``offsets_committed``: an OffsetCommit acknowledged (its batch committed in __consumer_offsets),
+        with the batch's place and CRC, and each committed offset with the high watermark of its partition
+        here when this broker leads it (-1 otherwise), for the report's checks."""
+        header = read_header(batch)
+        offsets: list[dict[str, Any]] = []
+        for (topic, partition), o in store.offsets.items():
+            hosted = self.replica_manager.partitions.get((topic, partition))
+            hw = hosted.high_watermark if hosted is not None and hosted.is_leader else -1
+            offsets.append({"topic": topic, "partition": partition, "offset": o.offset, "high_watermark": hw})
+        self.journal.emit_partition(
+            "offsets_committed",
+            (GROUP_METADATA_TOPIC_NAME, store.partition),
+            group_id=store.group_id,
+            base_offset=base_offset,
+            last_offset=base_offset + header.last_offset_delta,
+            crc=header.crc,
+            offsets=offsets,
+        )
 
     def _journal_rebalance(self, event: GroupRebalanced) -> None:
         log.info(

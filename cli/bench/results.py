@@ -18,7 +18,19 @@ from rich.console import Console
 from rich.table import Table
 
 RESULTS_VERSION = 1
-PACKAGES = ("isrsim", "trio", "msgpack", "crc32c", "click", "rich", "pyspark", "pyarrow")
+PACKAGES = (
+    "isrsim",
+    "trio",
+    "msgpack",
+    "crc32c",
+    "aiokafka",
+    "cramjam",
+    "zstandard",
+    "click",
+    "rich",
+    "pyspark",
+    "pyarrow",
+)
 
 Status = Literal["ok", "skipped", "failed"]
 

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from cli.scenarios.base import DEFAULT_MODE, MODES, OUTCOMES, Expectation, Scenario
 from cli.scenarios.evidence import Evidence, gather, interesting_offsets, side_by_side
-from cli.scenarios.faults import IsolatedLeader, SlowFollower, ZombieLeader
+from cli.scenarios.faults import Duplicates, IsolatedLeader, SlowFollower, ZombieLeader
 from cli.scenarios.kips import Kip101Divergence, Kip101LostWrite, Kip279Divergence
 from cli.scenarios.run import PARTITION, TOPIC, ScenarioError, ScenarioRun
 
@@ -31,6 +31,7 @@ SCENARIOS: dict[str, Scenario] = {
         ZombieLeader(),
         SlowFollower(),
         IsolatedLeader(),
+        Duplicates(),
     )
 }
 

@@ -1,8 +1,10 @@
 """Kafka's stories of a leader that cannot be reached: a zombie (paused) leader, a slow follower, an
-isolated leader. Under every truncation mode the report passes: these are the protections that hold."""
+isolated leader; and of answers that do not reach the producer (duplicates, KIP-98). Under every truncation
+mode the report passes: these are the protections that hold."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -194,3 +196,68 @@ class IsolatedLeader(Scenario):
             run.note(f"{a} truncated to {e.get('truncate_to')} ({e.get('reason')})")
         run.wait("the replicas to converge", run.converged, timeout=90)
         run.moment(f"4. healed: {a} truncated its lone batch, follows {new}, back in the ISR; converged")
+
+
+class Duplicates(Scenario):
+    name = "duplicates"
+    title = "Lost answers: a retrying producer writes a batch twice, an idempotent one once (KIP-98)"
+    story = (
+        "The leader's answers to its clients are lost 30 % of the time (`isrsim net loss <leader> clients "
+        "--percent 30 --one-way`): each PRODUCE is appended, replicated and committed, and only the answer "
+        "is dropped. The producer times out or sees a later answer first, and sends the batch again. Without "
+        "idempotence the leader appends it a second time. An idempotent producer (INIT_PRODUCER_ID, then a "
+        "producer id, epoch and sequence on every batch) sends the same numbers again, and the leader, which "
+        "keeps each producer's last five batches, answers the retry with the offsets of the first write. The "
+        "same workload runs twice into one partition: once with --no-idempotence (duplicates, which the "
+        "report counts and shows but does not fail: Kafka promises nothing more without idempotence), once "
+        "idempotent (none)."
+    )
+    settings = (*FAULT_SETTINGS, "request.timeout.ms=5000")
+    needs_net = True
+    records = 600
+
+    def play(self, run: ScenarioRun) -> None:
+        run.up()
+        a = run.create_topic(3, {"min.insync.replicas": "2"})[0]
+        run.net("loss", str(a), "clients", "--percent", "30", "--one-way", "--seed", "7")
+        run.moment(f"1. {a} leads; 30 % of its answers to clients are lost (the requests take effect)")
+        # Five batches in flight, as Kafka's producers: a lost answer is noticed when a later one arrives.
+        common: dict[str, Any] = {"max_in_flight": 5, "request_timeout_ms": 1000}
+        plain = run.produce(self.records, idempotence=False, label="plain", **common)
+        run.note(f"without idempotence: {plain.retries} retries")
+        idem = run.produce(self.records, idempotence=True, label="idempotent", **common)
+        run.note(f"idempotent: {idem.retries} retries")
+        run.net("heal")
+        run.wait("the replicas to converge", run.converged, timeout=90)
+        counts = _copies(run, a)
+        twice = {label: sum(1 for n in seen.values() if n > 1) for label, seen in counts.items()}
+        run.note(
+            f"without idempotence: {twice.get('plain', 0)} of {self.records} records written more than once; "
+            f"idempotent: {twice.get('idempotent', 0)}"
+        )
+        if twice.get("idempotent", 0):
+            raise ScenarioError(f"the idempotent producer wrote {twice['idempotent']} records twice")
+        for label, seen in counts.items():
+            if len(seen) != self.records:
+                raise ScenarioError(f"{label}: {len(seen)} distinct records on {a}, expected {self.records}")
+        run.moment(
+            f"2. healed; {twice.get('plain', 0)} records twice without idempotence, none with it; converged"
+        )
+
+
+def _copies(run: ScenarioRun, broker: int) -> dict[str, dict[int, int]]:
+    """Per workload (the label in the values ``<id>-<label>:<seq>:``): how often each record is in the
+    partition's log on ``broker``."""
+    from protocol import decode_records, iter_batches
+
+    directory = Path(run.broker(broker).data_dir) / f"{TOPIC}-{PARTITION}"
+    data = b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+    out: dict[str, dict[int, int]] = {}
+    for pos, _ in iter_batches(data):
+        for record in decode_records(data, pos)[1]:
+            head, _, rest = (record.value or b"").partition(b":")
+            label = head.decode(errors="replace").rsplit("-", 1)[-1]
+            seq = int(rest.split(b":", 1)[0])
+            seen = out.setdefault(label, {})
+            seen[seq] = seen.get(seq, 0) + 1
+    return out

@@ -353,11 +353,31 @@ class ScenarioRun:
         return self._journal
 
     def produce(
-        self, count: int, acks: int = -1, batch_records: int = 10, via: list[int] | None = None
+        self,
+        count: int,
+        acks: int = -1,
+        batch_records: int = 10,
+        via: list[int] | None = None,
+        *,
+        idempotence: bool = True,
+        max_in_flight: int = 1,
+        request_timeout_ms: int = 30_000,
+        label: str | None = None,
     ) -> ProduceStats:
-        """``isrsim produce``'s producer (retries, metadata refresh), acknowledged batches journaled;
-        bootstrapped from ``via`` (default: every running broker)."""
-        settings = ProducerSettings(acks=acks, record_size=40, batch_records=batch_records, max_in_flight=1)
+        """``isrsim produce``'s producer (retries, metadata refresh; idempotent with acks=all unless
+        ``idempotence`` is False), acknowledged batches journaled; bootstrapped from ``via`` (default: every
+        running broker). ``label`` goes into the records' values (``<journal id>-<label>:<seq>:``)."""
+        settings = ProducerSettings(
+            acks=acks,
+            record_size=40,
+            batch_records=batch_records,
+            max_in_flight=max_in_flight,
+            request_timeout_ms=request_timeout_ms,
+            idempotence=idempotence,
+        )
+        producer_id = journal_id = self.journal.producer_id
+        if label is not None:
+            producer_id = f"{journal_id}-{label}"
         journal = self.journal
         bootstrap = [
             (b.host, b.port)
@@ -368,7 +388,8 @@ class ScenarioRun:
         async def main() -> ProduceStats:
             async with trio.open_nursery() as nursery:
                 client = ClusterClient(nursery, bootstrap, client_id="scenario")
-                stats = await Producer(client, TOPIC, settings, journal=journal).run(count)
+                producer = Producer(client, TOPIC, settings, journal=journal, producer_id=producer_id)
+                stats = await producer.run(count)
                 await client.aclose()
                 nursery.cancel_scope.cancel()
             return stats

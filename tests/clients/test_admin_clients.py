@@ -125,3 +125,19 @@ def test_kafka_python_admin_and_metadata(kafka_cluster: Cluster) -> None:
             consumer.close()
     finally:
         client.close()
+
+
+def test_describe_a_brokers_own_configs(kafka_cluster: Cluster) -> None:
+    broker = kafka_cluster.info.brokers[1]
+    client = AdminClient({"bootstrap.servers": f"{broker.host}:{broker.port}"})
+    [future] = client.describe_configs(
+        [ConfigResource("broker", str(broker.id))], request_timeout=30
+    ).values()
+    configs = future.result(timeout=30)
+    assert configs["broker.id"].value == str(broker.id)
+    assert configs["min.insync.replicas"].value == "2"  # the cluster's override
+    assert not configs["min.insync.replicas"].is_default
+    assert (
+        configs["auto.create.topics.enable"].value == "true"
+        and configs["auto.create.topics.enable"].is_default
+    )

@@ -5,17 +5,19 @@ topic."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import KafkaException
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import CommitFailedError
 
 from protocol.api_keys import ApiKeys
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
@@ -54,6 +56,7 @@ class Member:
     stop: threading.Event = field(default_factory=threading.Event)
     closed: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
+    empty_polls: int = 0  # polls that returned nothing
 
     def start(self) -> Member:
         threading.Thread(target=self._run, name=self.name, daemon=True).start()
@@ -66,6 +69,8 @@ class Member:
                 if got:
                     self.records += got
                     self.commit()
+                else:
+                    self.empty_polls += 1
                 self.assigned = self.assignment()
         except BaseException as exc:  # shown by the test that waits on this member
             self.error = exc
@@ -100,11 +105,16 @@ def kafka_python_member(bootstrap: str, group: str, name: str) -> Member:
         batches = consumer.poll(timeout_ms=3000)
         return [(m.partition, m.offset, m.value) for msgs in batches.values() for m in msgs]
 
+    def commit() -> None:
+        # A commit refused because the group rebalanced under it: as an application does, poll again.
+        with contextlib.suppress(CommitFailedError):
+            consumer.commit()
+
     return Member(
         name,
         poll,
         lambda: {tp.partition for tp in consumer.assignment()},
-        lambda: consumer.commit(),
+        commit,
         lambda: consumer.close(),
     )
 
@@ -132,7 +142,9 @@ def confluent_member(bootstrap: str, group: str, name: str) -> Member:
         return out
 
     def commit() -> None:
-        consumer.commit(asynchronous=False)
+        # A commit refused because the group rebalanced under it: as an application does, poll again.
+        with contextlib.suppress(KafkaException):
+            consumer.commit(asynchronous=False)
 
     return Member(
         name,
@@ -161,6 +173,13 @@ def wait_records(members: list[Member], count: int, timeout: float = 60) -> None
         interval=0.1,
         message=lambda: f"{count} records; got {[len(m.records) for m in members]}",
     )
+
+
+def wait_nothing_more(member: Member, timeout: float = 30) -> None:
+    """Until a whole poll of ``member``, begun after it read what it had to, returned nothing."""
+    seen = member.empty_polls
+    # (a poll under way now began after the last records were read: if it returns nothing, nothing more came)
+    wait_until(lambda: member.empty_polls > seen, timeout=timeout, interval=0.05, message="an empty poll")
 
 
 def values(members: list[Member]) -> list[bytes]:
@@ -240,7 +259,7 @@ def test_two_members_split_the_partitions_rebalance_when_one_leaves_and_resume(
     c = make(bootstrap, "split", f"{client}-c").start()
     try:
         wait_records([c], 8)
-        time.sleep(0.5)  # nothing more arrives
+        wait_nothing_more(c)
     finally:
         c.shutdown()
     assert values([c]) == expected(60, 68)
@@ -318,7 +337,7 @@ def test_resume_after_the_coordinators_broker_is_killed_skips_nothing(cluster: C
     second = MEMBERS[client](survivors, group, f"{client}-second").start()
     try:
         wait_records([second], 20)
-        time.sleep(1)  # a consumer that started before the committed offsets would read more
+        wait_nothing_more(second)  # a consumer that started before the committed offsets would read more
     finally:
         second.shutdown()
     assert values([second]) == expected(
@@ -354,3 +373,51 @@ def _log_end(cluster: Cluster) -> int:
         )
         total += int(resp["topics"][0]["partitions"][0]["offset"])
     return total
+
+
+def test_members_carry_on_when_the_coordinator_is_isolated(cluster: Cluster) -> None:
+    """The coordinator's broker cut off from everyone (``net isolate``): the controller moves the group's
+    ``__consumer_offsets`` partition to another broker, the member finds the new coordinator there and goes
+    on; after the heal every record was read (at least once: what was read but not committed before the
+    isolation may be read again) and the group's committed offsets reach the end of the topic."""
+    client = "kafka-python"
+    group = "isolated-coordinator"
+    if TOPIC not in _topics(cluster):
+        cluster.cli("topic", "create", TOPIC, "--partitions", str(PARTITIONS), "--replication-factor", "3")
+        wait_until(lambda: cluster.isr_full(TOPIC), timeout=30, message="the topic fully replicated")
+    wait_until(
+        lambda: all(_alive(cluster, b.id) for b in cluster.info.brokers), timeout=30, message="brokers up"
+    )
+    bootstrap = ",".join(f"{b.host}:{b.port}" for b in cluster.info.brokers)
+    base = _log_end(cluster)
+    produce(bootstrap, 20, start=base)
+    member = MEMBERS[client](bootstrap, group, f"{client}-isolated").start()
+    try:
+        wait_records([member], base + 20)
+        coordinator = wait_until(lambda: _coordinator(cluster, group), timeout=30, message="the coordinator")
+        wait_until(lambda: cluster.isr_full("__consumer_offsets"), timeout=30, message="offsets in sync")
+        cluster.cli("net", "isolate", str(coordinator))
+        try:
+            others = [b for b in cluster.info.brokers if b.id != coordinator]
+            moved = wait_until(
+                lambda: (c := _coordinator(cluster, group)) is not None and c != coordinator and c,
+                timeout=60,
+                message="the coordinator to move away from the isolated broker",
+            )
+            produce(",".join(f"{b.host}:{b.port}" for b in others), 20, start=base + 20)
+            wait_records([member], base + 40, timeout=90)
+        finally:
+            cluster.cli("net", "heal")
+
+        def lag() -> int:
+            out = run_cli(
+                "group", "describe", group, "--bootstrap-server", bootstrap, "-o", "json", timeout=60
+            )
+            return int(json.loads(out.stdout)["total_lag"])
+
+        # A commit refused while the group moved is made again once the member rejoined and read again.
+        wait_until(lambda: lag() == 0, timeout=60, interval=1, message="the group's lag to reach 0")
+    finally:
+        member.shutdown(timeout=60)
+    assert set(values([member])) == set(expected(0, base + 40))  # nothing skipped
+    assert moved != coordinator

@@ -35,12 +35,6 @@ def segment(broker: BrokerProcess, topic: str) -> bytes:
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_librdkafka_batches_are_stored_as_sent(broker: BrokerProcess, codec: str) -> None:
-    if codec == "lz4":
-        # librdkafka compresses with lz4 only for a broker whose ApiVersions lists FindCoordinator (its
-        # "LZ4" feature); this unmanaged broker does not list it, so librdkafka sends lz4 batches
-        # uncompressed ("Broker does not support compression type lz4"). lz4 is covered by kafka-python's
-        # batches (tests/unit/protocol/test_record_interop.py) and by isrsim produce (test_compression.py).
-        pytest.skip("librdkafka does not compress lz4 for a broker that does not advertise FindCoordinator")
     producer = Producer(
         {"bootstrap.servers": broker.address, "compression.type": codec, "linger.ms": 20, "acks": "all"}
     )

@@ -141,6 +141,9 @@ async def test_quorum_elects_fails_over_and_keeps_the_metadata(quorum: list[Vote
     # Controller APIs at a non-active voter: NOT_CONTROLLER.
     body = await request("127.0.0.1", others[0].port, ApiKeys.DESCRIBE_CLUSTER, {})
     assert body["error_code"] == Errors.NOT_CONTROLLER
+    # Any voter lists the quorum APIs in API_VERSIONS.
+    body = await request("127.0.0.1", others[0].port, ApiKeys.API_VERSIONS, {})
+    assert {int(ApiKeys.VOTE), int(ApiKeys.DESCRIBE_QUORUM)} <= {k["api_key"] for k in body["api_keys"]}
 
     # A broker that knows all three voters, the first of them maybe not the active one.
     broker = BrokerProcess(
@@ -238,3 +241,43 @@ async def test_quorum_elects_fails_over_and_keeps_the_metadata(quorum: list[Vote
     a, b = (committed(n) for n in survivors)
     common = set(a) & set(b)
     assert common and all(a[o] == b[o] for o in common)
+
+
+async def test_paused_leader_wakes_as_a_follower_and_a_clean_stop_hands_over_at_once(
+    quorum: list[Voter],
+) -> None:
+    leader, epoch = wait_until(lambda: active(quorum), 30, message="an active controller")
+    others = [n for n in quorum if n is not leader]
+
+    # SIGSTOP the active controller: the others elect a new one; on SIGCONT the old one learns the new
+    # epoch and follows, without acting as a controller again.
+    assert leader.proc is not None
+    leader.proc.send_signal(signal.SIGSTOP)
+    new_leader, new_epoch = wait_until(lambda: active(others, epoch), 30, message="a new active controller")
+    leader.proc.send_signal(signal.SIGCONT)
+
+    def follows() -> bool:
+        states = leader.events("quorum_state")
+        return bool(states) and states[-1]["role"] == "follower" and states[-1]["epoch"] >= new_epoch
+
+    wait_until(follows, 20, message="the woken controller following the new leader")
+    wait_until(
+        lambda: leader.events("controller_deactivated"), 10, message="the woken controller deactivated"
+    )
+    body = await request("127.0.0.1", leader.port, ApiKeys.CREATE_TOPICS, {"topics": [], "timeout_ms": 1000})
+    assert body["error_code"] == Errors.NOT_CONTROLLER
+
+    # SIGTERM the active controller: it resigns with END_QUORUM_EPOCH and a successor stands at once,
+    # well within the fetch timeout (2 s) the others would otherwise wait.
+    assert new_leader.proc is not None
+    stopped_at = time.monotonic()
+    new_leader.proc.send_signal(signal.SIGTERM)
+    assert new_leader.proc.wait(timeout=15) == 0
+    remaining = [n for n in quorum if n is not new_leader]
+    _, third_epoch = wait_until(
+        lambda: active(remaining, new_epoch), 20, message="a successor after the stop"
+    )
+    assert third_epoch > new_epoch
+    assert time.monotonic() - stopped_at < 2.0
+    ends = [e for e in new_leader.events("quorum_state") if e["role"] == "resigned"]
+    assert ends and ends[-1]["epoch"] == new_epoch

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,16 @@ from protocol.api_keys import ApiKeys
 from protocol.client import open_connection
 from protocol.errors import Errors
 from protocol.group_records import partition_for_group
-from protocol.records import build_simple_batch
+from protocol.records import build_simple_batch, iter_batches
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
-from tests.integration.harness import BrokerLauncher, BrokerProcess, run_cli, wait_until
+from tests.integration.harness import (
+    REPO_ROOT,
+    BrokerLauncher,
+    BrokerProcess,
+    python_cmd,
+    run_cli,
+    wait_until,
+)
 
 GROUP = "orders-app"
 OFFSETS = "__consumer_offsets"
@@ -54,12 +62,13 @@ def commit_body(member_id: str, generation: int, offset: int) -> dict[str, Any]:
     }
 
 
-def produce_to_t(broker: BrokerProcess, count: int) -> None:
+def produce_to_t(broker: BrokerProcess, count: int, start: int = 0) -> None:
+    values = [f"v{i}".encode() for i in range(start, start + count)]
     body = {
         "acks": -1,
         "timeout_ms": 5000,
         "topic_data": [
-            {"name": "t", "partition_data": [{"index": 0, "records": build_simple_batch([b"x"] * count)}]}
+            {"name": "t", "partition_data": [{"index": 0, "records": build_simple_batch(values)}]}
         ],
     }
     resp = call(broker, ApiKeys.PRODUCE, body, 0)
@@ -178,6 +187,14 @@ def test_a_group_joins_syncs_commits_and_its_offsets_survive_a_crash(broker: Bro
     log_dir = broker.log_dir / f"{OFFSETS}-0"
     loader = GroupLoader()
     loader.add_batches(b"".join(p.read_bytes() for p in sorted(log_dir.glob("*.log"))))
+    # Each acknowledged commit is journaled with its batch's place and CRC, found as such in the log.
+    acked = [e for e in broker.events("offsets_committed") if e["group_id"] == GROUP]
+    assert acked[0]["offsets"] == [{"topic": "t", "partition": 0, "offset": 42, "high_watermark": 0}]
+    batches = {
+        h.base_offset: h.crc
+        for _, h in iter_batches(b"".join(p.read_bytes() for p in sorted(log_dir.glob("*.log"))))
+    }
+    assert all(batches[e["base_offset"]] == e["crc"] for e in acked)
     loaded = loader.result()[GROUP]
     assert loaded.offsets[("t", 0)].offset == 42
     assert loaded.metadata is not None and loaded.metadata.generation == 1
@@ -195,6 +212,90 @@ def test_a_group_joins_syncs_commits_and_its_offsets_survive_a_crash(broker: Bro
     empty = call(broker, ApiKeys.DESCRIBE_GROUPS, {"groups": [GROUP]}, 5)["groups"][0]
     assert empty["group_state"] == "Empty" and empty["members"] == []
     assert fetch_committed(broker) == 42
+
+
+def test_console_consumer_in_a_group_resumes_at_its_committed_offset(broker: BrokerProcess) -> None:
+    produce_to_t(broker, 30)
+
+    def consume(*args: str) -> list[str]:
+        out = run_cli("consume", "t", "--group", "console", "--bootstrap-server", broker.address, *args)
+        return out.stdout.split()
+
+    assert consume("--from-beginning", "--max-messages", "20") == [f"v{i}" for i in range(20)]
+    # The next member starts where the group committed, not at the beginning.
+    assert consume("--from-beginning", "--max-messages", "10") == [f"v{i}" for i in range(20, 30)]
+    produce_to_t(broker, 5, start=30)
+    assert consume("--timeout-ms", "3000") == [f"v{i}" for i in range(30, 35)]
+    doc = json.loads(
+        run_cli("group", "describe", "console", "--bootstrap-server", broker.address, "-o", "json").stdout
+    )
+    assert doc["state"] == "Empty" and doc["members"] == []
+    assert [(r["committed_offset"], r["log_end_offset"], r["lag"]) for r in doc["partitions"]] == [
+        (35, 35, 0)
+    ]
+    generations = [
+        e["generation_id"] for e in broker.events("group_rebalanced") if e["group_id"] == "console"
+    ]
+    assert len(generations) >= 3 and generations == sorted(generations)
+
+
+def test_two_console_consumers_in_a_group_read_each_record_once(broker_launcher: BrokerLauncher) -> None:
+    parts = ",".join(f"t-{p}" for p in range(4))
+    broker = broker_launcher.start(
+        overrides={
+            "initial.leader.partitions": f"{OFFSETS}-0,{parts}",
+            "offsets.topic.num.partitions": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+    )
+
+    def produce(start: int, count: int) -> None:
+        body = {
+            "acks": -1,
+            "timeout_ms": 5000,
+            "topic_data": [
+                {
+                    "name": "t",
+                    "partition_data": [
+                        {
+                            "index": p,
+                            "records": build_simple_batch(
+                                [f"v{i}".encode() for i in range(start, start + count) if i % 4 == p]
+                            ),
+                        }
+                        for p in range(4)
+                    ],
+                }
+            ],
+        }
+        call(broker, ApiKeys.PRODUCE, body, 0)
+
+    produce(0, 40)
+    args = ["consume", "t", "--group", "duo", "--from-beginning", "--timeout-ms", "8000"]
+    members = [
+        subprocess.Popen(
+            python_cmd(*args, "--bootstrap-server", broker.address),
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        wait_until(
+            lambda: any(len(e["members"]) == 2 for e in broker.events("group_rebalanced")),
+            timeout=30,
+            message="a generation with both members",
+        )
+        produce(40, 40)
+        outs = [m.communicate(timeout=60)[0].split() for m in members]
+    finally:
+        for m in members:
+            m.kill()
+    got = sorted(outs[0] + outs[1])
+    assert got == sorted(f"v{i}" for i in range(80))  # every record once, across the rebalance
+    assert outs[0] and outs[1]
 
 
 def test_bad_group_requests_get_kafkas_errors(broker: BrokerProcess) -> None:

@@ -87,6 +87,9 @@ def test_clean_run_passes_every_check(clean_run: Any) -> None:
         "leader_hw_monotonic",
         "epoch_cache",
         "unclean_elections",
+        "one_leader_per_epoch",
+        "metadata_log_matching",
+        "no_stale_controller_obeyed",
         "batches_intact",
         "no_duplicates",
     ]
@@ -104,7 +107,7 @@ def test_clean_run_passes_every_check(clean_run: Any) -> None:
     assert a["longest_stall_s"] == max((st["seconds"] for st in a["stalls"]), default=0.0)
     console = (outcome.out_dir.parent / "console.txt").read_text().splitlines()
     first = next(line for line in console if line.startswith("isrsim report:"))
-    assert first.startswith("isrsim report: VALID  (9 valid); 100 % of intended writes acknowledged; ")
+    assert first.startswith("isrsim report: VALID  (12 valid); 100 % of intended writes acknowledged; ")
 
 
 def test_clean_run_reads_every_segment_and_tolerates_kill9_leftovers(clean_run: Any) -> None:
@@ -183,7 +186,7 @@ def test_unknown_where_nothing_could_be_checked(
     assert report["verdict"] == "unknown" and report["schema_version"] == 2
     unknown = {c["name"]: c["checked"] for c in report["checks"] if c["verdict"] == "unknown"}
     assert unknown == {"log_matching": 0, "acked_not_lost": 0}
-    assert report["verdict_counts"] == {"valid": 7, "invalid": 0, "unknown": 2}
+    assert report["verdict_counts"] == {"valid": 10, "invalid": 0, "unknown": 2}
     assert all(c["passed"] for c in report["checks"])
     checks = {c["name"]: c for c in report["checks"]}
     assert report["inputs"]["max_replicas_per_partition"] == 1
@@ -212,10 +215,13 @@ def test_damaged_run_fails_with_exit_code_1(damaged_run: Any) -> None:
     outcome, _ = damaged_run
     assert outcome.exit_code == EXIT_FAILED
     assert outcome.report["verdict"] == "invalid"
-    # Every check fails but no_duplicates: the damage writes no batch twice.
-    damaged = [c for c in outcome.report["checks"] if c["name"] != "no_duplicates"]
+    # Every check but the quorum's (this cluster has one controller; tests/spark/test_quorum_checks.py
+    # damages those) and no_duplicates (the damage writes no batch twice) fails on its own damage.
+    quorum = {"one_leader_per_epoch", "metadata_log_matching", "no_stale_controller_obeyed"}
+    damaged = [c for c in outcome.report["checks"] if c["name"] not in {*quorum, "no_duplicates"}]
     assert {c["verdict"] for c in damaged} == {"invalid"}
     assert all(not c["passed"] for c in damaged)
+    assert {c["verdict"] for c in outcome.report["checks"] if c["name"] in quorum} == {"valid"}
     assert "INVALID" in (outcome.out_dir / "report.html").read_text()
 
 

@@ -25,6 +25,7 @@ from cli.cluster_files import ClusterInfo
 from cli.scenarios import Outcome, play
 from cli.scenarios.evidence import gather
 from cli.scenarios.run import PARTITION, TOPIC
+from protocol import decode_records, iter_batches
 from spark_jobs import checks
 from spark_jobs.inputs import load_inputs
 from spark_jobs.layout import discover
@@ -140,6 +141,28 @@ def test_network_fault_scenarios_pass_under_the_default_mode(
     # The slow follower leaves the ISR (its leader's ALTER_PARTITION); the isolated leader is fenced and
     # replaced.
     assert kinds >= ({"isr_shrink"} if name == "slow-follower" else {"fenced", "leader_change"}), kinds
+
+
+@pytest.mark.scenarios
+def test_duplicates_scenario_only_the_plain_producer_writes_twice(
+    spark: Any, played: Player, tmp_path: Path
+) -> None:
+    """Lost answers to clients: the producer without idempotence left records twice in the log, the
+    idempotent one none; nothing acknowledged is lost and the report passes."""
+    outcome = played("duplicates", "leader-epoch")
+    assert outcome.as_expected and outcome.seen_outcome == "consistent"
+    assert outcome.root is not None
+    data = b"".join(p.read_bytes() for p in sorted(outcome.root.glob(f"broker-*/data/{TOPIC}-0/*.log")))
+    copies: dict[bytes, int] = {}
+    for pos, _ in iter_batches(data):
+        for record in decode_records(data, pos)[1]:
+            key = (record.value or b"").rsplit(b":", 1)[0]  # <id>-<workload>:<seq>
+            copies[key] = copies.get(key, 0) + 1
+    replicas = len(list(outcome.root.glob("broker-*")))
+    twice = {k.split(b":")[0].rsplit(b"-", 1)[-1] for k, n in copies.items() if n > replicas}
+    assert twice == {b"plain"}, twice
+    report = _report(spark, outcome.root, tmp_path / "report")
+    assert report.exit_code == EXIT_OK, _failed(report)
 
 
 BUGGY = [

@@ -269,3 +269,19 @@ def test_no_bytes_after_a_header_raise_anything_but_invalid_frame(
         return
     if req.body is not None:
         kc.encode_response_parts(req.header, req.body, {"error_code": 42, "error_message": "x"})
+
+
+def test_header_v2_tagged_fields_are_skipped() -> None:
+    body = kc.encode_request(3, 12, 1, "c", {"topics": [{"name": "t"}]})[4:]
+    fixed, rest = body[:8], body[8:]
+    # client_id "c" (int16 length), then the header's tagged fields: one tag (7) of 3 bytes, then the body
+    assert rest[:4] == b"\x00\x01c\x00"
+    frame = fixed + rest[:3] + b"\x01\x07\x03xyz" + rest[4:]
+    req = kc.decode_request(frame, BODY_TYPES)
+    assert req.header == RequestHeader(3, 12, 1, "c")
+    assert from_body(m.MetadataRequest, req.body).topics[0].name == "t"  # type: ignore[index]
+
+
+def test_null_client_id() -> None:
+    req = decode(kc.encode_request(18, 0, 4, None, {}))
+    assert req.header == RequestHeader(18, 0, 4, "")

@@ -187,3 +187,17 @@ def test_a_topic_codec_recompresses_other_batches_and_keeps_its_own(tmp_path: Pa
     assert decoded == records
     assert (header.base_timestamp, header.producer_id, header.base_sequence) == (5_000, 3, 0)
     assert data[second[0] + 21 :] == already[21:]  # kept as sent (the CRC and everything it covers)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.ZSTD], ids=lambda c: c.config_name)
+def test_a_stream_that_decompresses_past_the_limit_is_refused(
+    codec: CompressionType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import protocol.compression
+
+    monkeypatch.setattr(protocol.compression, "MAX_DECOMPRESSED_BYTES", 10_000)
+    small = build_simple_batch([b"x" * 100] * 50, attributes=int(codec))
+    assert validate_records_as_leader(small)
+    bomb = build_simple_batch([b"x" * 1000] * 50, attributes=int(codec))
+    err = error_of(bomb)
+    assert err.error is Errors.CORRUPT_MESSAGE and "more than 10000 bytes" in err.message

@@ -36,6 +36,9 @@ def play(cluster: Cluster, phases: list[tuple[str, int, int, int, int]]) -> None
         elif action == "partition":
             cluster.heal()
             cluster.partition(set(rng.sample(cluster.ids, rng.randint(1, len(cluster.ids) - 1))))
+        elif action == "one_way":
+            a, b = rng.sample(cluster.ids, 2)
+            cluster.cut.add((a, b))
         elif action == "isolate_leader" and leaders:
             cluster.heal()
             cluster.partition({leaders[0]})

@@ -3,6 +3,10 @@ against a real scramp client, PLAIN, and what ends a connection."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+
 import scramp
 
 from broker.security.credentials import CredentialStore, ScramCredential
@@ -130,3 +134,41 @@ def test_malformed_bodies_and_tokens_close_without_crashing() -> None:
         step = auth.receive(ApiKeys.SASL_AUTHENTICATE, {"auth_bytes": token})
         assert step.close and step.response is not None, token
         assert step.response["error_code"] == Errors.SASL_AUTHENTICATION_FAILED
+
+
+def librdkafka_exchange(
+    auth: SaslServerAuthenticator, user: str, password: str, *, tamper: bool = False
+) -> int:
+    """SCRAM-SHA-256 as librdkafka sends it: its client-final nonce is its own nonce followed by the whole
+    nonce of the server-first message (Kafka's server accepts a nonce that ends with its own)."""
+    cnonce = "rdkafka" + "x" * 25
+    first_bare = f"n={user},r={cnonce}"
+    step = auth.receive(ApiKeys.SASL_AUTHENTICATE, {"auth_bytes": f"n,,{first_bare}".encode()})
+    assert step.response is not None and step.response["error_code"] == 0
+    server_first = step.response["auth_bytes"].decode()
+    attrs = dict(part.split("=", 1) for part in server_first.split(","))
+    nonce = cnonce + attrs["r"] + ("z" if tamper else "")
+    without_proof = f"c=biws,r={nonce}"
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"]))
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    stored_key = hashlib.sha256(client_key).digest()
+    message = f"{first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(stored_key, message, hashlib.sha256).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+    step = auth.receive(ApiKeys.SASL_AUTHENTICATE, {"auth_bytes": f"{without_proof},p={proof}".encode()})
+    assert step.response is not None
+    return int(step.response["error_code"])
+
+
+def test_librdkafka_client_final_nonce_is_accepted_as_kafka_accepts_it() -> None:
+    auth = SaslServerAuthenticator(["SCRAM-SHA-256"], store())
+    handshake(auth, "SCRAM-SHA-256")
+    assert librdkafka_exchange(auth, "alice", "alice-secret") == 0
+    assert auth.complete and auth.principal == KafkaPrincipal("User", "alice")
+    for password, tamper in (("wrong", False), ("alice-secret", True)):
+        auth = SaslServerAuthenticator(["SCRAM-SHA-256"], store())
+        handshake(auth, "SCRAM-SHA-256")
+        assert (
+            librdkafka_exchange(auth, "alice", password, tamper=tamper) == Errors.SASL_AUTHENTICATION_FAILED
+        )
+        assert not auth.complete
