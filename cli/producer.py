@@ -141,6 +141,12 @@ class ProducerSettings:
     idempotence: bool = True
 
     @property
+    def attempt_timeout_s(self) -> float:
+        """How long an attempt waits for its answer: the broker's timeout_ms, plus as much again (at most
+        5 s) for the broker's own REQUEST_TIMED_OUT answer to arrive first."""
+        return self.request_timeout_ms / 1000 + min(5.0, self.request_timeout_ms / 1000)
+
+    @property
     def idempotent(self) -> bool:
         return self.idempotence and self.acks == -1
 
@@ -401,7 +407,7 @@ class Producer:
             t0 = time.monotonic()
             error: str
             remaining = max(0.001, deadline - t0)
-            cut_by_delivery_timeout = remaining < s.request_timeout_ms / 1000 + 5
+            cut_by_delivery_timeout = remaining < s.attempt_timeout_s
             try:
                 leader = self.client.leader_for(tp)
                 if leader < 0:
@@ -415,7 +421,7 @@ class Producer:
                 if s.acks == 0:
                     await conn.send_no_response(ApiKeys.PRODUCE, body)
                     return True
-                timeout = min(s.request_timeout_ms / 1000 + 5, remaining)
+                timeout = min(s.attempt_timeout_s, remaining)
                 resp = await conn.request(ApiKeys.PRODUCE, body, timeout=timeout)
                 part = resp["responses"][0]["partition_responses"][0]
                 code = Errors(part["error_code"])
