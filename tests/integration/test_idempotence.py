@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import trio
 
+from broker.producer_id_manager import UNMANAGED_RANGE_SIZE
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.records import build_simple_batch, decode_records, iter_batches
@@ -162,12 +163,16 @@ def test_producer_ids_come_from_durable_controller_blocks(cluster: Cluster) -> N
 
 
 def test_unmanaged_broker_never_reuses_producer_ids(broker_launcher: BrokerLauncher) -> None:
-    broker = broker_launcher.start()
+    broker, other = broker_launcher.start_many([1, 2])
     first = init_producer_id(broker.host, broker.port)
     broker.stop()
     broker.restart()
     second = init_producer_id(broker.host, broker.port)
-    assert (first, second) == (0, 1000)
+    # Each unmanaged broker has its own range of ids (broker_id * 2^31 on): a restart takes the next block.
+    base = broker.broker_id * UNMANAGED_RANGE_SIZE
+    assert (first, second) == (base, base + 1000)
+    # Another unmanaged broker never hands out the same ids (they share no allocator).
+    assert init_producer_id(other.host, other.port) == other.broker_id * UNMANAGED_RANGE_SIZE
 
 
 def leader_log_end(c: Cluster, broker_id: int, topic: str) -> int:
