@@ -9,6 +9,7 @@ from typing import cast
 from broker.delayed import DelayedOperation
 from protocol.common import TopicPartition
 from protocol.errors import Errors
+from protocol.records import BatchHeader
 
 
 @dataclass(slots=True)
@@ -20,6 +21,8 @@ class ProducePartitionStatus:
     error_message: str = ""
     acks_pending: bool = True
     record_errors: list[tuple[int, str]] = field(default_factory=list)
+    # The batches this answer acknowledges (headers with their offsets), for the acknowledgement journal.
+    batches: tuple[BatchHeader, ...] = ()
 
 
 def _responded(_: object) -> None:

@@ -10,9 +10,9 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from protocol.common import TopicPartition
 
@@ -65,16 +65,19 @@ class Journal:
             "event": event,
         }
         record.update(fields)
-        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+        self._write(json.dumps(record, separators=(",", ":"), default=str) + "\n", 1)
+
+    def _write(self, text: str, lines: int) -> None:
+        """``text`` (whole lines) with one ``write``."""
         if self._fd < 0:
             return
         try:
-            os.write(self._fd, line.encode("utf-8"))
+            os.write(self._fd, text.encode("utf-8"))
         except OSError as e:
             # A full disk must not turn every event into a failed request: say so once, count the losses.
             if not self.lost_lines:
                 logger.error("cannot write the journal %s (%s): events are lost until it can", self.path, e)
-            self.lost_lines += 1
+            self.lost_lines += lines
             return
         if self.lost_lines:
             logger.warning("journal %s written again after %d lost lines", self.path, self.lost_lines)
@@ -87,6 +90,74 @@ class Journal:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+class AckedBatch(Protocol):
+    """What a line of ``acked.jsonl`` needs of a batch: its header, with the offsets it was given."""
+
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def crc(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+
+
+class AckedStatus(Protocol):
+    """A partition's answer to a PRODUCE (``delayed_ops.ProducePartitionStatus``)."""
+
+    @property
+    def error(self) -> int: ...
+    @property
+    def batches(self) -> tuple[AckedBatch, ...]: ...
+
+
+class AckJournal(Journal):
+    """``acked.jsonl`` beside ``events.jsonl``: a line per batch a leader acknowledged to a client (acks 1
+    or all; acks=0 is acknowledged to nobody), written before the response goes out (docs/storage.md).
+
+    The lines of one response are written with one ``write`` (one system call per PRODUCE, not per
+    batch), on the same unbuffered file as ``events.jsonl``: a line written is a line kept through a
+    SIGKILL, and a response is never sent for a batch whose line is not written (but for a disk error,
+    which is logged and counted as ``events.jsonl``'s are). A retried idempotent batch answered as a
+    duplicate carries the original batch's header, so its line names the original base offset."""
+
+    def record(self, acks: int, client_id: str, statuses: Mapping[TopicPartition, AckedStatus]) -> None:
+        parts: list[str] = []
+        ts = self._clock_ms()
+        owner = self._owner_id
+        for (topic, partition), status in statuses.items():
+            if status.error != 0:
+                continue
+            for b in status.batches:
+                parts.append(
+                    json.dumps(
+                        {
+                            "ts_ms": ts,
+                            "broker_id": owner,
+                            "topic": topic,
+                            "partition": partition,
+                            "base_offset": b.base_offset,
+                            "last_offset": b.last_offset,
+                            "crc": b.crc,
+                            "acks": acks,
+                            "producer_id": b.producer_id,
+                            "producer_epoch": b.producer_epoch,
+                            "base_sequence": b.base_sequence,
+                            "client_id": client_id,
+                        },
+                        separators=(",", ":"),
+                    )
+                )
+        if parts:
+            parts.append("")
+            self._write("\n".join(parts), len(parts) - 1)
 
 
 class OffsetsJournal:

@@ -185,7 +185,9 @@ class KafkaApis:
         if refused and not entries:
             respond({})
             return
-        self.replica_manager.append_records(req.timeout_ms, acks, entries, respond)
+        self.replica_manager.append_records(
+            req.timeout_ms, acks, entries, respond, client_id=request.header.client_id
+        )
 
     def _refuse_unwritable(
         self, request: Request, entries: dict[TopicPartition, bytes]

@@ -19,7 +19,10 @@ and logs one line when it starts failing and one when it recovers.
 Network faults (docs/faults.md): with a :class:`~protocol.fault_injector.FaultInjector`, every request frame
 read is first shown to it (dropped: never handled; delayed: held, in order, on the connection) and so is
 every response frame before it is written (dropped: never written; delayed: the writer waits). The server
-also answers NET_FAULTS itself, so every node serves it with no help from its ``KafkaApis``.
+also answers NET_FAULTS itself, so every node serves it with no help from its ``KafkaApis``. A client's
+connection whose answer was dropped writes no answer after it either (``Connection.answers_lost``): a TCP
+stream delivers in order, so data after a lost segment cannot arrive; the client's requests still take
+effect, and it times out and reconnects, as a Kafka client would.
 
 Security (docs/security.md): a listener may ask for TLS and SASL (``ListenerSecurity``). On a TLS listener
 the accepted stream is wrapped in trio's ``SSLStream`` (the handshake happens on the first read; a peer that
@@ -50,8 +53,8 @@ from broker.security.sasl_server import SaslServerAuthenticator, illegal_sasl_st
 from protocol import kafka_codec
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
-from protocol.fault_injector import FaultInjector
-from protocol.faults import DelayLine
+from protocol.fault_injector import EXEMPT_APIS, FaultInjector
+from protocol.faults import CLIENT, DelayLine, node_of_client_id
 from protocol.framing import (
     FrameDecoder,
     FrameTooLarge,
@@ -115,6 +118,8 @@ class Connection:
     # The encoding, chosen by the first request (SPEC §10): None until then, True for Kafka's binary
     # protocol, False for msgpack.
     kafka: bool | None = None
+    # Network faults: a client's answer was dropped, so none after it reaches the client (docstring).
+    answers_lost: bool = False
 
     def hold(self, release_at: float, header: RequestHeader, body: dict[str, Any], size: int) -> None:
         self.held.append((release_at, header, body, size))
@@ -662,11 +667,12 @@ class SocketServer:
                     )
                     conn.scope.cancel()
                     return
-                if parts is None:
+                if parts is None or (conn.answers_lost and request.api_key not in EXEMPT_APIS):
                     continue
                 if self.faults is not None and self.faults.active:
                     decision = self.faults.outbound(request.header.client_id, request.api_key)
                     if decision.drop:
+                        conn.answers_lost = node_of_client_id(request.header.client_id) == CLIENT
                         continue
                     release_at = conn.outbound_line.release_at(
                         request.completed_at, decision.delay_ms / 1000.0

@@ -8,7 +8,10 @@ rather than REQUEST_TIMED_OUT, which old clients treat as fatal).
 Where blocks come from is a ``BlockSource``: on a managed broker ALLOCATE_PRODUCER_IDS to the controller
 (:func:`controller_block_source`); on an unmanaged broker (no controller) a file in its log directory,
 ``producer-id-block.json``, holding the next block's first id, rewritten atomically before each block is
-used (:func:`local_block_source`), so no id is handed out twice across restarts either way.
+used (:func:`local_block_source`), so no id is handed out twice across restarts either way. Unmanaged
+brokers share no allocator, so each takes its ids from a range of its own (``broker_id * 2**31`` onward,
+:data:`UNMANAGED_RANGE_SIZE` ids): two of them never hand out the same id, whose batches a replica would
+otherwise take for the other producer's retries (DUPLICATE_SEQUENCE answered with the other's offsets).
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ log = logging.getLogger(__name__)
 PID_PREFETCH_THRESHOLD = 0.90
 ITERATION_LIMIT = 3
 LOCAL_BLOCK_FILE = "producer-id-block.json"
+# An unmanaged broker's ids: [broker_id * UNMANAGED_RANGE_SIZE, (broker_id + 1) * UNMANAGED_RANGE_SIZE).
+# Broker ids are int32, so the largest range still ends below 2**62.
+UNMANAGED_RANGE_SIZE = 2**31
 
 BlockSource = Callable[[], Awaitable[ProducerIdsBlock | None]]
 
@@ -140,8 +146,11 @@ def controller_block_source(
 
 
 def local_block_source(broker_id: int, log_dir: Path) -> BlockSource:
-    """Blocks for an unmanaged broker, from ``<log.dirs>/producer-id-block.json``."""
+    """Blocks for an unmanaged broker, from ``<log.dirs>/producer-id-block.json``, within the broker's own
+    range of ids (a file from before ranges is moved up to the range's start)."""
     path = log_dir / LOCAL_BLOCK_FILE
+    range_start = broker_id * UNMANAGED_RANGE_SIZE
+    range_end = range_start + UNMANAGED_RANGE_SIZE
 
     async def allocate() -> ProducerIdsBlock | None:
         try:
@@ -155,7 +164,18 @@ def local_block_source(broker_id: int, log_dir: Path) -> BlockSource:
                 exc,
             )
             return None
-        block, following = generate_next_block(record or ProducerIdsRecord(), broker_id, -1)
+        record = record or ProducerIdsRecord()
+        if record.next_producer_id < range_start:
+            record = ProducerIdsRecord(range_start, record.broker_id, record.broker_epoch)
+        block, following = generate_next_block(record, broker_id, -1)
+        if block.last_producer_id >= range_end:
+            log.error(
+                "broker %d: its producer id range [%d, %d) is used up: no producer ids",
+                broker_id,
+                range_start,
+                range_end,
+            )
+            return None
         try:
             write_atomically(path, json.dumps(following.to_json()) + "\n")
         except OSError as exc:
@@ -168,6 +188,7 @@ def local_block_source(broker_id: int, log_dir: Path) -> BlockSource:
 
 __all__ = [
     "LOCAL_BLOCK_FILE",
+    "UNMANAGED_RANGE_SIZE",
     "BlockSource",
     "ProducerIdManager",
     "controller_block_source",

@@ -28,6 +28,7 @@ from broker.delayed_ops import (
 )
 from broker.fetch_session_cache import CachedPartition, FetchSession
 from broker.follower_view import FollowerPartitionView
+from broker.journal import AckJournal
 from broker.log.checkpoint import group_commit
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache, PartitionMetadata
@@ -127,6 +128,8 @@ class ReplicaManager:
         self.topic_compression: dict[str, CompressionType] = {}
         self.topic_config_fetcher: TopicConfigFetcher | None = None
         self.broker_epoch: Callable[[], int] = lambda: -1
+        # broker-<id>/acked.jsonl: every batch acknowledged to a client (acks 1 or all); the server sets it.
+        self.acked_journal: AckJournal | None = None
         # Called with the reason when the broker must stop and exit with status 1 (the server sets it).
         self.fatal_error_handler: Callable[[str], None] | None = None
         # Kafka's onLeadershipChange: told of the partitions this broker began to lead (with their leader
@@ -400,9 +403,19 @@ class ReplicaManager:
         respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
         *,
         internal_topics_allowed: bool = False,
+        client_id: str = "",
     ) -> None:
         """Kafka's ``appendRecords``. Only the broker itself writes to an internal topic
-        (``__consumer_offsets``: the group coordinator); a client gets INVALID_TOPIC_EXCEPTION."""
+        (``__consumer_offsets``: the group coordinator); a client gets INVALID_TOPIC_EXCEPTION. Every batch
+        acknowledged to a client (acks 1 or all; not the broker's own writes) is journaled in
+        ``acked.jsonl`` before the response goes out."""
+        if required_acks != 0 and self.acked_journal is not None and not internal_topics_allowed:
+            journal, answer = self.acked_journal, respond
+
+            def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+                journal.record(required_acks, client_id, statuses)
+                answer(statuses)
+
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, records in entries.items():
             try:
@@ -428,6 +441,7 @@ class ReplicaManager:
                 info.first_offset,
                 partition.log_start_offset,
                 acks_pending=required_acks == -1,
+                batches=info.batches,
             )
             self.state_listener.on_offsets_changed(partition)
             # New data: wake fetches waiting on this partition (followers and, if the HW moved, consumers).

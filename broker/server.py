@@ -8,6 +8,7 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 
@@ -23,7 +24,7 @@ from broker.group.coordinator import GroupCoordinator, OffsetsTopicConfig
 from broker.group.coordinator_core import GroupConfig
 from broker.group.group_apis import GroupApis
 from broker.group.group_metrics import GroupCoordinatorCollector
-from broker.journal import Journal
+from broker.journal import AckJournal, Journal
 from broker.kafka_apis import BROKER_APIS, KafkaApis
 from broker.lifecycle import CONTROLLER_UNREACHABLE, BrokerLifecycleManager, ControllerChannel
 from broker.log.log import LogConfig
@@ -80,9 +81,21 @@ def build_log_manager(config: BrokerConfig) -> LogManager:
 
 def open_journal(config: BrokerConfig) -> Journal:
     """``events.jsonl`` under ``journal.dir``; a journal that cannot be opened stops the start in one line."""
-    path = config.journal_dir / "events.jsonl"
+    return _open_journal(config, "events.jsonl", Journal)
+
+
+def open_ack_journal(config: BrokerConfig) -> AckJournal:
+    """``acked.jsonl`` beside ``events.jsonl``: every batch a leader acknowledges (docs/storage.md)."""
+    return _open_journal(config, "acked.jsonl", AckJournal)
+
+
+_J = TypeVar("_J", bound=Journal)
+
+
+def _open_journal(config: BrokerConfig, name: str, kind: type[_J]) -> _J:
+    path = config.journal_dir / name
     try:
-        return Journal(path, config.broker_id, clock_ms=wall_clock_ms)
+        return kind(path, config.broker_id, clock_ms=wall_clock_ms)
     except OSError as e:
         raise LogDirLoadError(
             f"the journal {path} cannot be opened ({e.strerror or e}); check journal.dir (default: log.dirs)"
@@ -104,6 +117,8 @@ class KafkaServer:
         self._controlled = True
         self.log_manager = build_log_manager(config)
         self.journal = open_journal(config)
+        # Every batch a leader acknowledges to a client, before the response goes out (docs/storage.md).
+        self.acked_journal = open_ack_journal(config)
         self.listeners = config.listener_config
         self.host = config.listener[0]
         self._build_replication()
@@ -156,6 +171,7 @@ class KafkaServer:
             fetch_purgatory=self.fetch_purgatory,
         )
         self.replica_manager.fatal_error_handler = self._fatal
+        self.replica_manager.acked_journal = self.acked_journal
 
     def _build_request_handling(self) -> None:
         """``KafkaApis`` with its fetch sessions and the authorizer's helper."""
@@ -446,6 +462,7 @@ class KafkaServer:
                 reason=self.fatal_reason,
             )
         self.journal.close()
+        self.acked_journal.close()
         log.info("broker %d stopped cleanly", self.broker_id)
 
     async def _handle_log_dir_failures(self) -> None:

@@ -96,6 +96,39 @@ class AckJournal:
         }
         os.write(self._open(), (json.dumps(line, separators=(",", ":")) + "\n").encode())
 
+    def failed(self, tp: TopicPartition, records: int, sent_ms: int, error: str) -> None:
+        """A batch given up on (``attempts-<producer_id>.jsonl``: what the report's availability counts)."""
+        self._attempt(
+            {
+                "event": "failed",
+                "topic": tp[0],
+                "partition": tp[1],
+                "records": records,
+                "sent_ms": sent_ms,
+                "error": error,
+            }
+        )
+
+    def summary(self, started_ms: int, rate: float | None, intended: int, stats: ProduceStats) -> None:
+        """The run's counts in records, written when it ends: ``unknown`` were sent and neither
+        acknowledged nor failed (in flight when the run was cut short)."""
+        unknown = max(0, stats.records_sent - stats.records_acked - stats.records_failed)
+        self._attempt(
+            {"event": "summary", "started_ms": started_ms, "rate": rate, "intended": intended,
+             "sent": stats.records_sent, "acknowledged": stats.records_acked, "failed": stats.records_failed,
+             "unknown": unknown}
+        )  # fmt: skip
+
+    def _attempt(self, fields: dict[str, object]) -> None:
+        line = {"ts_ms": now_ms(), "producer_id": self.producer_id, **fields}
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"attempts-{self.producer_id}.jsonl"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
+        finally:
+            os.close(fd)
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
@@ -154,6 +187,12 @@ class ProducerSettings:
     compression_type: str = "none"
     # Kafka's enable.idempotence (default true): in force with acks=all only, as Kafka's default.
     idempotence: bool = True
+
+    @property
+    def attempt_timeout_s(self) -> float:
+        """How long an attempt waits for its answer: the broker's timeout_ms, plus as much again (at most
+        5 s) for the broker's own REQUEST_TIMED_OUT answer to arrive first."""
+        return self.request_timeout_ms / 1000 + min(5.0, self.request_timeout_ms / 1000)
 
     @property
     def idempotent(self) -> bool:
@@ -217,6 +256,7 @@ class Producer:
         self.stats = ProduceStats()
         self.on_progress = on_progress
         self.retry_log = RateLimitedLog(log)
+        self._loop_ended: float | None = None  # when run() stopped starting batches
         # Idempotence: the id INIT_PRODUCER_ID gave, each partition's sequences, and an event per partition
         # set whenever one of its batches completes or its epoch is bumped (a batch refused as out of
         # order waits on it).
@@ -251,6 +291,32 @@ class Producer:
         if self.settings.idempotent and self.kafka_producer_id < 0:
             await self.init_producer_id()
         start = time.monotonic()
+        started_ms = now_ms()
+        self._loop_ended = None
+        try:
+            await self._produce(count, rate, stop, partitions, slots, start)
+        finally:
+            if self.journal is not None:
+                # What it meant to write: all of ``count``, or, cut short, what the rate called for by then.
+                elapsed = (self._loop_ended or time.monotonic()) - start
+                stopped = stop is not None and stop.is_set()
+                due = min(count, int(rate * elapsed)) if rate and stopped else (0 if stopped else count)
+                intended = max(self.stats.records_sent, due)
+                self.journal.summary(started_ms, rate, intended, self.stats)
+        self.stats.finished = time.monotonic()
+        if self.on_progress:
+            self.on_progress(self.stats)
+        return self.stats
+
+    async def _produce(
+        self,
+        count: int,
+        rate: float | None,
+        stop: trio.Event | None,
+        partitions: list[int],
+        slots: dict[int, trio.Semaphore],
+        start: float,
+    ) -> None:
         async with trio.open_nursery() as nursery:
             seq = 0
             i = 0
@@ -267,10 +333,7 @@ class Producer:
                 i += 1
                 await self._dispatch(nursery, slots[partition], partition, self._values(seq, n))
                 seq += n
-        self.stats.finished = time.monotonic()
-        if self.on_progress:
-            self.on_progress(self.stats)
-        return self.stats
+            self._loop_ended = time.monotonic()  # the batches in flight may take a while longer
 
     async def _dispatch(
         self,
@@ -304,8 +367,6 @@ class Producer:
         ``partition`` if given, else where Kafka's default partitioner puts it (murmur2 of the key; key-less
         records round robin). Returns when the channel is closed and every batch is acknowledged or
         failed."""
-        from kit.console import partition_for_key
-
         partitions = await self.client.topic_partitions(self.topic)
         if partition is not None and partition not in partitions:
             raise ClientError(
@@ -316,6 +377,27 @@ class Producer:
         self.stats = ProduceStats()
         if self.settings.idempotent and self.kafka_producer_id < 0:
             await self.init_producer_id()
+        started_ms = now_ms()
+        try:
+            await self._produce_records(records, partition, partitions, slots)
+        finally:
+            if self.journal is not None:
+                # What it meant to write: every record it read.
+                self.journal.summary(started_ms, None, self.stats.records_sent, self.stats)
+        self.stats.finished = time.monotonic()
+        if self.on_progress:
+            self.on_progress(self.stats)
+        return self.stats
+
+    async def _produce_records(
+        self,
+        records: trio.MemoryReceiveChannel[list[LineRecord]],
+        partition: int | None,
+        partitions: list[int],
+        slots: dict[int, trio.Semaphore],
+    ) -> None:
+        from kit.console import partition_for_key
+
         turn = 0
         async with trio.open_nursery() as nursery:
             async for received in records:
@@ -334,10 +416,6 @@ class Producer:
                         await self._dispatch(
                             nursery, slots[target], target, rs[i : i + self.settings.batch_records]
                         )
-        self.stats.finished = time.monotonic()
-        if self.on_progress:
-            self.on_progress(self.stats)
-        return self.stats
 
     # ------------------------------------------------------------------ idempotence
 
@@ -487,7 +565,7 @@ class Producer:
             t0 = time.monotonic()
             error: str
             remaining = max(0.001, deadline - t0)
-            cut_by_delivery_timeout = remaining < s.request_timeout_ms / 1000 + 5
+            cut_by_delivery_timeout = remaining < s.attempt_timeout_s
             try:
                 leader = self.client.leader_for(tp)
                 if leader < 0:
@@ -501,7 +579,7 @@ class Producer:
                 if s.acks == 0:
                     await conn.send_no_response(ApiKeys.PRODUCE, body)
                     return True
-                timeout = min(s.request_timeout_ms / 1000 + 5, remaining)
+                timeout = min(s.attempt_timeout_s, remaining)
                 resp = await conn.request(ApiKeys.PRODUCE, body, timeout=timeout)
                 part = resp["responses"][0]["partition_responses"][0]
                 code = Errors(part["error_code"])
@@ -548,6 +626,8 @@ class Producer:
             if not retriable or time.monotonic() >= deadline:
                 self.stats.batches_failed += 1
                 self.stats.records_failed += n
+                if self.journal is not None:
+                    self.journal.failed(tp, n, sent_ms, error)
                 why = (
                     "not retriable"
                     if not retriable

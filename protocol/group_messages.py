@@ -344,7 +344,7 @@ class DescribeGroupsResponseGroup:
     protocol_type: str = ""
     protocol_data: str = ""
     members: list[DescribeGroupsResponseMember] = field(default_factory=list)
-    authorized_operations: Int32 = -(2**31)
+    # authorized_operations (v3+) is left out: Kafka's default, -2147483648, "not requested" (docs/groups.md).
 
 
 @dataclass(slots=True, kw_only=True)

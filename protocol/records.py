@@ -1,4 +1,4 @@
-"""Record batches (SPEC §3): Kafka's v2 batch, byte for byte: the header here, the records in
+"""Record batches (docs/storage.md): Kafka's v2 batch, byte for byte: the header here, the records in
 ``protocol.record_codec`` (Kafka's ``DefaultRecord``), the codecs in ``protocol.compression``.
 
 Layout (big-endian, 61-byte header, then the records)::

@@ -8,11 +8,13 @@ Python); ``check_<name>`` wires them to the report's ``Inputs`` and fetches ever
 - ``convergence``: live ISR replicas agree on LEO and HW at the end; the replicas in the ISR when the final
   stop began agree on LEO; HW <= LEO everywhere;
 - ``log_matching``: below the smallest HW every replica holds the same batches (Kafka's StrongIsr);
-- ``acked_not_lost``: every acknowledged batch is on the final leader, every final ISR member and every
-  member of the ISR when the final stop began;
+- ``acked_not_lost``: every acknowledged batch (the leaders' ``acked.jsonl`` and the workload's journal) is
+  on the final leader, every final ISR member and every member of the ISR when the final stop began;
 - ``offsets_contiguous``: no gap, overlap or duplicate batch within a replica;
 - ``epoch_cache``: the leader-epoch-checkpoint agrees with the batches' epochs and is increasing;
-- ``batches_intact``: every batch's CRC matches its bytes.
+- ``batches_intact``: every batch's CRC matches its bytes;
+- ``no_duplicates``: no batch of an idempotent producer is written twice in a replica's log (others'
+  duplicates are listed).
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
         {
             **violation_tables(found.violations, [*TP, "broker", "ts_ms"], max_examples),
             "out_of_isr": top(found.out_of_isr, [*TP, "broker"], 200),
-            "partitions": final_table(inp.replicas, inp.partitions).limit(200),
+            "partitions": final_table(inp.replicas, inp.partitions, cached(inp, "stop_isr")).limit(200),
             "faults": top(cached(inp, "faults"), ["ts_ms", "kind", "broker", *TP], 100),
         }
     )
@@ -189,19 +191,24 @@ def _stop_isr_replicas(
     return disagree.unionByName(missing), out
 
 
-def final_table(replicas: DataFrame, partitions: DataFrame) -> DataFrame:
-    """Per partition: final leader, leader epoch, ISR (and where it came from) and every replica's LEO/HW."""
+def final_table(replicas: DataFrame, partitions: DataFrame, stop_isr: DataFrame) -> DataFrame:
+    """Per partition: final leader, leader epoch, ISR (and where it came from), the ISR when the final stop
+    began (``cluster down`` stops the brokers one at a time, each leaving the ISRs as it goes, so the final
+    ISR is the last broker alone: the one before the stop says which replicas were in sync) and every
+    replica's LEO/HW."""
     r = replicas.groupBy(*TP).agg(
         F.sort_array(F.collect_list(F.struct("broker", "leo", "hw"))).alias("replicas")
     )
     return (
         partitions.join(r, TP, "left")
+        .join(stop_isr, TP, "left")
         .select(
             *TP,
             "leader",
             "leader_epoch",
             "isr",
             "isr_source",
+            F.col("stop_isr").alias("isr_before_stop"),
             "replicas",
         )
         .orderBy(*TP)
@@ -328,7 +335,8 @@ class AckedFindings:
 def acked_violations(
     acked: DataFrame, partitions: DataFrame, stop_isr: DataFrame, batches: DataFrame, replicas: DataFrame
 ) -> AckedFindings:
-    """Each acknowledged batch (``acked``) must be at its base offset, with its last offset and CRC, on the
+    """Each acknowledged batch (``acked``: ``inputs.acknowledged_batches``, the leaders' and the workload's)
+    must be at its base offset, with its last offset and CRC, on the
     final leader, every final ISR member and every member of the ISR when the final stop began; a batch
     below a replica's log start was deleted by retention, not lost."""
     no_brokers = F.array().cast("array<int>")
@@ -384,23 +392,33 @@ def acked_violations(
     return AckedFindings(missing.filter(F.col("acks") != 1), missing.filter(F.col("acks") == 1))
 
 
-def phrase_acked(got: dict[str, list[dict[str, Any]]], *, checked: int, torn_lines: int) -> CheckResult:
-    """The result of ``acked_not_lost`` from its tables (``n_acks1``, ``acks1_lost``, ``lost_by_acks``)."""
+def phrase_acked(got: dict[str, list[dict[str, Any]]], *, torn_lines: int) -> CheckResult:
+    """The result of ``acked_not_lost`` from its tables (``checked``, ``by_source``, ``n_acks1``,
+    ``acks1_lost``, ``lost_by_acks``)."""
+    checked = int(single(got["checked"]) or 0)
+    by_source = {r["source"]: int(r["n"]) for r in got.get("by_source", [])}
+    leaders = sum(n for src, n in by_source.items() if src != "workload")
     notes = [
         f"{checked} acknowledged batches checked on the final leader, every final ISR member and every "
         "member of the ISR before the final stop"
+        + (
+            f" ({leaders} journaled by their leaders (acked.jsonl), {by_source.get('workload', 0)} by the "
+            "workload (workload/acked-*.jsonl))"
+            if by_source
+            else ""
+        )
     ]
     if torn_lines:
         notes.append(f"{torn_lines} torn acked-journal line(s) skipped")
     result = finished(
         "acked_not_lost",
         "No acknowledged batch lost",
-        "Every line of workload/acked-*.jsonl is present at the same base offset with the same CRC on the "
-        "final leader, on every final ISR member and on every replica in the ISR when the final stop began "
-        "(batches below a replica's log start offset were deleted "
-        "by retention, not lost). Kafka guarantees this for acks=all; acks=1 batches may be lost when their "
-        "leader fails over (a crash, or a zombie leader that acknowledged alone): those are listed under "
-        "acks1_lost, not counted as violations.",
+        "Every batch acknowledged to a client (the leaders' broker-<id>/acked.jsonl, any client's, and "
+        "workload/acked-*.jsonl) is present at the same base offset with the same CRC on the final leader, "
+        "on every final ISR member and on every replica in the ISR when the final stop began (batches "
+        "below a replica's log start offset were deleted by retention, not lost). Kafka guarantees this "
+        "for acks=all; acks=1 batches may be lost when their leader fails over (a crash, or a zombie "
+        "leader that acknowledged alone): those are listed under acks1_lost, not counted as violations.",
         got,
         checked=checked,
         notes=notes,
@@ -418,10 +436,16 @@ def phrase_acked(got: dict[str, list[dict[str, Any]]], *, checked: int, torn_lin
 
 
 def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    found = acked_violations(inp.acked, inp.partitions, cached(inp, "stop_isr"), inp.batches, inp.replicas)
+    acked = inp.acknowledged
+    found = acked_violations(acked, inp.partitions, cached(inp, "stop_isr"), inp.batches, inp.replicas)
     got = collect_tables(
         {
             **violation_tables(found.violations, [*TP, "base_offset", "broker"], max_examples),
+            "checked": count_of(acked),
+            "by_source": acked.select(F.explode("acked_by").alias("source"))
+            .withColumn("source", F.when(F.col("source") == "workload", "workload").otherwise("leader"))
+            .groupBy("source")
+            .agg(F.count("*").alias("n")),
             "n_acks1": count_of(found.acks1_lost, "producer_id", *TP, "base_offset"),
             "acks1_lost": top(found.acks1_lost, [*TP, "base_offset", "broker"], max_examples),
             "lost_by_acks": top(
@@ -433,7 +457,8 @@ def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckR
             ),
         }
     )
-    return phrase_acked(got, checked=inp.stats.acked_lines, torn_lines=inp.stats.torn_acked_lines)
+    torn = inp.stats.torn_acked_lines + inp.stats.torn_broker_acked_lines
+    return phrase_acked(got, torn_lines=torn)
 
 
 def contiguous_violations(batches: DataFrame, replicas: DataFrame) -> DataFrame:
@@ -622,3 +647,77 @@ def check_batches_intact(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) 
     violations = batches_intact_violations(inp.batches)
     got = collect_tables(violation_tables(violations, [*REPLICA, "base_offset"], max_examples))
     return phrase_batches_intact(got, batches=inp.stats.batches)
+
+
+@dataclass
+class DuplicateFindings:
+    """``violations``: an idempotent producer's batch (producer id >= 0) written twice in one replica's log;
+    ``non_idempotent``: batches of producers without idempotence whose bytes (CRC, record count) appear at
+    two offsets of one replica's log, a retry written twice (counted and shown, not failed)."""
+
+    violations: DataFrame
+    non_idempotent: DataFrame
+
+
+def duplicate_batches(batches: DataFrame) -> DuplicateFindings:
+    """No two batches in a replica's log carry the same (producer_id, producer_epoch, base_sequence) of an
+    idempotent producer (Kafka's KIP-98 promise); for the others, the same bytes twice are listed."""
+
+    def twice(df: DataFrame, key: list[str]) -> DataFrame:
+        per_replica = df.groupBy("broker", *TP, *key).agg(
+            F.sort_array(F.collect_list("base_offset")).alias("offsets"), F.count("*").alias("n")
+        )
+        return (
+            per_replica.filter(F.col("n") > 1)
+            .groupBy(*TP, *key)
+            .agg(
+                F.sort_array(F.collect_set("broker")).alias("brokers"),
+                F.max("n").alias("copies"),
+                F.sort_array(F.flatten(F.collect_set("offsets"))).alias("all_offsets"),
+            )
+            .select(*TP, *key, "brokers", "copies", F.array_distinct("all_offsets").alias("offsets"))
+        )
+
+    idempotent = batches.filter(F.col("producer_id") >= 0)
+    others = batches.filter(F.col("producer_id") < 0).withColumn(
+        "records", F.col("last_offset") - F.col("base_offset") + 1
+    )
+    return DuplicateFindings(
+        twice(idempotent, ["producer_id", "producer_epoch", "base_sequence"]),
+        twice(others, ["crc", "records"]),
+    )
+
+
+def phrase_no_duplicates(got: dict[str, list[dict[str, Any]]], *, batches: int) -> CheckResult:
+    """The result of ``no_duplicates`` (``n_non_idempotent``, ``non_idempotent``)."""
+    n_other = int(single(got["n_non_idempotent"]) or 0)
+    result = finished(
+        "no_duplicates",
+        "No batch of an idempotent producer written twice",
+        "No two batches of one idempotent producer (producer_id >= 0) in a replica's log carry the same "
+        "(producer_id, producer_epoch, base_sequence). Batches of producers without idempotence whose "
+        "bytes (CRC and record count) appear at two offsets of a log, a retry written twice, are counted "
+        "and listed under non_idempotent_duplicates, not counted as violations.",
+        got,
+        checked=batches,
+    )
+    if n_other:
+        result.notes.append(
+            f"{n_other} batch(es) of producers without idempotence written more than once (a retry after a "
+            "lost answer): allowed, listed under non_idempotent_duplicates"
+        )
+        result.extra["non_idempotent_duplicates"] = got["non_idempotent"]
+    return result
+
+
+def check_no_duplicates(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    found = duplicate_batches(inp.batches)
+    order = [*TP, "offsets"]
+    got = collect_tables(
+        {
+            **violation_tables(found.violations, order, max_examples),
+            "n_non_idempotent": count_of(found.non_idempotent),
+            "non_idempotent": top(found.non_idempotent, order, max_examples),
+        }
+    )
+    return phrase_no_duplicates(got, batches=inp.stats.batches)

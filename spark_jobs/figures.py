@@ -52,6 +52,7 @@ class FigureData:
     rate: dict[str, Any] = field(default_factory=dict)
     lag: dict[str, dict[str, Any]] = field(default_factory=dict)
     matrix: dict[str, Any] = field(default_factory=dict)
+    stalls: list[dict[str, Any]] = field(default_factory=list)  # availability's stalls (from_s, to_s ...)
 
 
 def rel_s(ts_ms: int | None, t0_ms: int) -> float | None:
@@ -256,6 +257,8 @@ class Story:
     overall: dict[str, Any]
     per_partition: list[dict[str, Any]]
     plotted_note: str | None
+    events: list[Event] = field(default_factory=list)  # the journals' ISR and life-cycle events
+    windows: list[Window] = field(default_factory=list)  # the fault windows
 
 
 def build_story(inp: Inputs, bands: list[FaultBand], max_plots: int = 12) -> Story:
@@ -278,7 +281,9 @@ def build_story(inp: Inputs, bands: list[FaultBand], max_plots: int = 12) -> Sto
     )
     fd = FigureData(t0_ms=t0, end_s=round((end_ms - t0) / 1000, 3))
     fd.windows = window_rows(windows, t0)
-    fd.rate = rate_series(inp.acked, t0, end_ms)
+    # Throughput and latency from the workload's journal (its send and answer times); with none (a Kafka
+    # client, the bench), throughput from the leaders' acked.jsonl.
+    fd.rate = rate_series(inp.acked if inp.stats.acked_lines else inp.acknowledged, t0, end_ms)
     all_tps = sorted(replicas)
     tps = all_tps[:max_plots]
     note = (
@@ -308,7 +313,7 @@ def build_story(inp: Inputs, bands: list[FaultBand], max_plots: int = 12) -> Sto
             row[k.replace("_ts", "_s")] = rel_s(row[k], t0)
     for k in ("last_fault_end_ms", "converged_ms"):
         overall[k.replace("_ms", "_s")] = rel_s(overall[k], t0)
-    return Story(fd, per_fault, overall, per_partition, note)
+    return Story(fd, per_fault, overall, per_partition, note, events, windows)
 
 
 __all__ = [

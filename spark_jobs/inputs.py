@@ -27,6 +27,11 @@ ACKED_SCHEMA = (
     "ts_ms LONG, producer_id STRING, topic STRING, partition INT, base_offset LONG, last_offset LONG, "
     "crc LONG, acks INT, sent_ms LONG, acked_ms LONG"
 )
+# broker-<id>/acked.jsonl: a line per batch a leader acknowledged to a client (docs/storage.md).
+BROKER_ACKED_SCHEMA = (
+    "ts_ms LONG, broker_id INT, topic STRING, partition INT, base_offset LONG, last_offset LONG, crc LONG, "
+    "acks INT, producer_id LONG, producer_epoch INT, base_sequence INT, client_id STRING"
+)
 FATAL_SEGMENT_KINDS = ("foreign", "corrupt", "error")
 TP = ["topic", "partition"]
 REPLICA = ["broker", "topic", "partition"]
@@ -43,6 +48,8 @@ class ReadStats:
     torn_journal_lines: int = 0
     acked_lines: int = 0
     torn_acked_lines: int = 0
+    broker_acked_lines: int = 0
+    torn_broker_acked_lines: int = 0
 
     @property
     def mb_per_s(self) -> float:
@@ -56,7 +63,8 @@ class Inputs:
     batches: DataFrame
     checkpoints: DataFrame
     journal: DataFrame
-    acked: DataFrame
+    acked: DataFrame  # workload/acked-*.jsonl (sent_ms, acked_ms: throughput and latency)
+    acknowledged: DataFrame  # every acknowledged batch, workload's and leaders' (acknowledged_batches)
     replicas: DataFrame
     partitions: DataFrame
     fenced: list[int]
@@ -170,11 +178,14 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
         .drop("valid")
     )
     acked = acked_all.filter("valid").drop("valid", "seq")
+    broker_acked_all = pinned(_jsonl(spark, layout.broker_acked_journals, BROKER_ACKED_SCHEMA))
+    broker_acked = broker_acked_all.filter("valid").drop("valid", "seq")
     facts = collect_tables(
         {
             "checkpoint_errors": checkpoints.filter(F.col("kind") == "error").select("file", "problem"),
             "journal": _line_counts(journal_all),
             "acked": _line_counts(acked_all),
+            "broker_acked": _line_counts(broker_acked_all),
             "fenced": _fenced_at_end(journal),
             "shutdown": _shutdown_facts(journal),
         }
@@ -182,15 +193,18 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
     for r in facts["checkpoint_errors"]:
         problems.append(InputProblem(str(r["file"]), str(r["problem"])))
     checkpoints = checkpoints.filter(F.col("kind") != "error")
-    for kind in ("journal", "acked"):
+    for kind in ("journal", "acked", "broker_acked"):
         for r in facts[kind]:
             bad = int(r["n"]) - int(r["ok"])
             if kind == "journal":
                 stats.journal_lines += int(r["ok"])
                 stats.torn_journal_lines += bad
-            else:
+            elif kind == "acked":
                 stats.acked_lines += int(r["ok"])
                 stats.torn_acked_lines += bad
+            else:
+                stats.broker_acked_lines += int(r["ok"])
+                stats.torn_broker_acked_lines += bad
             if bad and not int(r["ok"]):
                 problems.append(
                     InputProblem(str(r["file"]), f"none of its {bad} lines is a JSON journal event")
@@ -208,6 +222,7 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
     journal = pinned(journal)
     replicas = pinned(_replica_state(spark, layout, segments, checkpoints, journal))
     partitions = pinned(_partition_state(replicas, journal, fenced))
+    acknowledged = pinned(acknowledged_batches(acked, broker_acked))
     return Inputs(
         layout,
         segments,
@@ -215,6 +230,7 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
         checkpoints,
         journal,
         acked,
+        acknowledged,
         replicas,
         partitions,
         fenced,
@@ -222,6 +238,49 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
         problems,
         notes,
         shutdown_start=None if shutdown_start is None else int(shutdown_start),
+    )
+
+
+def acknowledged_batches(acked: DataFrame, broker_acked: DataFrame) -> DataFrame:
+    """Every batch acknowledged to a client, once: the workload's lines (``acked``, ``isrsim produce``'s) and
+    the leaders' (``broker_acked``, any client's), one row per (topic, partition, base offset, last offset,
+    CRC). ``producer_id``: the workload's id, else the client id; ``acks``: -1 if any line says so;
+    ``acked_ms``: the first acknowledgement; ``sent_ms`` and ``client_acked_ms``: the workload's, when it
+    journaled the batch; ``acked_by``: ``workload`` and/or ``broker <id>``."""
+    key = [*TP, "base_offset", "last_offset", "crc"]
+    workload = acked.select(
+        *key,
+        "producer_id",
+        F.lit(None).cast("string").alias("client_id"),
+        "acks",
+        "acked_ms",
+        "sent_ms",
+        F.col("acked_ms").alias("client_acked_ms"),
+        F.lit("workload").alias("source"),
+    )
+    leaders = broker_acked.select(
+        *key,
+        F.lit(None).cast("string").alias("producer_id"),
+        "client_id",
+        "acks",
+        F.col("ts_ms").alias("acked_ms"),
+        F.lit(None).cast("long").alias("sent_ms"),
+        F.lit(None).cast("long").alias("client_acked_ms"),
+        F.format_string("broker %d", F.col("broker_id")).alias("source"),
+    )
+    return (
+        workload.unionByName(leaders)
+        .groupBy(*key)
+        .agg(
+            F.coalesce(
+                F.first("producer_id", ignorenulls=True), F.first("client_id", ignorenulls=True)
+            ).alias("producer_id"),
+            F.min("acks").alias("acks"),
+            F.min("acked_ms").alias("acked_ms"),
+            F.min("sent_ms").alias("sent_ms"),
+            F.min("client_acked_ms").alias("client_acked_ms"),
+            F.sort_array(F.collect_set("source")).alias("acked_by"),
+        )
     )
 
 

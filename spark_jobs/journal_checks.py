@@ -2,8 +2,8 @@
 
 - ``leader_hw_monotonic``: a leader's HW never moves backwards within its tenure (one leader epoch of one
   broker process); follower HW drops are listed (not violations) with the truncation that explains them;
-- ``unclean_elections``: the controller's unclean elections, with the records and acknowledged batches
-  each cost.
+- ``unclean_elections``: the controller's unclean elections (without a controller journal, the brokers'),
+  with the records and acknowledged batches each cost.
 
 As in ``checks``: ``<name>_violations`` (DataFrames in, violating rows out, no action), ``phrase_<name>``
 (collected tables to a ``CheckResult``) and ``check_<name>`` (the two wired to the report's ``Inputs``).
@@ -113,21 +113,52 @@ class UncleanFindings:
     examined: DataFrame
 
 
-def unclean_election_violations(journal: DataFrame, series: DataFrame, acked: DataFrame) -> UncleanFindings:
-    """Each ``leader_elected`` with ``unclean: true`` in the controller's journal, with the records the
-    other replicas had beyond the new leader's log end and the acknowledged batches above it."""
-    j = journal
-    elections = j.filter(
-        (F.col("source") == "controller")
-        & (F.col("event") == "leader_elected")
-        & (F.col("unclean") == F.lit(True))
+def broker_elections(journal: DataFrame) -> DataFrame:
+    """Leader elections as the brokers' journals show them, for a cluster without a controller journal
+    (unmanaged brokers led by whoever sends LEADER_AND_ISR, as the bench and the protocol tests do): each
+    ``became_leader`` with a leader epoch newer than any before it for the partition; ``unclean`` when the
+    new leader was not in the ISR last journaled before it (``became_leader`` / ``isr_changed``)."""
+    ev = journal.filter(
+        (F.col("source") == "broker")
+        & F.col("topic").isNotNull()
+        & F.col("event").isin("became_leader", "isr_changed")
+    )
+    before = Window.partitionBy(*TP).orderBy("ts_ms", "seq").rowsBetween(Window.unboundedPreceding, -1)
+    ev = ev.withColumn("prev_isr", F.last("isr", ignorenulls=True).over(before)).withColumn(
+        "prev_epoch", F.max("leader_epoch").over(before)
+    )
+    return ev.filter(
+        (F.col("event") == "became_leader")
+        & (F.col("leader_epoch") > F.coalesce(F.col("prev_epoch"), F.lit(-1)))
     ).select(
         *TP,
         F.col("ts_ms").alias("elected_ts"),
-        F.col("leader_id").alias("leader"),
+        F.col("owner").alias("leader"),
         F.col("leader_epoch").alias("epoch"),
         "isr",
+        (F.col("prev_isr").isNotNull() & ~F.array_contains("prev_isr", F.col("owner"))).alias("unclean"),
     )
+
+
+def unclean_election_violations(
+    journal: DataFrame, series: DataFrame, acked: DataFrame, *, controller_journal: bool = True
+) -> UncleanFindings:
+    """Each ``leader_elected`` with ``unclean: true`` in the controller's journal (without one, each unclean
+    election of ``broker_elections``), with the records the other replicas had beyond the new leader's log
+    end and the acknowledged batches above it."""
+    j = journal
+    if controller_journal:
+        every = j.filter((F.col("source") == "controller") & (F.col("event") == "leader_elected")).select(
+            *TP,
+            F.col("ts_ms").alias("elected_ts"),
+            F.col("leader_id").alias("leader"),
+            F.col("leader_epoch").alias("epoch"),
+            "isr",
+            F.coalesce(F.col("unclean"), F.lit(False)).alias("unclean"),
+        )
+    else:
+        every = broker_elections(j)
+    elections = every.filter("unclean").drop("unclean")
     # The new leader's LEO when it took over: its became_leader / epoch_assigned for that epoch, else its
     # last LEO before the election.
     took_over = (
@@ -176,9 +207,8 @@ def unclean_election_violations(journal: DataFrame, series: DataFrame, acked: Da
     violations = e.filter(
         F.col("records_lost").isNull() | (F.col("records_lost") > 0) | (F.col("acked_batches_lost") > 0)
     )
-    # Every election the controller journaled was looked at (clean ones cost nothing by definition).
-    examined = j.filter((F.col("source") == "controller") & (F.col("event") == "leader_elected"))
-    return UncleanFindings(violations, e, examined)
+    # Every election journaled was looked at (clean ones cost nothing by definition).
+    return UncleanFindings(violations, e, every)
 
 
 def phrase_unclean_elections(
@@ -186,7 +216,10 @@ def phrase_unclean_elections(
 ) -> CheckResult:
     notes = []
     if not controller_journal:
-        notes.append("no controller journal: unclean elections cannot be seen (none counted)")
+        notes.append(
+            "no controller journal: elections are the brokers' became_leader events with a new leader "
+            "epoch, unclean when the new leader was not in the ISR journaled before it"
+        )
     return finished(
         "unclean_elections",
         "No unclean election cost records",
@@ -201,7 +234,10 @@ def phrase_unclean_elections(
 
 
 def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    found = unclean_election_violations(inp.journal, cached(inp, "series"), inp.acked)
+    controller = bool(inp.layout.controller_journals)
+    found = unclean_election_violations(
+        inp.journal, cached(inp, "series"), inp.acknowledged, controller_journal=controller
+    )
     got = collect_tables(
         {
             **violation_tables(found.violations, ["elected_ts"], max_examples),
@@ -209,4 +245,4 @@ def check_unclean_elections(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLE
             "examined": count_of(found.examined),
         }
     )
-    return phrase_unclean_elections(got, controller_journal=bool(inp.layout.controller_journals))
+    return phrase_unclean_elections(got, controller_journal=controller)

@@ -5,7 +5,8 @@ Only names and sizes are looked at here (on the driver); the bytes are read by S
 (:mod:`spark_jobs.sources`). Two shapes of ``root`` are understood:
 
 - a cluster root made by ``isrsim cluster up``: ``broker-<id>/`` (a data directory anywhere below it, found
-  by its ``meta.properties``, and ``events.jsonl``), ``controller/`` and ``workload/acked-*.jsonl``;
+  by its ``meta.properties``, ``events.jsonl`` and ``acked.jsonl``), ``controller/`` and
+  ``workload/acked-*.jsonl``;
 - a single broker data directory (it holds ``meta.properties`` itself), with its ``events.jsonl`` and, if
   present, a sibling or nested ``workload/``.
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 META_PROPERTIES = "meta.properties"
 EVENTS_FILE = "events.jsonl"
+ACKED_FILE = "acked.jsonl"  # a broker's acknowledgement journal, beside its events.jsonl
 HW_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
@@ -78,6 +80,8 @@ class ClusterLayout:
     broker_journals: list[str] = field(default_factory=list)
     controller_journals: list[str] = field(default_factory=list)
     acked_journals: list[str] = field(default_factory=list)
+    broker_acked_journals: list[str] = field(default_factory=list)
+    attempt_journals: list[str] = field(default_factory=list)  # workload/attempts-*.jsonl
     problems: list[InputProblem] = field(default_factory=list)
 
     @property
@@ -201,6 +205,7 @@ def discover(root: str | Path) -> ClusterLayout:
         if broker is not None:
             _scan_data_dir(layout, broker, root_path)
             add_journals(_find_files(root_path, EVENTS_FILE), layout.broker_journals)
+            add_journals(_find_files(root_path, ACKED_FILE), layout.broker_acked_journals)
     else:
         for entry in sorted(root_path.iterdir()):
             m = _BROKER_DIR.match(entry.name)
@@ -221,6 +226,7 @@ def discover(root: str | Path) -> ClusterLayout:
             if broker is not None:
                 _scan_data_dir(layout, broker, data_dirs[0])
             add_journals(_find_files(entry, EVENTS_FILE), layout.broker_journals)
+            add_journals(_find_files(entry, ACKED_FILE), layout.broker_acked_journals)
         # One controller (controller/) or the voters of a quorum (controller-<id>/).
         for controller in [root_path / "controller", *sorted(root_path.glob("controller-*"))]:
             if controller.is_dir():
@@ -228,6 +234,7 @@ def discover(root: str | Path) -> ClusterLayout:
     workload = root_path / "workload"
     if workload.is_dir():
         layout.acked_journals = sorted(str(p) for p in workload.glob("acked-*.jsonl"))
+        layout.attempt_journals = sorted(str(p) for p in workload.glob("attempts-*.jsonl"))
     if not layout.brokers and not layout.problems:
         layout.problems.append(
             InputProblem(

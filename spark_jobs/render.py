@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from spark_jobs.availability import availability_sentence
 from spark_jobs.layout import InputProblem
 from spark_jobs.result import SCHEMA_VERSION
 
@@ -56,6 +57,7 @@ CHECKED_UNITS = {
     "metadata_log_matching": "committed metadata batches",
     "no_stale_controller_obeyed": "applied controller requests",
     "batches_intact": "batches",
+    "no_duplicates": "batches",
 }
 # Columns holding epoch milliseconds, shown in tables as seconds since the first event.
 TIME_COLUMNS = ("ts_ms", "prev_ts", "trunc_ts", "elected_ts", "acked_ms", "sent_ms", "first_ts_ms")
@@ -242,6 +244,7 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
             + "</tr>"
         )
     parts.append("</table>")
+    parts.append(_availability_html(report.get("availability"), t0))
     parts.append(
         f"<h2 id='faults'>Faults applied and time to converge</h2><p>{_e(converge_sentence(report))}</p>"
     )
@@ -314,6 +317,36 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
     path.write_text("\n".join(parts), encoding="utf-8")
 
 
+def _availability_html(a: dict[str, Any] | None, t0_ms: int | None) -> str:
+    """The availability section: what the workload intended, got acknowledged, lost and left unknown, and
+    every write stall with its cause and the fault in force."""
+    if not a:
+        return ""
+
+    def n(v: Any) -> str:
+        return "unknown" if v is None else f"{v:,}"
+
+    ratio = a.get("acknowledged_ratio")
+    head = (
+        "<h2 id='availability'>Availability</h2>"
+        f"<p><b>{_e(availability_sentence(a) or 'nothing acknowledged')}</b></p>"
+        "<table><tr><th>intended</th><th>acknowledged</th><th>failed</th><th>unknown</th>"
+        "<th>acknowledged / intended</th><th>longest stall (s)</th></tr>"
+        f"<tr><td class='num'>{n(a.get('intended'))}</td><td class='num'>{n(a.get('acknowledged'))}</td>"
+        f"<td class='num'>{n(a.get('failed'))}</td><td class='num'>{n(a.get('unknown'))}</td>"
+        f"<td class='num'>{'' if ratio is None else f'{ratio * 100:.1f} %'}</td>"
+        f"<td class='num'>{a.get('longest_stall_s', 0):.1f}</td></tr></table>"
+        "<p class='muted'>Records, as the workload counted them (intended: what it meant to write by the "
+        "time it stopped; unknown: sent and neither acknowledged nor failed). A stall: at least 1 s with no "
+        "acknowledgement on a partition the workload was writing to; its cause is read from the journals "
+        "(isr_shrink_wait: acks=all waited for the ISR to drop a follower; no_leader: a new leader was "
+        "elected during it; leader_fenced: the controller fenced the leader; controller_unreachable: a "
+        "fault cut the controller off). The stalls are marked in red on the throughput plot.</p>"
+    )
+    stalls = a.get("stalls") or []
+    return head + (_table(stalls, t0_ms) if stalls else "<p class='muted'>no write stall</p>")
+
+
 def _drop_ms(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows with both ``x_ts`` and ``x_s`` show the seconds only."""
     out = []
@@ -362,6 +395,9 @@ def render_terminal(console: Console, report: dict[str, Any], out: Path) -> None
     verdict = report["verdict"]
     counts = ", ".join(f"{n} {v}" for v, n in report.get("verdict_counts", {}).items() if n)
     first = f"isrsim report: {verdict.upper()}  ({counts})"
+    said = availability_sentence(report.get("availability"))
+    if said:
+        first += f"; {said}"
     _say(console, first, 2, "bold", (15, 15 + len(verdict), style.get(verdict, "")))
     _say(console, f"  {VERDICT_WORDS.get(verdict, '')}", 2, "dim")
     t0 = report.get("t0_ms")

@@ -214,6 +214,7 @@ def run_report(
         quorum_checks.check_metadata_log_matching,
         quorum_checks.check_no_stale_controller_obeyed,
         checks.check_batches_intact,
+        checks.check_no_duplicates,
     ]
     results = []
     for step in steps:
@@ -221,7 +222,8 @@ def run_report(
         with phases.phase(f"check: {name}"):
             results.append(step(inputs, max_examples))
     if not verify_crc:
-        results[-1].notes.append("CRCs were not verified (--no-verify-crc)")
+        intact = next(r for r in results if r.name == "batches_intact")
+        intact.notes.append("CRCs were not verified (--no-verify-crc)")
     from spark_jobs.fault_log import fault_bands, read_fault_log
     from spark_jobs.figures import build_story
     from spark_jobs.result import overall_verdict
@@ -230,6 +232,8 @@ def run_report(
     bands = fault_bands(read_fault_log(Path(data_dir)))
     with phases.phase("time to converge, fault windows"):
         story = build_story(inputs, bands, max_plots)
+    with phases.phase("availability: stalls and their causes"):
+        availability = measure_availability(spark, inputs, story)
     conv = next((r for r in results if r.name == "convergence"), None)
     if conv is not None:
         conv.extra["time_to_converge"] = story.per_partition
@@ -264,6 +268,9 @@ def run_report(
             "acked_files": len(inputs.layout.acked_journals),
             "acked_lines": s.acked_lines,
             "torn_acked_lines": s.torn_acked_lines,
+            "broker_acked_files": len(inputs.layout.broker_acked_journals),
+            "broker_acked_lines": s.broker_acked_lines,
+            "torn_broker_acked_lines": s.torn_broker_acked_lines,
             "notes": inputs.notes + ([plotted_note] if plotted_note else []),
         },
         "checks": [r.as_dict() for r in results],
@@ -271,6 +278,7 @@ def run_report(
         "fault_windows": story.figures.windows,
         "time_to_converge": {"overall": story.overall, "per_fault": story.per_fault},
         "fault_matrix": story.figures.matrix,
+        "availability": availability,
         "timings_s": phases.timings,
     }
     with phases.phase("writing report"):
@@ -279,6 +287,36 @@ def run_report(
         write_html(out / "report.html", report, figures)
     render_terminal(summary, report, out)
     return ReportOutcome(EXIT_CODES[verdict], report, out, figures=story.figures)
+
+
+def measure_availability(spark: Any, inputs: Any, story: Any) -> dict[str, Any]:
+    """``report.json``'s ``availability`` (``spark_jobs.availability``); the stalls also go on the plot."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.availability import Stall, classify, stall_candidates, summarise, workload_attempts
+    from spark_jobs.plan import collect_tables
+
+    summaries, failed = workload_attempts(spark, inputs.layout.attempt_journals)
+    starts = [int(s["started_ms"]) for s in summaries if s.get("started_ms") is not None]
+    acknowledged = inputs.acknowledged
+    got = collect_tables(
+        {
+            "stalls": stall_candidates(acknowledged, failed, min(starts) if starts else None),
+            "records": acknowledged.agg(F.sum(F.col("last_offset") - F.col("base_offset") + 1).alias("n")),
+        }
+    )
+    records = int((got["records"][0]["n"] if got["records"] else 0) or 0)
+    stalls = [
+        classify(
+            Stall(r["topic"], int(r["partition"]), int(r["from_ms"]), int(r["to_ms"])),
+            story.events,
+            story.windows,
+        )
+        for r in got["stalls"]
+    ]
+    result = summarise(summaries, records, stalls, story.figures.t0_ms)
+    story.figures.stalls = result["stalls"]
+    return result
 
 
 def nothing_to_judge(root: Path, layout: ClusterLayout) -> str | None:
@@ -291,7 +329,8 @@ def nothing_to_judge(root: Path, layout: ClusterLayout) -> str | None:
         return f"{root} is empty"  # (but for an earlier run's report/)
     if layout.problems or not layout.brokers:
         return None
-    if layout.segment_bytes == 0 and not any(_size(p) for p in layout.acked_journals):
+    acked = [*layout.acked_journals, *layout.broker_acked_journals]
+    if layout.segment_bytes == 0 and not any(_size(p) for p in acked):
         return f"{root} holds no record batch and no acknowledged batch (nothing was written to it)"
     return None
 

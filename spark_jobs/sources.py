@@ -1,11 +1,12 @@
 """Spark data sources (Spark 4's Python data source API) that read a cluster's binary and checkpoint files
 on the executors, one task per file (segments) or per data directory (checkpoints).
 
-- ``isrsim-segments``: one row per batch header of every segment of every replica, without decoding records
-  (``kind = 'batch'``), one row per segment file (``kind = 'segment'``, its size), and rows for bytes that
-  are not whole valid batches: ``torn_tail`` (the end of the last segment of a partition, what a kill -9
-  leaves and recovery cuts off), ``corrupt`` (anywhere else), ``foreign`` (a file that does not start
-  with a v2 batch) and ``error`` (the file cannot be opened).
+- ``isrsim-segments``: one row per batch header of every segment of every replica (offsets, epoch, CRC,
+  producer id, epoch and base sequence), without decoding records (``kind = 'batch'``), one row per
+  segment file (``kind = 'segment'``, its size), and rows for bytes that are not whole valid batches:
+  ``torn_tail`` (the end of the last segment of a partition, what a kill -9 leaves and recovery cuts
+  off), ``corrupt`` (anywhere else), ``foreign`` (a file that does not start with a v2 batch) and
+  ``error`` (the file cannot be opened).
 - ``isrsim-checkpoints``: the offset checkpoints of each data directory (``hw``, ``recovery_point``,
   ``log_start``) and each partition's ``leader-epoch-checkpoint`` (``epoch``); ``error`` rows name a file
   that does not parse.
@@ -42,7 +43,8 @@ from spark_jobs.layout import (
 SEGMENTS_SCHEMA = (
     "broker INT, topic STRING, partition INT, file STRING, segment_base LONG, kind STRING, "
     "position LONG, size LONG, base_offset LONG, last_offset LONG, leader_epoch INT, crc LONG, "
-    "crc_ok BOOLEAN, records_count INT, max_timestamp LONG, problem STRING"
+    "crc_ok BOOLEAN, records_count INT, max_timestamp LONG, producer_id LONG, producer_epoch INT, "
+    "base_sequence INT, problem STRING"
 )
 CHECKPOINTS_SCHEMA = (
     "broker INT, file STRING, kind STRING, topic STRING, partition INT, seq INT, epoch INT, "
@@ -317,6 +319,9 @@ def scans_to_arrow(scans: Sequence[SegmentScan], arrow_schema: Any) -> Any:
         "crc_ok": masked(np.concatenate(crc_ok), pa.bool_(), ~crc_valid),
         "records_count": masked(h["records_count"].astype(np.int32), pa.int32(), no_h),
         "max_timestamp": masked(h["max_timestamp"].astype(np.int64), pa.int64(), no_h),
+        "producer_id": masked(h["producer_id"].astype(np.int64), pa.int64(), no_h),
+        "producer_epoch": masked(h["producer_epoch"].astype(np.int32), pa.int32(), no_h),
+        "base_sequence": masked(h["base_sequence"].astype(np.int32), pa.int32(), no_h),
         "problem": pa.DictionaryArray.from_arrays(
             pa.array(prob, mask=prob < 0), pa.array(["CRC mismatch", *problem_texts])
         ).dictionary_decode(),

@@ -121,6 +121,7 @@ def draw_overview(fd: FigureData) -> str:
         thr.text(
             0.5, 0.5, "no acknowledged batch (no workload journal)", transform=thr.transAxes, ha="center"
         )
+    _mark_stalls(thr, fd)
     thr.set_ylabel("records/s", fontsize=8)
     thr.set_title(
         f"throughput: acknowledged records per second ({rate.get('bin_s', 0):g} s bins)",
@@ -149,6 +150,35 @@ def draw_overview(fd: FigureData) -> str:
     _axes_style(lat, fd)
     fig.tight_layout()
     return _png(fig)
+
+
+def _mark_stalls(ax: Any, fd: FigureData) -> None:
+    """Each write stall (a partition with no acknowledgement for a second or more) as a red bar along the
+    foot of the throughput lane; the longest is labelled with its length and cause."""
+    if not fd.stalls:
+        return
+    top = max(ax.get_ylim()[1], 1.0)
+    for i, st in enumerate(fd.stalls):
+        ax.plot(
+            [st["from_s"], st["to_s"]],
+            [top * 0.02, top * 0.02],
+            color="tab:red",
+            linewidth=5,
+            alpha=0.55,
+            solid_capstyle="butt",
+            label="write stall (no ack >= 1 s on a partition)" if i == 0 else None,
+        )
+    longest = max(fd.stalls, key=lambda st: st["to_s"] - st["from_s"])
+    ax.annotate(
+        f"{longest['to_s'] - longest['from_s']:.1f} s ({longest['topic']}-{longest['partition']}, "
+        f"{longest['cause']})",
+        (longest["from_s"], top * 0.02),
+        xytext=(0, 7),
+        textcoords="offset points",
+        fontsize=7.5,
+        color="tab:red",
+    )
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0))
 
 
 def draw_lag(fd: FigureData, name: str) -> str:

@@ -36,7 +36,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
@@ -118,6 +118,9 @@ class LogAppendInfo:
     log_append_time_ms: int
     leader_epoch: int | None
     duplicate: bool = False
+    # The appended batches' headers, with the offsets they were given (the acknowledgement journal's lines);
+    # for a duplicate, the original batch's.
+    batches: tuple[BatchHeader, ...] = ()
 
 
 class OffsetsOutOfOrderError(KafkaError):
@@ -391,6 +394,12 @@ class Log:
                     log_append_time_ms=NO_TIMESTAMP,
                     leader_epoch=None,
                     duplicate=True,
+                    # The retry's bytes are the original's (so is its CRC); its offsets are the original's.
+                    batches=tuple(
+                        replace(h, base_offset=duplicate.first_offset)
+                        for h in headers[:1]
+                        if duplicate.last_offset - duplicate.first_offset == h.last_offset_delta
+                    ),
                 )
         producers = apply_batches(self._producer_state, headers, origin)
         self._epoch_cache.assign(leader_epoch, first_offset)
@@ -451,6 +460,7 @@ class Log:
             max_timestamp=max(h.max_timestamp for h in headers),
             log_append_time_ms=NO_TIMESTAMP,
             leader_epoch=last.partition_leader_epoch if last.partition_leader_epoch >= 0 else None,
+            batches=tuple(headers),
         )
 
     @_disk("assigning a leader epoch in")

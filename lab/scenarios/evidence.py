@@ -153,8 +153,8 @@ def side_by_side(ev: Evidence, around: list[int], context: int = 2) -> Table | N
         cells = []
         for r in ev.logs:
             b = r.batches.get(o)
-            cells.append("-" if b is None else f"{o}-{b[0]} e{b[1]} crc {b[2]:08x}")
-        ack = "; ".join(f"acks={'all' if a.acks == -1 else a.acks} crc {a.crc:08x}" for a in acked.get(o, []))
+            cells.append("-" if b is None else f"{o}-{b[0]} e{b[1]} crc {b[2]}")
+        ack = "; ".join(f"acks={'all' if a.acks == -1 else a.acks} crc {a.crc}" for a in acked.get(o, []))
         differs = len({r.batches.get(o) for r in ev.logs}) > 1
         t.add_row(str(o), *cells, ack, style="red" if differs else None)
     return t

@@ -214,7 +214,7 @@ class Duplicates(Scenario):
     )
     settings = (*FAULT_SETTINGS, "request.timeout.ms=5000")
     needs_net = True
-    records = 600
+    records = 400
 
     def play(self, run: ScenarioRun) -> None:
         run.up()

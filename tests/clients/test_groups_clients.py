@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import KafkaException
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient
 from kafka.errors import CommitFailedError
 
 from protocol.api_keys import ApiKeys
@@ -279,6 +280,40 @@ def test_kcat_balanced_consumer_reads_the_topic(broker: BrokerProcess) -> None:
     assert sorted(out.stdout.split()) == sorted(f"v{i}" for i in range(12))
     joined = [e for e in broker.events("group_rebalanced") if e["group_id"] == "kcat-group"]
     assert joined and joined[0]["protocol_type"] == "consumer"
+
+
+def test_kafka_python_admin_lists_and_describes_groups_and_their_offsets(broker: BrokerProcess) -> None:
+    produce(broker.address, 8)
+    member = kafka_python_member(broker.address, "admin-seen", "admin-member").start()
+    admin = KafkaAdminClient(bootstrap_servers=broker.address)
+    try:
+        wait_records([member], 8)
+        wait_until(
+            lambda: admin.describe_groups(["admin-seen"])["admin-seen"]["group_state"] == "Stable",
+            timeout=30,
+            message="the group Stable",
+        )
+        assert {
+            "group_id": "admin-seen",
+            "protocol_type": "consumer",
+            "group_state": "Stable",
+        } in admin.list_groups()
+        group = admin.describe_groups(["admin-seen"])["admin-seen"]
+        assert group["protocol_data"] == "range" and group["members"][0]["client_id"] == "admin-member"
+        offsets = admin.list_group_offsets("admin-seen")["admin-seen"]
+        assert {tp.partition: o.offset for tp, o in offsets.items()} == {p: 2 for p in range(PARTITIONS)}
+    finally:
+        member.shutdown()
+        admin.close()
+    assert admin_group_state(broker.address, "admin-seen") == "Empty"
+
+
+def admin_group_state(bootstrap: str, group: str) -> str:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return str(admin.describe_groups([group])[group]["group_state"])
+    finally:
+        admin.close()
 
 
 # ------------------------------------------------------------------------------------------- a cluster

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -15,11 +16,12 @@ from typing import Any
 import pytest
 import trio
 
+from broker.producer_id_manager import UNMANAGED_RANGE_SIZE
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.records import build_simple_batch, decode_records, iter_batches
 from tests.integration.cluster_support import Cluster, cluster_up
-from tests.integration.harness import BrokerLauncher, request, wait_until
+from tests.integration.harness import REPO_ROOT, BrokerLauncher, python_cmd, request, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -161,12 +163,16 @@ def test_producer_ids_come_from_durable_controller_blocks(cluster: Cluster) -> N
 
 
 def test_unmanaged_broker_never_reuses_producer_ids(broker_launcher: BrokerLauncher) -> None:
-    broker = broker_launcher.start()
+    broker, other = broker_launcher.start_many([1, 2])
     first = init_producer_id(broker.host, broker.port)
     broker.stop()
     broker.restart()
     second = init_producer_id(broker.host, broker.port)
-    assert (first, second) == (0, 1000)
+    # Each unmanaged broker has its own range of ids (broker_id * 2^31 on): a restart takes the next block.
+    base = broker.broker_id * UNMANAGED_RANGE_SIZE
+    assert (first, second) == (base, base + 1000)
+    # Another unmanaged broker never hands out the same ids (they share no allocator).
+    assert init_producer_id(other.host, other.port) == other.broker_id * UNMANAGED_RANGE_SIZE
 
 
 def leader_log_end(c: Cluster, broker_id: int, topic: str) -> int:
@@ -305,3 +311,40 @@ def test_kafka_python_idempotent_producer_under_lost_answers_failover_and_restar
     expected = [b"first"] + [f"{i:06d}".encode() for i in range(total)]
     for b in cluster.info.brokers:
         assert replica_values(cluster, b.id, "kp") == expected, f"broker {b.id}"
+
+
+def test_isrsim_produce_under_lost_answers_failover_and_restart(cluster: Cluster) -> None:
+    """The same for `isrsim produce` (idempotent by default): one copy of every record, in order."""
+    cluster.cli("topic", "create", "ip", "--partitions", "1", "--replication-factor", "3")
+    wait_until(lambda: cluster.isr_full("ip"), timeout=30, message="a full ISR")
+    lose_answers_to_clients(cluster)
+    total = 1200
+    args = ["produce", "ip", "--count", str(total), "--rate", "150", "--batch-records", "20",
+            "--timeout-ms", "1000", "--no-progress", "--data-dir", str(cluster.root)]  # fmt: skip
+    proc = subprocess.Popen(
+        python_cmd(*args), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_until(lambda: leader_log_end(cluster, cluster.leader("ip", 0), "ip") >= total // 4, timeout=90,
+                   message="a quarter of the records written")  # fmt: skip
+        first = cluster.leader("ip", 0)
+        cluster.cli("broker", "kill", str(first))
+        wait_until(lambda: cluster.leader("ip", 0) not in (-1, first), timeout=20, message="a new leader")
+        cluster.cli("broker", "restart", str(first))
+        wait_until(lambda: cluster.isr_full("ip"), timeout=60, message="the restarted broker back in the ISR")
+        lose_answers_to_clients(cluster)
+        second = cluster.leader("ip", 0)
+        cluster.cli("broker", "kill", str(second))
+        wait_until(lambda: cluster.leader("ip", 0) not in (-1, second), timeout=20, message="a third leader")
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    assert f"{total:,} records acknowledged" in out, out
+    cluster.cli("net", "heal")
+    cluster.cli("broker", "restart", str(second))
+    cluster.wait_converged("ip", 1)
+    for b in cluster.info.brokers:
+        seqs = [int(v.split(b":")[1]) for v in replica_values(cluster, b.id, "ip")]
+        assert seqs == list(range(total)), f"broker {b.id}: {len(seqs)} records"

@@ -137,7 +137,7 @@ def make_three_replicas(root: Path) -> None:
     t_start, t_end = time_range(root)
     for b in (2, 3):
         dst = root / f"broker-{b}" / "data"
-        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("events.jsonl"))
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("events.jsonl", "acked.jsonl"))
         meta = dst / "meta.properties"
         meta.write_text(meta.read_text().replace("broker.id=1", f"broker.id={b}"))
         write_follower_journal(dst / "events.jsonl", b, t_start + 2, t_end - 1, {})

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from spark_jobs import checks, journal_checks
+from spark_jobs import availability, checks, journal_checks
 from spark_jobs.history import offsets_series, role_timeline
-from spark_jobs.inputs import JOURNAL_SCHEMA
+from spark_jobs.inputs import BROKER_ACKED_SCHEMA, JOURNAL_SCHEMA, acknowledged_batches
 from spark_jobs.plan import collect_tables, count_of, violation_tables
 
 pytestmark = pytest.mark.spark
@@ -213,15 +213,80 @@ def test_phrase_acked_lists_acks1_losses_without_failing() -> None:
     got = {
         "examples": [],
         "violations": [{"n": 0}],
+        "checked": [{"n": 5}],
+        "by_source": [{"source": "leader", "n": 5}, {"source": "workload", "n": 3}],
         "n_acks1": [{"n": 2}],
         "acks1_lost": [{"base_offset": 20}],
         "lost_by_acks": [],
     }
-    result = checks.phrase_acked(got, checked=5, torn_lines=1)
+    result = checks.phrase_acked(got, torn_lines=1)
     assert result.verdict == "valid" and result.extra == {"acks1_lost": [{"base_offset": 20}]}
+    assert result.notes[0].endswith(
+        "(5 journaled by their leaders (acked.jsonl), 3 by the workload (workload/acked-*.jsonl))"
+    )
     assert result.notes[1] == "1 torn acked-journal line(s) skipped"
     assert result.notes[2].startswith("2 acks=1 batch(es) lost")
-    assert checks.phrase_acked({**got, "n_acks1": [{"n": 0}]}, checked=0, torn_lines=0).verdict == "unknown"
+    nothing = {**got, "checked": [{"n": 0}], "by_source": [], "n_acks1": [{"n": 0}]}
+    assert checks.phrase_acked(nothing, torn_lines=0).verdict == "unknown"
+
+
+def test_acknowledged_batches_are_the_leaders_and_the_workloads_lines_once_each(spark: Any) -> None:
+    workload = df(
+        spark,
+        f"{ACKED}, sent_ms LONG",
+        [("p1", "t", 0, 0, 9, 7, -1, 105, 100), ("p1", "t", 0, 10, 19, 8, -1, 205, 200)],
+    )
+    leaders = df(
+        spark,
+        BROKER_ACKED_SCHEMA,
+        [
+            (103, 1, "t", 0, 0, 9, 7, -1, -1, -1, -1, "isrsim"),  # the same acknowledgement as p1's first
+            (150, 1, "t", 1, 0, 4, 9, 1, 12, 0, 0, "rdkafka"),  # another client's
+            (160, 2, "t", 1, 0, 4, 9, 1, 12, 0, 0, "rdkafka"),  # ... answered again by a new leader
+        ],
+    )
+    got = acknowledged_batches(workload, leaders)
+    assert rows(got, "partition", "base_offset", "producer_id", "acks", "acked_ms", "acked_by") == [
+        (0, 0, "p1", -1, 103, ["broker 1", "workload"]),
+        (0, 10, "p1", -1, 205, ["workload"]),
+        (1, 0, "rdkafka", 1, 150, ["broker 1", "broker 2"]),
+    ]
+
+
+def test_an_idempotent_batch_written_twice_fails_another_producers_is_listed(spark: Any) -> None:
+    schema = f"{BATCHES}, producer_id LONG, producer_epoch INT, base_sequence INT"
+    batches = df(
+        spark,
+        schema,
+        [
+            (*batch(1, 0, 4, crc=1), 12, 0, 0),
+            (*batch(1, 5, 9, crc=2), 12, 0, 5),
+            (*batch(1, 10, 14, crc=1), 12, 0, 0),  # the first again: a retry written twice
+            (*batch(2, 0, 4, crc=1), 12, 0, 0),
+            (*batch(2, 5, 9, crc=2), 12, 0, 5),
+            (*batch(1, 15, 19, crc=3), 12, 1, 0),  # a new epoch starts its sequences again: fine
+            (*batch(1, 20, 24, crc=5), -1, -1, -1),
+            (*batch(1, 25, 29, crc=5), -1, -1, -1),  # no idempotence: the same bytes twice, listed
+            (*batch(1, 30, 32, crc=6), -1, -1, -1),
+        ],
+    )
+    found = checks.duplicate_batches(batches)
+    assert rows(found.violations, "producer_id", "producer_epoch", "base_sequence", "brokers", "offsets") == [
+        (12, 0, 0, [1], [0, 10])
+    ]
+    assert rows(found.non_idempotent, "crc", "records", "brokers", "copies", "offsets") == [
+        (5, 5, [1], 2, [20, 25])
+    ]
+    got = {
+        "examples": [{"offsets": [0, 10]}],
+        "violations": [{"n": 1}],
+        "n_non_idempotent": [{"n": 1}],
+        "non_idempotent": [{"crc": 5}],
+    }
+    result = checks.phrase_no_duplicates(got, batches=9)
+    assert (result.verdict, result.extra) == ("invalid", {"non_idempotent_duplicates": [{"crc": 5}]})
+    clean = {**got, "examples": [], "violations": [{"n": 0}], "n_non_idempotent": [{"n": 0}]}
+    assert checks.phrase_no_duplicates(clean, batches=9).verdict == "valid"
 
 
 # ------------------------------------------------------------------------------ contiguity, CRC, cache
@@ -389,3 +454,74 @@ def test_unclean_election_costs_records_and_acknowledged_batches(spark: Any) -> 
     empty = {"examples": [], "violations": [{"n": 0}], "elections": [], "examined": [{"n": 0}]}
     unseen = journal_checks.phrase_unclean_elections(empty, controller_journal=False)
     assert unseen.verdict == "unknown" and "no controller journal" in unseen.notes[0]
+
+
+def test_without_a_controller_journal_elections_are_the_brokers_new_leader_epochs(spark: Any) -> None:
+    def led(broker: int, ts: int, epoch: int, isr: list[int], leo: int) -> dict[str, Any]:
+        return {
+            "ts_ms": ts,
+            "broker_id": broker,
+            "event": "became_leader",
+            "topic": "t",
+            "partition": 0,
+            "leader_epoch": epoch,
+            "isr": isr,
+            "log_end_offset": leo,
+            "high_watermark": leo,
+        }
+
+    j = journal(
+        spark,
+        [
+            led(1, 10, 1, [1, 2], 0),
+            {
+                "ts_ms": 20,
+                "broker_id": 1,
+                "event": "offsets",
+                "topic": "t",
+                "partition": 0,
+                "log_end_offset": 40,
+                "high_watermark": 40,
+            },
+            {
+                "ts_ms": 30,
+                "broker_id": 1,
+                "event": "isr_changed",
+                "topic": "t",
+                "partition": 0,
+                "leader_epoch": 1,
+                "old_isr": [1, 2],
+                "isr": [1],
+            },
+            led(1, 35, 1, [1], 40),  # the same epoch again (a restart): not an election
+            led(2, 40, 2, [2], 25),  # broker 2 was out of the ISR [1]: unclean, 15 records lost
+        ],
+    )
+    elections = journal_checks.broker_elections(j)
+    assert rows(elections, "elected_ts", "leader", "epoch", "unclean") == [
+        (10, 1, 1, False),
+        (40, 2, 2, True),
+    ]
+    empty = df(spark, ACKED, [])
+    found = journal_checks.unclean_election_violations(j, offsets_series(j), empty, controller_journal=False)
+    assert rows(found.violations, "leader", "leader_start", "others_leo", "records_lost") == [(2, 25, 40, 15)]
+    assert found.examined.count() == 2
+
+
+# -------------------------------------------------------------------------------------- availability
+
+
+def test_a_stall_is_a_wait_of_a_second_or_more_with_no_acknowledgement(spark: Any) -> None:
+    """Partition 0: acknowledgements every 100 ms, then a batch sent at 1.2 s waits until 4.0 s (a stall
+    from when it was sent, not from the acknowledgement before); a quiet gap with nothing sent is no
+    stall. Partition 1: batches fail after its last acknowledgement.
+    Partition 2 is known only from a leader's acked.jsonl: steady, then a 3 s gap."""
+    ack = "topic STRING, partition INT, acked_ms LONG, sent_ms LONG"
+    rows_0 = [("t", 0, t, t - 5) for t in range(100, 1001, 100)]
+    rows_0 += [("t", 0, 4000, 1200), ("t", 0, 6500, 6490)]  # 4.0 -> 6.5 s: nothing was waiting
+    rows_1 = [("t", 1, 500, 450)]
+    rows_2 = [("t", 2, t, None) for t in range(100, 2001, 100)] + [("t", 2, 5000, None)]
+    acknowledged = df(spark, ack, rows_0 + rows_1 + rows_2)
+    failed = df(spark, "topic STRING, partition INT, ts_ms LONG, sent_ms LONG", [("t", 1, 9000, 600)])
+    got = availability.stall_candidates(acknowledged, failed, span_start_ms=0)
+    assert rows(got, "partition", "from_ms", "to_ms") == [(0, 1200, 4000), (1, 600, 9000), (2, 2000, 5000)]

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from cli.report_cmd import report as report_command
+from spark_jobs.availability import CAUSES
 from spark_jobs.layout import discover
 from spark_jobs.report_job import (
     EXIT_FAILED,
@@ -90,8 +91,23 @@ def test_clean_run_passes_every_check(clean_run: Any) -> None:
         "metadata_log_matching",
         "no_stale_controller_obeyed",
         "batches_intact",
+        "no_duplicates",
     ]
-    assert _check(outcome, "acked_not_lost")["checked"] == 80
+    acked = _check(outcome, "acked_not_lost")
+    assert acked["checked"] == 80  # each batch once, though the leader and the workload both journaled it
+    assert "(80 journaled by their leaders (acked.jsonl), 80 by the workload" in acked["notes"][0]
+    assert outcome.report["inputs"]["broker_acked_lines"] == 80
+    assert _check(outcome, "no_duplicates")["checked"] == outcome.report["inputs"]["batches"]
+    # Availability: the two producer runs' counts (attempts-*.jsonl), every record acknowledged. A stall
+    # (a batch waiting a second or more on a loaded machine) would have a cause from the list.
+    a = outcome.report["availability"]
+    assert (a["intended"], a["acknowledged"], a["failed"], a["unknown"]) == (16_000, 16_000, 0, 0)
+    assert a["acknowledged_ratio"] == 1.0 and a["counted_by"] == "workload"
+    assert all(st["cause"] in CAUSES for st in a["stalls"])
+    assert a["longest_stall_s"] == max((st["seconds"] for st in a["stalls"]), default=0.0)
+    console = (outcome.out_dir.parent / "console.txt").read_text().splitlines()
+    first = next(line for line in console if line.startswith("isrsim report:"))
+    assert first.startswith("isrsim report: VALID  (12 valid); 100 % of intended writes acknowledged; ")
 
 
 def test_clean_run_reads_every_segment_and_tolerates_kill9_leftovers(clean_run: Any) -> None:
@@ -153,11 +169,13 @@ def test_unknown_where_nothing_could_be_checked(
     spark: Any, single_broker_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Nothing to look at is not a pass (Jepsen's "unknown"), with its own exit code: one replica per
-    partition leaves log_matching no second log, no controller journal leaves unclean_elections no
-    election, and with the workload journal deleted acked_not_lost has no batch to look for. Run as
-    `isrsim report` with its output in a log at 80 columns; no check fails."""
+    partition leaves log_matching no second log, and with the acknowledgement journals deleted (the
+    workload's and the broker's acked.jsonl) acked_not_lost has no batch to look for. Run as `isrsim report`
+    with its output in a log at 80 columns; no check fails."""
     root = tmp_path / "cluster"
-    shutil.copytree(single_broker_root, root, ignore=shutil.ignore_patterns("report", "workload"))
+    shutil.copytree(
+        single_broker_root, root, ignore=shutil.ignore_patterns("report", "workload", "acked.jsonl")
+    )
     monkeypatch.setenv("COLUMNS", "80")
     out = tmp_path / "report"
     result = CliRunner().invoke(
@@ -167,14 +185,17 @@ def test_unknown_where_nothing_could_be_checked(
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "unknown" and report["schema_version"] == 2
     unknown = {c["name"]: c["checked"] for c in report["checks"] if c["verdict"] == "unknown"}
-    assert unknown == {"log_matching": 0, "unclean_elections": 0, "acked_not_lost": 0}
-    assert report["verdict_counts"] == {"valid": 8, "invalid": 0, "unknown": 3}
+    assert unknown == {"log_matching": 0, "acked_not_lost": 0}
+    assert report["verdict_counts"] == {"valid": 10, "invalid": 0, "unknown": 2}
     assert all(c["passed"] for c in report["checks"])
     checks = {c["name"]: c for c in report["checks"]}
     assert report["inputs"]["max_replicas_per_partition"] == 1
     assert any("single replica" in n for n in checks["log_matching"]["notes"])
     # The restart after SIGKILL starts a new leader tenure: HW restarting from the checkpoint is no violation.
     assert checks["leader_hw_monotonic"]["verdict"] == "valid"
+    # No controller journal: the elections are the broker's own became_leader events, every one clean.
+    assert checks["unclean_elections"]["verdict"] == "valid" and checks["unclean_elections"]["checked"] >= 8
+    assert "no controller journal" in checks["unclean_elections"]["notes"][0]
     faults = checks["convergence"]["extra"]["faults"]
     assert [(f["kind"], f["broker"]) for f in faults if f["kind"] == "crash"] == [("crash", 1)]
     assert sorted(f["partition"] for f in faults if f["kind"] == "leader_change") == list(range(8))
@@ -195,9 +216,9 @@ def test_damaged_run_fails_with_exit_code_1(damaged_run: Any) -> None:
     assert outcome.exit_code == EXIT_FAILED
     assert outcome.report["verdict"] == "invalid"
     # Every check but the quorum's (this cluster has one controller; tests/spark/test_quorum_checks.py
-    # damages those) fails on its own damage.
+    # damages those) and no_duplicates (the damage writes no batch twice) fails on its own damage.
     quorum = {"one_leader_per_epoch", "metadata_log_matching", "no_stale_controller_obeyed"}
-    damaged = [c for c in outcome.report["checks"] if c["name"] not in quorum]
+    damaged = [c for c in outcome.report["checks"] if c["name"] not in {*quorum, "no_duplicates"}]
     assert {c["verdict"] for c in damaged} == {"invalid"}
     assert all(not c["passed"] for c in damaged)
     assert {c["verdict"] for c in outcome.report["checks"] if c["name"] in quorum} == {"valid"}
@@ -348,6 +369,8 @@ def test_acks1_losses_are_listed_but_only_acks_all_losses_fail(
             p: [json.loads(line) for line in p.read_text().splitlines()]
             for p in (root / "workload").glob("acked-*.jsonl")
         }
+        # The leader's acked.jsonl says the same of the batch (it is the same acknowledgement).
+        leader_lines = [json.loads(line) for line in (root / "broker-1" / "data" / "acked.jsonl").open()]
         path, last = max(
             ((p, a) for p, lines in journals.items() for a in lines if a["partition"] == 3),
             key=lambda x: x[1]["base_offset"],
@@ -356,6 +379,12 @@ def test_acks1_losses_are_listed_but_only_acks_all_losses_fail(
             truncate(root, broker, 3, last["base_offset"])
         last["acks"] = acks
         path.write_text("".join(json.dumps(a) + "\n" for a in journals[path]))
+        for line in leader_lines:
+            if (line["partition"], line["base_offset"]) == (3, last["base_offset"]):
+                line["acks"] = acks
+        (root / "broker-1" / "data" / "acked.jsonl").write_text(
+            "".join(json.dumps(a) + "\n" for a in leader_lines)
+        )
         out = tmp_path / f"out{acks}"
         out.mkdir()
         outcomes[acks] = (_check(_run(spark, root, out), "acked_not_lost"), last["base_offset"])

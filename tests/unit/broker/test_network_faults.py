@@ -155,3 +155,30 @@ async def test_net_faults_bad_body_gets_invalid_request_and_the_server_lives() -
             resp = await conn.request(ApiKeys.NET_FAULTS, body, timeout=2)
             assert resp["error_code"] == 42 and resp["error_message"]
         assert (await conn.request(ApiKeys.METADATA, {"n": 5}, timeout=2))["n"] == 5
+
+
+async def test_a_clients_lost_answer_silences_its_connection_but_requests_take_effect() -> None:
+    """`net loss 2 clients --one-way`: the request is handled, its answer dropped; the connection then
+    writes no later answer (a TCP stream cannot deliver past a lost segment), so the client times out and
+    reconnects. A new connection is answered; a broker's connection keeps per-message loss."""
+    inj = FaultInjector(SERVER_NODE)
+    async with (
+        server(inj) as (port, echo),
+        open_connection("127.0.0.1", port, client_id="producer-1") as conn,
+    ):
+        set_rules(inj, FaultSet().loss(SERVER_NODE, CLIENT, 100.0, one_way=True))
+        with pytest.raises(trio.TooSlowError):
+            await conn.request(ApiKeys.METADATA, {"n": 1}, timeout=0.3)
+        set_rules(inj, FaultSet())  # healed: this connection stays silent all the same
+        with pytest.raises(trio.TooSlowError):
+            await conn.request(ApiKeys.METADATA, {"n": 2}, timeout=0.3)
+        assert echo.handled == [1, 2]  # both took effect
+        assert "error_code" in await conn.request(ApiKeys.NET_FAULTS, {"operation": "describe"}, timeout=2)
+        async with open_connection("127.0.0.1", port, client_id="producer-1") as fresh:
+            assert (await fresh.request(ApiKeys.METADATA, {"n": 3}, timeout=2))["n"] == 3
+        set_rules(inj, FaultSet().loss(SERVER_NODE, "1", 100.0, one_way=True))
+        async with open_connection("127.0.0.1", port, client_id="broker-1") as peer:
+            with pytest.raises(trio.TooSlowError):
+                await peer.request(ApiKeys.METADATA, {"n": 4}, timeout=0.3)
+            set_rules(inj, FaultSet())
+            assert (await peer.request(ApiKeys.METADATA, {"n": 5}, timeout=2))["n"] == 5

@@ -5,6 +5,7 @@ file, and INIT_PRODUCER_ID."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -13,7 +14,12 @@ import trio
 import trio.testing
 
 from broker.controller.state import ClusterState, load_state, save_state
-from broker.producer_id_manager import LOCAL_BLOCK_FILE, ProducerIdManager, local_block_source
+from broker.producer_id_manager import (
+    LOCAL_BLOCK_FILE,
+    UNMANAGED_RANGE_SIZE,
+    ProducerIdManager,
+    local_block_source,
+)
 from broker.producer_ids import (
     PRODUCER_ID_BLOCK_SIZE,
     ProducerIdsBlock,
@@ -167,11 +173,38 @@ async def test_unmanaged_broker_persists_its_blocks(tmp_path: Path) -> None:
     source = local_block_source(3, tmp_path)
     first = await source()
     second = await source()
-    assert first == ProducerIdsBlock(3, 0, 1000) and second == ProducerIdsBlock(3, 1000, 1000)
+    base = 3 * UNMANAGED_RANGE_SIZE
+    assert first == ProducerIdsBlock(3, base, 1000) and second == ProducerIdsBlock(3, base + 1000, 1000)
     # A restart reads the file: never the same ids again.
-    assert await local_block_source(3, tmp_path)() == ProducerIdsBlock(3, 2000, 1000)
+    assert await local_block_source(3, tmp_path)() == ProducerIdsBlock(3, base + 2000, 1000)
     (tmp_path / LOCAL_BLOCK_FILE).write_text("not json")
     assert await local_block_source(3, tmp_path)() is None
+
+
+async def test_unmanaged_brokers_never_hand_out_the_same_ids(tmp_path: Path) -> None:
+    """Unmanaged brokers share no allocator: each has its own range, so a producer id from one broker is
+    never also given by another (a replica would take the second producer's batches for the first's
+    retries and answer them with the first producer's offsets)."""
+    blocks = {}
+    for broker_id in (0, 1, 2, 3):
+        source = local_block_source(broker_id, tmp_path / str(broker_id))
+        (tmp_path / str(broker_id)).mkdir()
+        blocks[broker_id] = [await source() for _ in range(3)]
+    ranges = sorted(
+        (b.first_producer_id, b.last_producer_id) for bs in blocks.values() for b in bs if b is not None
+    )
+    assert len(ranges) == 12
+    assert all(prev[1] < nxt[0] for prev, nxt in itertools.pairwise(ranges))
+    # A file written before ranges existed (next id 0) is moved up into the broker's range.
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / LOCAL_BLOCK_FILE).write_text(
+        '{"next_producer_id": 5000, "broker_id": 2, "broker_epoch": -1}'
+    )
+    block = await local_block_source(2, tmp_path / "old")()
+    assert block == ProducerIdsBlock(2, 2 * UNMANAGED_RANGE_SIZE, 1000)
+    # The largest broker id's range still fits in an int64.
+    top = await local_block_source(2**31 - 1, tmp_path)()
+    assert top is not None and top.first_producer_id == (2**31 - 1) * UNMANAGED_RANGE_SIZE < 2**63 - 1000
 
 
 # ---------------------------------------------------------------------- INIT_PRODUCER_ID

@@ -30,7 +30,12 @@ def _batches(n: int, start: int = 0) -> list[bytes]:
     out, offset = [], start
     for i in range(n):
         values = [f"value-{offset + j}".encode() for j in range(i % 4 + 1)]
-        out.append(build_simple_batch(values, base_offset=offset, partition_leader_epoch=i // 3))
+        idempotent = (
+            {"producer_id": 1000 + i % 2, "producer_epoch": 3, "base_sequence": offset} if i % 3 else {}
+        )
+        out.append(
+            build_simple_batch(values, base_offset=offset, partition_leader_epoch=i // 3, **idempotent)
+        )
         offset += len(values)
     return out
 
@@ -60,6 +65,11 @@ def test_every_header_field_matches_the_protocol_decoder(tmp_path: Path) -> None
         assert (row["base_offset"], row["last_offset"]) == (h.base_offset, h.last_offset)
         assert (row["leader_epoch"], row["crc"]) == (h.partition_leader_epoch, h.crc)
         assert (row["records_count"], row["max_timestamp"]) == (h.records_count, h.max_timestamp)
+        assert (row["producer_id"], row["producer_epoch"], row["base_sequence"]) == (
+            h.producer_id,
+            h.producer_epoch,
+            h.base_sequence,
+        )
         assert row["crc_ok"] is True and row["problem"] is None
         pos += len(raw)
 
