@@ -635,12 +635,18 @@ class KafkaRaftClient:
                 target.epoch,
                 target.offset,
             )
-        elif resp.records:
-            self.log.append_as_follower(resp.records)
-            self.log.flush()
-        new_hw = min(resp.high_watermark, self.log.end_offset)
-        if new_hw > self.high_watermark:
-            self.high_watermark = new_hw
+        else:
+            # Only a fetch the leader accepted (no divergence) proves this log matches the leader's up to
+            # its end. A truncation cuts at the end of the last epoch both logs know locally, but the
+            # entries left there may still differ from the leader's (the follower's epoch may run past
+            # where the leader's ended), so the high watermark waits for the next, validated fetch, as
+            # Kafka's follower does.
+            if resp.records:
+                self.log.append_as_follower(resp.records)
+                self.log.flush()
+            new_hw = min(resp.high_watermark, self.log.end_offset)
+            if new_hw > self.high_watermark:
+                self.high_watermark = new_hw
         state.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
 
     # ------------------------------------------------------------------------------------ describe

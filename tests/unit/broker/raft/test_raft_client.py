@@ -11,7 +11,7 @@ from broker.raft import messages as rm
 from broker.raft.election_state import ElectionState, MemoryQuorumStateStore
 from broker.raft.quorum_state import QuorumConfig
 from broker.raft.raft_client import KafkaRaftClient, Outbound
-from broker.raft.raft_log import MemoryRaftLog, OffsetAndEpoch
+from broker.raft.raft_log import MemoryRaftLog, OffsetAndEpoch, validate_offset_and_epoch
 from protocol.errors import Errors
 
 LOCAL, PEER1, PEER2 = 1000, 1001, 1002
@@ -309,6 +309,47 @@ def test_follower_truncates_on_a_diverging_epoch_then_fetches_from_there() -> No
     assert log.end_offset == 2 and log.last_fetched_epoch() == 1
     nxt = sends(client)[0].request
     assert isinstance(nxt, rm.FetchRequest) and (nxt.fetch_offset, nxt.last_fetched_epoch) == (2, 1)
+
+
+def test_follower_takes_no_high_watermark_from_a_diverging_fetch() -> None:
+    """The safety test's counter-example, reduced: a truncation leaves entries the leader replaced.
+
+    The follower has epoch 1 at offsets 0-2 and epoch 4 at 3; the leader of epoch 5 has epoch 1 at 0,
+    epoch 3 at 1-2 (committed) and epoch 5 at 3, high watermark 4. The follower's epoch 4 is unknown to
+    the leader: it answers with the end of its epoch 3 (offset 3); the follower has no epoch 3 and cuts
+    at the end of its epoch 1 (also offset 3). Offsets 1-2 are still its old epoch-1 entries, so taking
+    min(leader HW, log end) = 3 there would commit them over the leader's. Only the next fetch, at
+    (3, epoch 1), finds them out; only a fetch without divergence moves the high watermark."""
+    leader_log = log_with([1, 3, 3, 5])
+    client, log, _ = make(ElectionState(5, leader_id=PEER1, voters=tuple(VOTERS)), log_with([1, 1, 1, 4]))
+    now = 0
+    client.poll(now)
+    positions = []
+    for _ in range(3):
+        fetch = sends(client)[0].request
+        assert isinstance(fetch, rm.FetchRequest)
+        positions.append((fetch.fetch_offset, fetch.last_fetched_epoch))
+        diverging = validate_offset_and_epoch(leader_log, fetch.fetch_offset, fetch.last_fetched_epoch)
+        now += 10
+        response = rm.FetchResponse(
+            fetch.correlation_id,
+            0,
+            PEER1,
+            5,
+            high_watermark=4,
+            diverging_epoch=None
+            if diverging is None
+            else rm.DivergingEpoch(diverging.epoch, diverging.offset),
+            records=leader_log.read(fetch.fetch_offset, 1 << 20) if diverging is None else b"",
+        )
+        client.handle_response(PEER1, response, now)
+        if diverging is not None:
+            assert client.high_watermark == 0, (
+                f"high watermark taken from a diverging fetch at {log.end_offset}"
+            )
+    assert positions == [(4, 4), (3, 1), (1, 1)]
+    assert log.entries() == leader_log.entries()
+    assert client.high_watermark == 4
 
 
 @pytest.mark.parametrize(
