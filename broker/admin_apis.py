@@ -1,4 +1,4 @@
-"""What a broker answers for a Kafka client's admin requests (SPEC §10, docs/clients.md): CreateTopics,
+"""What a broker answers for a Kafka client's admin requests (docs/clients.md): CreateTopics,
 DeleteTopics and DescribeConfigs are forwarded to the active controller (KIP-590, ``broker.forwarding``),
 DescribeCluster is answered from the broker's metadata cache, and a client's METADATA for a topic that does
 not exist creates it (Kafka's ``AutoTopicCreationManager``: ``auto.create.topics.enable``,
@@ -52,7 +52,7 @@ class AutoCreateSettings:
 
     enable: bool = True
     num_partitions: int = 1
-    # -1: min(3, live brokers) (SPEC §10)
+    # -1: min(3, live brokers) (docs/clients.md)
     replication_factor: int = -1
 
 

@@ -21,7 +21,7 @@ from protocol.api_keys import ApiKeys
 
 log = logging.getLogger(__name__)
 
-# The controller's answer (a SPEC §2 body), or None when it could not be reached (and why).
+# The controller's answer (a docs/protocol.md body), or None when it could not be reached (and why).
 ForwardCallback = Callable[[dict[str, Any] | None, str], None]
 
 

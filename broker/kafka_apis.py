@@ -58,7 +58,7 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
 # Kafka's internal topics (Metadata's is_internal).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
-# Served to Kafka's own clients only (SPEC §10): isrsim's tools send these to the controller.
+# Served to Kafka's own clients only (docs/clients.md): isrsim's tools send these to the controller.
 KAFKA_ENCODING_ONLY_APIS = frozenset(
     {ApiKeys.CREATE_TOPICS, ApiKeys.DELETE_TOPICS, ApiKeys.DESCRIBE_CONFIGS, ApiKeys.DESCRIBE_CLUSTER}
 )
@@ -110,7 +110,7 @@ class KafkaApis:
                 ApiKeys.DESCRIBE_CLUSTER: self.admin.handle_describe_cluster,
             }
         )
-        # The versions a client in Kafka's encoding is offered (SPEC §10): those of the APIs served here,
+        # The versions offered to a client in Kafka's encoding (docs/clients.md): those of the APIs served,
         # and SASL's (answered by the socket server).
         self.kafka_supported: dict[int, tuple[int, int]] = {
             int(k): v

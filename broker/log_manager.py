@@ -30,7 +30,7 @@ HW_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
-# The encoding of the records inside batches, in meta.properties: 2 is Kafka's DefaultRecord (SPEC §3,
+# The encoding of the records inside batches, in meta.properties: 2 is Kafka's DefaultRecord (docs/storage.md,
 # milestone 3). A directory from before it (no such key, msgpack records) is refused at start.
 RECORD_FORMAT_KEY = "isrsim.record.format"
 RECORD_FORMAT = "2"

@@ -81,7 +81,7 @@ TLS_HANDSHAKE_TIMEOUT_S = 30.0
 _PRE_AUTH_APIS = frozenset(
     {int(ApiKeys.API_VERSIONS), int(ApiKeys.SASL_HANDSHAKE), int(ApiKeys.SASL_AUTHENTICATE)}
 )
-# The bodies a Kafka-encoded request is read into (the same dataclasses' names as msgpack's, SPEC §10).
+# The bodies a Kafka-encoded request is read into (the same dataclasses' names as msgpack's, docs/clients.md).
 _KAFKA_BODY_TYPES: dict[int, type] = {int(k): v for k, v in REQUEST_TYPES.items()}
 
 
@@ -115,7 +115,7 @@ class Connection:
     # SASL listeners: the connection's authenticator until it authenticated (None: no SASL here).
     authenticator: SaslServerAuthenticator | None = None
     sasl_listener: bool = False
-    # The encoding, chosen by the first request (SPEC §10): None until then, True for Kafka's binary
+    # The encoding, chosen by the first request (docs/clients.md): None until then, True for Kafka's binary
     # protocol, False for msgpack.
     kafka: bool | None = None
     # Network faults: a client's answer was dropped, so none after it reaches the client (docstring).
@@ -226,7 +226,7 @@ class SocketServer:
         self.credential_store = credential_store if credential_store is not None else CredentialStore()
         self.supported.setdefault(int(ApiKeys.SASL_HANDSHAKE), (0, 0))
         self.supported.setdefault(int(ApiKeys.SASL_AUTHENTICATE), (0, 0))
-        # The versions served to connections in Kafka's encoding (SPEC §10); SASL is answered here.
+        # The versions served to connections in Kafka's encoding (docs/clients.md); SASL is answered here.
         self.kafka_supported = dict(kafka_supported or {})
         for key in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE):
             self.kafka_supported.setdefault(int(key), KAFKA_SUPPORTED_VERSIONS[key])

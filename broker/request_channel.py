@@ -72,7 +72,7 @@ class Request:
     # RequestChannel.closeConnection, e.g. an acks=0 PRODUCE that failed).
     close_connection: bool = False
     # Writes the response body in the connection's encoding when it is not msgpack (Kafka's binary
-    # protocol, SPEC §10: ``protocol.kafka_codec``); None: msgpack (SPEC §1).
+    # protocol, docs/clients.md: ``protocol.kafka_codec``); None: msgpack (docs/protocol.md).
     response_encoder: Callable[[Request, dict[str, Any]], tuple[bytes, bytes]] | None = None
 
     @property
@@ -81,7 +81,7 @@ class Request:
 
     @property
     def kafka_encoding(self) -> bool:
-        """True when the request came in Kafka's binary encoding (its versions are Kafka's, SPEC §10)."""
+        """True when the request came in Kafka's binary encoding (Kafka's versions; docs/clients.md)."""
         return self.response_encoder is not None
 
     @property

@@ -9,7 +9,7 @@ nodes already changed get their old tables back. Every change is appended to ``<
 ``clients`` names every client of a node (producers, consumers, the CLI: whatever is not a node), as B of
 ``partition``, ``delay`` and ``loss`` (or A, for the clients -> node direction). ``net loss 1 clients
 --percent 30 --one-way`` loses 30 % of broker 1's responses to clients: the broker drops the response frame
-after the request took effect (SPEC §10), which is what makes a retrying producer write twice unless it is
+after the request took effect (docs/faults.md), what makes a retrying producer write twice unless it is
 idempotent. Without ``--one-way`` the clients' requests are lost too (those never take effect).
 
 The library under the commands (``find_cluster``, ``read_tables``, ``change_faults``) is

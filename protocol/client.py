@@ -55,7 +55,7 @@ class ConnectionClosed(Exception):
 
 class ResponseLost(ConnectionClosed):
     """A later request on the connection was answered first, so this one's response was lost on the way:
-    a server answers a connection's requests in order (SPEC §1, as Kafka's). The connection itself is
+    a server answers a connection's requests in order (docs/protocol.md, as Kafka's). The connection itself is
     still usable; whether the request took effect is unknown."""
 
 
@@ -95,7 +95,7 @@ class KafkaConnection:
         self._ids = itertools.count()
         self._pending: dict[int, _Pending] = {}
         # Set by a client that relies on the server answering in request order (an isrsim or Kafka broker,
-        # SPEC §1): an answer then tells the requests sent before it and still unanswered that theirs were
+        # docs/protocol.md): an answer tells the requests sent before it, still unanswered, that theirs were
         # lost (:class:`ResponseLost`) instead of leaving them to time out. Off by default: the connection
         # also serves peers that complete requests out of order.
         self.responses_in_order = False

@@ -1,4 +1,4 @@
-"""Bodies of the consumer-group APIs (SPEC §10, Kafka's classic group protocol): FindCoordinator (10),
+"""Bodies of the consumer-group APIs (docs/clients.md, Kafka's classic group protocol): FindCoordinator (10),
 JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
 OffsetCommit (8) and OffsetFetch (9).
 
@@ -17,7 +17,7 @@ from protocol.schema import Int8, Int16, Int32, Int64
 
 NON_NEGATIVE = {"min": 0}
 
-# The versions served (SPEC §10).
+# The versions served (docs/clients.md).
 GROUP_API_VERSIONS: dict[ApiKeys, tuple[int, int]] = {
     ApiKeys.FIND_COORDINATOR: (0, 4),
     ApiKeys.JOIN_GROUP: (0, 7),

@@ -1,4 +1,4 @@
-"""The records of ``__consumer_offsets`` (SPEC §10), byte for byte as Kafka writes them: a key and a value,
+"""The records of ``__consumer_offsets`` (docs/groups.md), as Kafka writes them: a key and a value,
 each a big-endian int16 schema version followed by the fields of Kafka's schemas
 (``group-coordinator/src/main/resources/common/message/``):
 

@@ -1,9 +1,9 @@
-"""Apache Kafka's binary protocol (SPEC §10), as a second encoding of the same bodies (docs/clients.md).
+"""Apache Kafka's binary protocol (docs/clients.md), as a second encoding of the same bodies.
 
 The bytes are read and written by kafka-python's schema-driven protocol module, which is generated from
 Kafka's own JSON message schemas (every version, flexible versions and tagged fields). No API has a struct
 written here. This module only maps, mechanically, between that library's message objects and the plain
-bodies of SPEC §2 (Kafka's JSON field names in snake_case), so a Kafka-encoded request becomes exactly the
+bodies of docs/protocol.md (Kafka's JSON field names in snake_case), so a Kafka-encoded request becomes the
 body a msgpack request carries, ``KafkaApis`` checks it with the same ``from_body`` and answers with the
 same response dict, and this module writes that dict back at the request's version:
 
@@ -107,13 +107,13 @@ def _response_flexible(api_key: int, version: int) -> bool:
 
 def is_kafka_frame(payload: bytes | bytearray | memoryview) -> bool:
     """A Kafka request starts with its int16 api_key, whose first byte is 0x00 for every key below 256; a
-    msgpack request is a map (0x8N, 0xde, 0xdf). SPEC §10 chooses the encoding by this byte."""
+    msgpack request is a map (0x8N, 0xde, 0xdf). docs/clients.md chooses the encoding by this byte."""
     return len(payload) > 0 and payload[0] == 0
 
 
 @dataclass(slots=True)
 class KafkaRequest:
-    """A decoded Kafka request: the header, the plain body (SPEC §2 names; None when it was not decoded:
+    """A decoded Kafka request: the header, the plain body (Kafka's names; None when it was not decoded:
     an API or version the library does not describe) and why the body could not be read, if it could not."""
 
     header: RequestHeader
@@ -149,7 +149,7 @@ def decode_request(payload: bytes | bytearray | memoryview, body_types: Mapping[
     try:
         body = _reader(target, cls._struct, version)(message) if target else message.to_dict(json=False)
         if api_key == ApiKeys.DELETE_TOPICS and version >= 6:
-            # DeleteTopics v6 names topics as structs ({name, topic_id}); SPEC's body keeps the names.
+            # DeleteTopics v6 names topics as structs ({name, topic_id}); the body keeps the names.
             body["topic_names"] = [t.name for t in message.topics or ()]
     except Exception as exc:  # a value the mapping cannot take (it never should): a bad request, not a crash
         return KafkaRequest(header, None, f"{type(exc).__name__}: {exc}")
@@ -202,7 +202,7 @@ def encode_response_parts(
     *,
     api_versions: Mapping[int, tuple[int, int]] | None = None,
 ) -> tuple[bytes, bytes]:
-    """The response frame to a Kafka request, as (length prefix, payload). ``body`` is the SPEC §2 response
+    """The response frame to a Kafka request, as (length prefix, payload). ``body`` is the response
     dict; an error-only body is spread over the request's topics and partitions (see the module doc).
     ``api_versions`` is what an ApiVersions answer at an unsupported version lists."""
     api_key, version = header.api_key, header.api_version
@@ -233,7 +233,7 @@ def encode_response_parts(
 def encode_request(
     api_key: int, version: int, correlation_id: int, client_id: str | None, body: Mapping[str, Any]
 ) -> bytes:
-    """A whole Kafka request frame from a SPEC §2 body (tests, and a client that wants Kafka's encoding)."""
+    """A whole Kafka request frame from a body (tests, and a client that wants Kafka's encoding)."""
     cls = _REQUESTS[api_key]
     message = _writer(cls, cls._struct, version)(body)
     header = _KafkaRequestHeader(

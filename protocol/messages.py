@@ -470,7 +470,7 @@ SUPPORTED_VERSIONS: dict[ApiKeys, tuple[int, int]] = dict.fromkeys(REQUEST_TYPES
 # FindCoordinator v4, LeaveGroup v3, OffsetFetch v8): the msgpack encoding serves Kafka's versions of them.
 SUPPORTED_VERSIONS.update(GROUP_API_VERSIONS)
 
-# The versions served in Kafka's own encoding (SPEC §10, docs/clients.md), by Kafka's API key: the msgpack
+# The versions served in Kafka's own encoding (docs/clients.md), by Kafka's API key: the msgpack
 # encoding serves each API at version 0 (SUPPORTED_VERSIONS); a Kafka client sees these. A broker advertises
 # the ones whose API it serves. Produce 0-2 are advertised and refused with UNSUPPORTED_VERSION, as Kafka 4.
 KAFKA_SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {

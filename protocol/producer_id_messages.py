@@ -1,4 +1,4 @@
-"""INIT_PRODUCER_ID (22) and ALLOCATE_PRODUCER_IDS (67): idempotent producers' ids (KIP-98, SPEC §10).
+"""INIT_PRODUCER_ID (22) and ALLOCATE_PRODUCER_IDS (67): idempotent producers' ids (KIP-98, docs/clients.md).
 
 Field names are Kafka's JSON-schema names in snake_case (``InitProducerIdRequest.json`` and friends).
 

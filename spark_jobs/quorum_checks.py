@@ -1,4 +1,4 @@
-"""The checks on the controller quorum (SPEC §11), from the controllers' and brokers' journals.
+"""The checks on the controller quorum (docs/controller.md), from the controllers' and brokers' journals.
 
 - ``one_leader_per_epoch``: no two controllers journaled ``quorum_state`` role ``leader`` for one epoch;
 - ``metadata_log_matching``: every committed metadata batch (``metadata_committed``: offset, CRC) is the

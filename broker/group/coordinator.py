@@ -204,7 +204,7 @@ class GroupCoordinator:
 
     def maybe_create_offsets_topic(self) -> None:
         """Kafka creates ``__consumer_offsets`` on the first FindCoordinator: ask the controller, once at a
-        time, with ``offsets.topic.replication.factor`` capped at the live brokers (SPEC §10)."""
+        time, with ``offsets.topic.replication.factor`` capped at the live brokers (docs/clients.md)."""
         if self._creating or self.create_topic is None or self._nursery is None:
             return
         self._creating = True

@@ -1,6 +1,6 @@
 """Codec figures behind docs/clients.md ("Which codec"): the two schema-generated Kafka codecs on PyPI,
 kafka-python 3.x's protocol module and kio, on the messages a broker reads and writes most, and the whole
-Kafka path of ``protocol.kafka_codec`` (library plus the mapping to SPEC §2 bodies) against msgpack.
+Kafka path of ``protocol.kafka_codec`` (library plus the mapping to docs/protocol.md bodies) against msgpack.
 
     .venv/bin/python tests/bench/codec_bench.py          (kio is optional: pip install kio)
 
@@ -250,7 +250,7 @@ def kio_raw() -> None:
 
 def whole_paths() -> None:
     types = {int(k): v for k, v in m.REQUEST_TYPES.items()}
-    print("isrsim: a request frame to its checked dataclass, a SPEC §2 response dict to a frame")
+    print("isrsim: a request frame to its checked dataclass, a docs/protocol.md response dict to a frame")
     kafka_frame = kc.encode_request(0, 9, 1, "bench", produce_body())[4:]
     msgpack_frame = encode_request(0, 0, 1, "bench", produce_body())[4:]
 

@@ -1,4 +1,4 @@
-"""Real Kafka clients (kcat, confluent-kafka, kafka-python) against real isrsim processes (SPEC §10).
+"""Real Kafka clients (kcat, confluent-kafka, kafka-python) against real isrsim processes (docs/clients.md).
 
 The fixtures are the integration tests' (brokers as real processes, always killed at the end)."""
 

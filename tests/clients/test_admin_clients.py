@@ -1,5 +1,5 @@
 """Metadata and admin requests from real Kafka clients (kcat, librdkafka through confluent-kafka,
-kafka-python) against `isrsim cluster up` (SPEC §10, docs/clients.md)."""
+kafka-python) against `isrsim cluster up` (docs/clients.md)."""
 
 from __future__ import annotations
 

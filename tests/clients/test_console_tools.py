@@ -1,4 +1,4 @@
-"""`isrsim produce`, `consume` and `topic` as Kafka's console tools (SPEC §12): records read from stdin with
+"""`isrsim produce`, `consume` and `topic` as Kafka's console tools: records read from stdin with
 kafka-console-producer's properties, printed with kafka-console-consumer's, checked against kcat."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Real Kafka clients across a leader failure (SPEC §10): a librdkafka producer with acks=all loses nothing
+"""Real Kafka clients across a leader failure: a librdkafka producer with acks=all loses nothing
 it was told was written when the leader is killed mid-stream, and a librdkafka consumer validates its
 position against the new leader (KIP-320: OffsetForLeaderEpoch with the leader epoch it last fetched) and
 reads on without a gap or a repeat."""

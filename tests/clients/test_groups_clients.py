@@ -1,4 +1,4 @@
-"""Consumer groups with Kafka's own clients (SPEC §10, docs/groups.md): kafka-python and confluent-kafka
+"""Consumer groups with Kafka's own clients (docs/groups.md): kafka-python and confluent-kafka
 (librdkafka) group consumers split a topic's partitions and rebalance when a member leaves, commit, close and
 resume where they committed, also after the coordinator's broker is killed; kcat's balanced consumer reads a
 topic."""

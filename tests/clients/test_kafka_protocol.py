@@ -1,4 +1,4 @@
-"""Kafka's binary protocol on a broker's listener, byte for byte (SPEC §10, docs/clients.md): what is
+"""Kafka's binary protocol on a broker's listener, byte for byte (docs/clients.md): what is
 advertised, how refused versions and bad input are answered, and that nothing crashes a broker."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Real Kafka clients produce with acks=all and consume back, keys and headers included, against
-`isrsim cluster up` (SPEC §10): librdkafka (confluent-kafka), kafka-python and kcat, with no isrsim code on
+`isrsim cluster up`: librdkafka (confluent-kafka), kafka-python and kcat, with no isrsim code on
 the client side. Consumers read by assign(), without a group."""
 
 from __future__ import annotations

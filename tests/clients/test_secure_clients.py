@@ -1,5 +1,5 @@
 """A `cluster up --secure` cluster (SASL_SSL everywhere, the authorizer on) used by real Kafka clients with
-nothing but `<root>/client.properties` (SPEC §8, §10; docs/clients.md)."""
+nothing but `<root>/client.properties` (docs/security.md, docs/clients.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Consumer groups over the msgpack wire (SPEC §10): a group's life on one broker, its offsets surviving a
+"""Consumer groups over msgpack (docs/groups.md): a group's life on one broker, its offsets surviving a
 restart, and the coordinator moving with the ``__consumer_offsets`` leadership in a managed cluster."""
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ def lose_answers_to_clients(c: Cluster, percent: int = 30) -> None:
 
 
 def test_kafka_python_idempotent_producer_under_lost_answers_failover_and_restart(cluster: Cluster) -> None:
-    """SPEC §10's case: 30 % of the leaders' answers to clients lost, a leader killed, restarted, and the
+    """30 % of the leaders' answers to clients lost, a leader killed, restarted, and the
     next leader killed: kafka-python's idempotent producer leaves one copy of every record, in order."""
     kafka = pytest.importorskip("kafka")
     cluster.cli("topic", "create", "kp", "--partitions", "1", "--replication-factor", "3")

@@ -1,4 +1,4 @@
-"""Kafka's binary encoding (protocol/kafka_codec.py): the same SPEC §2 bodies as msgpack, every version."""
+"""Kafka's binary encoding (protocol/kafka_codec.py): the same bodies as msgpack, every version."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def _missing_names(cls: type, kstruct: Any, versions: range, path: str = "") -> 
     return out
 
 
-# SPEC §2 fields that Kafka's newest version in range names otherwise (mapped by the codec) or lacks.
+# docs/protocol.md fields that Kafka's newest version in range names otherwise (mapped by the codec) or lacks.
 KNOWN_DIFFERENCES = {
     (ApiKeys.DELETE_TOPICS, "request"): ["topic_names"],  # v6: topics[{name, topic_id}]
     (ApiKeys.DESCRIBE_CONFIGS, "response"): ["results.configs.is_default"],  # v0 only in Kafka
@@ -124,9 +124,9 @@ KNOWN_DIFFERENCES = {
 
 @pytest.mark.parametrize(("api", "low", "high"), in_scope(), ids=lambda v: getattr(v, "name", str(v)))
 def test_spec_field_names_are_kafkas(api: ApiKeys, low: int, high: int) -> None:
-    """The mapping is by name: every SPEC §2 field is Kafka's JSON name (snake_case) at the newest version
+    """The mapping is by name: every body field is Kafka's JSON name (snake_case) at the newest version
     (for the group APIs: at one of the versions served)."""
-    # Version 0 of a body is SPEC §2's, so the newest version is the reference for the others.
+    # Version 0 of a body is docs/protocol.md's, so the newest version is the reference for the others.
     versions = range(low if api in GROUP_API_VERSIONS else high, high + 1)
     req = _missing_names(m.REQUEST_TYPES[api], kc._REQUESTS[int(api)]._struct, versions)
     resp = _missing_names(m.RESPONSE_TYPES[api], kc._RESPONSES[int(api)]._struct, versions)

@@ -96,7 +96,7 @@ def fetch_body(**overrides: Any) -> dict[str, Any]:
 
 def test_tables_cover_every_api() -> None:
     assert set(REQUEST_TYPES) == set(RESPONSE_TYPES) == set(SUPPORTED_VERSIONS) == set(ApiKeys)
-    # Version 0 everywhere but the consumer-group APIs, which serve Kafka's versions (SPEC §10).
+    # Version 0 everywhere but the consumer-group APIs, which serve Kafka's versions (docs/clients.md).
     assert all(v == (0, 0) for k, v in SUPPORTED_VERSIONS.items() if k not in GROUP_API_VERSIONS)
     assert all(SUPPORTED_VERSIONS[k] == v for k, v in GROUP_API_VERSIONS.items())
     for key, cls in REQUEST_TYPES.items():
