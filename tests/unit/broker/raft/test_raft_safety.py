@@ -8,7 +8,7 @@ After the faults end, the quorum elects a leader and commits a new entry on ever
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.broker.raft.sim import Cluster
@@ -95,6 +95,36 @@ def settle_and_commit(cluster: Cluster) -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(size=st.integers(3, 5), seed=st.integers(0, 2**32), phases=st.lists(phase, min_size=3, max_size=25))
+# Once failed: the isolated leader of epoch 9 (epochs 1, 1, 3, 9 at offsets 0-3) follows the new leader of
+# epoch 12 (epochs 1, 4, 12, high watermark 3), is told it diverges at (epoch 4, offset 2), has no epoch
+# 4 and cuts at the end of its epoch 3 (offset 3), then took min(HW, log end) = 3 at once, committing its
+# epoch-1 entry at offset 1 over the leader's epoch-4 one. A follower takes the high watermark only from
+# a fetch without divergence.
+# Hypothesis' own minimal case of the same failure (node 1000 committed (4, b'v1') at 2 over epoch 5's
+# LeaderChange).
+@example(
+    size=3,
+    seed=4_294_967_295,
+    phases=[
+        ("none", 0, 106, 0, 0),
+        ("none", 0, 25, 21, 1),
+        ("partition", 0, 93, 0, 9),
+        ("partition", 1, 89, 8, 3),
+        ("isolate_leader", 0, 75, 18, 0),
+        ("partition", 0, 0, 0, 5),
+    ],
+)
+@example(
+    size=3,
+    seed=1880440006,
+    phases=[
+        ("none", 0, 91, 0, 0),
+        ("none", 0, 98, 0, 0),
+        ("none", 1, 137, 40, 12),
+        ("isolate_leader", 0, 0, 0, 3),
+        ("none", 0, 100, 0, 2),
+    ],
+)
 def test_safety_under_random_faults(
     size: int, seed: int, phases: list[tuple[str, int, int, int, int]]
 ) -> None:
