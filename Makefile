@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv kcat test lint unit integration spark scenarios demo bench chaos secure clean
+.PHONY: venv kcat test lint unit integration clients spark scenarios demo bench chaos secure clean
 
 venv: $(STAMP)
 
@@ -35,6 +35,12 @@ unit: $(STAMP)
 
 integration: $(STAMP) kcat
 	$(BIN)/pytest -q tests/integration tests/clients
+
+# The long real-client runs, kept out of `make test` for its time: group members across a coordinator's
+# failure, librdkafka across a leader's, a secure cluster from client.properties, every codec through
+# librdkafka, and the idempotence stories (30 % of answers lost across failovers and restarts).
+clients: $(STAMP) kcat
+	$(BIN)/pytest -q -m clients tests/clients tests/integration/test_idempotence.py
 
 # The scenarios under the buggy truncation modes (KIP-101 under high-watermark, KIP-279 under
 # leader-epoch-pre-kip-279), the network-fault ones and zombie-leader: each brings up its own cluster,

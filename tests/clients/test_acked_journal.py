@@ -15,7 +15,7 @@ from tests.clients.conftest import bootstrap
 from tests.integration.cluster_support import Cluster
 from tests.integration.harness import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.clients]
 
 COUNT = 200
 

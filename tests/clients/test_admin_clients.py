@@ -13,7 +13,7 @@ from tests.clients.conftest import bootstrap, kcat
 from tests.integration.cluster_support import Cluster
 from tests.integration.harness import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.clients]
 
 
 def admin(cluster: Cluster) -> AdminClient:

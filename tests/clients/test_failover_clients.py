@@ -22,7 +22,7 @@ from tests.clients.kafka_wire import KafkaWire
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.clients]
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from protocol.api_keys import ApiKeys
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import BrokerLauncher, BrokerProcess, run_cli, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.clients]
 
 TOPIC = "t"
 PARTITIONS = 4

@@ -17,7 +17,7 @@ from protocol.record_codec import encode_records
 from protocol.records import BATCH_HEADER_SIZE, build_batch, decode_records, iter_batches
 from tests.integration.harness import BrokerLauncher, BrokerProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.clients]
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 COUNT = 300

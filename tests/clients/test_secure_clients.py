@@ -14,7 +14,7 @@ from tests.clients.conftest import bootstrap, kcat
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.clients]
 
 
 @pytest.fixture(scope="module")

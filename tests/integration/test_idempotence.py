@@ -238,6 +238,7 @@ def lose_answers_to_clients(c: Cluster, percent: int = 30) -> None:
         c.cli("net", "loss", str(b.id), "clients", "--percent", str(percent), "--one-way", "--seed", "7")
 
 
+@pytest.mark.clients
 def test_kafka_python_idempotent_producer_under_lost_answers_failover_and_restart(cluster: Cluster) -> None:
     """30 % of the leaders' answers to clients lost, a leader killed, restarted, and the
     next leader killed: kafka-python's idempotent producer leaves one copy of every record, in order."""
@@ -313,6 +314,7 @@ def test_kafka_python_idempotent_producer_under_lost_answers_failover_and_restar
         assert replica_values(cluster, b.id, "kp") == expected, f"broker {b.id}"
 
 
+@pytest.mark.clients
 def test_isrsim_produce_under_lost_answers_failover_and_restart(cluster: Cluster) -> None:
     """The same for `isrsim produce` (idempotent by default): one copy of every record, in order."""
     cluster.cli("topic", "create", "ip", "--partitions", "1", "--replication-factor", "3")
