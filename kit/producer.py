@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -201,8 +202,15 @@ class ProducerSettings:
 
 def retry_backoff_s(attempt: int, base_ms: int, max_ms: int, rng: random.Random | None = None) -> float:
     """KIP-580's back-off before retry ``attempt`` (1 for the first retry): ``base_ms * 2^(attempt-1)``,
-    capped at ``max_ms``, times a random factor within +-20% so that clients do not retry in step."""
-    term = min(float(max_ms), base_ms * 2.0 ** max(0, attempt - 1))
+    capped at ``max_ms``, times a random factor within +-20% so that clients do not retry in step. The
+    exponent stops growing once the cap is reached (Kafka's ExponentialBackoff), so a batch retried a
+    thousand times does not overflow the float."""
+    exponent = max(0, attempt - 1)
+    if base_ms > 0 and max_ms > base_ms:
+        exponent = min(exponent, math.ceil(math.log2(max_ms / base_ms)))
+    else:
+        exponent = 0
+    term = min(float(max_ms), base_ms * 2.0**exponent)
     jitter = (rng or random).uniform(0.8, 1.2)
     return term * jitter / 1000
 
