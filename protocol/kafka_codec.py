@@ -50,7 +50,7 @@ __all__ = [
     "encode_request",
     "encode_response_parts",
     "is_kafka_frame",
-    "library_versions",
+    "schema_versions",
 ]
 
 _LENGTH = struct.Struct(">I")
@@ -78,8 +78,8 @@ def _library_classes() -> tuple[dict[int, Any], dict[int, Any]]:
 _REQUESTS, _RESPONSES = _library_classes()
 
 
-def library_versions(api_key: int) -> tuple[int, int] | None:
-    """The versions of ``api_key`` that the library's schemas describe (None: an API it does not know)."""
+def schema_versions(api_key: int) -> tuple[int, int] | None:
+    """The versions of ``api_key`` that Kafka's JSON schemas describe (None: an API it does not know)."""
     cls = _REQUESTS.get(api_key)
     if cls is None:
         return None

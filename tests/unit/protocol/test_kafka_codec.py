@@ -93,7 +93,7 @@ def in_scope() -> list[tuple[ApiKeys, int, int]]:
 
 def test_every_advertised_version_is_described_by_the_library() -> None:
     for key, (_low, high) in m.KAFKA_SUPPORTED_VERSIONS.items():
-        versions = kc.library_versions(key)
+        versions = kc.schema_versions(key)
         assert versions is not None, key
         assert high <= versions[1], (key, versions)
 
