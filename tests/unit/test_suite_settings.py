@@ -4,6 +4,7 @@ stalling the run, and the trio tests after it still run."""
 from __future__ import annotations
 
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -40,7 +41,15 @@ def test_a_hung_trio_test_fails_alone(pytester: pytest.Pytester) -> None:
             trio.run(trio.sleep, 0)
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=60)
+    report = pytester.path / "report.xml"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--junitxml={report}", timeout=60)
     result.assert_outcomes(passed=2, failed=2, warnings=result.parseoutcomes().get("warnings", 0))
     result.stdout.fnmatch_lines(["*.py F.F.*"])  # each hang fails by its timeout; the test after it passes
-    assert result.stdout.str().count("Failed: Timeout (>1.0s) from pytest-timeout") == 2
+    # Each failure is the test's own timeout, not a broken run that a later test inherited.
+    failures = {
+        case.get("name"): failure.get("message", "")
+        for case in ElementTree.parse(report).iter("testcase")
+        for failure in case.iter("failure")
+    }
+    assert set(failures) == {"test_hangs", "test_hangs_in_trio_run"}
+    assert all("Timeout (>1.0s) from pytest-timeout" in message for message in failures.values()), failures
