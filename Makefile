@@ -27,8 +27,9 @@ kcat:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat >/dev/null; \
 	} || { echo "kcat is missing and could not be installed: apt-get install kcat"; exit 1; }
 
+# --durations: the slowest tests, so a CI log shows where make test's time goes.
 test: lint kcat
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
