@@ -51,6 +51,18 @@ from lab.chaos.view import ChaosState, ChaosView
 @click.option(
     "--max-down", type=int, default=1, show_default=True, help="Brokers unavailable at once, at most."
 )
+@click.option(
+    "--targets",
+    default="brokers,controllers",
+    show_default=True,
+    help="What kill, term and pause fall on: brokers, controllers (the quorum's voters), or both.",
+)
+@click.option(
+    "--allow-quorum-loss",
+    is_flag=True,
+    help="Let the faults take down a majority of the controllers (all but one); by default at most a "
+    "minority is down at once, so the quorum can always elect and commit.",
+)
 @click.option("--rate", type=float, default=2000.0, show_default=True, help="Workload records per second.")
 @click.option("--acks", type=click.Choice(["all", "-1", "1"]), default="all", show_default=True)
 @click.option("--topic", default="chaos", show_default=True, help="Workload topic (created if missing).")
@@ -94,6 +106,8 @@ def chaos(
     interval: float,
     faults: str,
     max_down: int,
+    targets: str,
+    allow_quorum_loss: bool,
     rate: float,
     acks: str,
     topic: str,
@@ -109,8 +123,9 @@ def chaos(
     against a running cluster; then heal everything, wait for convergence, stop the cluster and run the
     report. The exit code is the report's.
 
-    The schedule is a pure function of --seed, --duration, --interval, --faults, --max-down and the broker
-    ids, written to <root>/chaos.json; every action is appended to <root>/faults.jsonl. See docs/faults.md.
+    The schedule is a pure function of --seed, --duration, --interval, --faults, --max-down, --targets,
+    --allow-quorum-loss and the broker and controller ids, written to <root>/chaos.json; every action is
+    appended to <root>/faults.jsonl. See docs/faults.md.
     """
     try:
         info = ClusterInfo.load(data_dir)
@@ -119,7 +134,17 @@ def chaos(
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 31)
     try:
-        schedule = make_schedule(seed, duration, interval, faults, max_down, [b.id for b in info.brokers])
+        schedule = make_schedule(
+            seed,
+            duration,
+            interval,
+            faults,
+            max_down,
+            [b.id for b in info.brokers],
+            [c.id for c in info.controllers] if info.quorum else [],
+            targets=targets,
+            allow_quorum_loss=allow_quorum_loss,
+        )
     except ScheduleError as exc:
         raise click.UsageError(str(exc)) from None
     if rate <= 0:

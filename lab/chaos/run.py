@@ -29,11 +29,11 @@ from rich.markup import escape
 
 from kit.cluster_client import ClusterClient
 from kit.cluster_files import ClusterError, ClusterInfo
+from kit.controller_quorum import ask_controller_sync
 from kit.health import not_converged, partition_metadata, wait_healthy
 from kit.librdkafka_producer import LibrdkafkaWorkload, producer_config, read_properties
-from kit.local_cluster import STOP_TIMEOUT_S, stop_brokers
-from kit.node_query import ask
-from kit.processes import process_state, stop_process
+from kit.local_cluster import stop_brokers, stop_controllers
+from kit.processes import process_state
 from kit.producer import AckJournal, Producer, ProducerSettings, ProduceStats
 from lab.chaos.nemesis import Nemesis
 from lab.chaos.schedule import FaultStep, Schedule
@@ -274,9 +274,9 @@ def ensure_topic(info: ClusterInfo, topic: str, partitions: int, replication_fac
         "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": rf, "configs": {}}],
         "timeout_ms": 30000,
     }
-    c = info.controller
-    resp = trio.run(ask, c.host, c.port, ApiKeys.CREATE_TOPICS, body, 35.0)
-    if resp is None:
+    # The active controller, found through any voter of the quorum.
+    resp = ask_controller_sync(info, ApiKeys.CREATE_TOPICS, body, timeout=35.0)
+    if resp is None or "topics" not in resp:
         raise ClusterError("the controller did not answer CREATE_TOPICS; is the cluster up?")
     code = resp["topics"][0]["error_code"]
     if code not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
@@ -288,8 +288,10 @@ def check_cluster(info: ClusterInfo) -> None:
     down = [
         f"broker {b.id} is {process_state(b.pid)}" for b in info.brokers if process_state(b.pid) != "running"
     ]
-    if process_state(info.controller.pid) != "running":
-        down.insert(0, f"the controller is {process_state(info.controller.pid)}")
+    for c in reversed(info.controllers):
+        if process_state(c.pid) != "running":
+            name = f"controller {c.id}" if info.quorum else "the controller"
+            down.insert(0, f"{name} is {process_state(c.pid)}")
     if down:
         raise ClusterError(
             "chaos starts from a healthy cluster, but " + "; ".join(down) + " (`isrsim cluster up` starts it)"
@@ -299,9 +301,7 @@ def check_cluster(info: ClusterInfo) -> None:
 
 def stop_cluster(info: ClusterInfo) -> None:
     stop_brokers(info)
-    stop_process(info.controller.pid, STOP_TIMEOUT_S)
-    info.controller.pid = None
-    info.save()
+    stop_controllers(info)
 
 
 def summary(schedule: Schedule) -> str:

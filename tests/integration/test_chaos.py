@@ -1,6 +1,7 @@
-"""`isrsim chaos` on a real cluster (controller + 3 brokers as processes): a short run with every fault kind
-whose report passes, whose chaos.json is the pure schedule byte for byte, and whose faults.jsonl holds
-every action of the schedule; and (marker ``chaos``, `make chaos`) the long run."""
+"""`isrsim chaos` on a real cluster (a quorum of 3 controllers + 3 brokers as processes): a short run with
+every fault kind, on brokers and controllers, whose report passes, whose chaos.json is the pure schedule
+byte for byte, and whose faults.jsonl holds every action of the schedule; and (marker ``chaos``, `make
+chaos`) the long run."""
 
 from __future__ import annotations
 
@@ -31,18 +32,29 @@ ALL = ",".join(FAULT_KINDS)
 ENDS = {"kill": "restart", "term": "restart", "pause": "resume"}
 
 
+VOTERS = [1000, 1001, 1002]
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from cluster_up(tmp_path / "root", settings=CHAOS_SETTINGS)
+    yield from cluster_up(tmp_path / "root", settings=CHAOS_SETTINGS, controllers=len(VOTERS))
 
 
 def covering_seed(duration: float, interval: float) -> int:
-    """The first seed whose schedule has every fault kind (a short run has room for all seven only with
-    some seeds)."""
+    """The first seed whose schedule has every fault kind, kills and pauses a controller, and kills or stops
+    a broker (a short run has room for all of it only with some seeds)."""
+
+    def covers(sched: Schedule) -> bool:
+        on_voters = {step.kind for step in sched.steps if step.controller}
+        on_brokers = {step.kind for step in sched.steps if step.brokers}
+        return (
+            all(sched.counts().values())
+            and on_voters >= {"kill", "pause"}
+            and bool(on_brokers & {"kill", "term"})
+        )
+
     return next(
-        s
-        for s in range(1000)
-        if all(make_schedule(s, duration, interval, ALL, 1, [1, 2, 3]).counts().values())
+        s for s in range(1000) if covers(make_schedule(s, duration, interval, ALL, 1, [1, 2, 3], VOTERS))
     )
 
 
@@ -76,7 +88,8 @@ def run_chaos(c: Cluster, *args: str, timeout: float) -> tuple[str, dict[str, An
 def test_short_chaos_run_with_every_fault_kind_passes_the_report(cluster: Cluster) -> None:
     duration, interval = 24.0, 2.0
     seed = covering_seed(duration, interval)
-    schedule = make_schedule(seed, duration, interval, ALL, 1, [1, 2, 3])
+    schedule = make_schedule(seed, duration, interval, ALL, 1, [1, 2, 3], VOTERS)
+    assert [c.id for c in cluster.info.controllers] == VOTERS
     dry = run_cli(
         "chaos", "--data-dir", str(cluster.root), "--seed", str(seed), "--duration", "24", "--interval", "2",
         "--dry-run",
@@ -101,9 +114,17 @@ def test_short_chaos_run_with_every_fault_kind_passes_the_report(cluster: Cluste
     assert run["records_acked"] > 0 and run["converged_after_last_fault_s"] is not None
     assert run["not_converged"] == []
     assert_every_action_recorded(cluster.root, schedule)
+    # Controllers were faulted too (never more than one of the three at once), and the report's quorum
+    # checks pass.
+    on_voters = [r for r in read_faults(cluster.root) if r["params"].get("controller")]
+    assert {r["action"] for r in on_voters} >= {"kill", "pause", "restart", "resume"}
+    assert {r["nodes"][0] for r in on_voters} <= {str(v) for v in VOTERS}
+    assert max(len(schedule.controllers_down_at(t / 10)) for t in range(240)) == 1
+    passed = {c["name"] for c in report["checks"] if c["passed"]}
+    assert {"one_leader_per_epoch", "metadata_log_matching", "no_stale_controller_obeyed"} <= passed
     # The command stopped the cluster it ran against.
     info = cluster.info
-    assert all(process_state(p.pid) == "stopped" for p in [*info.brokers, info.controller])
+    assert all(process_state(p.pid) == "stopped" for p in [*info.brokers, *info.controllers])
     print(f"chaos run of {duration:g}s took {elapsed:.0f}s with the report; {run}")
 
 
@@ -123,11 +144,12 @@ def test_bad_input_is_refused_before_anything_is_done(cluster: Cluster) -> None:
 @pytest.mark.chaos
 @pytest.mark.timeout(1800)  # five minutes of faults, convergence and the report; the run itself gets 1500 s
 def test_long_chaos_run(tmp_path: Path) -> None:
-    """`make chaos`: five minutes of every fault kind on 3 brokers, 6 partitions, RF 3, acks=all,
-    min.insync.replicas=2; the report must pass (nothing acknowledged lost, no divergence, converged)."""
-    for c in cluster_up(tmp_path / "root", settings=CHAOS_SETTINGS):
+    """`make chaos`: five minutes of every fault kind on 3 brokers and 3 controllers, 6 partitions, RF 3,
+    acks=all, min.insync.replicas=2; the report must pass (nothing acknowledged lost, no divergence,
+    converged)."""
+    for c in cluster_up(tmp_path / "root", settings=CHAOS_SETTINGS, controllers=len(VOTERS)):
         seed = 7
-        schedule = make_schedule(seed, 300, 3, ALL, 1, [1, 2, 3])
+        schedule = make_schedule(seed, 300, 3, ALL, 1, [1, 2, 3], VOTERS)
         out, run = run_chaos(
             c, "--seed", str(seed), "--duration", "300", "--interval", "3", "--rate", "2000", timeout=1500
         )
