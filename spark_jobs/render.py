@@ -287,8 +287,8 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
         )
     parts.append("<h2 id='matrix'>Fault x partition matrix</h2>")
     parts.append(
-        "<p class='muted'>What each fault did to each partition, from its start until the cluster converged "
-        "after it: <b>L</b> leader changes, <b>S</b> ISR shrinks, <b>E</b> ISR expansions (controller "
+        "<p class='muted'>What each fault did to each partition, from its start until every ISR was full "
+        "again after it: <b>L</b> leader changes, <b>S</b> ISR shrinks, <b>E</b> ISR expansions (controller "
         "journal when there is one). Dark cells: the partition changed leader.</p>"
     )
     parts.append(_matrix_html(report.get("fault_matrix", {})))

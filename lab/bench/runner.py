@@ -76,10 +76,14 @@ def run_bench(
     profile: bool = False,
     temp_parent: Path | None = None,
     report_mb: int = 0,
+    smoke: bool = False,
 ) -> tuple[list[ScenarioResult], bool]:
-    """Runs the scenarios; returns their results and whether the run was interrupted."""
+    """Runs the scenarios; returns their results and whether the run was interrupted. ``smoke``: the
+    smallest sizes (``Params.smallest``), with the quick run's time limits."""
     scenarios = select(only)
-    params = replace(Params.for_mode(quick, profile=profile), report_mb=report_mb)
+    quick = quick or smoke
+    base = Params.smallest(profile=profile) if smoke else Params.for_mode(quick, profile=profile)
+    params = replace(base, report_mb=report_mb)
     root = Path(tempfile.mkdtemp(prefix="isrsim-bench-", dir=temp_parent))
     ctx = BenchContext(root=root, params=params, out_dir=out_dir)
     results: list[ScenarioResult] = []
