@@ -117,7 +117,8 @@ def run_bench(
 
                 ctx.on_step = on_step
                 ctx.on_note = lambda text: progress.console.print(f"  [yellow]note[/]: {text}")
-                limit = scenario.quick_limit_s if quick else scenario.full_limit_s
+                # The smoke run's sizes are tiny; its limits are the full run's (a net for a busy machine).
+                limit = scenario.quick_limit_s if quick and not smoke else scenario.full_limit_s
                 if scenario.name == "report":
                     limit += params.report_mb * 0.6  # filling and reading its own cluster (--report-mb)
                 load0, cpu0 = _loadavg(), _cpu_ticks()
