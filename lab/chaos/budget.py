@@ -35,6 +35,7 @@ class ServiceView:
     fenced: frozenset[str] = frozenset()
     replicas: Mapping[int, list[int]] = field(default_factory=dict)
     isr: Mapping[int, list[int]] = field(default_factory=dict)
+    known: bool = True  # False: the controller did not answer (nothing is known to be back)
 
     def out_of_isr(self) -> set[str]:
         """Brokers missing from the ISR of a partition they hold a replica of."""
@@ -64,7 +65,9 @@ def brokers_out(
         out.setdefault(b, "fenced by the controller")
     behind = view.out_of_isr()
     for b in sorted(recovering):
-        if b in behind:
+        if not view.known:
+            out.setdefault(b, "not known to be back (the controller did not answer)")
+        elif b in behind:
             out.setdefault(b, "not yet back in every ISR")
     return out
 
@@ -82,7 +85,10 @@ def blocked(step: FaultStep, out: Mapping[str, str], max_down: int) -> str | Non
 
 
 def still_recovering(recovering: Iterable[str], view: ServiceView) -> set[str]:
-    """The recovering brokers that are not yet back (fenced, or out of an ISR)."""
+    """The recovering brokers that are not yet back (fenced, or out of an ISR); all of them when the
+    controller did not answer."""
+    if not view.known:
+        return set(recovering)
     behind = view.out_of_isr() | set(view.fenced)
     return {b for b in recovering if b in behind}
 

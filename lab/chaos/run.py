@@ -172,8 +172,11 @@ class ChaosRun:
 
     async def _try_pending(self, pending: list[FaultStep], now_s: float) -> bool:
         """Starts the first pending step that fits ``--max-down`` now; True if one started."""
-        view = await service_view(self.info, self.topic) if any(s.down for s in pending) else ServiceView()
-        self.recovering = still_recovering(self.recovering, view)
+        if not any(s.down for s in pending):
+            view = ServiceView(known=False)  # nothing to count: a fault that takes nobody down never waits
+        else:
+            view = await service_view(self.info, self.topic)
+            self.recovering = still_recovering(self.recovering, view)
         in_force = list(self.nemesis.applied.values())
         for step in list(pending):
             why = blocked(step, brokers_out(in_force, self.recovering, view), self.schedule.max_down)
@@ -312,7 +315,9 @@ async def service_view(info: ClusterInfo, topic: str) -> ServiceView:
     c = info.controller
     cluster = await ask(c.host, c.port, ApiKeys.DESCRIBE_CLUSTER, {}, 2.0)
     meta = await partition_metadata(info, [topic])
-    fenced = frozenset(str(b["broker_id"]) for b in (cluster or {}).get("brokers", []) if b.get("fenced"))
+    if cluster is None or not cluster.get("brokers") or not meta:
+        return ServiceView(known=False)
+    fenced = frozenset(str(b["broker_id"]) for b in cluster["brokers"] if b.get("fenced"))
     return ServiceView(
         fenced=fenced,
         replicas={p: m["replica_nodes"] for (_, p), m in meta.items()},

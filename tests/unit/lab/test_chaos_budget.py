@@ -69,3 +69,12 @@ def test_a_recovering_broker_out_of_an_isr_for_another_reason_is_not_the_chaos_d
     # A partition between two brokers leaves both to recover (each side's ISRs lose the other).
     assert taken_down(step("partition", "1", "2")) == {"1", "2"}
     assert taken_down(step("delay", "1", "2", ms=50, jitter_ms=10)) == set()
+
+
+def test_no_answer_from_the_controller_keeps_every_recovering_broker_out() -> None:
+    unknown = ServiceView(known=False)
+    assert still_recovering({"2"}, unknown) == {"2"}
+    out = brokers_out([], {"2"}, unknown)
+    assert list(out) == ["2"] and "did not answer" in out["2"]
+    assert blocked(step("kill", "3"), out, 1) is not None
+    assert brokers_out([], set(), unknown) == {}  # with nothing recovering, nothing is held back
