@@ -69,8 +69,8 @@ def test_bench_smoke_quick_scenarios_write_results(tmp_path: Path) -> None:
 @pytest.mark.bench
 @pytest.mark.timeout(900)
 def test_bench_smoke_slow_scenarios_write_results(tmp_path: Path) -> None:
-    """Failover, catch-up, fetch sessions and the report job; the report judges the bench's own data (the leaders'
-    acked.jsonl) and says so: VALID, exit code 0."""
+    """Failover, catch-up, fetch sessions and the report job; the report judges the bench's own data (the
+    leaders' acked.jsonl) and says so: VALID, exit code 0."""
     by_name, stdout = run_smoke(tmp_path, SLOW, timeout=880)
     report = {f["key"]: f for f in by_name["report"]["figures"]}
     assert report["report_exit_code"]["value"] == 0, report["report_exit_code"]
