@@ -397,7 +397,13 @@ def in_sync_figures(o: Outcome, clock: RunClock) -> dict[str, float | None]:
 
 
 def write_run(
-    root: Path, schedule: Schedule, o: Outcome, started_ms: int, error: str | None, report: int | None
+    root: Path,
+    schedule: Schedule,
+    o: Outcome,
+    started_ms: int,
+    error: str | None,
+    report: int | None,
+    client: str = "isrsim",
 ) -> None:
     """``chaos-run.json``: what this run of the schedule did (chaos.json holds only the plan). Times are on
     the run's clock (``t0_ms``, the report's too); "in sync" is the brokers' answer (every replica in its
@@ -415,7 +421,10 @@ def write_run(
         "injected": {k: o.injected.get(k, 0) for k in schedule.faults},
         "skipped": o.skipped,
         "skipped_steps": o.skipped_steps,
+        "client": client,
+        "records_sent": s.records_sent if s else 0,
         "records_acked": s.records_acked if s else 0,
+        "records_failed": s.records_failed if s else 0,
         "batches_acked": s.batches_acked if s else 0,
         "batches_failed": s.batches_failed if s else 0,
         "errors": dict(s.errors) if s else {},
