@@ -135,7 +135,7 @@ def test_short_chaos_run_with_every_fault_kind_passes_the_report(cluster: Cluste
     assert_every_action_recorded(cluster.root, schedule, set(skipped))
     # The report's first line states availability beside the verdict.
     first = next(line for line in out.splitlines() if line.startswith("isrsim report: "))
-    assert "of intended writes acknowledged" in first and "stall" in first, first
+    assert "% of intended writes acknowledged" in first, first
     assert_one_clock(cluster.root, out, run, report)
     # The command stopped the cluster it ran against.
     info = cluster.info
