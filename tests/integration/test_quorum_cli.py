@@ -15,7 +15,7 @@ import pytest
 
 from kit.processes import process_state
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
-from tests.integration.harness import wait_until
+from tests.integration.harness import run_cli, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -77,6 +77,9 @@ def test_a_three_voter_quorum_from_the_command_line(cluster: Cluster) -> None:
         assert row["epoch"] == epoch and row["log_end_offset"] > 0 and row["high_watermark"] > 0
     text = cluster.cli("cluster", "status").stdout
     assert f"controller quorum: leader {leader}, epoch {epoch}" in text
+    # The healthcheck of a voter says it is ready once it knows the leader.
+    for c in info.controllers:
+        assert f"quorum leader {leader}, epoch {epoch}" in run_cli("health", c.address).stdout
 
     cluster.cli("topic", "create", "a", "--partitions", "2", "--replication-factor", "2")
 
