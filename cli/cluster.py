@@ -13,6 +13,7 @@ import trio
 
 from broker import read_journal
 from cli.output import OUTPUT_OPTION, echo_json
+from kit.cluster_client import ClientError, parse_address
 from kit.cluster_files import ClusterError, ClusterInfo, ProcessEntry
 from kit.health import wait_healthy
 from kit.local_cluster import (
@@ -291,20 +292,42 @@ def cluster_down(data_dir: Path) -> None:
 @click.option("--watch", is_flag=True, help="Refresh every --interval seconds until Ctrl-C.")
 @click.option("--interval", type=float, default=1.0, show_default=True)
 @click.option("--topic", default=None, help="Only this topic.")
+@click.option(
+    "--bootstrap-server",
+    default=None,
+    help="host:port[,host:port...] of a cluster this command did not start (docker compose): its nodes are "
+    "found through the first that answers, instead of --data-dir's cluster.json.",
+)
 @OUTPUT_OPTION
-def cluster_status(data_dir: Path, watch: bool, interval: float, topic: str | None, output: str) -> None:
+def cluster_status(
+    data_dir: Path, watch: bool, interval: float, topic: str | None, bootstrap_server: str | None, output: str
+) -> None:
     """Brokers (alive, paused, fenced), then one row per partition: leader, epoch, replicas, ISR, and each
     replica's LEO, HW and lag."""
-    from cli.status_view import gather, render, status_document
+    from cli.status_view import StatusData, gather, gather_remote, render, status_document
 
-    try:
-        info = ClusterInfo.load(data_dir)
-    except ClusterError as exc:
-        raise _fail(exc) from None
+    if bootstrap_server:
+        try:
+            bootstrap = [parse_address(a) for a in bootstrap_server.split(",") if a.strip()]
+        except ClientError as exc:
+            raise click.BadParameter(str(exc), param_hint="--bootstrap-server") from None
+
+        def collect() -> StatusData:
+            return trio.run(gather_remote, bootstrap, topic)
+
+    else:
+        try:
+            ClusterInfo.load(data_dir)
+        except ClusterError as exc:
+            raise _fail(exc) from None
+
+        def collect() -> StatusData:
+            return trio.run(gather, ClusterInfo.load(data_dir), topic)
+
     if output == "json":
         if watch:
             raise click.BadParameter("--watch draws on a terminal; with -o json, run the command again")
-        echo_json(status_document(trio.run(gather, info, topic)))
+        echo_json(status_document(collect()))
         return
     from rich.console import Console
     from rich.live import Live
@@ -313,12 +336,12 @@ def cluster_status(data_dir: Path, watch: bool, interval: float, topic: str | No
     if not console.is_terminal:
         console = Console(width=160)  # a log or a pipe: do not wrap the offsets column at 80
     if not watch:
-        console.print(render(trio.run(gather, info, topic)))
+        console.print(render(collect()))
         return
 
     def frame() -> Any:
         stamp = f"{time.strftime('%H:%M:%S')}, every {interval:g}s; Ctrl-C to stop"
-        return render(trio.run(gather, ClusterInfo.load(data_dir), topic), refreshed=stamp)
+        return render(collect(), refreshed=stamp)
 
     try:
         with Live(frame(), console=console, refresh_per_second=4) as live:

@@ -18,6 +18,7 @@ from rich.text import Text
 from broker import read_journal
 from kit.cluster_files import ClusterInfo, ProcessEntry
 from kit.controller_quorum import VoterView, describe_quorum, leader_of, voters_of
+from kit.errors import KitError
 from kit.node_query import ask, first_query_error
 from kit.processes import process_state
 from protocol import CONTROLLER, ApiKeys, FaultSet, LinkFault, rules_from_body
@@ -186,7 +187,12 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
         )
         if resp:
             data.replicas[b.id] = {(p["topic"], p["partition"]): p for p in resp.get("partitions", [])}
-    meta = results.get("metadata") or {}
+    _add_partitions(data, results.get("metadata") or {})
+    data.faults = _faults(results)
+    return data
+
+
+def _add_partitions(data: StatusData, meta: dict[str, Any]) -> None:
     for t in meta.get("topics", []):
         for p in t.get("partitions", []):
             data.partitions.append(
@@ -200,6 +206,9 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
                 }
             )
     data.partitions.sort(key=lambda p: (p["topic"], p["partition"]))
+
+
+def _faults(results: dict[str, dict[str, Any] | None]) -> list[LinkFault]:
     tables: list[list[LinkFault]] = []
     for key, resp in results.items():
         if key.startswith("f") and resp is not None and resp.get("error_code", 0) == 0:
@@ -207,11 +216,89 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
                 tables.append(rules_from_body(resp))
             except Exception:  # an older node without NET_FAULTS: no faults to show
                 continue
-    data.faults = list(FaultSet.merge(tables))
-    return data
+    return list(FaultSet.merge(tables))
 
 
 _DESCRIBE = {"operation": "describe"}
+
+
+async def gather_remote(bootstrap: list[tuple[str, int]], topic: str | None = None) -> StatusData:
+    """``cluster status --bootstrap-server``: a cluster this command did not start (docker compose, other
+    machines), seen through its listeners only. The first bootstrap server that answers names the brokers
+    (DESCRIBE_CLUSTER, METADATA: their addresses on the listener asked) and the partitions; each broker is
+    then asked for its replicas' offsets. There are no process ids: a node's state is whether it answers.
+    A bootstrap server that is not one of the brokers it names is taken for the controller."""
+    topics = None if topic is None else [{"name": topic}]
+    answered: tuple[str, int] | None = None
+    cluster: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+    for host, port in bootstrap:
+        cluster = await ask(host, port, ApiKeys.DESCRIBE_CLUSTER, {}, STATUS_TIMEOUT_S)
+        if cluster is None:
+            continue
+        meta = await ask(host, port, ApiKeys.METADATA, {"topics": topics}, STATUS_TIMEOUT_S)
+        answered = (host, port)
+        break
+    if answered is None or cluster is None:
+        tried = ",".join(f"{h}:{p}" for h, p in bootstrap)
+        raise KitError(
+            f"no bootstrap server answered ({tried}): is the cluster up, and are these its addresses?"
+        )
+    meta = meta or {}
+    # Every broker either answer names, with its address on the listener asked.
+    addresses: dict[int, tuple[str, int]] = {}
+    for b in meta.get("brokers", []):
+        addresses[int(b["node_id"])] = (str(b["host"]), int(b["port"]))
+    for b in cluster.get("brokers", []):
+        addresses.setdefault(int(b["broker_id"]), (str(b["host"]), int(b["port"])))
+    fenced = {int(b["broker_id"]): b["fenced"] for b in cluster.get("brokers", []) if "fenced" in b}
+    is_controller = answered not in addresses.values()
+    results: dict[str, dict[str, Any] | None] = {}
+
+    async def fetch(key: str, host: str, port: int, api: int, body: dict[str, Any]) -> None:
+        results[key] = await ask(host, port, api, body, STATUS_TIMEOUT_S)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            if is_controller:
+                nursery.start_soon(fetch, f"f{CONTROLLER}", *answered, ApiKeys.NET_FAULTS, _DESCRIBE)
+            for broker_id, (host, port) in addresses.items():
+                body = {"topics": topics}
+                nursery.start_soon(fetch, f"b{broker_id}", host, port, ApiKeys.DESCRIBE_REPLICA_STATE, body)
+                nursery.start_soon(fetch, f"f{broker_id}", host, port, ApiKeys.NET_FAULTS, _DESCRIBE)
+    except BaseExceptionGroup as group:
+        error = first_query_error(group)
+        if error is None:
+            raise
+        raise error from error.__cause__
+    data = StatusData(
+        controller={
+            "id": cluster.get("controller_id", -1) if is_controller else "-",
+            "address": f"{answered[0]}:{answered[1]}" if is_controller else "-",
+            "metrics": None,
+            "pid": None,
+            "state": "answering" if is_controller else "not asked",
+        },
+        brokers=[],
+    )
+    for broker_id, (host, port) in sorted(addresses.items()):
+        resp = results.get(f"b{broker_id}")
+        data.brokers.append(
+            {
+                "id": broker_id,
+                "address": f"{host}:{port}",
+                "metrics": None,
+                "pid": None,
+                "state": "answering" if resp is not None else "not answering",
+                "fenced": fenced.get(broker_id),
+                "truncation_mode": resp.get("truncation_mode") if resp else None,
+            }
+        )
+        if resp:
+            data.replicas[broker_id] = {(p["topic"], p["partition"]): p for p in resp.get("partitions", [])}
+    _add_partitions(data, meta)
+    data.faults = _faults(results)
+    return data
 
 
 def status_document(data: StatusData) -> dict[str, Any]:
@@ -235,7 +322,13 @@ def status_document(data: StatusData) -> dict[str, Any]:
     }
 
 
-_STATE_STYLE = {"running": "green", "paused": "yellow", "stopped": "red", "not answering": "yellow"}
+_STATE_STYLE = {
+    "running": "green",
+    "answering": "green",
+    "paused": "yellow",
+    "stopped": "red",
+    "not answering": "yellow",
+}
 
 
 def _truncation_mode_cell(mode: str | None) -> Text:
