@@ -10,19 +10,22 @@ Kafka's behaviour carried over: KIP-394 member ids (a JoinGroup v4+ without a me
 MEMBER_ID_REQUIRED with one, and the member has a session timeout to come back), the initial rebalance delay
 of an Empty group (``group.initial.rebalance.delay.ms``), the join phase ending when every member rejoined or
 at the rebalance timeout (members that did not rejoin are removed), the sync phase's timeout (members that
-did not sync are removed), session timeouts, and the errors of every decision. Static membership
-(``group.instance.id``, KIP-345) is not implemented: such members are treated as dynamic ones
+did not sync are removed), session timeouts, and the errors of every decision; DeleteGroups and the expiry
+of committed offsets (``offsets.retention.minutes``), whose decisions are in ``group_cleanup``. Static
+membership (``group.instance.id``, KIP-345) is not implemented: such members are treated as dynamic ones
 (docs/groups.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from broker.group.effects import (
     CommitResult,
+    DeleteResult,
     Effect,
     GroupOverview,
     GroupRebalanced,
@@ -36,7 +39,15 @@ from broker.group.effects import (
     Respond,
     StoreGroup,
     StoreOffsets,
+    StoreTombstones,
     SyncResult,
+)
+from broker.group.group_cleanup import (
+    DEFAULT_OFFSETS_RETENTION_MS,
+    DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+    delete_error,
+    expired_offsets,
+    remove_offsets,
 )
 from broker.group.group_metadata import (
     GroupMetadata,
@@ -52,6 +63,7 @@ __all__ = [
     "NEW_MEMBER_JOIN_TIMEOUT_MS",
     "UNKNOWN_MEMBER_ID",
     "CommitResult",
+    "DeleteResult",
     "Effect",
     "GroupConfig",
     "GroupCoordinatorCore",
@@ -67,6 +79,7 @@ __all__ = [
     "Respond",
     "StoreGroup",
     "StoreOffsets",
+    "StoreTombstones",
     "SyncResult",
     "convert_store_error",
     "default_member_id",
@@ -87,6 +100,10 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
     num_partitions: int = 50  # offsets.topic.num.partitions
     max_metadata_size: int = 4096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = DEFAULT_OFFSETS_RETENTION_MS  # offsets.retention.minutes
+    offsets_retention_check_interval_ms: int = (
+        DEFAULT_RETENTION_CHECK_INTERVAL_MS  # offsets.retention.check.interval.ms
+    )
 
 
 def default_member_id(prefix: str) -> str:
@@ -132,6 +149,11 @@ class GroupCoordinatorCore:
         self.rebalances = 0
         self.completed_rebalances = 0
         self.offset_commits = 0
+        self.offset_expirations = 0
+        # Partitions of each group whose commit is being written (never expired meanwhile), with how many
+        # writes are in flight for each.
+        self._pending_commits: dict[str, dict[TopicPartition, int]] = {}
+        self._next_cleanup_ms = clock() + config.offsets_retention_check_interval_ms
         # The leader's assignment of each group, until its StoreGroup is committed.
         self._pending_assignment: dict[str, tuple[int, dict[str, bytes]]] = {}
 
@@ -777,11 +799,27 @@ class GroupCoordinatorCore:
         if not to_store:
             return [Respond(token, CommitResult(dict.fromkeys(offsets, Errors.OFFSET_METADATA_TOO_LARGE)))]
         refused = dict.fromkeys(too_large, Errors.OFFSET_METADATA_TOO_LARGE)
+        now = self.clock()
+        to_store = {
+            tp: o if o.commit_timestamp_ms >= 0 else dataclasses.replace(o, commit_timestamp_ms=now)
+            for tp, o in to_store.items()
+        }
+        pending = self._pending_commits.setdefault(group_id, {})
+        for tp in to_store:
+            pending[tp] = pending.get(tp, 0) + 1
         return [StoreOffsets(token, group_id, self.partition_for(group_id), to_store, refused)]
 
     def on_offsets_stored(self, store: StoreOffsets, error: Errors) -> list[Effect]:
         """The outcome of a :class:`StoreOffsets`: the cache takes the offsets once they are committed."""
         group_id, offsets, token = store.group_id, store.offsets, store.token
+        pending = self._pending_commits.get(group_id, {})
+        for tp in offsets:
+            if pending.get(tp, 0) > 1:
+                pending[tp] -= 1
+            else:
+                pending.pop(tp, None)
+        if not pending:
+            self._pending_commits.pop(group_id, None)
         group = self.groups.get(group_id)
         if error == Errors.NONE and group is not None and not group.is_state(GroupState.DEAD):
             group.offsets.update(offsets)
@@ -804,6 +842,47 @@ class GroupCoordinatorCore:
         if partitions is None:
             return Errors.NONE, dict(known)
         return Errors.NONE, {tp: known.get(tp) for tp in partitions}
+
+    # ------------------------------------------------------------------ DeleteGroups, offset expiry
+
+    def delete_groups(self, token: object, group_ids: list[str]) -> list[Effect]:
+        """Kafka's ``handleDeleteGroups``: each Empty group becomes Dead, leaves the cache with its offsets,
+        and its tombstones are written; the answer does not wait for them (as Kafka's)."""
+        errors: dict[str, Errors] = {}
+        effects: list[Effect] = []
+        now = self.clock()
+        for group_id in dict.fromkeys(group_ids):
+            error = self.validate_group_status(group_id)
+            if error is None:
+                group = self.groups.get(group_id)
+                error = delete_error(group)
+                if error is None and group is not None:
+                    group.transition_to(GroupState.DEAD, now)
+                    del self.groups[group_id]
+                    store = remove_offsets(group, self.partition_for(group_id), list(group.offsets), now)
+                    if store is not None:
+                        effects.append(store)
+            errors[group_id] = error if error is not None else Errors.NONE
+        return [*effects, Respond(token, DeleteResult(errors))]
+
+    def expire_offsets(self) -> list[Effect]:
+        """Kafka's periodic ``cleanupGroupMetadata``: removes the expired offsets of every group served here
+        (``offsets.retention.minutes``); an Empty group left with none is deleted."""
+        now = self.clock()
+        effects: list[Effect] = []
+        retention = self.config.offsets_retention_ms
+        for group_id, group in list(self.groups.items()):
+            if self.partition_for(group_id) not in self.owned_partitions:
+                continue
+            pending = set(self._pending_commits.get(group_id, {}))
+            expired = expired_offsets(group, now, retention, pending)
+            store = remove_offsets(group, self.partition_for(group_id), expired, now)
+            self.offset_expirations += len(expired)
+            if group.is_state(GroupState.DEAD):
+                del self.groups[group_id]
+            if store is not None:
+                effects.append(store)
+        return effects
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups
 
@@ -852,12 +931,17 @@ class GroupCoordinatorCore:
                 deadlines.append(group.join_deadline_ms)
             if group.sync_deadline_ms is not None:
                 deadlines.append(group.sync_deadline_ms)
+        if self.groups:
+            deadlines.append(self._next_cleanup_ms)
         return min(deadlines, default=None)
 
     def poll(self) -> list[Effect]:
         """Expire everything whose deadline has passed."""
         now = self.clock()
         effects: list[Effect] = []
+        if now >= self._next_cleanup_ms:
+            self._next_cleanup_ms = now + self.config.offsets_retention_check_interval_ms
+            effects += self.expire_offsets()
         for group in list(self.groups.values()):
             if group.is_state(GroupState.DEAD):
                 continue

@@ -189,7 +189,9 @@ def test_a_group_joins_syncs_commits_and_its_offsets_survive_a_crash(broker: Bro
     loader.add_batches(b"".join(p.read_bytes() for p in sorted(log_dir.glob("*.log"))))
     # Each acknowledged commit is journaled with its batch's place and CRC, found as such in the log.
     acked = [e for e in broker.events("offsets_committed") if e["group_id"] == GROUP]
-    assert acked[0]["offsets"] == [{"topic": "t", "partition": 0, "offset": 42, "high_watermark": 0}]
+    assert acked[0]["offsets"] == [
+        {"topic": "t", "partition": 0, "offset": 42, "high_watermark": 0, "local_high_watermark": 0}
+    ]
     batches = {
         h.base_offset: h.crc
         for _, h in iter_batches(b"".join(p.read_bytes() for p in sorted(log_dir.glob("*.log"))))

@@ -18,6 +18,7 @@ from broker.group.coordinator_core import (
     Respond,
     StoreGroup,
     StoreOffsets,
+    StoreTombstones,
     SyncResult,
 )
 from broker.group.group_metadata import GroupState, OffsetAndMetadata
@@ -39,6 +40,7 @@ class Harness:
     group_writes: list[StoreGroup] = field(default_factory=list)
     offset_writes: list[StoreOffsets] = field(default_factory=list)
     rebalanced: list[GroupRebalanced] = field(default_factory=list)
+    tombstones: list[StoreTombstones] = field(default_factory=list)
     auto_store: bool = True
 
     def __post_init__(self) -> None:
@@ -64,6 +66,8 @@ class Harness:
                 self.offset_writes.append(effect)
                 if self.auto_store:
                     self.apply(self.core.on_offsets_stored(effect, Errors.NONE))
+            elif isinstance(effect, StoreTombstones):
+                self.tombstones.append(effect)
             else:
                 self.rebalanced.append(effect)
 
