@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient as CKAdminClient
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 from kafka.errors import CommitFailedError
@@ -306,6 +307,37 @@ def test_kafka_python_admin_lists_and_describes_groups_and_their_offsets(broker:
         member.shutdown()
         admin.close()
     assert admin_group_state(broker.address, "admin-seen") == "Empty"
+
+
+def test_confluent_admin_deletes_an_empty_group_only(broker: BrokerProcess) -> None:
+    """librdkafka's AdminClient.delete_consumer_groups (DeleteGroups): refused with NON_EMPTY_GROUP while a
+    member is in the group, done once it left; the group and its offsets are then gone."""
+    produce(broker.address, 8)
+    member = confluent_member(broker.address, "to-delete", "deleted-member").start()
+    admin = CKAdminClient({"bootstrap.servers": broker.address})
+
+    def delete(group: str) -> KafkaError | None:
+        try:
+            admin.delete_consumer_groups([group], request_timeout=15)[group].result(timeout=30)
+        except KafkaException as exc:
+            return exc.args[0]  # type: ignore[no-any-return]
+        return None
+
+    try:
+        wait_records([member], 8)
+        refused = delete("to-delete")
+        assert refused is not None and refused.code() == KafkaError.NON_EMPTY_GROUP, refused
+    finally:
+        member.shutdown()
+    missing = delete("never-seen")
+    assert missing is not None and missing.code() == KafkaError.GROUP_ID_NOT_FOUND, missing
+    assert delete("to-delete") is None
+    assert admin_group_state(broker.address, "to-delete") == "Dead"
+    kp_admin = KafkaAdminClient(bootstrap_servers=broker.address)
+    try:
+        assert kp_admin.list_group_offsets("to-delete")["to-delete"] == {}
+    finally:
+        kp_admin.close()
 
 
 def admin_group_state(bootstrap: str, group: str) -> str:
