@@ -126,6 +126,7 @@ class KafkaController:
             self.controller_id,
             request_timeout_s=config.get_int("controller.socket.timeout.ms") / 1000.0,
             retry_backoff_s=config.get_int("controller.retry.backoff.ms") / 1000.0,
+            on_response=self._on_broker_response,
         )
         self.auth = AuthHelper(build_authorizer(config), f"controller {self.controller_id}")
         # The cluster's ACLs and SCRAM credentials, which this controller owns: loaded from
@@ -356,6 +357,35 @@ class KafkaController:
             self.journal.emit("controller_deactivated", controller_epoch=self.active_epoch)
         for broker_id, reg in sorted(core.state.brokers.items()):
             self.channels.reset(broker_id, reg.host, reg.port)
+
+    def _on_broker_response(self, request: OutboundRequest, body: dict[str, Any]) -> None:
+        """A broker answered STALE_CONTROLLER_EPOCH (11): it has accepted a newer controller epoch, so this
+        controller was deposed (ZooKeeper-era Kafka's ``ControllerMovedException``). It journals the
+        refusal and, if it still thinks it is active in that epoch, stops acting at once and resigns its
+        quorum leadership; the quorum then names it the new leader and epoch."""
+        if body.get("error_code") != Errors.STALE_CONTROLLER_EPOCH:
+            return
+        epoch = int(getattr(request.body, "controller_epoch", -1))
+        log.warning(
+            "controller %d: broker %d refused %s with controller epoch %d (STALE_CONTROLLER_EPOCH): a newer "
+            "controller exists",
+            self.controller_id,
+            request.broker_id,
+            request.api_key.name,
+            epoch,
+        )
+        if self.journal is not None:
+            self.journal.emit(
+                "stale_controller_epoch",
+                broker_id=request.broker_id,
+                api_key=int(request.api_key),
+                api=request.api_key.name,
+                controller_epoch=epoch,
+                error_code=int(Errors.STALE_CONTROLLER_EPOCH),
+            )
+        if self.raft is not None and self.core is not None and epoch == self.active_epoch:
+            self._deactivate()
+            self.raft.step_down(epoch)
 
     async def _resync(self) -> None:
         core = self.core
