@@ -11,9 +11,10 @@ MEMBER_ID_REQUIRED with one, and the member has a session timeout to come back),
 of an Empty group (``group.initial.rebalance.delay.ms``), the join phase ending when every member rejoined or
 at the rebalance timeout (members that did not rejoin are removed), the sync phase's timeout (members that
 did not sync are removed), session timeouts, and the errors of every decision; DeleteGroups and the expiry
-of committed offsets (``offsets.retention.minutes``), whose decisions are in ``group_cleanup``. Static
-membership (``group.instance.id``, KIP-345) is not implemented: such members are treated as dynamic ones
-(docs/groups.md).
+of committed offsets (``offsets.retention.minutes``), whose decisions are in ``group_cleanup``; static
+membership (``group.instance.id``, KIP-345: a static member joins without MEMBER_ID_REQUIRED, a restarted
+instance takes its old place without a rebalance, and the old incarnation is fenced, FENCED_INSTANCE_ID),
+with its helpers in ``static_membership`` (docs/groups.md).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from broker.group.group_metadata import (
     MemberMetadata,
     OffsetAndMetadata,
 )
+from broker.group.static_membership import is_fenced, replace_static_member, static_member_id
 from protocol.common import Clock, TopicPartition
 from protocol.errors import Errors
 from protocol.group_records import GroupMetadataValue, MemberMetadataValue, partition_for_group
@@ -339,7 +341,14 @@ class GroupCoordinatorCore:
         if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
             return [Respond(token, JoinResult(UNKNOWN_MEMBER_ID, Errors.INCONSISTENT_GROUP_PROTOCOL))]
         new_id = self.new_member_id(group_instance_id if group_instance_id is not None else client_id)
-        if require_known_member_id:
+        if group_instance_id is not None:
+            # KIP-345: a static member joins at once; a known instance takes its old member's place.
+            known = static_member_id(group, group_instance_id)
+            if known is not None:
+                return self._update_static_member_and_rebalance(
+                    token, group, known, new_id, protocols, rebalance_timeout_ms, session_timeout_ms
+                )
+        elif require_known_member_id:
             # KIP-394: the member must come back with this id within its session timeout.
             group.pending_members[new_id] = self.clock() + session_timeout_ms
             return [Respond(token, JoinResult(new_id, Errors.MEMBER_ID_REQUIRED))]
@@ -386,7 +395,11 @@ class GroupCoordinatorCore:
                 protocol_type,
                 protocols,
             )
-        if not group.has(member_id):
+        if is_fenced(group, group_instance_id, member_id):
+            return [Respond(token, JoinResult(member_id, Errors.FENCED_INSTANCE_ID))]
+        if not group.has(member_id) or (
+            group_instance_id is not None and static_member_id(group, group_instance_id) is None
+        ):
             return [Respond(token, JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))]
         member = group.get(member_id)
         state = group.state
@@ -458,6 +471,45 @@ class GroupCoordinatorCore:
         group.add(member, token)
         member.heartbeat_deadline_ms = self.clock() + NEW_MEMBER_JOIN_TIMEOUT_MS
         return self._maybe_prepare_rebalance(group)
+
+    def _update_static_member_and_rebalance(
+        self,
+        token: object,
+        group: GroupMetadata,
+        old_id: str,
+        new_id: str,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+    ) -> list[Effect]:
+        """Kafka's ``updateStaticMemberAndRebalance``: the instance's member continues under ``new_id`` (the
+        old id's waiting requests are fenced). In a Stable group whose protocol stays the same the member
+        gets the current generation back, with no rebalance, and the group's metadata is written with the
+        new id; in CompletingRebalance the group rebalances, so that the leader learns the new id; in
+        PreparingRebalance the member joins the rebalance under way."""
+        effects: list[Effect] = []
+        leader = group.leader_id
+        member, join_token, sync_token = replace_static_member(group, old_id, new_id)
+        if join_token is not None:
+            effects.append(Respond(join_token, JoinResult(old_id, Errors.FENCED_INSTANCE_ID)))
+        if sync_token is not None:
+            effects.append(Respond(sync_token, SyncResult(Errors.FENCED_INSTANCE_ID)))
+        self._heartbeat(member)
+        group.update_member(member, list(protocols), rebalance_timeout_ms, session_timeout_ms, token)
+        if group.is_state(GroupState.STABLE):
+            if group.select_protocol() != group.protocol_name:
+                return effects + self._maybe_prepare_rebalance(group)
+            group.take_join_token(member)
+            current = {m.member_id: m.assignment for m in group.members.values()}
+            value = self._group_value(group, current)
+            effects.append(
+                StoreGroup(group.group_id, self.partition_for(group.group_id), group.generation_id, value)
+            )
+            result = self._join_result(group, new_id, include_members=group.is_leader(new_id))
+            return [*effects, Respond(token, dataclasses.replace(result, leader_id=leader or ""))]
+        if group.is_state(GroupState.COMPLETING_REBALANCE):
+            return effects + self._prepare_rebalance(group)
+        return effects
 
     def _update_member_and_rebalance(
         self,
@@ -585,6 +637,8 @@ class GroupCoordinatorCore:
             return [Respond(token, SyncResult(Errors.UNKNOWN_MEMBER_ID))]
         if group.is_state(GroupState.DEAD):
             return [Respond(token, SyncResult(Errors.COORDINATOR_NOT_AVAILABLE))]
+        if is_fenced(group, group_instance_id, member_id):
+            return [Respond(token, SyncResult(Errors.FENCED_INSTANCE_ID))]
         if not group.has(member_id):
             return [Respond(token, SyncResult(Errors.UNKNOWN_MEMBER_ID))]
         if generation_id != group.generation_id:
@@ -626,10 +680,11 @@ class GroupCoordinatorCore:
     def on_group_stored(self, store: StoreGroup, error: Errors) -> list[Effect]:
         """The outcome of a :class:`StoreGroup`; the leader's assignment takes effect only once stored."""
         group_id, generation_id = store.group_id, store.generation_id
-        pending = self._pending_assignment.pop(group_id, None)
+        pending = self._pending_assignment.get(group_id)
         group = self.groups.get(group_id)
         if pending is None or group is None or pending[0] != generation_id:
-            return []
+            return []  # not the leader's assignment (a static member's new id written), or a stale one
+        del self._pending_assignment[group_id]
         if not (group.is_state(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation_id):
             return []
         if error != Errors.NONE:
@@ -688,6 +743,8 @@ class GroupCoordinatorCore:
             return [Respond(token, Errors.UNKNOWN_MEMBER_ID)]
         if group.is_state(GroupState.DEAD):
             return [Respond(token, Errors.COORDINATOR_NOT_AVAILABLE)]
+        if is_fenced(group, group_instance_id, member_id):
+            return [Respond(token, Errors.FENCED_INSTANCE_ID)]
         if not group.has(member_id):
             return [Respond(token, Errors.UNKNOWN_MEMBER_ID)]
         if generation_id != group.generation_id:
@@ -727,7 +784,19 @@ class GroupCoordinatorCore:
         effects: list[Effect] = []
         results: list[LeaveMemberResult] = []
         for member_id, instance_id in leaving:
-            if group.is_pending_member(member_id):
+            if instance_id is not None:
+                # KIP-345: a static member leaves by its instance id (kafka-consumer-groups and the admin
+                # client send no member id); a member id of another incarnation is fenced.
+                if is_fenced(group, instance_id, member_id) and member_id != UNKNOWN_MEMBER_ID:
+                    results.append(LeaveMemberResult(member_id, instance_id, Errors.FENCED_INSTANCE_ID))
+                    continue
+                known = static_member_id(group, instance_id)
+                if known is None:
+                    results.append(LeaveMemberResult(member_id, instance_id, Errors.UNKNOWN_MEMBER_ID))
+                    continue
+                effects += self._remove_member_and_update_group(group, group.get(known))
+                results.append(LeaveMemberResult(member_id, instance_id, Errors.NONE))
+            elif group.is_pending_member(member_id):
                 group.remove(member_id)
                 if group.is_state(GroupState.PREPARING_REBALANCE):
                     effects += self._try_complete_join(group)
@@ -779,6 +848,8 @@ class GroupCoordinatorCore:
         # Kafka's validateOffsetCommit.
         if group.is_state(GroupState.DEAD):
             return everywhere(Errors.COORDINATOR_NOT_AVAILABLE)
+        if is_fenced(group, group_instance_id, member_id):
+            return everywhere(Errors.FENCED_INSTANCE_ID)
         if generation_id < 0 and group.is_state(GroupState.EMPTY):
             pass  # a simple (standalone) consumer's commit
         elif generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:

@@ -7,7 +7,7 @@ under ``offsets.retention.minutes``, and what a group left without members or of
 from __future__ import annotations
 
 from broker.group.effects import StoreTombstones
-from broker.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
+from broker.group.group_metadata import CONSUMER_PROTOCOL_TYPE, GroupMetadata, GroupState, OffsetAndMetadata
 from protocol.common import TopicPartition
 from protocol.errors import Errors
 
@@ -33,15 +33,22 @@ def expired_offsets(
     """The offsets of ``group`` that have expired (Kafka's ``removeExpiredOffsets``, KIP-211): of an Empty
     group that has a protocol type, ``retention_ms`` after the group became Empty (its state timestamp,
     else the commit's own timestamp); of a group without one (a simple consumer's, which only stores
-    offsets), ``retention_ms`` after each commit. A group with members keeps its offsets (Kafka also
-    expires a Stable consumer group's offsets of topics it no longer subscribes to: not done here). An
-    offset whose commit is being written (``pending``) is kept."""
+    offsets), ``retention_ms`` after each commit; of a Stable consumer group, those of topics none of its
+    members subscribes to, ``retention_ms`` after their commit. Other groups keep their offsets, and so
+    does an offset whose commit is being written (``pending``)."""
+    unsubscribed_only: set[str] | None = None
     if group.protocol_type is not None and group.is_state(GroupState.EMPTY):
 
         def base(o: OffsetAndMetadata) -> int:
             return group.state_timestamp_ms if group.state_timestamp_ms >= 0 else o.commit_timestamp_ms
 
-    elif group.protocol_type is None and group.is_state(GroupState.EMPTY):
+    elif (group.protocol_type is None and group.is_state(GroupState.EMPTY)) or (
+        group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.is_state(GroupState.STABLE)
+    ):
+        if group.is_state(GroupState.STABLE):
+            unsubscribed_only = group.subscribed_topics()
+            if unsubscribed_only is None:
+                return []
 
         def base(o: OffsetAndMetadata) -> int:
             return o.commit_timestamp_ms
@@ -51,7 +58,10 @@ def expired_offsets(
     return [
         tp
         for tp, o in group.offsets.items()
-        if tp not in pending and base(o) >= 0 and now_ms - base(o) >= retention_ms
+        if tp not in pending
+        and (unsubscribed_only is None or tp[0] not in unsubscribed_only)
+        and base(o) >= 0
+        and now_ms - base(o) >= retention_ms
     ]
 
 

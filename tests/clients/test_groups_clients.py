@@ -121,19 +121,20 @@ def kafka_python_member(bootstrap: str, group: str, name: str) -> Member:
     )
 
 
-def confluent_member(bootstrap: str, group: str, name: str) -> Member:
-    consumer = CKConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "client.id": name,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
-            "topic.metadata.refresh.interval.ms": 1000,
-        }
-    )
+def confluent_member(bootstrap: str, group: str, name: str, instance: str | None = None) -> Member:
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "client.id": name,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+        "topic.metadata.refresh.interval.ms": 1000,
+    }
+    if instance is not None:
+        config["group.instance.id"] = instance  # a static member (KIP-345)
+    consumer = CKConsumer(config)
     consumer.subscribe([TOPIC])
 
     def poll() -> list[Record]:
@@ -338,6 +339,44 @@ def test_confluent_admin_deletes_an_empty_group_only(broker: BrokerProcess) -> N
         assert kp_admin.list_group_offsets("to-delete")["to-delete"] == {}
     finally:
         kp_admin.close()
+
+
+def test_confluent_static_member_restarts_in_its_place_without_a_rebalance(broker: BrokerProcess) -> None:
+    """KIP-345 with librdkafka's ``group.instance.id``: a static member closes without leaving the group,
+    and a new consumer with the same instance id takes its place (a new member id, the same assignment)
+    with no new generation, and reads on from the committed offsets."""
+    produce(broker.address, 8)
+
+    def generations() -> list[int]:
+        return [e["generation_id"] for e in broker.events("group_rebalanced") if e["group_id"] == "static"]
+
+    def describe() -> dict[str, Any]:
+        out = run_cli("group", "describe", "static", "--bootstrap-server", broker.address, "-o", "json")
+        return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+    first = confluent_member(broker.address, "static", "first", instance="static-1").start()
+    wait_records([first], 8)
+    wait_until(lambda: describe()["state"] == "Stable", timeout=30, message="the group Stable")
+    before = generations()
+    old_member = describe()["members"][0]["member_id"]
+    first.shutdown()
+    # A static member does not leave on close: the group keeps it, Stable.
+    kept = describe()
+    assert kept["state"] == "Stable" and [m["member_id"] for m in kept["members"]] == [old_member]
+
+    produce(broker.address, 8, start=8)
+    second = confluent_member(broker.address, "static", "second", instance="static-1").start()
+    try:
+        wait_records([second], 8)
+        assert sorted(values([second])) == expected(8, 16)
+        now = describe()
+        assert now["state"] == "Stable"
+        assert [(m["group_instance_id"], m["member_id"] != old_member) for m in now["members"]] == [
+            ("static-1", True)
+        ]
+        assert generations() == before  # no rebalance
+    finally:
+        second.shutdown()
 
 
 def admin_group_state(bootstrap: str, group: str) -> str:

@@ -100,12 +100,14 @@ class Harness:
         rebalance: int = REBALANCE,
         require_known: bool = True,
         client_id: str = "client",
+        instance: str | None = None,
     ) -> JoinResult | None:
         self.apply(
             self.core.join_group(
                 token,
                 group,
                 member_id,
+                group_instance_id=instance,
                 require_known_member_id=require_known,
                 client_id=client_id,
                 client_host="/127.0.0.1",
@@ -133,14 +135,21 @@ class Harness:
         assignments: dict[str, bytes] | None = None,
         *,
         group: str = GROUP,
+        instance: str | None = None,
     ) -> SyncResult | None:
-        self.apply(self.core.sync_group(token, group, generation, member_id, assignments=assignments or {}))
+        self.apply(
+            self.core.sync_group(
+                token, group, generation, member_id, group_instance_id=instance, assignments=assignments or {}
+            )
+        )
         result = self.answer(token)
         assert result is None or isinstance(result, SyncResult)
         return result
 
-    def heartbeat(self, member_id: str, generation: int, *, group: str = GROUP) -> Errors:
-        self.apply(self.core.heartbeat("hb", group, member_id, generation))
+    def heartbeat(
+        self, member_id: str, generation: int, *, group: str = GROUP, instance: str | None = None
+    ) -> Errors:
+        self.apply(self.core.heartbeat("hb", group, member_id, generation, group_instance_id=instance))
         result = self.answer("hb")
         assert isinstance(result, Errors)
         return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from broker.group.coordinator_core import DeleteResult, GroupConfig, StoreTombstones
 from broker.group.group_metadata import GroupState
+from protocol.consumer_protocol import encode_subscription
 from protocol.errors import Errors
 from tests.unit.broker.group.support import DELAY, GROUP, Harness
 
@@ -116,3 +117,22 @@ def test_an_offset_being_written_does_not_expire() -> None:
     assert h.tombstones == []
     h.apply(h.core.on_offsets_stored(h.offset_writes[-1], Errors.NONE))
     assert h.core.fetch_offsets(GROUP, [TP])[1][TP].offset == 2  # type: ignore[union-attr]
+
+
+def test_a_stable_consumer_groups_offsets_of_topics_it_no_longer_reads_expire() -> None:
+    h = retention_harness()
+    subscription = [("range", encode_subscription(["topic"]))]
+    member = h.new_member_id("id", protocols=subscription)
+    assert h.join("j", member, protocols=subscription) is None
+    h.advance(DELAY)
+    joined = h.answer("j")
+    assert joined is not None and joined.error == Errors.NONE
+    generation = joined.generation_id
+    assert h.sync("s", member, generation, {member: b""}) is not None
+    h.commit({TP: 5, ("gone", 0): 9}, member_id=member, generation=generation)
+    for _ in range((RETENTION + 2 * CHECK) // 5_000):
+        h.advance(5_000)
+        assert h.heartbeat(member, generation) == Errors.NONE
+    assert h.core.fetch_offsets(GROUP, None)[1].keys() == {TP}
+    assert h.tombstones == [StoreTombstones(GROUP, h.core.partition_for(GROUP), [("gone", 0)], False)]
+    assert h.state() is GroupState.STABLE
