@@ -20,10 +20,15 @@ with its helpers in ``static_membership`` (docs/groups.md).
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
+from broker.group.core_base import (
+    NEW_MEMBER_JOIN_TIMEOUT_MS,
+    UNKNOWN_MEMBER_ID,
+    GroupConfig,
+    convert_store_error,
+    default_member_id,
+)
 from broker.group.effects import (
     CommitResult,
     DeleteResult,
@@ -43,23 +48,12 @@ from broker.group.effects import (
     StoreTombstones,
     SyncResult,
 )
-from broker.group.group_cleanup import (
-    DEFAULT_OFFSETS_RETENTION_MS,
-    DEFAULT_RETENTION_CHECK_INTERVAL_MS,
-    delete_error,
-    expired_offsets,
-    remove_offsets,
-)
-from broker.group.group_metadata import (
-    GroupMetadata,
-    GroupState,
-    MemberMetadata,
-    OffsetAndMetadata,
-)
+from broker.group.group_metadata import GroupMetadata, GroupState, MemberMetadata
+from broker.group.offsets_core import OffsetsCore
 from broker.group.static_membership import is_fenced, replace_static_member, static_member_id
-from protocol.common import Clock, TopicPartition
+from protocol.common import Clock
 from protocol.errors import Errors
-from protocol.group_records import GroupMetadataValue, MemberMetadataValue, partition_for_group
+from protocol.group_records import GroupMetadataValue, MemberMetadataValue
 
 __all__ = [
     "NEW_MEMBER_JOIN_TIMEOUT_MS",
@@ -87,50 +81,8 @@ __all__ = [
     "default_member_id",
 ]
 
-# Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: how long a new member may wait for its first join.
-NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-UNKNOWN_MEMBER_ID = ""
 
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    """Kafka's group coordinator settings (config keys in brackets)."""
-
-    min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
-    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
-    max_size: int = 2**31 - 1  # group.max.size
-    initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
-    num_partitions: int = 50  # offsets.topic.num.partitions
-    max_metadata_size: int = 4096  # offset.metadata.max.bytes
-    offsets_retention_ms: int = DEFAULT_OFFSETS_RETENTION_MS  # offsets.retention.minutes
-    offsets_retention_check_interval_ms: int = (
-        DEFAULT_RETENTION_CHECK_INTERVAL_MS  # offsets.retention.check.interval.ms
-    )
-
-
-def default_member_id(prefix: str) -> str:
-    """Kafka's ``generateMemberId``: the client id (or instance id), a dash and a random UUID."""
-    return f"{prefix}-{uuid.uuid4()}"
-
-
-def convert_store_error(error: Errors) -> Errors:
-    """The error a group or offset write's failure is answered with (Kafka's
-    ``maybeConvertOffsetCommitError`` and ``storeGroup``'s mapping)."""
-    if error in (
-        Errors.UNKNOWN_TOPIC_OR_PARTITION,
-        Errors.NOT_ENOUGH_REPLICAS,
-        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        Errors.REQUEST_TIMED_OUT,
-    ):
-        return Errors.COORDINATOR_NOT_AVAILABLE
-    if error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR, Errors.FENCED_LEADER_EPOCH):
-        return Errors.NOT_COORDINATOR
-    if error in (Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE, Errors.INVALID_FETCH_SIZE):
-        return Errors.INVALID_COMMIT_OFFSET_SIZE
-    return error
-
-
-class GroupCoordinatorCore:
+class GroupCoordinatorCore(OffsetsCore):
     """The groups of the ``__consumer_offsets`` partitions this broker leads."""
 
     def __init__(
@@ -140,29 +92,12 @@ class GroupCoordinatorCore:
         *,
         new_member_id: Callable[[str], str] = default_member_id,
     ) -> None:
-        self.config = config
-        self.clock = clock
+        super().__init__(config, clock)
         self.new_member_id = new_member_id
-        self.active = True
-        self.groups: dict[str, GroupMetadata] = {}
-        self.owned_partitions: set[int] = set()
-        self.loading_partitions: set[int] = set()
-        # Counters for the metrics (Kafka's group-coordinator-metrics).
-        self.rebalances = 0
-        self.completed_rebalances = 0
-        self.offset_commits = 0
-        self.offset_expirations = 0
-        # Partitions of each group whose commit is being written (never expired meanwhile), with how many
-        # writes are in flight for each.
-        self._pending_commits: dict[str, dict[TopicPartition, int]] = {}
-        self._next_cleanup_ms = clock() + config.offsets_retention_check_interval_ms
         # The leader's assignment of each group, until its StoreGroup is committed.
         self._pending_assignment: dict[str, tuple[int, dict[str, bytes]]] = {}
 
     # ------------------------------------------------------------------ ownership
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for_group(group_id, self.config.num_partitions)
 
     def on_election(self, partition: int) -> None:
         """This broker leads ``partition`` now: its groups are loading until :meth:`on_loaded`."""
@@ -235,21 +170,6 @@ class GroupCoordinatorCore:
             effects += self.on_resignation(partition)
         self.active = False
         return effects
-
-    def validate_group_status(self, group_id: str, *, empty_allowed: bool = False) -> Errors | None:
-        """Kafka's ``validateGroupStatus``: INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE,
-        COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR, else None. OffsetCommit, OffsetFetch and
-        DescribeGroups accept an empty group id."""
-        if not group_id and not empty_allowed:
-            return Errors.INVALID_GROUP_ID
-        if not self.active:
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        partition = self.partition_for(group_id)
-        if partition in self.loading_partitions:
-            return Errors.COORDINATOR_LOAD_IN_PROGRESS
-        if partition not in self.owned_partitions:
-            return Errors.NOT_COORDINATOR
-        return None
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -756,9 +676,6 @@ class GroupCoordinatorCore:
             return [Respond(token, Errors.REBALANCE_IN_PROGRESS)]
         return [Respond(token, Errors.NONE)]
 
-    def _heartbeat(self, member: MemberMetadata) -> None:
-        member.heartbeat_deadline_ms = self.clock() + member.session_timeout_ms
-
     # ------------------------------------------------------------------ LeaveGroup
 
     def leave_group(
@@ -821,140 +738,6 @@ class GroupCoordinatorCore:
             effects += self._try_complete_join(group)
         return effects
 
-    # ------------------------------------------------------------------ offsets
-
-    def commit_offsets(
-        self,
-        token: object,
-        group_id: str,
-        member_id: str,
-        generation_id: int,
-        offsets: dict[TopicPartition, OffsetAndMetadata],
-        *,
-        group_instance_id: str | None = None,
-    ) -> list[Effect]:
-        def everywhere(error: Errors) -> list[Effect]:
-            return [Respond(token, CommitResult(dict.fromkeys(offsets, error)))]
-
-        error = self.validate_group_status(group_id, empty_allowed=True)
-        if error is not None:
-            return everywhere(error)
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return everywhere(Errors.ILLEGAL_GENERATION)
-            group = GroupMetadata(group_id, state_timestamp_ms=self.clock())
-            self.groups[group_id] = group
-        # Kafka's validateOffsetCommit.
-        if group.is_state(GroupState.DEAD):
-            return everywhere(Errors.COORDINATOR_NOT_AVAILABLE)
-        if is_fenced(group, group_instance_id, member_id):
-            return everywhere(Errors.FENCED_INSTANCE_ID)
-        if generation_id < 0 and group.is_state(GroupState.EMPTY):
-            pass  # a simple (standalone) consumer's commit
-        elif generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            if not group.has(member_id):
-                return everywhere(Errors.UNKNOWN_MEMBER_ID)
-            if generation_id != group.generation_id:
-                return everywhere(Errors.ILLEGAL_GENERATION)
-        elif not group.is_state(GroupState.EMPTY):
-            return everywhere(Errors.UNKNOWN_MEMBER_ID)
-        if group.is_state(GroupState.COMPLETING_REBALANCE):
-            return everywhere(Errors.REBALANCE_IN_PROGRESS)
-        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
-            self._heartbeat(group.get(member_id))
-        too_large = {
-            tp for tp, o in offsets.items() if len(o.metadata.encode()) > self.config.max_metadata_size
-        }
-        to_store = {tp: o for tp, o in offsets.items() if tp not in too_large}
-        if not to_store:
-            return [Respond(token, CommitResult(dict.fromkeys(offsets, Errors.OFFSET_METADATA_TOO_LARGE)))]
-        refused = dict.fromkeys(too_large, Errors.OFFSET_METADATA_TOO_LARGE)
-        now = self.clock()
-        to_store = {
-            tp: o if o.commit_timestamp_ms >= 0 else dataclasses.replace(o, commit_timestamp_ms=now)
-            for tp, o in to_store.items()
-        }
-        pending = self._pending_commits.setdefault(group_id, {})
-        for tp in to_store:
-            pending[tp] = pending.get(tp, 0) + 1
-        return [StoreOffsets(token, group_id, self.partition_for(group_id), to_store, refused)]
-
-    def on_offsets_stored(self, store: StoreOffsets, error: Errors) -> list[Effect]:
-        """The outcome of a :class:`StoreOffsets`: the cache takes the offsets once they are committed."""
-        group_id, offsets, token = store.group_id, store.offsets, store.token
-        pending = self._pending_commits.get(group_id, {})
-        for tp in offsets:
-            if pending.get(tp, 0) > 1:
-                pending[tp] -= 1
-            else:
-                pending.pop(tp, None)
-        if not pending:
-            self._pending_commits.pop(group_id, None)
-        group = self.groups.get(group_id)
-        if error == Errors.NONE and group is not None and not group.is_state(GroupState.DEAD):
-            group.offsets.update(offsets)
-            self.offset_commits += len(offsets)
-        final = Errors.NONE if error == Errors.NONE else convert_store_error(error)
-        if error == Errors.NONE and (group is None or group.is_state(GroupState.DEAD)):
-            final = Errors.NOT_COORDINATOR
-        return [Respond(token, CommitResult({**dict.fromkeys(offsets, final), **store.refused}))]
-
-    def fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None
-    ) -> tuple[Errors, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """The committed offsets of ``partitions`` (None: all the group has); None for one never committed
-        (answered offset -1)."""
-        error = self.validate_group_status(group_id, empty_allowed=True)
-        if error is not None:
-            return error, {}
-        group = self.groups.get(group_id)
-        known = {} if group is None or group.is_state(GroupState.DEAD) else group.offsets
-        if partitions is None:
-            return Errors.NONE, dict(known)
-        return Errors.NONE, {tp: known.get(tp) for tp in partitions}
-
-    # ------------------------------------------------------------------ DeleteGroups, offset expiry
-
-    def delete_groups(self, token: object, group_ids: list[str]) -> list[Effect]:
-        """Kafka's ``handleDeleteGroups``: each Empty group becomes Dead, leaves the cache with its offsets,
-        and its tombstones are written; the answer does not wait for them (as Kafka's)."""
-        errors: dict[str, Errors] = {}
-        effects: list[Effect] = []
-        now = self.clock()
-        for group_id in dict.fromkeys(group_ids):
-            error = self.validate_group_status(group_id)
-            if error is None:
-                group = self.groups.get(group_id)
-                error = delete_error(group)
-                if error is None and group is not None:
-                    group.transition_to(GroupState.DEAD, now)
-                    del self.groups[group_id]
-                    store = remove_offsets(group, self.partition_for(group_id), list(group.offsets), now)
-                    if store is not None:
-                        effects.append(store)
-            errors[group_id] = error if error is not None else Errors.NONE
-        return [*effects, Respond(token, DeleteResult(errors))]
-
-    def expire_offsets(self) -> list[Effect]:
-        """Kafka's periodic ``cleanupGroupMetadata``: removes the expired offsets of every group served here
-        (``offsets.retention.minutes``); an Empty group left with none is deleted."""
-        now = self.clock()
-        effects: list[Effect] = []
-        retention = self.config.offsets_retention_ms
-        for group_id, group in list(self.groups.items()):
-            if self.partition_for(group_id) not in self.owned_partitions:
-                continue
-            pending = set(self._pending_commits.get(group_id, {}))
-            expired = expired_offsets(group, now, retention, pending)
-            store = remove_offsets(group, self.partition_for(group_id), expired, now)
-            self.offset_expirations += len(expired)
-            if group.is_state(GroupState.DEAD):
-                del self.groups[group_id]
-            if store is not None:
-                effects.append(store)
-        return effects
-
     # ------------------------------------------------------------------ ListGroups / DescribeGroups
 
     def list_groups(self, states: set[str] | None = None) -> tuple[Errors, list[GroupOverview]]:
@@ -1002,17 +785,16 @@ class GroupCoordinatorCore:
                 deadlines.append(group.join_deadline_ms)
             if group.sync_deadline_ms is not None:
                 deadlines.append(group.sync_deadline_ms)
-        if self.groups:
-            deadlines.append(self._next_cleanup_ms)
+        cleanup = self.next_cleanup_ms()
+        if cleanup is not None:
+            deadlines.append(cleanup)
         return min(deadlines, default=None)
 
     def poll(self) -> list[Effect]:
         """Expire everything whose deadline has passed."""
         now = self.clock()
         effects: list[Effect] = []
-        if now >= self._next_cleanup_ms:
-            self._next_cleanup_ms = now + self.config.offsets_retention_check_interval_ms
-            effects += self.expire_offsets()
+        effects += self.maybe_expire_offsets(now)
         for group in list(self.groups.values()):
             if group.is_state(GroupState.DEAD):
                 continue
@@ -1072,14 +854,3 @@ class GroupCoordinatorCore:
                 for m in group.members.values()
             ],
         )
-
-    # ------------------------------------------------------------------ metrics
-
-    def state_counts(self) -> dict[GroupState, int]:
-        counts = dict.fromkeys(GroupState, 0)
-        for group in self.groups.values():
-            counts[group.state] += 1
-        return counts
-
-    def num_offsets(self) -> int:
-        return sum(len(g.offsets) for g in self.groups.values())
