@@ -379,6 +379,63 @@ def test_confluent_static_member_restarts_in_its_place_without_a_rebalance(broke
         second.shutdown()
 
 
+def test_confluent_static_member_is_fenced_by_its_twin(broker: BrokerProcess) -> None:
+    """Two librdkafka consumers with the same ``group.instance.id``: the later one takes the place, and
+    the earlier one is fenced (FENCED_INSTANCE_ID on its next heartbeat), which librdkafka reports as a
+    fatal error (_FATAL, "Static consumer fenced by other consumer with same group.instance.id")."""
+    produce(broker.address, 4)
+    errors: dict[str, list[KafkaError]] = {"first": [], "second": []}
+
+    def consumer(name: str) -> CKConsumer:
+        c = CKConsumer(
+            {
+                "bootstrap.servers": broker.address,
+                "group.id": "twins",
+                "client.id": name,
+                "group.instance.id": "twin",
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+            }
+        )
+        c.subscribe([TOPIC])
+        return c
+
+    def assigned(c: CKConsumer) -> bool:
+        c.poll(0.2)
+        return bool(c.assignment())
+
+    first = consumer("first")
+    second: CKConsumer | None = None
+    try:
+        wait_until(lambda: assigned(first), timeout=30, message="the first twin assigned")
+        second = consumer("second")
+        twin = second
+        wait_until(lambda: assigned(twin), timeout=30, message="the second twin assigned")
+
+        def fenced() -> bool:
+            try:
+                msg = first.poll(0.2)
+            except KafkaException as exc:
+                errors["first"].append(exc.args[0])
+            else:
+                if msg is not None and msg.error() is not None:
+                    errors["first"].append(msg.error())
+            return any(e.code() == KafkaError._FATAL and "fenced" in e.str() for e in errors["first"])
+
+        wait_until(fenced, timeout=30, message=lambda: f"the first twin fenced: {errors}")
+        # The twin that took the place carries on.
+        for _ in range(5):
+            msg = twin.poll(0.2)
+            assert msg is None or msg.error() is None or msg.error().code() != KafkaError._FATAL
+        assert twin.assignment()
+    finally:
+        for c in (first, second):
+            if c is not None:
+                with contextlib.suppress(Exception):
+                    c.close()
+
+
 def admin_group_state(bootstrap: str, group: str) -> str:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
