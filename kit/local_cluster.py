@@ -70,11 +70,24 @@ def _write_controller_config(info: ClusterInfo, c: ProcessEntry) -> None:
 
 def start_broker(info: ClusterInfo, b: ProcessEntry) -> None:
     """Starts one broker of the cluster (detached) on its config and data, and waits until it serves."""
-    _write_broker_config(info, b)
-    proc = launch(isrsim_command("broker", "start", "--config", b.config), Path(b.log))
-    started = wait_started(proc, Path(b.journal), "broker_started", f"broker {b.id}", Path(b.log))
-    b.pid, b.host, b.port = proc.pid, started["host"], int(started["port"])
-    _pin_port(Path(b.config), b.port)
+    start_brokers(info, [b])
+
+
+def start_brokers(info: ClusterInfo, entries: list[ProcessEntry] | None = None) -> None:
+    """Starts the given brokers (all of them, by default) at once, so that their start-ups overlap, and waits
+    until each serves. A broker's pid is recorded as soon as it is launched: if one fails to start, those
+    launched with it are found (and stopped) by whoever undoes the start."""
+    entries = list(info.brokers) if entries is None else entries
+    procs = []
+    for b in entries:
+        _write_broker_config(info, b)
+        proc = launch(isrsim_command("broker", "start", "--config", b.config), Path(b.log))
+        b.pid = proc.pid
+        procs.append((b, proc))
+    for b, proc in procs:
+        started = wait_started(proc, Path(b.journal), "broker_started", f"broker {b.id}", Path(b.log))
+        b.host, b.port = started["host"], int(started["port"])
+        _pin_port(Path(b.config), b.port)
 
 
 def _pin_port(config: Path, port: int) -> None:
@@ -126,9 +139,8 @@ def fresh_cluster(
     use_client_properties(root)
     start_controllers(info)
     info.save()
-    for b in info.brokers:
-        start_broker(info, b)
-        info.save()
+    start_brokers(info)
+    info.save()
     wait_healthy(info)
     return info
 
