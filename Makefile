@@ -56,7 +56,8 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/isrsim bench
 
-# Five minutes of every fault kind against a 3-broker cluster, then the report (tests/integration/test_chaos.py).
+# The short chaos run (24 s, one fault of each kind), then five minutes of every fault kind, each against a
+# 3-broker cluster and followed by the report (tests/integration/test_chaos.py).
 chaos: $(STAMP)
 	$(BIN)/pytest -q -s -m chaos tests/integration/test_chaos.py
 

@@ -88,12 +88,16 @@ class CachedPartition:
         req: FetchRequestPartitionData,
         resp: PartitionResponseData | None = None,
     ) -> CachedPartition:
+        """A partition of a new session. An error answer leaves its high watermark unknown (-1), as
+        ``maybe_update_response_data`` does: the follower took no HW from it (Kafka answers an error with HW
+        -1), so the first round after the error clears must send the HW again."""
+        failed = resp is not None and resp.error_code != Errors.NONE
         return cls(
             topic=tp[0],
             partition=tp[1],
             max_bytes=req.max_bytes,
             fetch_offset=req.fetch_offset,
-            high_watermark=-1 if resp is None else resp.high_watermark,
+            high_watermark=-1 if resp is None or failed else resp.high_watermark,
             leader_epoch=req.current_leader_epoch,
             fetcher_log_start_offset=req.log_start_offset,
             local_log_start_offset=-1 if resp is None else resp.log_start_offset,

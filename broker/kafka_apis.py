@@ -52,6 +52,7 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.OFFSET_FETCH,
     ApiKeys.LIST_GROUPS,
     ApiKeys.DESCRIBE_GROUPS,
+    ApiKeys.DELETE_GROUPS,
     ApiKeys.INIT_PRODUCER_ID,
 )
 

@@ -501,6 +501,7 @@ KAFKA_SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 4),  # ListGroups
+    42: (0, 2),  # DeleteGroups
     ApiKeys.SASL_HANDSHAKE: (0, 1),
     ApiKeys.API_VERSIONS: (0, 3),
     ApiKeys.CREATE_TOPICS: (2, 7),
