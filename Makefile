@@ -39,7 +39,8 @@ integration: $(STAMP) kcat
 
 # The long real-client runs, kept out of `make test` for its time: group members across a coordinator's
 # failure, librdkafka across a leader's, a secure cluster from client.properties, every codec through
-# librdkafka, and the idempotence stories (30 % of answers lost across failovers and restarts).
+# librdkafka, a chaos run driven by librdkafka, and the idempotence stories (30 % of answers lost across
+# failovers and restarts).
 clients: $(STAMP) kcat
 	$(BIN)/pytest -q -m clients tests/clients tests/integration/test_idempotence.py
 

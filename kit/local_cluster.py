@@ -49,7 +49,9 @@ def start_controllers(info: ClusterInfo, entries: list[ProcessEntry] | None = No
     procs = []
     for c in entries:
         _write_controller_config(info, c)
-        procs.append((c, launch(isrsim_command("controller", "start", "--config", c.config), Path(c.log))))
+        proc = launch(isrsim_command("controller", "start", "--config", c.config), Path(c.log))
+        c.pid = proc.pid  # known at once: a failure of another start stops this one too
+        procs.append((c, proc))
     for c, proc in procs:
         what = f"controller {c.id}" if info.quorum else "the controller"
         started = wait_started(proc, Path(c.journal), "controller_started", what, Path(c.log))
@@ -74,19 +76,18 @@ def start_broker(info: ClusterInfo, b: ProcessEntry) -> None:
 
 
 def start_brokers(info: ClusterInfo, entries: list[ProcessEntry] | None = None) -> None:
-    """Starts the given brokers (all of them, by default) at once, so that their start-ups overlap, and waits
-    until each serves. A broker's pid is recorded as soon as it is launched: if one fails to start, those
-    launched with it are found (and stopped) by whoever undoes the start."""
+    """Starts the given brokers (all of them, by default) at once, detached, each on its config and data,
+    and waits until each serves (starting them one after another cost a few seconds each)."""
     entries = list(info.brokers) if entries is None else entries
     procs = []
     for b in entries:
         _write_broker_config(info, b)
         proc = launch(isrsim_command("broker", "start", "--config", b.config), Path(b.log))
-        b.pid = proc.pid
+        b.pid = proc.pid  # known at once: a failure of another start stops this one too
         procs.append((b, proc))
     for b, proc in procs:
         started = wait_started(proc, Path(b.journal), "broker_started", f"broker {b.id}", Path(b.log))
-        b.host, b.port = started["host"], int(started["port"])
+        b.pid, b.host, b.port = proc.pid, started["host"], int(started["port"])
         _pin_port(Path(b.config), b.port)
 
 
