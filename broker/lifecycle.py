@@ -25,7 +25,7 @@ from typing import Any
 
 import trio
 
-from broker.backoff import ExponentialBackoff
+from broker.backoff import MAX_BACKOFF_S, ExponentialBackoff
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed, KafkaConnection, open_connection
@@ -60,6 +60,7 @@ class ControllerChannel:
         client_id: str,
         request_timeout_s: float = 30.0,
         retry_backoff_s: float = 0.1,
+        retry_backoff_max_s: float = MAX_BACKOFF_S,
         voters: list[tuple[str, int]] | None = None,
     ) -> None:
         self.addresses = list(voters) if voters else [(host, port)]
@@ -69,6 +70,7 @@ class ControllerChannel:
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self.retry_backoff_s = retry_backoff_s
+        self.retry_backoff_max_s = retry_backoff_max_s
         self.connects = 0
         self._conn: KafkaConnection | None = None
         self._changed = trio.Event()
@@ -86,7 +88,7 @@ class ControllerChannel:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        backoff = ExponentialBackoff(self.retry_backoff_s)
+        backoff = ExponentialBackoff(self.retry_backoff_s, self.retry_backoff_max_s)
         failures = 0
         while True:
             self._switch = False

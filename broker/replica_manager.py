@@ -247,6 +247,7 @@ class ReplicaManager:
                 self._make_leaders(to_leader)
             if to_follower:
                 self._make_followers(to_follower)
+        self.fetcher_manager.shutdown_idle_fetchers()
         self._leadership_changed(
             [(p.tp, st.leader_epoch) for p, st in to_leader], [p.tp for p, _ in to_follower]
         )
@@ -260,7 +261,7 @@ class ReplicaManager:
 
     def _make_leaders(self, items: list[tuple[Partition, LeaderAndIsrState]]) -> None:
         """Kafka's ``makeLeaders``: stop fetching, then lead from this broker's LEO in the new epoch."""
-        self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in items])
+        self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in items], shutdown_idle=False)
         for partition, state in items:
             partition.make_leader(state)
             self.state_listener.on_became_leader(partition)
@@ -277,7 +278,7 @@ class ReplicaManager:
             if partition.make_follower(state):
                 changed.append((partition, state))
                 self.state_listener.on_became_follower(partition)
-        self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in changed])
+        self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in changed], shutdown_idle=False)
         for partition, _ in changed:
             self._complete_delayed(partition.tp)
         initial: dict[TopicPartition, InitialFetchState] = {}

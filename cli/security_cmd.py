@@ -6,9 +6,10 @@
     isrsim security init DIR --node controller --node broker-1 --node broker-2 \\
         --credentials controller=/data/controller --credentials broker-1=/data/broker-1/data
 
-writes under DIR: ``security/ca.pem`` and ``ca-key.pem``; per node ``<node>/security/keystore.pem`` (its
-certificate names the node, ``localhost``, ``127.0.0.1`` and every ``--host``) and
-``<node>/security.properties`` (the node's TLS and SASL keys, to pass as ``--config``); and
+writes under DIR: ``security/ca.pem`` and ``ca-key.pem`` (the key in ``--ca-key-dir`` instead, when
+given, so that what the nodes and clients mount holds no key that can sign certificates); per node
+``<node>/security/keystore.pem`` (its certificate names the node, ``localhost``, ``127.0.0.1`` and every
+``--host``) and ``<node>/security.properties`` (the node's TLS and SASL keys, to pass as ``--config``); and
 ``client.properties`` for the super user ``admin``. ``--credentials NODE=DATA_DIR`` writes the SCRAM
 credentials where that node reads them (``DATA_DIR/security/credentials.json``: a broker's ``log.dirs``, the
 controller's ``metadata.log.dir``), as ``kafka-storage format --add-scram`` does. Every secret file is 0600.
@@ -37,8 +38,19 @@ def security() -> None:
     multiple=True,
     help="NODE=DATA_DIR: write NODE's credentials to DATA_DIR/security/credentials.json.",
 )
+@click.option(
+    "--ca-key-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the CA's private key goes (default DIRECTORY/security, beside ca.pem): keep it out of "
+    "what the nodes and clients mount.",
+)
 def init(
-    directory: Path, nodes: tuple[str, ...], hosts: tuple[str, ...], credentials: tuple[str, ...]
+    directory: Path,
+    nodes: tuple[str, ...],
+    hosts: tuple[str, ...],
+    credentials: tuple[str, ...],
+    ca_key_dir: Path | None,
 ) -> None:
     """Make a CA, a certificate and security.properties per node, SCRAM users admin and broker, and
     client.properties, under DIRECTORY."""
@@ -55,7 +67,7 @@ def init(
     if (directory / "security" / "ca.pem").exists():
         click.echo(f"{directory} already holds a CA: nothing made (delete it to start over)")
         return
-    setup = SecureSetup.create(directory)
+    setup = SecureSetup.create(directory, ca_key_dir)
     for name in nodes:
         node_dir = directory / name
         data_dir = targets.get(name, node_dir)

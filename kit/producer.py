@@ -58,8 +58,16 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class JournalWriteError(ClientError):
+    """The journal could not be written (a full disk, a directory the user may not write): fatal. It is a
+    local failure, not the network's, so it is never retried: the batch it was recording was acknowledged,
+    and sending it again would write it twice."""
+
+
 class AckJournal:
-    """``acked-<producer_id>.jsonl``: one line per acknowledged batch, one ``write`` per line."""
+    """``acked-<producer_id>.jsonl``: one line per acknowledged batch, one ``write`` per line. A write that
+    fails raises :class:`JournalWriteError` (never an ``OSError``, which the producer takes for the
+    network's)."""
 
     def __init__(self, directory: Path, producer_id: str) -> None:
         self.directory = directory
@@ -72,6 +80,14 @@ class AckJournal:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         return self._fd
+
+    def _write_error(self, path: Path, exc: OSError) -> JournalWriteError:
+        why = exc.strerror or type(exc).__name__
+        return JournalWriteError(
+            f"cannot write the producer's journal {path}: {why}. The producer stops here: the batch it was "
+            "recording was acknowledged and is not sent again. Give the journal a directory this user may "
+            "write (--acked-journal DIR or --data-dir), or run without it (--no-acked-journal)"
+        )
 
     def acked(
         self,
@@ -95,7 +111,10 @@ class AckJournal:
             "sent_ms": sent_ms,
             "acked_ms": acked_ms,
         }
-        os.write(self._open(), (json.dumps(line, separators=(",", ":")) + "\n").encode())
+        try:
+            os.write(self._open(), (json.dumps(line, separators=(",", ":")) + "\n").encode())
+        except OSError as exc:
+            raise self._write_error(self.path, exc) from exc
 
     def failed(self, tp: TopicPartition, records: int, sent_ms: int, error: str) -> None:
         """A batch given up on (``attempts-<producer_id>.jsonl``: what the report's availability counts)."""
@@ -122,13 +141,16 @@ class AckJournal:
 
     def _attempt(self, fields: dict[str, object]) -> None:
         line = {"ts_ms": now_ms(), "producer_id": self.producer_id, **fields}
-        self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"attempts-{self.producer_id}.jsonl"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            os.write(fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
-        finally:
-            os.close(fd)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise self._write_error(path, exc) from exc
 
     def close(self) -> None:
         if self._fd is not None:

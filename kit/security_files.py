@@ -130,10 +130,12 @@ class CertificateAuthority:
         )
         return _key_pem(key) + _cert_pem(cert) + _cert_pem(self.cert)
 
-    def save(self, directory: Path) -> Path:
-        """``ca.pem`` (0644) and ``ca-key.pem`` (0600) in ``directory``; returns the certificate's path."""
+    def save(self, directory: Path, key_directory: Path | None = None) -> Path:
+        """``ca.pem`` (0644) in ``directory`` and ``ca-key.pem`` (0600) in ``key_directory`` (by default
+        the same), so that whatever reads the certificate need not see the key; returns the certificate's
+        path."""
         directory.mkdir(parents=True, exist_ok=True)
-        write_secret_file(directory / "ca-key.pem", _key_pem(self.key).decode())
+        write_secret_file((key_directory or directory) / "ca-key.pem", _key_pem(self.key).decode())
         path = directory / "ca.pem"
         path.write_bytes(_cert_pem(self.cert))
         return path
@@ -170,9 +172,9 @@ class SecureSetup:
     credentials: CredentialStore
 
     @classmethod
-    def create(cls, root: Path) -> SecureSetup:
+    def create(cls, root: Path, ca_key_dir: Path | None = None) -> SecureSetup:
         ca = CertificateAuthority.create()
-        ca_path = ca.save(root / SECURITY_DIR)
+        ca_path = ca.save(root / SECURITY_DIR, ca_key_dir)
         setup = cls(root, ca_path, secrets.token_urlsafe(18), secrets.token_urlsafe(18), CredentialStore())
         setup.credentials.put(ADMIN_USER, ScramCredential.from_password(setup.admin_password))
         setup.credentials.put(BROKER_USER, ScramCredential.from_password(setup.broker_password))

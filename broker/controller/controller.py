@@ -96,7 +96,26 @@ CLUSTER_OPERATION_APIS: dict[ApiKeys, AclOperation] = {
 }
 # How long a decision may wait for the quorum to commit it before the request is answered NOT_CONTROLLER.
 COMMIT_TIMEOUT_S = 5.0
+QUORUM_REQUEST_KEYS = frozenset(int(k) for k in (*RAFT_APIS, ApiKeys.FETCH))
 ACL_APIS = (ApiKeys.DESCRIBE_ACLS, ApiKeys.CREATE_ACLS, ApiKeys.DELETE_ACLS)
+
+
+class QuorumRequestChannel(RequestChannel):
+    """The request queue of a quorum voter: the quorum's APIs go to a queue of their own (``raft``)."""
+
+    def __init__(self, queued_max_requests: int) -> None:
+        super().__init__(queued_max_requests)
+        self.raft = RequestChannel(queued_max_requests)
+
+    async def send_request(self, request: Request) -> None:
+        if request.api_key in QUORUM_REQUEST_KEYS:
+            await self.raft.send_request(request)
+        else:
+            await super().send_request(request)
+
+    def close(self) -> None:
+        super().close()
+        self.raft.close()
 
 
 class KafkaController:
@@ -126,6 +145,7 @@ class KafkaController:
             self.controller_id,
             request_timeout_s=config.get_int("controller.socket.timeout.ms") / 1000.0,
             retry_backoff_s=config.get_int("controller.retry.backoff.ms") / 1000.0,
+            on_response=self._on_broker_response,
         )
         self.auth = AuthHelper(build_authorizer(config), f"controller {self.controller_id}")
         # The cluster's ACLs and SCRAM credentials, which this controller owns: loaded from
@@ -137,7 +157,11 @@ class KafkaController:
         self.apis.supported.update(SASL_API_VERSIONS)
         if self.voters:
             self.apis.supported.update(RAFT_API_VERSIONS)
-        self.request_channel = RequestChannel(config.get_int("queued.max.requests"))
+        self.request_channel: RequestChannel = (
+            QuorumRequestChannel(config.get_int("queued.max.requests"))
+            if self.voters
+            else RequestChannel(config.get_int("queued.max.requests"))
+        )
         host, port = config.listener
         self.host = host
         self.faults = FaultInjector(CONTROLLER, resolve=self._resolve_peer, peers=self._peers)
@@ -177,6 +201,18 @@ class KafkaController:
             config.get_int("num.io.threads"),
             f"controller {self.controller_id}",
         )
+        # The quorum's own requests (VOTE, BEGIN/END_QUORUM_EPOCH, the voters' FETCH, DESCRIBE_QUORUM) have
+        # handlers of their own, as Kafka's raft requests go to its raft I/O thread: a controller API waits
+        # for its decision to be committed while holding a handler, and the commit needs the followers'
+        # FETCH answered, so sharing the handlers would deadlock once every one of them was waiting.
+        self.raft_handler_pool: RequestHandlerPool | None = None
+        if isinstance(self.request_channel, QuorumRequestChannel):
+            self.raft_handler_pool = RequestHandlerPool(
+                self.request_channel.raft,
+                self.apis.handle,
+                len(self.voters) + 2,
+                f"controller {self.controller_id} quorum",
+            )
 
     def stop(self) -> None:
         self._stop.set()
@@ -251,6 +287,8 @@ class KafkaController:
                 self.bound_port = await nursery.start(self.socket_server.serve)
                 await nursery.start(self.channels.run)
                 nursery.start_soon(self.handler_pool.run)
+                if self.raft_handler_pool is not None:
+                    nursery.start_soon(self.raft_handler_pool.run)
                 nursery.start_soon(self._fence_expired_brokers)
                 if self.raft is not None:
                     await nursery.start(self.raft.run)
@@ -356,6 +394,35 @@ class KafkaController:
             self.journal.emit("controller_deactivated", controller_epoch=self.active_epoch)
         for broker_id, reg in sorted(core.state.brokers.items()):
             self.channels.reset(broker_id, reg.host, reg.port)
+
+    def _on_broker_response(self, request: OutboundRequest, body: dict[str, Any]) -> None:
+        """A broker answered STALE_CONTROLLER_EPOCH (11): it has accepted a newer controller epoch, so this
+        controller was deposed (ZooKeeper-era Kafka's ``ControllerMovedException``). It journals the
+        refusal and, if it still thinks it is active in that epoch, stops acting at once and resigns its
+        quorum leadership; the quorum then names it the new leader and epoch."""
+        if body.get("error_code") != Errors.STALE_CONTROLLER_EPOCH:
+            return
+        epoch = int(getattr(request.body, "controller_epoch", -1))
+        log.warning(
+            "controller %d: broker %d refused %s with controller epoch %d (STALE_CONTROLLER_EPOCH): a newer "
+            "controller exists",
+            self.controller_id,
+            request.broker_id,
+            request.api_key.name,
+            epoch,
+        )
+        if self.journal is not None:
+            self.journal.emit(
+                "stale_controller_epoch",
+                broker_id=request.broker_id,
+                api_key=int(request.api_key),
+                api=request.api_key.name,
+                controller_epoch=epoch,
+                error_code=int(Errors.STALE_CONTROLLER_EPOCH),
+            )
+        if self.raft is not None and self.core is not None and epoch == self.active_epoch:
+            self._deactivate()
+            self.raft.step_down(epoch)
 
     async def _resync(self) -> None:
         core = self.core

@@ -47,6 +47,9 @@ RAFT_APIS = (
     ApiKeys.DESCRIBE_QUORUM,
 )
 
+VOTER_RECONNECT_BACKOFF_S = 0.05
+VOTER_RECONNECT_BACKOFF_MAX_S = 0.5
+
 Emit = Callable[[str, dict[str, Any]], None]
 
 
@@ -85,6 +88,10 @@ class RaftManager:
                 port,
                 client_id=f"controller-{node_id}",
                 request_timeout_s=config.request_timeout_ms / 1000,
+                # Kafka's raft network client reconnects after 50 ms, backing off to at most 500 ms, so a
+                # voter that comes back is reached again within half a second.
+                retry_backoff_s=VOTER_RECONNECT_BACKOFF_S,
+                retry_backoff_max_s=VOTER_RECONNECT_BACKOFF_MAX_S,
             )
             for v, (host, port) in voters.items()
             if v != node_id
@@ -275,6 +282,14 @@ class RaftManager:
         self._flush_effects()
         self.wake()
         return wire.response_to_wire(key, response)
+
+    def step_down(self, epoch: int) -> None:
+        """A broker has seen a newer controller epoch than ``epoch``: if this voter still leads that epoch,
+        it resigns (END_QUORUM_EPOCH; the answers name the newer leader)."""
+        if self.client.is_leader() and self.client.epoch == epoch:
+            self.client.resign(self.clock_ms())
+            self._flush_effects()
+            self.wake()
 
     async def resign(self) -> None:
         """A clean stop: a leader resigns and tells the voters (END_QUORUM_EPOCH), waiting briefly."""

@@ -345,7 +345,10 @@ class KafkaRaftClient:
                 )
 
     def _start_backoff(self, state: CandidateState, now_ms: int) -> None:
-        """Kafka's binary exponential election backoff: a random wait, longer with each retry."""
+        """Kafka's binary exponential election backoff: a random wait below retry backoff x 2^retries, at
+        most ``election_backoff_max_ms``. (Kafka draws whole 100 ms steps; a continuous draw from the
+        finer ``retry_backoff_ms`` keeps two candidates that lost together from standing together again,
+        and puts the first retry within 40 ms instead of 0 or 100.)"""
         limit = min(
             self.config.election_backoff_max_ms, self.config.retry_backoff_ms * (2 ** min(state.retries, 20))
         )
@@ -485,13 +488,16 @@ class KafkaRaftClient:
         )
 
     def _end_epoch_election_backoff(self, successors: tuple[int, ...]) -> int:
-        """The first preferred successor stands at once; the n-th waits retry backoff x 2^(n-1)."""
+        """Kafka's ``strictExponentialElectionBackoffMs``: the first preferred successor stands at once;
+        the n-th (counting from 0) of k waits (max backoff >> (k - 1)) << (n - 1); a voter not named waits
+        the max backoff, so the most caught-up voter is almost always elected first."""
         if self.local_id not in successors:
             return self.config.election_backoff_max_ms
         position = successors.index(self.local_id)
         if position == 0:
             return 0
-        return min(self.config.election_backoff_max_ms, self.config.retry_backoff_ms << (position - 1))
+        base = self.config.election_backoff_max_ms >> (len(successors) - 1)
+        return min(self.config.election_backoff_max_ms, base << (position - 1))
 
     def _fetch_error(self, epoch: int) -> Errors | None:
         """Kafka's ``validateLeaderOnlyRequest``."""

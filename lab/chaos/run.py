@@ -2,9 +2,10 @@
 running cluster, then heal, converge, stop and report.
 
 1. The schedule (``lab.chaos.schedule``, pure) is drawn from a seed and written to ``<root>/chaos.json``.
-2. The workload (``kit.producer.Producer``, in this process) and the nemesis (``lab.chaos.nemesis``) run
-   side by side; each fault starts and ends at its scheduled time (or right after the action before it,
-   when one runs late); every action goes to ``<root>/faults.jsonl``.
+2. The workload (``kit.producer.Producer``, in this process; or with ``client="librdkafka"`` Kafka's own C
+   client, ``kit.librdkafka_producer``, in a thread, judged by the leaders' ``acked.jsonl``) and the
+   nemesis (``lab.chaos.nemesis``) run side by side; each fault starts and ends at its scheduled time (or
+   right after the action before it, when one runs late); every action goes to ``<root>/faults.jsonl``.
 3. After the duration the workload stops (batches in flight get a grace period), whatever is still
    broken is healed, resumed or restarted, and the run waits until every partition's replicas are all
    in the ISR with one LEO and HW = LEO (bounded by the convergence timeout).
@@ -17,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from rich.markup import escape
 from kit.cluster_client import ClusterClient
 from kit.cluster_files import ClusterError, ClusterInfo
 from kit.health import not_converged, partition_metadata, wait_healthy
+from kit.librdkafka_producer import LibrdkafkaWorkload, producer_config, read_properties
 from kit.local_cluster import STOP_TIMEOUT_S, stop_brokers
 from kit.node_query import ask
 from kit.processes import process_state, stop_process
@@ -50,6 +53,12 @@ DRAIN_S = 20.0
 
 
 REQUEST_TIMEOUT_MS = 5000  # the workload's PRODUCE timeout: a request to a paused leader fails fast
+
+
+CLIENTS = ("isrsim", "librdkafka")  # the workload's producer: isrsim's own, or Kafka's C client
+
+
+MESSAGE_TIMEOUT_MS = 60_000  # librdkafka's delivery timeout (Kafka's delivery.timeout.ms)
 
 
 @dataclass
@@ -76,6 +85,7 @@ class ChaosRun:
         bootstrap: list[tuple[str, int]],
         converge_timeout: float,
         view: ChaosView,
+        client: str = "isrsim",
     ) -> None:
         self.info = info
         self.schedule = schedule
@@ -85,6 +95,7 @@ class ChaosRun:
         self.bootstrap = bootstrap
         self.converge_timeout = converge_timeout
         self.view = view
+        self.client = client
         self.state = view.state
         self.nemesis = Nemesis(info, view.say)
         self.outcome = Outcome()
@@ -138,6 +149,57 @@ class ChaosRun:
         await trio.sleep_until(t0 + self.schedule.duration_s)
 
     async def _workload(self) -> None:
+        if self.client == "librdkafka":
+            await self._librdkafka_workload()
+        else:
+            await self._isrsim_workload()
+
+    async def _librdkafka_workload(self) -> None:
+        """Kafka's C client with acks as asked (idempotent with acks=all, Kafka's default), linger.ms=5, the
+        cluster's client.properties when it has one; stopped by stop_workload, then DRAIN_S for what is
+        outstanding."""
+        producer_id = f"chaos-librdkafka-{int(time.time())}-{os.getpid()}"
+        journal = AckJournal(Path(self.info.root) / "workload", producer_id)
+        props_path = Path(self.info.root) / "client.properties"
+        config = producer_config(
+            self.bootstrap,
+            client_id=producer_id,
+            acks="all" if self.acks == -1 else str(self.acks),
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
+            message_timeout_ms=MESSAGE_TIMEOUT_MS,
+            properties=read_properties(props_path) if props_path.is_file() else None,
+        )
+
+        def progress(stats: ProduceStats) -> None:
+            self.state.records_acked = stats.records_acked
+
+        log = Path(self.info.root) / "workload" / f"{producer_id}.log"
+        workload = LibrdkafkaWorkload(config, self.topic, journal=journal, on_progress=progress, log_path=log)
+        self.outcome.stats = workload.stats
+        stop = threading.Event()
+        count = int(self.rate * (self.schedule.duration_s + 60)) + 1
+
+        async def relay_stop() -> None:
+            await self.stop_workload.wait()
+            stop.set()
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(relay_stop)
+                # abandon_on_cancel: the thread ends by itself (stop, then at most DRAIN_S).
+                await trio.to_thread.run_sync(
+                    lambda: workload.run(count, self.rate, stop=stop, drain_s=DRAIN_S), abandon_on_cancel=True
+                )
+                nursery.cancel_scope.cancel()
+        finally:
+            stop.set()
+            self.outcome.stats = workload.stats
+            self.state.records_acked = workload.stats.records_acked
+            journal.close()
+        for fatal in workload.fatals:
+            self.view.say(f"[yellow]librdkafka's fatal error (producer replaced): {escape(fatal)}[/]")
+
+    async def _isrsim_workload(self) -> None:
         producer_id = f"chaos-{int(time.time())}-{os.getpid()}"
         journal = AckJournal(Path(self.info.root) / "workload", producer_id)
         settings = ProducerSettings(acks=self.acks, request_timeout_ms=REQUEST_TIMEOUT_MS)
@@ -255,7 +317,13 @@ def run_report(root: Path) -> int:
 
 
 def write_run(
-    root: Path, schedule: Schedule, o: Outcome, started_ms: int, error: str | None, report: int | None
+    root: Path,
+    schedule: Schedule,
+    o: Outcome,
+    started_ms: int,
+    error: str | None,
+    report: int | None,
+    client: str = "isrsim",
 ) -> None:
     """``chaos-run.json``: what this run of the schedule did (chaos.json holds only the plan)."""
     s = o.stats
@@ -265,7 +333,10 @@ def write_run(
         "finished_ms": int(time.time() * 1000),
         "injected": {k: o.injected.get(k, 0) for k in schedule.faults},
         "skipped": o.skipped,
+        "client": client,
+        "records_sent": s.records_sent if s else 0,
         "records_acked": s.records_acked if s else 0,
+        "records_failed": s.records_failed if s else 0,
         "batches_acked": s.batches_acked if s else 0,
         "batches_failed": s.batches_failed if s else 0,
         "errors": dict(s.errors) if s else {},

@@ -175,3 +175,51 @@ def test_offsets_for_times(kafka_cluster: Cluster) -> None:
         consumer.close()
     assert (exact.offset, between.offset) == (3, 4)
     assert after.offset == -1  # no such record: OFFSET_END for librdkafka
+
+
+def test_librdkafka_workload_is_judged_by_the_leaders_acknowledgements(kafka_cluster: Cluster) -> None:
+    """The demo's and chaos's librdkafka workload (kit.librdkafka_producer): every record it counts as
+    acknowledged lies in a batch some leader journaled in its acked.jsonl (what the report's acked_not_lost
+    judges), and its attempts journal holds the summary the report's availability counts."""
+    import json
+    from pathlib import Path
+
+    from kit.librdkafka_producer import LibrdkafkaWorkload, producer_config
+    from kit.producer import AckJournal
+
+    create(kafka_cluster, "rt-workload")
+    info = kafka_cluster.info
+    config = producer_config([(b.host, b.port) for b in info.brokers], client_id="rt-workload-client")
+    assert (config["acks"], config["enable.idempotence"], config["linger.ms"]) == ("all", True, 5)
+    journal = AckJournal(kafka_cluster.root / "workload", "rt-workload")
+    workload = LibrdkafkaWorkload(
+        config, "rt-workload", journal=journal, log_path=kafka_cluster.root / "workload" / "rt.log"
+    )
+    workload.start(3000, 3000.0, drain_s=30)
+    stats = workload.join(60)
+    journal.close()
+    assert (stats.records_sent, stats.records_acked, stats.records_failed) == (3000, 3000, 0), (
+        workload.summary()
+    )
+
+    acked = []
+    for b in info.brokers:
+        path = Path(b.journal).parent / "acked.jsonl"
+        if path.exists():
+            acked += [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    mine = [a for a in acked if a["topic"] == "rt-workload"]
+    assert {a["client_id"] for a in mine} == {"rt-workload-client"}
+    assert {a["acks"] for a in mine} == {-1}
+    assert all(a["producer_id"] >= 0 for a in mine)  # idempotent: a producer id from InitProducerId
+    assert sum(a["last_offset"] - a["base_offset"] + 1 for a in mine) == 3000  # each record once
+    [summary] = [
+        json.loads(x)
+        for x in (kafka_cluster.root / "workload" / "attempts-rt-workload.jsonl").read_text().splitlines()
+    ]
+    assert summary["event"] == "summary"
+    assert (summary["intended"], summary["acknowledged"], summary["failed"], summary["unknown"]) == (
+        3000,
+        3000,
+        0,
+        0,
+    )

@@ -226,7 +226,10 @@ def test_end_quorum_epoch_second_successor_waits_a_little() -> None:
     client.handle_request(PEER1, rm.EndQuorumEpochRequest(1, PEER1, 3, (PEER2, LOCAL)), 100)
     client.poll(100)
     assert client.role == "follower"
-    client.poll(100 + CONFIG.retry_backoff_ms)
+    # Kafka's strict exponential backoff: the second of two successors waits half the max backoff.
+    client.poll(100 + CONFIG.election_backoff_max_ms // 2 - 1)
+    assert client.role == "follower"
+    client.poll(100 + CONFIG.election_backoff_max_ms // 2)
     assert client.role == "candidate"
 
 
@@ -455,3 +458,18 @@ def test_responses_nobody_waits_for_are_ignored() -> None:
 def test_offset_and_epoch_compare_epoch_first() -> None:
     assert OffsetAndEpoch(2, 0) > OffsetAndEpoch(1, 100)
     assert OffsetAndEpoch(2, 5) > OffsetAndEpoch(2, 4)
+
+
+def test_split_vote_candidate_backs_off_at_most_one_step_on_its_first_retry() -> None:
+    # Two followers whose fetch timeouts fire together each vote for themselves: neither gets a majority.
+    # The first whose randomized election timeout passes backs off briefly (below 2 x retry backoff on
+    # the first retry), then stands in the next epoch.
+    for seed in range(20):
+        client, _, _ = make(seed=seed)
+        client.poll(5000)
+        assert client.role == "candidate" and client.epoch == 1
+        deadline = client.quorum.state.election_deadline_ms  # type: ignore[union-attr]
+        assert 5000 + CONFIG.election_timeout_ms <= deadline < 5000 + 2 * CONFIG.election_timeout_ms
+        client.poll(deadline)
+        client.poll(deadline + 2 * CONFIG.retry_backoff_ms)
+        assert client.role == "candidate" and client.epoch == 2, seed
