@@ -58,6 +58,7 @@ class PartitionResponseData:
     last_stable_offset: int = INVALID_LAST_STABLE_OFFSET
     log_start_offset: int = INVALID_LOG_START_OFFSET
     records: bytes = b""
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) when the fetcher's log diverges
 
 
 @dataclass(slots=True)
@@ -78,6 +79,7 @@ class CachedPartition:
     leader_epoch: int = -1
     fetcher_log_start_offset: int = -1
     local_log_start_offset: int = -1
+    last_fetched_epoch: int = -1
 
     @classmethod
     def from_request(
@@ -99,6 +101,7 @@ class CachedPartition:
             leader_epoch=req.current_leader_epoch,
             fetcher_log_start_offset=req.log_start_offset,
             local_log_start_offset=-1 if resp is None else resp.log_start_offset,
+            last_fetched_epoch=req.last_fetched_epoch,
         )
 
     @property
@@ -108,6 +111,7 @@ class CachedPartition:
             log_start_offset=self.fetcher_log_start_offset,
             max_bytes=self.max_bytes,
             current_leader_epoch=self.leader_epoch,
+            last_fetched_epoch=self.last_fetched_epoch,
         )
 
     def update_request_params(self, req: FetchRequestPartitionData) -> None:
@@ -115,6 +119,7 @@ class CachedPartition:
         self.fetch_offset = req.fetch_offset
         self.fetcher_log_start_offset = req.log_start_offset
         self.leader_epoch = req.current_leader_epoch
+        self.last_fetched_epoch = req.last_fetched_epoch
 
     def maybe_update_response_data(self, resp: PartitionResponseData, update_response_data: bool) -> bool:
         """Whether this partition must be in an incremental response (Kafka's ``maybeUpdateResponseData``):
@@ -136,6 +141,8 @@ class CachedPartition:
             if update_response_data:
                 self.high_watermark = -1
             must_respond = True
+        if resp.diverging_epoch is not None:
+            must_respond = True  # Kafka's FetchResponse.isDivergingEpoch
         return must_respond
 
 

@@ -99,6 +99,7 @@ class LogReadResult:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): nothing read, the logs diverge
 
 
 @dataclass(frozen=True, slots=True)
@@ -517,10 +518,34 @@ class Partition:
         from_follower: bool,
         fetch_only_from_leader: bool = True,
         min_one_message: bool = True,
+        last_fetched_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> LogReadResult:
+        """Kafka's ``Partition.fetchRecords``/``readRecords``. With ``last_fetched_epoch`` (>= 0) the
+        fetcher's last epoch is checked first (KIP-595's divergence, for any fetcher of Fetch v12+): where
+        this log's epoch at or below it ends before the fetch offset, or is an older epoch, nothing is read
+        and the answer is that epoch and its end offset (``diverging_epoch``), for the fetcher to truncate
+        to."""
         self.check_local_log(current_leader_epoch, fetch_only_from_leader)
         leo = self.log.log_end_offset
         lso = self.log.log_start_offset
+        if last_fetched_epoch >= 0:
+            error, epoch, end = self.last_offset_for_leader_epoch(
+                current_leader_epoch, last_fetched_epoch, fetch_only_from_leader=False
+            )
+            if error != Errors.NONE:
+                raise KafkaError(error, f"{self.tp[0]}-{self.tp[1]}: last fetched epoch {last_fetched_epoch}")
+            if end == UNDEFINED_EPOCH_OFFSET or epoch == UNDEFINED_EPOCH:
+                raise OffsetOutOfRangeError(
+                    f"{self.tp[0]}-{self.tp[1]}: could not determine the end offset of the last fetched "
+                    f"epoch {last_fetched_epoch} on broker {self.local_broker_id}"
+                )
+            if fetch_offset < lso:
+                raise OffsetOutOfRangeError(
+                    f"{self.tp[0]}-{self.tp[1]}: fetch offset {fetch_offset} is below the log start offset "
+                    f"{lso} on broker {self.local_broker_id}"
+                )
+            if epoch < last_fetched_epoch or end < fetch_offset:
+                return LogReadResult(b"", self._high_watermark, lso, leo, (epoch, end))
         if fetch_offset < lso or fetch_offset > leo:
             raise OffsetOutOfRangeError(
                 f"{self.tp[0]}-{self.tp[1]}: fetch offset {fetch_offset} is outside the log "
