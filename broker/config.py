@@ -303,6 +303,20 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("group.max.size", parse_int, 2147483647, "Most members a group may have.", 1),
     ConfigKey(
+        "offsets.retention.minutes",
+        parse_int,
+        10080,
+        "How long an Empty group's committed offsets are kept (from when it became Empty).",
+        1,
+    ),
+    ConfigKey(
+        "offsets.retention.check.interval.ms",
+        parse_int,
+        600000,
+        "How often expired committed offsets are looked for.",
+        1,
+    ),
+    ConfigKey(
         "initial.leader.partitions",
         parse_str,
         "",

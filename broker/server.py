@@ -201,6 +201,8 @@ class KafkaServer:
                 initial_rebalance_delay_ms=c.get_int("group.initial.rebalance.delay.ms"),
                 num_partitions=c.get_int("offsets.topic.num.partitions"),
                 max_metadata_size=c.get_int("offset.metadata.max.bytes"),
+                offsets_retention_ms=c.get_int("offsets.retention.minutes") * 60 * 1000,
+                offsets_retention_check_interval_ms=c.get_int("offsets.retention.check.interval.ms"),
             ),
             OffsetsTopicConfig(
                 num_partitions=c.get_int("offsets.topic.num.partitions"),
