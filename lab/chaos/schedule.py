@@ -14,8 +14,8 @@ What fits:
   ``pause`` take their broker down; ``isolate`` cuts its broker off; ``partition`` counts one broker: the
   broker partitioned from the controller, or the first of two partitioned brokers (each side's ISR loses the
   other). ``delay`` and ``loss`` take nobody down. ``loss`` may also fall on a broker's responses to its
-  clients (``1 -> clients``, one way: requests take effect, answers are lost), the fault that makes a non-
-  idempotent producer write twice (docs/clients.md).
+  clients (``1 -> clients``, one way: requests take effect, answers are lost), the fault that makes a
+  non-idempotent producer write twice (docs/clients.md).
 - two faults in force at once never share a broker (a fault on a killed or paused broker cannot be applied,
   and a restart heals a node's links); they may share the controller, each on its own links.
 - ``isolate`` runs alone: its rules sit on every node's table, and a paused node's table cannot change.
