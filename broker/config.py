@@ -673,6 +673,16 @@ class BrokerConfig(ConfigValues):
         return parse_voters(str(self.values["controller.quorum.voters"]))
 
     @property
+    def controller_nodes(self) -> list[tuple[int, str, int]]:
+        """Every controller voter's id (-1 for a bare ``host:port``) and address."""
+        out: list[tuple[int, str, int]] = []
+        for item in str(self.values["controller.quorum.voters"]).split(","):
+            parsed = parse_voters(item) if item.strip() else None
+            if parsed is not None:
+                out.append(parsed)
+        return out
+
+    @property
     def controller_voters(self) -> list[tuple[str, int]]:
         """Every controller voter's address (the broker finds the active one among them)."""
         return parse_voter_addresses(str(self.values["controller.quorum.voters"]))

@@ -25,6 +25,7 @@ from kit.local_cluster import (
     heal_restarted,
     record_fault,
     start_broker,
+    start_brokers,
     start_controllers,
     stop_brokers,
     stop_controllers,
@@ -131,9 +132,9 @@ def cluster_up(
         info.save()
         for c in info.controllers:
             click.echo(f"controller {c.id} on {c.address} (pid {c.pid})" + _metrics_said(c))
+        start_brokers(info)
+        info.save()
         for b in info.brokers:
-            start_broker(info, b)
-            info.save()
             click.echo(f"broker {b.id} on {b.address} (pid {b.pid})" + _metrics_said(b))
         wait_healthy(info)
     except BaseException as exc:
