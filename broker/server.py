@@ -299,6 +299,7 @@ class KafkaServer:
             controller_channel,
             self._registered_listeners,
             heartbeat_interval_ms=c.get_int("broker.heartbeat.interval.ms"),
+            session_timeout_ms=c.get_int("broker.session.timeout.ms"),
         )
         self.alter_partition = AlterPartitionManager(
             self.broker_id, controller_channel, lambda: lifecycle.broker_epoch

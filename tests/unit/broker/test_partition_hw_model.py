@@ -119,6 +119,15 @@ class Controller:
     in_flight: list[tuple[TopicPartition, Proposal]] = field(default_factory=list)
 
 
+# Rules an example may leave out (swarm testing): an example that runs fewer kinds of step runs each of the
+# others more often, and so reaches the longer sequences of a few kinds that a bug may need.
+OPTIONAL = ("follower_moves", "isr_expiration", "new_leader_epoch", "min_insync_replicas", "log_start_moves")
+
+
+def enabled(name: str) -> Any:
+    return precondition(lambda self: self.broker is not None and name in self.enabled)
+
+
 class LeaderHighWatermarkMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -135,6 +144,7 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
         # The clock at the last event that asks the HW rule. An expiring long poll is none: it answers
         # without recording a fetch (as in Kafka), and the follower's next round, right after, asks it.
         self.event_ms = 0
+        self.enabled: frozenset[str] = frozenset(OPTIONAL)
 
     # ------------------------------------------------------------------ set-up
 
@@ -142,8 +152,12 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
         managed=st.booleans(),
         min_isr=st.integers(1, 3),
         others=st.lists(st.sampled_from(FOLLOWERS), unique=True),
+        rules=st.frozensets(st.sampled_from(OPTIONAL)),
     )
-    def start(self, managed: bool, min_isr: int, others: list[int]) -> None:
+    def start(
+        self, managed: bool, min_isr: int, others: list[int], rules: frozenset[str] = frozenset(OPTIONAL)
+    ) -> None:
+        self.enabled = rules
         self.broker = Broker(self.tmp, min_isr=min_isr)
         self.managed = managed
         if managed:
@@ -231,7 +245,7 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
             topics=partitions,
         )
 
-    @precondition(lambda self: self.broker is not None)
+    @enabled("follower_moves")
     @rule(data=st.data(), follower=st.sampled_from(FOLLOWERS))
     def follower_moves(self, data: st.DataObject, follower: int) -> None:
         """The follower's next fetch is at any offset: it truncated, restarted from a checkpoint, or is out
@@ -351,7 +365,7 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ the ISR
 
-    @precondition(lambda self: self.broker is not None)
+    @enabled("isr_expiration")
     @rule(wait_ms=STEPS_MS)
     def isr_expiration(self, wait_ms: int) -> None:
         self.b.clock.sleep(wait_ms)
@@ -385,7 +399,7 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
         proposal.callback(tp, outcome, c.leader_epoch, list(c.isr), c.partition_epoch)
         self._collect_parked()
 
-    @precondition(lambda self: self.broker is not None)
+    @enabled("new_leader_epoch")
     @rule(others=st.lists(st.sampled_from(FOLLOWERS), unique=True))
     def new_leader_epoch(self, others: list[int]) -> None:
         """The controller re-elects this leader in a new epoch with any ISR (a controlled shutdown of a
@@ -395,7 +409,7 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
         self._leader_and_isr([LOCAL, *others])
         self._collect_parked()
 
-    @precondition(lambda self: self.broker is not None)
+    @enabled("min_insync_replicas")
     @rule(value=st.integers(1, 3))
     def min_insync_replicas(self, value: int) -> None:
         self.b.rm.apply_topic_configs(TP[0], {"min.insync.replicas": str(value)})
@@ -404,7 +418,7 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ log start
 
-    @precondition(lambda self: self.broker is not None)
+    @enabled("log_start_moves")
     @rule(data=st.data())
     def log_start_moves(self, data: st.DataObject) -> None:
         """DeleteRecords or retention on the leader: Kafka moves the log start only up to the HW."""
