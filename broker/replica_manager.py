@@ -92,6 +92,7 @@ class FetchPartitionResult:
     high_watermark: int
     log_start_offset: int
     records: bytes
+    diverging_epoch: tuple[int, int] | None = None
 
 
 class ReplicaManager:
@@ -491,7 +492,8 @@ class ReplicaManager:
         hold none of them."""
         results = self._read_from_local_log(params)
         total = sum(len(r.records) for r in results.values())
-        errors = any(r.error != Errors.NONE for r in results.values())
+        # An error or a diverging epoch is answered at once (Kafka's fetchMessages: hasDivergingEpoch).
+        errors = any(r.error != Errors.NONE or r.diverging_epoch is not None for r in results.values())
         nothing_to_wait_on = not params.partitions and (session is None or not session.partition_map)
         if params.max_wait_ms <= 0 or nothing_to_wait_on or total >= params.min_bytes or errors:
             respond(results)
@@ -632,6 +634,7 @@ class ReplicaManager:
                     from_follower=params.is_from_follower,
                     fetch_only_from_leader=fetch_only_from_leader,
                     min_one_message=not got_records,
+                    last_fetched_epoch=status.last_fetched_epoch,
                 )
             except KafkaError as exc:
                 hw = partition.high_watermark if partition is not None else -1
@@ -650,7 +653,11 @@ class ReplicaManager:
                 if hw_moved:
                     self._on_hw_moved(partition)
             results[tp] = FetchPartitionResult(
-                Errors.NONE, partition.high_watermark, read.log_start_offset, read.records
+                Errors.NONE,
+                partition.high_watermark,
+                read.log_start_offset,
+                read.records,
+                read.diverging_epoch,
             )
         return results
 

@@ -25,6 +25,7 @@ from kit.local_cluster import (
     heal_restarted,
     record_fault,
     start_broker,
+    start_brokers,
     start_controllers,
     stop_brokers,
     stop_controllers,
@@ -131,9 +132,9 @@ def cluster_up(
         info.save()
         for c in info.controllers:
             click.echo(f"controller {c.id} on {c.address} (pid {c.pid})" + _metrics_said(c))
+        start_brokers(info)
+        info.save()
         for b in info.brokers:
-            start_broker(info, b)
-            info.save()
             click.echo(f"broker {b.id} on {b.address} (pid {b.pid})" + _metrics_said(b))
         wait_healthy(info)
     except BaseException as exc:
@@ -498,9 +499,14 @@ def controller_restart(controller_id: int | None, data_dir: Path) -> None:
         raise _fail(exc) from None
     healed = heal_restarted(info, info.node_name(c))
     record_fault(info, "restart", info.node_name(c), pid=c.pid, healed_links=healed)
+    if info.quorum:
+        click.echo(
+            f"{_controller_said(info, c)} restarted on {c.address} (pid {c.pid}); it rejoins the quorum "
+            "(`isrsim cluster status` shows its role)"
+        )
+        return
     epoch = read_journal(Path(c.journal), "controller_started")[-1].get("controller_epoch")
-    what = "quorum epoch" if info.quorum else "epoch"
-    click.echo(f"{_controller_said(info, c)} restarted on {c.address} (pid {c.pid}), {what} {epoch}")
+    click.echo(f"{_controller_said(info, c)} restarted on {c.address} (pid {c.pid}), epoch {epoch}")
 
 
 def _controller_pause_resume(

@@ -413,6 +413,8 @@ def render(data: StatusData, refreshed: str | None = None) -> Group:
         faults.add_row("-", "-", "none")
     for rule in data.faults:
         faults.add_row(rule.src, rule.dst, Text(rule.describe(), "red" if rule.partitioned else "yellow"))
+    if not data.controllers:  # a cluster seen through --bootstrap-server: no voters known
+        return Group(procs, parts, faults)
     return Group(procs, _quorum_table(data), parts, faults)
 
 

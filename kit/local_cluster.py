@@ -49,7 +49,9 @@ def start_controllers(info: ClusterInfo, entries: list[ProcessEntry] | None = No
     procs = []
     for c in entries:
         _write_controller_config(info, c)
-        procs.append((c, launch(isrsim_command("controller", "start", "--config", c.config), Path(c.log))))
+        proc = launch(isrsim_command("controller", "start", "--config", c.config), Path(c.log))
+        c.pid = proc.pid  # known at once: a failure of another start stops this one too
+        procs.append((c, proc))
     for c, proc in procs:
         what = f"controller {c.id}" if info.quorum else "the controller"
         started = wait_started(proc, Path(c.journal), "controller_started", what, Path(c.log))
@@ -70,11 +72,23 @@ def _write_controller_config(info: ClusterInfo, c: ProcessEntry) -> None:
 
 def start_broker(info: ClusterInfo, b: ProcessEntry) -> None:
     """Starts one broker of the cluster (detached) on its config and data, and waits until it serves."""
-    _write_broker_config(info, b)
-    proc = launch(isrsim_command("broker", "start", "--config", b.config), Path(b.log))
-    started = wait_started(proc, Path(b.journal), "broker_started", f"broker {b.id}", Path(b.log))
-    b.pid, b.host, b.port = proc.pid, started["host"], int(started["port"])
-    _pin_port(Path(b.config), b.port)
+    start_brokers(info, [b])
+
+
+def start_brokers(info: ClusterInfo, entries: list[ProcessEntry] | None = None) -> None:
+    """Starts the given brokers (all of them, by default) at once, detached, each on its config and data,
+    and waits until each serves (starting them one after another cost a few seconds each)."""
+    entries = list(info.brokers) if entries is None else entries
+    procs = []
+    for b in entries:
+        _write_broker_config(info, b)
+        proc = launch(isrsim_command("broker", "start", "--config", b.config), Path(b.log))
+        b.pid = proc.pid  # known at once: a failure of another start stops this one too
+        procs.append((b, proc))
+    for b, proc in procs:
+        started = wait_started(proc, Path(b.journal), "broker_started", f"broker {b.id}", Path(b.log))
+        b.pid, b.host, b.port = proc.pid, started["host"], int(started["port"])
+        _pin_port(Path(b.config), b.port)
 
 
 def _pin_port(config: Path, port: int) -> None:
@@ -126,9 +140,8 @@ def fresh_cluster(
     use_client_properties(root)
     start_controllers(info)
     info.save()
-    for b in info.brokers:
-        start_broker(info, b)
-        info.save()
+    start_brokers(info)
+    info.save()
     wait_healthy(info)
     return info
 

@@ -36,6 +36,7 @@ from kit.local_cluster import (
 from kit.node_query import ask_sync
 from kit.processes import process_state, send_signal, stop_process
 from kit.producer import AckJournal
+from kit.run_clock import RunClock
 from protocol import ApiKeys
 
 TOPIC = "demo"
@@ -58,7 +59,8 @@ class Demo:
         self.console = console
         self.rate = rate
         self.seconds = seconds
-        self.t0 = time.monotonic()
+        self.t0 = time.monotonic()  # for the demo's length only
+        self.clock = RunClock(root)  # what every line's time counts from: the run's t0, as in the report
         self.info: ClusterInfo | None = None
         self.producer: subprocess.Popen[str] | None = None
         self.secure = False  # `--secure`: SASL_SSL everywhere (docs/security.md)
@@ -69,7 +71,7 @@ class Demo:
     # ------------------------------------------------------------------ output
 
     def say(self, text: str) -> None:
-        self.console.print(f"[dim]{time.monotonic() - self.t0:6.1f}s[/]  {text}")
+        self.console.print(f"[dim]{self.clock.stamp()}[/]  {text}")
 
     def acked(self) -> int:
         """Acknowledged so far: records (librdkafka's delivery reports), or batches (`isrsim produce`'s
@@ -139,6 +141,10 @@ class Demo:
         self.info = fresh_cluster(
             self.root, 3, DEMO_SETTINGS, what="demo", secure=self.secure, controllers=DEMO_CONTROLLERS
         )
+        self.clock = RunClock(self.root)  # a fresh cluster: its first journal line is the run's t0
+        origin = self.clock.anchor()
+        if origin is not None:
+            self.console.print(f"[dim]times are seconds since {origin.describe()}, as in the report[/]")
         self.say(
             f"cluster up: {DEMO_CONTROLLERS} controllers (a quorum) + 3 brokers under {self.root} "
             f"({', '.join(DEMO_SETTINGS[:3])})"
@@ -327,7 +333,7 @@ class Demo:
 
     def settle_and_stop(self) -> None:
         self.wait("every replica to agree on LEO and HW", self.converged, timeout=90)
-        self.say("replicas converged; stopping the cluster")
+        self.say("replicas in sync (one LEO, HW = LEO); stopping the cluster")
         stop_brokers(self.cluster)
         stop_controllers(self.cluster)
 

@@ -164,7 +164,14 @@ class KafkaController:
         )
         host, port = config.listener
         self.host = host
-        self.faults = FaultInjector(CONTROLLER, resolve=self._resolve_peer, peers=self._peers)
+        # A single controller is the node "controller"; each voter of a quorum is named by its id.
+        quorum = len(self.voters) > 1
+        self.faults = FaultInjector(
+            str(self.controller_id) if quorum else CONTROLLER,
+            resolve=self._resolve_peer,
+            peers=self._peers,
+            voters=frozenset(str(v) for v in self.voters) if quorum else frozenset(),
+        )
         self.listeners = config.listeners
         # Security (docs/security.md): the live credential store, each listener's TLS / SASL, and who the
         # controller is to the brokers (it reaches them with the protocol of its first listener).

@@ -9,24 +9,28 @@ that fits now; a kind that does not fit stays in the deck for a later slot. Each
 
 What fits:
 
-- at most ``max_down`` brokers unavailable at any moment. ``kill``, ``term`` and ``pause`` take their broker
-  down; ``isolate`` cuts its broker off; ``partition`` counts one broker: the broker partitioned from the
-  controller, or the first of two partitioned brokers (each side's ISR loses the other). ``delay`` and
-  ``loss`` take nobody down. ``loss`` may also fall on a broker's responses to its clients (``1 -> clients``,
-  one way: requests take effect, answers are lost), the fault that makes a non-idempotent producer write
-  twice (docs/clients.md).
+- at most ``max_down`` brokers unavailable at any moment, a broker counting for one more interval after its
+  fault ended (it is fenced, or catching up to rejoin the ISRs, for a while). ``kill``, ``term`` and
+  ``pause`` take their broker down; ``isolate`` cuts its broker off; ``partition`` counts one broker: the
+  broker partitioned from the controller, or the first of two partitioned brokers (each side's ISR loses the
+  other). ``delay`` and ``loss`` take nobody down. ``loss`` may also fall on a broker's responses to its
+  clients (``1 -> clients``, one way: requests take effect, answers are lost), the fault that makes a
+  non-idempotent producer write twice (docs/clients.md).
 - two faults in force at once never share a broker (a fault on a killed or paused broker cannot be applied,
   and a restart heals a node's links); they may share the controller, each on its own links.
 - ``isolate`` runs alone: its rules sit on every node's table, and a paused node's table cannot change.
 
 Controllers (``controller_ids``, the voters of the controller quorum, SPEC §11) are targets of the process
 kinds too (a step with ``controller`` true; its node is the voter's id, as ``isrsim controller kill``
-records it): ``kill``, ``term`` and ``pause`` then fall on a broker or a controller
-(drawn among those free). At most a minority of the voters is down at once (one of three), so the quorum
-always has a majority to elect and commit with; ``allow_quorum_loss`` lifts that to all voters but one. A
-controller down counts against that limit, not against ``max_down`` (which counts brokers). The network
-kinds stay between brokers, or a broker and the controllers (``controller``: every voter's links, so such a
-fault and a controller's process fault never overlap: a paused or stopped voter's table cannot change).
+records it): ``kill``, ``term`` and ``pause`` then fall on a broker or a controller (drawn among those
+free). At most a minority of the voters is down at once (one of three), so the quorum always has a
+majority to elect and commit with; ``allow_quorum_loss`` lifts that to all voters but one. A controller
+down counts against that limit, not against ``max_down`` (which counts brokers). The network kinds stay
+between brokers, or a broker and the controllers (``controller``: every voter's links, so such a fault and
+a controller's process fault never overlap: a paused or stopped voter's table cannot change).
+
+While the run goes on, ``lab.chaos.budget`` also counts the brokers still out of service after their fault
+ended (fenced by the controller, not yet back in every ISR): a fault that would exceed ``max_down`` waits.
 """
 
 from __future__ import annotations
@@ -86,10 +90,10 @@ class FaultStep:
             return f"{self.kind} {'controller ' if self.controller else ''}{self.nodes[0]}"
         if self.kind == "isolate":
             return f"isolate {self.nodes[0]}"
-        arrow = "->" if p.get("one_way") else "<->"
+        arrow = " -> " if p.get("one_way") else " <-> "  # as the report names it (spark_jobs.fault_log)
         link = f"{self.nodes[0]}{arrow}{self.nodes[1]}"
         if self.kind == "delay":
-            return f"delay {link} {p['ms']}±{p['jitter_ms']}ms"
+            return f"delay {link} {p['ms']}±{p['jitter_ms']} ms"
         if self.kind == "loss":
             return f"loss {link} {p['percent']:g}%"
         return f"partition {link}"
@@ -231,6 +235,9 @@ def make_schedule(
         if not deck:
             deck = list(kinds)
             rng.shuffle(deck)
+        # A broker a fault took down is still out of service for a while after it ended (fenced, catching up
+        # to rejoin the ISRs): for one interval it keeps its place in --max-down.
+        recovering = [s for s in steps if s.down and t - interval < s.until_s <= t]
         for kind in deck:
             step = _place(
                 rng,
@@ -239,7 +246,7 @@ def make_schedule(
                 t,
                 duration,
                 interval,
-                active,
+                active + recovering,
                 brokers,
                 max_down,
                 controllers,
@@ -268,20 +275,22 @@ def _place(
     controller_limit: int = 0,
     broker_processes: bool = True,
 ) -> FaultStep | None:
-    """The step for ``kind`` starting at ``t``, or None when it does not fit now."""
-    if any(s.kind == "isolate" for s in active):
+    """The step for ``kind`` starting at ``t``, or None when it does not fit now. ``active``: the steps in
+    force, and those that ended less than an interval ago (their brokers still count as down)."""
+    in_force = [s for s in active if s.until_s > t]
+    if any(s.kind == "isolate" for s in in_force):
         return None
-    busy = {b for s in active for b in s.brokers}
+    busy = {b for s in in_force for b in s.brokers}
     free = [str(b) for b in brokers if str(b) not in busy]
-    down = sum(len(s.down) for s in active)
-    if kind == "isolate" and active:
+    down = len({b for s in active for b in s.down})
+    if kind == "isolate" and in_force:
         return None
     if kind in PROCESS_KINDS:
         # A broker (within max_down) or a controller (within the quorum's limit) that no fault holds.
         candidates = [(b, False) for b in free] if broker_processes and down < max_down else []
-        controllers_down = {c for s in active for c in s.controllers}
+        controllers_down = {c for s in in_force for c in s.controllers}
         # The controllers' links in a network fault are on every voter's table: no voter goes down meanwhile.
-        controller_links = any(CONTROLLER in s.nodes for s in active)
+        controller_links = any(CONTROLLER in s.nodes for s in in_force)
         if controllers and len(controllers_down) < controller_limit and not controller_links:
             candidates += [(str(c), True) for c in controllers if c not in controllers_down]
         if not candidates:
@@ -297,7 +306,7 @@ def _place(
     params: dict[str, Any] = {}
     if kind in ("partition", "delay", "loss"):
         # A fault on the controllers' links needs every voter up to hold it (and to heal it).
-        voters_down = any(s.controllers for s in active)
+        voters_down = any(s.controllers for s in in_force)
         peers = (
             [b for b in free if b != a]
             + ([] if voters_down else [CONTROLLER])
