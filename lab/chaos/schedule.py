@@ -87,7 +87,8 @@ class FaultStep:
     def describe(self) -> str:
         p = self.params
         if self.kind in PROCESS_KINDS:
-            return f"{self.kind} {'controller ' if self.controller else ''}{self.nodes[0]}"
+            # A voter is named by its id (from 1000), as the report and `isrsim controller kill` name it.
+            return f"{self.kind} {self.nodes[0]}"
         if self.kind == "isolate":
             return f"isolate {self.nodes[0]}"
         arrow = " -> " if p.get("one_way") else " <-> "  # as the report names it (spark_jobs.fault_log)
