@@ -178,9 +178,14 @@ def cluster_services(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {n: s for n, s in spec["services"].items() if "profiles" not in s}
 
 
+def load_compose(path: Path) -> Any:
+    """The file as `docker compose` reads it: ``${VAR:-default}`` replaced by its default."""
+    return yaml.safe_load(re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", path.read_text()))
+
+
 @pytest.fixture
 def compose(tmp_path: Path) -> Iterator[LocalCompose]:
-    spec = yaml.safe_load(COMPOSE.read_text())
+    spec = load_compose(COMPOSE)
     local = LocalCompose(spec, tmp_path)
     try:
         yield local
@@ -189,7 +194,7 @@ def compose(tmp_path: Path) -> Iterator[LocalCompose]:
 
 
 def test_compose_file_shape() -> None:
-    spec = yaml.safe_load(COMPOSE.read_text())
+    spec = load_compose(COMPOSE)
     services = spec["services"]
     assert set(services) == {
         "controller", "broker-1", "broker-2", "broker-3", "client", "report", "prometheus", "grafana"
@@ -198,12 +203,22 @@ def test_compose_file_shape() -> None:
     assert set(cluster) == {"controller", "broker-1", "broker-2", "broker-3"}, "the rest on demand (profiles)"
     volumes = [v.split(":")[0] for s in cluster.values() for v in s["volumes"]]
     assert len(volumes) == len(set(volumes)) == 4, "each process has its own volume"
+    # One image for the controller, the brokers and the client: the controller's service builds it (the
+    # runtime target: no JRE, no PySpark); the others name it and never pull it.
+    assert services["controller"]["build"]["target"] == "runtime"
+    for name in ("broker-1", "broker-2", "broker-3", "client"):
+        assert "build" not in services[name], f"{name} builds the image again"
+        assert services[name]["pull_policy"] == "never", f"{name} would pull isrsim:latest from a registry"
     for name, svc in cluster.items():
-        assert svc["build"]["target"] == "runtime", "the brokers' image carries no JRE and no PySpark"
+        assert svc["image"] == "isrsim:latest"
         assert svc["command"][0] in ("broker", "controller"), "the entrypoint is isrsim"
+        # exec form and SIGTERM: `docker compose stop` is each node's clean shutdown
+        assert svc["stop_signal"] == "SIGTERM" and svc["stop_grace_period"]
         check = svc["healthcheck"]
         assert check["test"][:3] == ["CMD", "isrsim", "health"]
-        assert check["interval"] == "10s" and check["start_period"]
+        assert check["interval"] == "5s" and check["start_period"]
+        # start_interval needs Docker Engine 25+: Engine 20.10 and Compose 1.29 refuse the file with it.
+        assert "start_interval" not in check
         if name.startswith("broker-"):
             env = svc["environment"]
             assert env["ISRSIM_BROKER_ID"] == name.split("-")[1]
@@ -221,10 +236,24 @@ def test_compose_file_shape() -> None:
     assert report["build"]["target"] == "report"
     mounted = {v.split(":")[0] for v in report["volumes"]}
     assert mounted >= {"controller-data", "broker-1-data", "broker-2-data", "broker-3-data", "workload"}
+    # The host producer's journal (./isrsim-data/workload by default) is read by the report too.
+    assert any(v.endswith(":/var/lib/isrsim/cluster/workload-host:ro") for v in report["volumes"])
     dockerfile = DOCKERFILE.read_text()
     assert 'ENTRYPOINT ["isrsim"]' in dockerfile and "USER isrsim" in dockerfile
     runtime = dockerfile.split("AS runtime", 1)[1].split("FROM ", 1)[0]
     assert "openjdk" not in runtime and "[report]" not in runtime
+    # No wheel left in a layer: the final stages copy a finished virtualenv.
+    assert "/wheels" not in dockerfile
+    assert "COPY --from=venv /opt/venv /opt/venv" in runtime
+    # Every writable volume's mount point exists in the image, owned by isrsim, so that a new volume
+    # mounted there is writable by the service (Docker gives an empty volume its mount point's owner).
+    base = dockerfile.split("AS base", 1)[1].split("FROM ", 1)[0]
+    assert "chown -R isrsim:isrsim /var/lib/isrsim" in base
+    for svc in isrsim_services(spec).values():
+        for volume in svc.get("volumes", []):
+            _, target, *mode = volume.split(":")
+            if mode != ["ro"] and target != CONTAINER_ROOT:
+                assert target in base, f"{target}: no mount point in the image"
     assert (REPO_ROOT / ".dockerignore").exists()
 
 
@@ -323,7 +352,7 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
 
 
 def test_monitoring_profile_scrapes_every_node_and_its_dashboard_uses_documented_metrics() -> None:
-    spec = yaml.safe_load(COMPOSE.read_text())
+    spec = load_compose(COMPOSE)
     monitoring = {n: s for n, s in spec["services"].items() if "monitoring" in s.get("profiles", [])}
     assert set(monitoring) == {"prometheus", "grafana"}
     assert all(s["profiles"] == ["monitoring"] for s in monitoring.values())
@@ -389,7 +418,7 @@ def test_secure_compose_variant_runs_on_sasl_ssl(tmp_path: Path) -> None:
     """The secure overlay, cheaply: secrets-init, the controller and one broker (on SASL_SSL, healthy by
     their authenticated healthchecks), and the client (ISRSIM_COMMAND_CONFIG) creating and writing a topic;
     a plaintext client is not served. (min.insync.replicas=2 with one broker: acks=1.)"""
-    spec = compose_merge(yaml.safe_load(COMPOSE.read_text()), yaml.safe_load(SECURE_COMPOSE.read_text()))
+    spec = compose_merge(load_compose(COMPOSE), load_compose(SECURE_COMPOSE))
     nodes = cluster_services(spec)
     assert set(nodes) == {"secrets-init", "controller", "broker-1", "broker-2", "broker-3"}
     for name in ("controller", "broker-1", "broker-2", "broker-3"):
@@ -403,6 +432,13 @@ def test_secure_compose_variant_runs_on_sasl_ssl(tmp_path: Path) -> None:
         assert again.returncode == 0 and "nothing made" in again.stdout  # a restart keeps the passwords
         secrets = local.volume("secrets")
         assert stat.S_IMODE((secrets / "client.properties").stat().st_mode) == 0o600
+        # The nodes and the client mount `secrets`: the CA's certificate, not its key (only secrets-init
+        # mounts `ca`).
+        assert (secrets / "security" / "ca.pem").exists()
+        assert not list(secrets.rglob("ca-key.pem"))
+        assert (local.volume("ca") / "ca-key.pem").exists()
+        for name in ("controller", "broker-1", "broker-2", "broker-3", "client"):
+            assert not any(v.startswith("ca:") for v in spec["services"][name]["volumes"]), name
         assert (local.volume("broker-1-data") / "data" / "security" / "credentials.json").exists()
         local.start("controller")
         wait_until(lambda: local.healthy("controller"), timeout=30, message="controller healthcheck")
