@@ -39,7 +39,8 @@ integration: $(STAMP) kcat
 
 # The long real-client runs, kept out of `make test` for its time: group members across a coordinator's
 # failure, librdkafka across a leader's, a secure cluster from client.properties, every codec through
-# librdkafka, and the idempotence stories (30 % of answers lost across failovers and restarts).
+# librdkafka, a chaos run driven by librdkafka, and the idempotence stories (30 % of answers lost across
+# failovers and restarts).
 clients: $(STAMP) kcat
 	$(BIN)/pytest -q -m clients tests/clients tests/integration/test_idempotence.py
 
@@ -55,7 +56,8 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/isrsim bench
 
-# Five minutes of every fault kind against a 3-broker cluster, then the report (tests/integration/test_chaos.py).
+# The short chaos run (24 s, one fault of each kind), then five minutes of every fault kind, each against a
+# 3-broker cluster and followed by the report (tests/integration/test_chaos.py).
 chaos: $(STAMP)
 	$(BIN)/pytest -q -s -m chaos tests/integration/test_chaos.py
 

@@ -303,6 +303,20 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("group.max.size", parse_int, 2147483647, "Most members a group may have.", 1),
     ConfigKey(
+        "offsets.retention.minutes",
+        parse_int,
+        10080,
+        "How long an Empty group's committed offsets are kept (from when it became Empty).",
+        1,
+    ),
+    ConfigKey(
+        "offsets.retention.check.interval.ms",
+        parse_int,
+        600000,
+        "How often expired committed offsets are looked for.",
+        1,
+    ),
+    ConfigKey(
         "initial.leader.partitions",
         parse_str,
         "",
@@ -657,6 +671,16 @@ class BrokerConfig(ConfigValues):
     @property
     def controller(self) -> tuple[int, str, int] | None:
         return parse_voters(str(self.values["controller.quorum.voters"]))
+
+    @property
+    def controller_nodes(self) -> list[tuple[int, str, int]]:
+        """Every controller voter's id (-1 for a bare ``host:port``) and address."""
+        out: list[tuple[int, str, int]] = []
+        for item in str(self.values["controller.quorum.voters"]).split(","):
+            parsed = parse_voters(item) if item.strip() else None
+            if parsed is not None:
+                out.append(parsed)
+        return out
 
     @property
     def controller_voters(self) -> list[tuple[str, int]]:

@@ -82,6 +82,7 @@ class FetchPartitionStatus:
     current_leader_epoch: int
     max_bytes: int
     log_start_offset: int = -1
+    last_fetched_epoch: int = -1
 
 
 @dataclass(slots=True)

@@ -84,6 +84,11 @@ class FetchResponseData:
                     last_stable_offset=pr.last_stable_offset,
                     log_start_offset=pr.log_start_offset,
                     records=pr.records,
+                    diverging_epoch=None
+                    if pr.diverging_epoch is None
+                    else m.FetchResponseEpochEndOffset(
+                        epoch=pr.diverging_epoch[0], end_offset=pr.diverging_epoch[1]
+                    ),
                 )
             )
         return m.FetchResponse(

@@ -58,6 +58,7 @@ class PartitionResponseData:
     last_stable_offset: int = INVALID_LAST_STABLE_OFFSET
     log_start_offset: int = INVALID_LOG_START_OFFSET
     records: bytes = b""
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) when the fetcher's log diverges
 
 
 @dataclass(slots=True)
@@ -78,6 +79,7 @@ class CachedPartition:
     leader_epoch: int = -1
     fetcher_log_start_offset: int = -1
     local_log_start_offset: int = -1
+    last_fetched_epoch: int = -1
 
     @classmethod
     def from_request(
@@ -86,15 +88,20 @@ class CachedPartition:
         req: FetchRequestPartitionData,
         resp: PartitionResponseData | None = None,
     ) -> CachedPartition:
+        """A partition of a new session. An error answer leaves its high watermark unknown (-1), as
+        ``maybe_update_response_data`` does: the follower took no HW from it (Kafka answers an error with HW
+        -1), so the first round after the error clears must send the HW again."""
+        failed = resp is not None and resp.error_code != Errors.NONE
         return cls(
             topic=tp[0],
             partition=tp[1],
             max_bytes=req.max_bytes,
             fetch_offset=req.fetch_offset,
-            high_watermark=-1 if resp is None else resp.high_watermark,
+            high_watermark=-1 if resp is None or failed else resp.high_watermark,
             leader_epoch=req.current_leader_epoch,
             fetcher_log_start_offset=req.log_start_offset,
             local_log_start_offset=-1 if resp is None else resp.log_start_offset,
+            last_fetched_epoch=req.last_fetched_epoch,
         )
 
     @property
@@ -104,6 +111,7 @@ class CachedPartition:
             log_start_offset=self.fetcher_log_start_offset,
             max_bytes=self.max_bytes,
             current_leader_epoch=self.leader_epoch,
+            last_fetched_epoch=self.last_fetched_epoch,
         )
 
     def update_request_params(self, req: FetchRequestPartitionData) -> None:
@@ -111,6 +119,7 @@ class CachedPartition:
         self.fetch_offset = req.fetch_offset
         self.fetcher_log_start_offset = req.log_start_offset
         self.leader_epoch = req.current_leader_epoch
+        self.last_fetched_epoch = req.last_fetched_epoch
 
     def maybe_update_response_data(self, resp: PartitionResponseData, update_response_data: bool) -> bool:
         """Whether this partition must be in an incremental response (Kafka's ``maybeUpdateResponseData``):
@@ -132,6 +141,8 @@ class CachedPartition:
             if update_response_data:
                 self.high_watermark = -1
             must_respond = True
+        if resp.diverging_epoch is not None:
+            must_respond = True  # Kafka's FetchResponse.isDivergingEpoch
         return must_respond
 
 

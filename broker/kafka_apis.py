@@ -52,6 +52,7 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.OFFSET_FETCH,
     ApiKeys.LIST_GROUPS,
     ApiKeys.DESCRIBE_GROUPS,
+    ApiKeys.DELETE_GROUPS,
     ApiKeys.INIT_PRODUCER_ID,
 )
 
@@ -221,7 +222,11 @@ class KafkaApis:
         for t in req.topics:
             for p in t.partitions:
                 fetch_data[(t.topic, p.partition)] = FetchRequestPartitionData(
-                    p.fetch_offset, p.log_start_offset, p.partition_max_bytes, p.current_leader_epoch
+                    p.fetch_offset,
+                    p.log_start_offset,
+                    p.partition_max_bytes,
+                    p.current_leader_epoch,
+                    p.last_fetched_epoch,
                 )
         to_forget = [(f.topic, p) for f in req.forgotten_topics_data for p in f.partitions]
         context = self.fetch_manager.new_context(
@@ -238,7 +243,11 @@ class KafkaApis:
         else:
             for tp, data in context.partitions():
                 params.partitions[tp] = FetchPartitionStatus(
-                    data.fetch_offset, data.current_leader_epoch, data.max_bytes, data.log_start_offset
+                    data.fetch_offset,
+                    data.current_leader_epoch,
+                    data.max_bytes,
+                    data.log_start_offset,
+                    data.last_fetched_epoch,
                 )
 
         refused = self._refuse_unreadable(request, params)
@@ -246,7 +255,12 @@ class KafkaApis:
         def respond(results: dict[TopicPartition, FetchPartitionResult]) -> None:
             updates = {
                 tp: PartitionResponseData(
-                    int(r.error), r.high_watermark, r.high_watermark, r.log_start_offset, r.records
+                    int(r.error),
+                    r.high_watermark,
+                    r.high_watermark,
+                    r.log_start_offset,
+                    r.records,
+                    r.diverging_epoch,
                 )
                 for tp, r in results.items()
             }

@@ -7,6 +7,13 @@ unreachable it keeps trying, reconnecting with back-off; when the controller ans
 or BROKER_ID_NOT_REGISTERED (it lost this broker's registration) it registers again. ``broker_epoch`` is
 the epoch of the current registration (-1 before the first one).
 
+As Kafka's (KAFKA-14392), a registration or heartbeat waits for its answer at most half of
+``broker.session.timeout.ms``, not the channel's ``request.timeout.ms``: a heartbeat lost in a network
+fault would otherwise keep the next one from being sent for 30 s, and a broker whose isolation healed
+would stay fenced that long. After a failure the next attempt follows an exponential back-off from
+100 ms up to the same half session (Kafka's ``resendExponentialBackoff``), not the heartbeat interval.
+docs/controller.md says what a healed broker waits for.
+
 ``controlled_shutdown`` asks the controller to move this broker's leaderships away (CONTROLLED_SHUTDOWN,
 retried until no replicated leadership remains or the timeout), then sends a last heartbeat with
 ``want_shut_down`` so the controller fences the broker at once instead of waiting for its session to
@@ -155,6 +162,7 @@ class BrokerLifecycleManager:
         endpoint: Callable[[], tuple[str, int] | list[tuple[str, str, int]]],
         *,
         heartbeat_interval_ms: int,
+        session_timeout_ms: int = 9000,
         incarnation_id: str | None = None,
         on_fenced_change: Callable[[bool], None] | None = None,
     ) -> None:
@@ -163,6 +171,8 @@ class BrokerLifecycleManager:
         self.channel = channel
         self.endpoint = endpoint
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000.0
+        # Kafka's heartbeat channel: requests time out at half the session (KAFKA-14392).
+        self.request_timeout_s = session_timeout_ms / 2000.0
         self.incarnation_id = incarnation_id or str(uuid.uuid4())
         self.on_fenced_change = on_fenced_change
         self.broker_epoch = -1
@@ -182,18 +192,19 @@ class BrokerLifecycleManager:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.channel.run)
             task_status.started()
-            backoff = self.heartbeat_interval_s
+            resend = ExponentialBackoff(0.1, max(0.1, self.request_timeout_s))
             while True:
                 try:
                     if self.broker_epoch < 0:
                         await self._register()
                     if self.broker_epoch >= 0:
                         await self._heartbeat()
-                    backoff = self.heartbeat_interval_s
+                    resend.reset()
+                    wait_s = self.heartbeat_interval_s
                 except CONTROLLER_UNREACHABLE as exc:
                     log.debug("broker %d: controller request failed: %r", self.broker_id, exc)
-                    backoff = min(self.heartbeat_interval_s, 0.2)
-                with trio.move_on_after(self.heartbeat_interval_s if self.broker_epoch >= 0 else backoff):
+                    wait_s = resend.next_s()
+                with trio.move_on_after(wait_s):
                     await self._wake.wait()
                 self._wake = trio.Event()
 
@@ -212,6 +223,7 @@ class BrokerLifecycleManager:
                     for name, host, port in listeners
                 ],
             ),
+            timeout_s=self.request_timeout_s,
         )
         resp = from_body(cm.BrokerRegistrationResponse, body)
         if resp.error_code != Errors.NONE:
@@ -245,6 +257,7 @@ class BrokerLifecycleManager:
                 want_shut_down=self.want_shut_down,
                 offline_log_dirs=list(self.offline_log_dirs),
             ),
+            timeout_s=self.request_timeout_s,
         )
         resp = from_body(cm.BrokerHeartbeatResponse, body)
         self.heartbeats += 1

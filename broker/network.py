@@ -37,6 +37,7 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import struct
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from broker.request_channel import Request, RequestChannel, error_body
 from broker.security.credentials import CredentialStore
 from broker.security.listener_security import ListenerSecurity
 from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
-from broker.security.sasl_server import SaslServerAuthenticator, illegal_sasl_state
+from broker.security.sasl_server import SaslServerAuthenticator, SaslState, illegal_sasl_state
 from protocol import kafka_codec
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
@@ -120,6 +121,9 @@ class Connection:
     kafka: bool | None = None
     # Network faults: a client's answer was dropped, so none after it reaches the client (docstring).
     answers_lost: bool = False
+    # After a SaslHandshake v0 (before KIP-152's SaslAuthenticate): the next frames are raw SASL tokens,
+    # a 4-byte length and the token, both ways, until the mechanism completes.
+    raw_sasl_tokens: bool = False
 
     def hold(self, release_at: float, header: RequestHeader, body: dict[str, Any], size: int) -> None:
         self.held.append((release_at, header, body, size))
@@ -485,6 +489,9 @@ class SocketServer:
 
     async def _dispatch(self, conn: Connection, payload: bytes | bytearray) -> None:
         """Hands on a frame read whole, whose ``len(payload)`` bytes were taken from the memory pool."""
+        if conn.raw_sasl_tokens:
+            self._raw_sasl_token(conn, payload)
+            return
         try:
             if conn.kafka is None:
                 conn.kafka = kafka_codec.is_kafka_frame(payload)
@@ -567,16 +574,17 @@ class SocketServer:
         versions = (self.kafka_supported if conn.kafka else self.supported).get(header.api_key)
         if versions is None:
             request.complete(error_body(Errors.UNSUPPORTED_VERSION, f"unknown api_key {header.api_key}"))
+            self._close_after_unsupported(conn, f"unknown api_key {header.api_key}")
             return
         low, high = versions
         if not low <= header.api_version <= high:
-            request.complete(
-                error_body(
-                    Errors.UNSUPPORTED_VERSION,
-                    f"{_api_name(header.api_key)} version {header.api_version} is not supported "
-                    f"(supported: {low}..{high})",
-                )
+            why = (
+                f"{_api_name(header.api_key)} version {header.api_version} is not supported "
+                f"(supported: {low}..{high})"
             )
+            request.complete(error_body(Errors.UNSUPPORTED_VERSION, why))
+            if header.api_key != ApiKeys.API_VERSIONS:  # KIP-511: answered with the ranges, and served on
+                self._close_after_unsupported(conn, why)
             return
         refused = KAFKA_REFUSED_VERSIONS.get(header.api_key) if conn.kafka else None
         if refused is not None and refused[0] <= header.api_version <= refused[1]:
@@ -591,6 +599,16 @@ class SocketServer:
             return
         if conn.authenticator is not None:
             self._authenticate(conn, request)
+            if (
+                conn.kafka
+                and header.api_key == ApiKeys.SASL_HANDSHAKE
+                and header.api_version == 0
+                and conn.authenticator is not None
+                and conn.authenticator.state is SaslState.AUTHENTICATE
+            ):
+                # Kafka's SaslHandshake v0 (KIP-43): the tokens follow raw, without Kafka's request framing
+                # (isrsim's own msgpack SASL numbers its flow v0 and goes on with SASL_AUTHENTICATE).
+                conn.raw_sasl_tokens = True
             if request.done:
                 return
         elif header.api_key in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE):
@@ -609,6 +627,44 @@ class SocketServer:
             request.complete(self.faults.handle_net_faults(body))
             return
         await self.channel.send_request(request)
+
+    def _raw_sasl_token(self, conn: Connection, payload: bytes | bytearray) -> None:
+        """One raw SASL token after a SaslHandshake v0, answered with the mechanism's raw token (a 4-byte
+        length and the bytes, no response header; an empty token too, as Kafka's legacy flow sends what
+        the mechanism returns). A failure closes the connection with no answer: the legacy flow has no
+        error response (Kafka's SaslServerAuthenticator)."""
+        authenticator = conn.authenticator
+        assert authenticator is not None
+        header = RequestHeader(ApiKeys.SASL_AUTHENTICATE, 0, 0, "")
+        request = Request(header, {}, conn, trio.current_time(), len(payload), pool=self.memory_pool)
+        step = authenticator.receive(ApiKeys.SASL_AUTHENTICATE, {"auth_bytes": bytes(payload)})
+        answer = step.response or {}
+        if step.close or answer.get("error_code", 0) != 0:
+            request.release_memory()
+            self.authentication_failures += 1
+            log.warning(
+                "%s closing connection %s on %s: %s", self.name, conn.peer, conn.listener_name, step.reason
+            )
+            raise _CloseConnection(step.reason or "SASL authentication failed")
+        if authenticator.complete:
+            if authenticator.principal is not None:
+                conn.principal = authenticator.principal
+            conn.authenticator = None
+            conn.raw_sasl_tokens = False
+        token = bytes(answer.get("auth_bytes") or b"")
+        request.response_encoder = lambda _request, _body: (struct.pack(">I", len(token)), token)
+        conn.pending.append(request)
+        request.complete({})
+
+    def _close_after_unsupported(self, conn: Connection, why: str) -> None:
+        """On Kafka's encoding an unknown API key or an unsupported version ends the connection, as in
+        Kafka's SocketServer (the header's parse fails: InvalidRequestException / UnsupportedVersionException,
+        and the channel is closed); here after the UNSUPPORTED_VERSION answer SPEC §10 gives it, so a
+        client learns why (docs/clients.md). A msgpack connection goes on (docs/protocol.md)."""
+        if conn.kafka:
+            self.closed_for_bad_input += 1
+            log.warning("%s closing connection %s after UNSUPPORTED_VERSION: %s", self.name, conn.peer, why)
+            raise _CloseConnection(why)
 
     def _authenticate(self, conn: Connection, request: Request) -> None:
         """A request on a SASL listener before it authenticated: the authenticator says what to do (answer,

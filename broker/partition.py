@@ -99,6 +99,7 @@ class LogReadResult:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): nothing read, the logs diverge
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,8 +349,21 @@ class Partition:
     def maybe_increment_leader_hw(self) -> bool:
         """HW = the smallest LEO over the maximal ISR (and over caught-up replicas about to join it); it never
         goes down, and it does not move while the ISR is below ``min.insync.replicas`` (KIP-966)."""
+        new_hw = self._leader_hw_rule()
+        if new_hw > self._high_watermark:
+            self._high_watermark = new_hw
+            return True
+        return False
+
+    def _leader_hw_rule(self) -> int:
+        """What Kafka's ``maybeIncrementLeaderHW`` would make the HW now (the HW itself when it may not move).
+
+        The rule depends on the clock: a replica outside the maximal ISR holds the HW back while it is caught
+        up (it fetched the leader's LEO within ``replica.lag.time.max.ms``) and may join, and stops holding it
+        when that time has passed, with no fetch or produce to say so. So every path that looks at a
+        leader's fetch asks this rule (the quiet check too), and so does the isr-expiration task."""
         if not self.is_leader or self.is_under_min_isr:
-            return False
+            return self._high_watermark
         now = self.clock_ms()
         leader_end = self.log.log_end_offset
         new_hw = leader_end
@@ -363,10 +377,7 @@ class Partition:
                 )
             ):
                 new_hw = replica.log_end_offset
-        if new_hw > self._high_watermark:
-            self._high_watermark = new_hw
-            return True
-        return False
+        return new_hw
 
     def update_follower_fetch_state(
         self,
@@ -397,9 +408,9 @@ class Partition:
     ) -> bool:
         """A follower's incremental fetch session names this partition; if there is nothing to read or
         report (this broker leads in the epoch named, the follower in the ISR has fetched at the leader's LEO,
-        the HW is at the LEO, and the HW and log start offset are the ones last sent to it), record its
-        fetch (only its fetch times change) and return True; else change nothing and return False (read it
-        the usual way)."""
+        the HW and log start offset are the ones last sent to it, and the HW rule would not move the HW
+        now), record its fetch (only its fetch times change) and return True; else change nothing and return
+        False (read it the usual way, which moves the HW and reports it)."""
         if self.leader_id != self.local_broker_id or current_leader_epoch not in (-1, self.leader_epoch):
             return False
         log_ = self.log
@@ -410,12 +421,13 @@ class Partition:
             or fetch_offset != leo
             or replica.log_end_offset != leo
             or high_watermark_sent != self._high_watermark
-            # A HW below the LEO may be due to move (an ISR that just shrank to replicas all at the LEO):
-            # only the usual path, which records the follower's fetch, moves it. Idle partitions sit at LEO.
-            or self._high_watermark != leo
             or log_start_offset_sent != log_.log_start_offset
             or follower_start_offset != replica.log_start_offset
             or follower_id not in self.isr
+            # A HW below the LEO may be due to move with nothing new from this follower (a replica outside
+            # the ISR stopped being caught up): the usual path moves it and reports it. At the LEO (an idle
+            # partition) it cannot move.
+            or (self._high_watermark != leo and self._leader_hw_rule() > self._high_watermark)
         ):
             return False
         # Kafka's Replica.updateFetchState for a follower at the leader's LEO.
@@ -470,9 +482,14 @@ class Partition:
         return out
 
     def maybe_shrink_isr(self) -> IsrChange | None:
-        """Kafka's ``maybeShrinkIsr``: drop followers that fell behind, then maybe move the HW."""
+        """Kafka's ``maybeShrinkIsr``: drop followers that fell behind, then maybe move the HW.
+
+        The HW rule is asked first in any case: the passing of time alone may let the HW move (a replica
+        outside the ISR that held it back is no longer caught up), and a leader whose followers all stopped
+        fetching has no other event to ask it (Kafka waits for the next produce or follower fetch)."""
         if not self.is_leader:
             return None
+        self.maybe_increment_leader_hw()
         lagging = self.out_of_sync_replicas(self.clock_ms())
         if not lagging:
             return None
@@ -501,10 +518,34 @@ class Partition:
         from_follower: bool,
         fetch_only_from_leader: bool = True,
         min_one_message: bool = True,
+        last_fetched_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> LogReadResult:
+        """Kafka's ``Partition.fetchRecords``/``readRecords``. With ``last_fetched_epoch`` (>= 0) the
+        fetcher's last epoch is checked first (KIP-595's divergence, for any fetcher of Fetch v12+): where
+        this log's epoch at or below it ends before the fetch offset, or is an older epoch, nothing is read
+        and the answer is that epoch and its end offset (``diverging_epoch``), for the fetcher to truncate
+        to."""
         self.check_local_log(current_leader_epoch, fetch_only_from_leader)
         leo = self.log.log_end_offset
         lso = self.log.log_start_offset
+        if last_fetched_epoch >= 0:
+            error, epoch, end = self.last_offset_for_leader_epoch(
+                current_leader_epoch, last_fetched_epoch, fetch_only_from_leader=False
+            )
+            if error != Errors.NONE:
+                raise KafkaError(error, f"{self.tp[0]}-{self.tp[1]}: last fetched epoch {last_fetched_epoch}")
+            if end == UNDEFINED_EPOCH_OFFSET or epoch == UNDEFINED_EPOCH:
+                raise OffsetOutOfRangeError(
+                    f"{self.tp[0]}-{self.tp[1]}: could not determine the end offset of the last fetched "
+                    f"epoch {last_fetched_epoch} on broker {self.local_broker_id}"
+                )
+            if fetch_offset < lso:
+                raise OffsetOutOfRangeError(
+                    f"{self.tp[0]}-{self.tp[1]}: fetch offset {fetch_offset} is below the log start offset "
+                    f"{lso} on broker {self.local_broker_id}"
+                )
+            if epoch < last_fetched_epoch or end < fetch_offset:
+                return LogReadResult(b"", self._high_watermark, lso, leo, (epoch, end))
         if fetch_offset < lso or fetch_offset > leo:
             raise OffsetOutOfRangeError(
                 f"{self.tp[0]}-{self.tp[1]}: fetch offset {fetch_offset} is outside the log "
@@ -540,6 +581,15 @@ class Partition:
         self._high_watermark = offset
 
     def maybe_increment_log_start_offset(self, new_start: int) -> bool:
+        """Move the log start up to ``new_start``. A leader moves it only up to its HW (Kafka's
+        ``UnifiedLog.maybeIncrementLogStartOffset``): past it, records no follower may have yet would be
+        gone, and the HW would follow the log start past the LEO of replicas in the ISR. A follower follows
+        its leader's log start and takes its HW along."""
+        if self.is_leader and new_start > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start of {self.tp[0]}-{self.tp[1]} to {new_start}: beyond the high "
+                f"watermark {self._high_watermark}"
+            )
         changed = self.log.maybe_increment_log_start_offset(new_start)
         if self._high_watermark < self.log.log_start_offset:
             self._high_watermark = self.log.log_start_offset

@@ -92,6 +92,7 @@ class FetchPartitionResult:
     high_watermark: int
     log_start_offset: int
     records: bytes
+    diverging_epoch: tuple[int, int] | None = None
 
 
 class ReplicaManager:
@@ -247,6 +248,7 @@ class ReplicaManager:
                 self._make_leaders(to_leader)
             if to_follower:
                 self._make_followers(to_follower)
+        self.fetcher_manager.shutdown_idle_fetchers()
         self._leadership_changed(
             [(p.tp, st.leader_epoch) for p, st in to_leader], [p.tp for p, _ in to_follower]
         )
@@ -260,7 +262,7 @@ class ReplicaManager:
 
     def _make_leaders(self, items: list[tuple[Partition, LeaderAndIsrState]]) -> None:
         """Kafka's ``makeLeaders``: stop fetching, then lead from this broker's LEO in the new epoch."""
-        self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in items])
+        self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in items], shutdown_idle=False)
         for partition, state in items:
             partition.make_leader(state)
             self.state_listener.on_became_leader(partition)
@@ -277,7 +279,7 @@ class ReplicaManager:
             if partition.make_follower(state):
                 changed.append((partition, state))
                 self.state_listener.on_became_follower(partition)
-        self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in changed])
+        self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in changed], shutdown_idle=False)
         for partition, _ in changed:
             self._complete_delayed(partition.tp)
         initial: dict[TopicPartition, InitialFetchState] = {}
@@ -479,7 +481,8 @@ class ReplicaManager:
         hold none of them."""
         results = self._read_from_local_log(params)
         total = sum(len(r.records) for r in results.values())
-        errors = any(r.error != Errors.NONE for r in results.values())
+        # An error or a diverging epoch is answered at once (Kafka's fetchMessages: hasDivergingEpoch).
+        errors = any(r.error != Errors.NONE or r.diverging_epoch is not None for r in results.values())
         nothing_to_wait_on = not params.partitions and (session is None or not session.partition_map)
         if params.max_wait_ms <= 0 or nothing_to_wait_on or total >= params.min_bytes or errors:
             respond(results)
@@ -620,6 +623,7 @@ class ReplicaManager:
                     from_follower=params.is_from_follower,
                     fetch_only_from_leader=fetch_only_from_leader,
                     min_one_message=not got_records,
+                    last_fetched_epoch=status.last_fetched_epoch,
                 )
             except KafkaError as exc:
                 hw = partition.high_watermark if partition is not None else -1
@@ -638,7 +642,11 @@ class ReplicaManager:
                 if hw_moved:
                     self._on_hw_moved(partition)
             results[tp] = FetchPartitionResult(
-                Errors.NONE, partition.high_watermark, read.log_start_offset, read.records
+                Errors.NONE,
+                partition.high_watermark,
+                read.log_start_offset,
+                read.records,
+                read.diverging_epoch,
             )
         return results
 

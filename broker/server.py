@@ -201,6 +201,8 @@ class KafkaServer:
                 initial_rebalance_delay_ms=c.get_int("group.initial.rebalance.delay.ms"),
                 num_partitions=c.get_int("offsets.topic.num.partitions"),
                 max_metadata_size=c.get_int("offset.metadata.max.bytes"),
+                offsets_retention_ms=c.get_int("offsets.retention.minutes") * 60 * 1000,
+                offsets_retention_check_interval_ms=c.get_int("offsets.retention.check.interval.ms"),
             ),
             OffsetsTopicConfig(
                 num_partitions=c.get_int("offsets.topic.num.partitions"),
@@ -243,7 +245,12 @@ class KafkaServer:
         network faults), the handler pool, and the metrics endpoint."""
         c = self.config
         name = f"broker {self.broker_id}"
-        self.faults = FaultInjector(str(self.broker_id), resolve=self._resolve_peer, peers=self._peers)
+        self.faults = FaultInjector(
+            str(self.broker_id),
+            resolve=self._resolve_peer,
+            peers=self._peers,
+            voters=_quorum_voter_names(self.config),
+        )
         self.channel = RequestChannel(c.get_int("queued.max.requests"))
         listeners = self.listeners.listeners
         self.socket_server = SocketServer(
@@ -292,6 +299,7 @@ class KafkaServer:
             controller_channel,
             self._registered_listeners,
             heartbeat_interval_ms=c.get_int("broker.heartbeat.interval.ms"),
+            session_timeout_ms=c.get_int("broker.session.timeout.ms"),
         )
         self.alter_partition = AlterPartitionManager(
             self.broker_id, controller_channel, lambda: lifecycle.broker_epoch
@@ -331,9 +339,11 @@ class KafkaServer:
     def _peers(self) -> list[tuple[str, str, int]]:
         """The nodes this broker knows the address of (for NET_FAULTS; the CLI finds a cluster by them)."""
         out: list[tuple[str, str, int]] = []
-        controller = self.config.controller
-        if controller is not None:
-            out.append((CONTROLLER, controller[1], controller[2]))
+        voters = self.config.controller_nodes
+        if len(voters) > 1:  # the voters of a controller quorum, each named by its id
+            out += [(str(node_id), h, p) for node_id, h, p in voters]
+        elif voters:
+            out.append((CONTROLLER, voters[0][1], voters[0][2]))
         out += [(str(b.broker_id), b.host, b.port) for b in self.metadata_cache.brokers.values()]
         return out
 
@@ -584,3 +594,10 @@ async def run_broker(config: BrokerConfig) -> int:
             first = first.exceptions[0]
         raise first from None
     return 0 if server.fatal_reason is None else 1
+
+
+def _quorum_voter_names(config: BrokerConfig) -> frozenset[str]:
+    """The controllers' names in network faults: a quorum's voters by id; none for a single controller
+    (it is the node ``controller``)."""
+    voters = config.controller_nodes
+    return frozenset(str(node_id) for node_id, _, _ in voters) if len(voters) > 1 else frozenset()

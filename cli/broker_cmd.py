@@ -1,5 +1,5 @@
 """``isrsim broker start`` (and, from ``cli.cluster``, ``broker kill|restart|pause|resume``), and the
-``controller`` group (``controller start``, and ``kill|restart`` from ``cli.cluster``)."""
+``controller`` group (``controller start``, and ``kill|restart|pause|resume`` from ``cli.cluster``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from cli.cluster import (
     broker_restart,
     broker_resume,
     controller_kill,
+    controller_pause,
     controller_restart,
+    controller_resume,
 )
 from cli.controller_cmd import controller
 from cli.main import setup_logging
@@ -90,5 +92,5 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 for _command in (broker_kill, broker_restart, broker_pause, broker_resume):
     broker.add_command(_command)
-controller.add_command(controller_kill)
-controller.add_command(controller_restart)
+for _command in (controller_kill, controller_restart, controller_pause, controller_resume):
+    controller.add_command(_command)

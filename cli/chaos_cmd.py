@@ -15,10 +15,12 @@ from rich.markup import escape
 
 from kit.cluster_client import ClientError, bootstrap_from
 from kit.cluster_files import ClusterError, ClusterInfo
+from kit.librdkafka_producer import LibrdkafkaMissing, require_librdkafka
 from kit.producer import ACKS_BY_NAME
 from lab.chaos.nemesis import ChaosError
 from lab.chaos.run import (
     CHAOS_FILE,
+    CLIENTS,
     ChaosRun,
     Outcome,
     check_cluster,
@@ -88,6 +90,15 @@ from lab.chaos.view import ChaosState, ChaosView
 @click.option(
     "--bootstrap-server", default=None, help="host:port the workload bootstraps from (default: cluster.json)."
 )
+@click.option(
+    "--client",
+    type=click.Choice(CLIENTS),
+    default="isrsim",
+    show_default=True,
+    help="The workload's producer: isrsim's own, or Kafka's C client (librdkafka: confluent-kafka, "
+    "idempotent with acks=all, linger.ms=5, the root's client.properties if any), judged by the leaders' "
+    "acked.jsonl.",
+)
 def chaos(
     seed: int | None,
     duration: float,
@@ -104,6 +115,7 @@ def chaos(
     no_report: bool,
     data_dir: Path,
     bootstrap_server: str | None,
+    client: str,
 ) -> None:
     """Run an acks=all workload and a seeded nemesis (kill, term, pause, partition, isolate, delay, loss)
     against a running cluster; then heal everything, wait for convergence, stop the cluster and run the
@@ -124,6 +136,11 @@ def chaos(
         raise click.UsageError(str(exc)) from None
     if rate <= 0:
         raise click.UsageError(f"--rate must be > 0 records/s (got {rate:g})")
+    if client == "librdkafka" and not dry_run:
+        try:
+            require_librdkafka("`isrsim chaos --client librdkafka`")
+        except LibrdkafkaMissing as exc:
+            raise click.ClickException(str(exc)) from None
     if dry_run:
         click.echo(schedule.to_json(), nl=False)
         click.echo(summary(schedule), err=True)
@@ -144,7 +161,9 @@ def chaos(
     started_ms = int(time.time() * 1000)
     error: str | None = None
     with ChaosView(console, state) as view:
-        run = ChaosRun(info, schedule, topic, rate, ACKS_BY_NAME[acks], bootstrap, converge_timeout, view)
+        run = ChaosRun(
+            info, schedule, topic, rate, ACKS_BY_NAME[acks], bootstrap, converge_timeout, view, client=client
+        )
         interrupted = False
         try:
             outcome = trio.run(run.main)
@@ -172,19 +191,19 @@ def chaos(
             done = trio.run(run.nemesis.heal_everything)
             view.say(", ".join(done) or "nothing was left broken")
             raise SystemExit(130)
-    _print_outcome(console, outcome)
+    _print_outcome(console, outcome, client)
     if error is not None:
-        write_run(root, schedule, outcome, started_ms, error, None)
+        write_run(root, schedule, outcome, started_ms, error, None, client)
         raise click.ClickException(
             f"{error}; the cluster is left running for a look (`isrsim cluster status`)"
         )
     console.print("stopping the cluster (controlled shutdown)")
     stop_cluster(info)
     if no_report:
-        write_run(root, schedule, outcome, started_ms, None, None)
+        write_run(root, schedule, outcome, started_ms, None, None, client)
         sys.exit(1 if outcome.not_converged else 0)
     code = run_report(root)
-    write_run(root, schedule, outcome, started_ms, None, code)
+    write_run(root, schedule, outcome, started_ms, None, code, client)
     if outcome.not_converged and code in (0, 3):
         # 3 is the report's "unknown": a run that did not converge is a failure whatever the report says.
         console.print("[red]no violation found, but the replicas had not converged before the stop[/]")
@@ -192,13 +211,23 @@ def chaos(
     sys.exit(code)
 
 
-def _print_outcome(console: Console, o: Outcome) -> None:
+def _print_outcome(console: Console, o: Outcome, client: str) -> None:
     kinds = ", ".join(f"{k} {o.injected[k]}" for k in FAULT_KINDS if k in o.injected)
     skipped = f"; skipped: {o.skipped}" if o.skipped else ""
     console.print(
         f"faults injected: {sum(o.injected.values())} ({kinds or 'none'}){skipped}", highlight=False
     )
-    if o.stats is not None:
+    if o.stats is not None and client == "librdkafka":
+        s = o.stats
+        unknown = max(0, s.records_sent - s.records_acked - s.records_failed)
+        line = (
+            f"workload (librdkafka): {s.records_acked:,} records acknowledged of {s.records_sent:,} sent; "
+            f"{s.records_failed:,} failed (delivery timeout), {unknown:,} unknown"
+        )
+        if s.errors:
+            line += f"; errors seen: {s.errors_seen(6)}"
+        console.print(line, highlight=False)
+    elif o.stats is not None:
         s = o.stats
         line = f"workload: {s.records_acked:,} records acknowledged in {s.batches_acked:,} batches"
         if s.batches_failed:

@@ -1,5 +1,5 @@
 """``isrsim cluster up|down|status``, ``isrsim broker kill|restart|pause|resume``, ``isrsim controller
-kill|restart``: a local cluster of real processes under one data root."""
+kill|restart|pause|resume``: a local cluster of real processes under one data root."""
 
 from __future__ import annotations
 
@@ -25,8 +25,10 @@ from kit.local_cluster import (
     heal_restarted,
     record_fault,
     start_broker,
-    start_controller,
+    start_brokers,
+    start_controllers,
     stop_brokers,
+    stop_controllers,
     use_client_properties,
 )
 from kit.processes import process_state, send_signal, stop_process
@@ -41,7 +43,7 @@ def root_option(f: Any) -> Any:
         default=DEFAULT_ROOT,
         show_default=True,
         envvar="ISRSIM_DATA_DIR",
-        help="The cluster root (cluster.json, controller/, broker-<id>/, workload/); or $ISRSIM_DATA_DIR.",
+        help="The cluster root (cluster.json, controller*/, broker-<id>/, workload/); or $ISRSIM_DATA_DIR.",
     )(f)
 
 
@@ -57,18 +59,27 @@ def _fail(exc: Exception) -> click.ClickException:
 
 @click.group()
 def cluster() -> None:
-    """Bring a local cluster (a controller and N brokers) up and down, and watch it."""
+    """Bring a local cluster (a controller quorum and N brokers) up and down, and watch it."""
 
 
 @cluster.command("up")
 @click.option("--brokers", type=click.IntRange(1, 50), default=3, show_default=True)
+@click.option(
+    "--controllers",
+    type=click.IntRange(1, 9),
+    default=3,
+    show_default=True,
+    help="Controller processes, ids from 1000: the voters of a Raft quorum (1: a single controller, no "
+    "quorum). An odd number survives the loss of a minority: 3 survive one, 5 two.",
+)
 @root_option
 @click.option(
     "--base-port",
     type=click.IntRange(0, 65000),
     default=9092,
     show_default=True,
-    help="Broker N listens on base-port+N-1, the controller on base-port-1; 0 lets the OS pick every port.",
+    help="Broker N listens on base-port+N-1, controller 1000+K on base-port-1-K; 0 lets the OS pick every "
+    "port.",
 )
 @click.option(
     "--override", "overrides", multiple=True, help="key=value for every broker (e.g. min.insync.replicas=2)."
@@ -88,13 +99,16 @@ def cluster() -> None:
 def cluster_up(
     ctx: click.Context,
     brokers: int,
+    controllers: int,
     data_dir: Path,
     base_port: int,
     overrides: tuple[str, ...],
     reset: bool,
     secure: bool,
 ) -> None:
-    """Start a controller and N brokers as background processes; return when the cluster is healthy.
+    """Start the controllers (a quorum of --controllers voters) and N brokers as background processes;
+    return when the cluster is healthy (a quorum leader is the active controller, every broker is
+    registered and unfenced, every partition has a leader).
 
     Run again on a stopped cluster's root to start the same cluster (same ids, data and config); options
     that differ from those it was made with are refused unless --reset. All or nothing: every --override
@@ -108,20 +122,19 @@ def cluster_up(
     warn_unknown("cluster up", [], [*BrokerConfig.KEYS, *BrokerConfig.ALIASES, *ControllerConfig.KEYS])
     try:
         settings = check_overrides(overrides)
-        info, made = _prepare(ctx, data_dir, brokers, base_port, settings, reset, secure)
+        info, made = _prepare(ctx, data_dir, brokers, controllers, base_port, settings, reset, secure)
         use_client_properties(Path(info.root))
     except ClusterError as exc:
         raise _fail(exc) from None
+    t0 = time.monotonic()
     try:
-        start_controller(info)
+        start_controllers(info)
         info.save()
-        click.echo(
-            f"controller {info.controller.id} on {info.controller.address} (pid {info.controller.pid})"
-            + _metrics_said(info.controller)
-        )
+        for c in info.controllers:
+            click.echo(f"controller {c.id} on {c.address} (pid {c.pid})" + _metrics_said(c))
+        start_brokers(info)
+        info.save()
         for b in info.brokers:
-            start_broker(info, b)
-            info.save()
             click.echo(f"broker {b.id} on {b.address} (pid {b.pid})" + _metrics_said(b))
         wait_healthy(info)
     except BaseException as exc:
@@ -129,8 +142,14 @@ def cluster_up(
         if isinstance(exc, ClusterError):
             raise _fail(exc) from None
         raise
+    quorum = (
+        f"{len(info.controllers)} controllers (active: {_active_said(info)})"
+        if info.quorum
+        else "1 controller (no quorum)"
+    )
     click.echo(
-        f"cluster is up: {len(info.brokers)} brokers. Data, journals and process logs under {info.root}"
+        f"cluster is up in {time.monotonic() - t0:.1f}s: {len(info.brokers)} brokers, {quorum}. "
+        f"Data, journals and process logs under {info.root}"
     )
     if info.settings.get("secure"):
         click.echo(
@@ -142,6 +161,16 @@ def cluster_up(
         f"next: isrsim topic create t --partitions 6 --replication-factor 3{where}; "
         f"isrsim cluster status{where}"
     )
+
+
+def _active_said(info: ClusterInfo) -> str:
+    from kit.controller_quorum import NoActiveController, find_active, voters_of
+
+    try:
+        view = trio.run(find_active, voters_of(info), 5.0)
+    except NoActiveController:
+        return "none yet"
+    return f"{view.voter.id}, epoch {view.epoch}"
 
 
 def _metrics_said(entry: ProcessEntry) -> str:
@@ -160,6 +189,7 @@ def _prepare(
     ctx: click.Context,
     data_dir: Path,
     brokers: int,
+    controllers: int,
     base_port: int,
     settings: dict[str, str],
     reset: bool,
@@ -170,12 +200,12 @@ def _prepare(
 
     given = {
         name
-        for name in ("brokers", "base_port", "overrides", "secure")
+        for name in ("brokers", "controllers", "base_port", "overrides", "secure")
         if ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)
     }
     if (data_dir / "cluster.json").exists():
         info = ClusterInfo.load(data_dir)
-        running = [p for p in [info.controller, *info.brokers] if process_state(p.pid) != "stopped"]
+        running = [p for p in [*info.controllers, *info.brokers] if process_state(p.pid) != "stopped"]
         if running:
             raise ClusterError(
                 f"a cluster is already running at {data_dir} (pids {[p.pid for p in running]}); "
@@ -184,7 +214,7 @@ def _prepare(
         if reset:
             shutil.rmtree(data_dir)
         else:
-            check_same_settings(info, given, brokers, base_port, settings, data_dir)
+            check_same_settings(info, given, brokers, base_port, settings, data_dir, controllers)
             if "secure" in given and secure != bool(info.settings.get("secure")):
                 raise ClusterError(
                     f"the cluster at {data_dir} was made {'without' if secure else 'with'} --secure; run "
@@ -192,19 +222,33 @@ def _prepare(
                     "delete it (data included) and make a new one"
                 )
             check_ports(
-                [(info.controller.port, "the controller")]
+                [(c.port, _controller_said(info, c)) for c in info.controllers]
                 + [(b.port, f"broker {b.id}") for b in info.brokers]
             )
             click.echo(f"starting the existing cluster at {info.root}")
             return info, False
-    controller_port = 0 if base_port == 0 else base_port - 1
+    if base_port and base_port - controllers < 1:
+        raise ClusterError(
+            f"--base-port {base_port} leaves no room below it for {controllers} controllers' ports"
+        )
     check_ports(
-        [(controller_port, "the controller")]
+        [
+            (
+                0 if base_port == 0 else base_port - 1 - n,
+                f"controller {1000 + n}" if controllers > 1 else "the controller",
+            )
+            for n in range(controllers)
+        ]
         + [(0 if base_port == 0 else base_port + i - 1, f"broker {i}") for i in range(1, brokers + 1)]
     )
     made = not data_dir.exists() or not any(data_dir.iterdir())
     info = create_layout(
-        data_dir, brokers, base_port, tuple(f"{k}={v}" for k, v in settings.items()), secure=secure
+        data_dir,
+        brokers,
+        base_port,
+        tuple(f"{k}={v}" for k, v in settings.items()),
+        secure=secure,
+        controllers=controllers,
     )
     return info, made
 
@@ -213,14 +257,11 @@ def _undo_up(info: ClusterInfo, made: bool) -> None:
     """A failed `cluster up` leaves nothing running, and no root it made itself."""
     import shutil
 
-    for entry in [*info.brokers, info.controller]:
+    for entry in [*info.brokers, *info.controllers]:
         if entry.pid and process_state(entry.pid) != "stopped":
             result = stop_process(entry.pid, 5)
-            click.echo(
-                f"stopped {'the controller' if entry is info.controller else f'broker {entry.id}'} "
-                f"(pid {entry.pid}): {result}",
-                err=True,
-            )
+            what = f"broker {entry.id}" if entry in info.brokers else _controller_said(info, entry)
+            click.echo(f"stopped {what} (pid {entry.pid}): {result}", err=True)
         entry.pid = None
     if made:
         shutil.rmtree(info.root, ignore_errors=True)
@@ -231,7 +272,7 @@ def _undo_up(info: ClusterInfo, made: bool) -> None:
 @cluster.command("down")
 @root_option
 def cluster_down(data_dir: Path) -> None:
-    """Stop every broker, then the controller. Data is kept.
+    """Stop every broker, then the controllers. Data is kept.
 
     Brokers stop one at a time with a controlled shutdown (the controller moves their leaderships to the
     brokers still up) while one can succeed; a broker whose partitions have no other live in-sync replica
@@ -243,9 +284,7 @@ def cluster_down(data_dir: Path) -> None:
         raise _fail(exc) from None
     t0 = time.monotonic()
     stop_brokers(info, click.echo)
-    click.echo(f"controller: {stop_process(info.controller.pid, STOP_TIMEOUT_S)}")
-    info.controller.pid = None
-    info.save()
+    stop_controllers(info, click.echo)
     click.echo(f"cluster at {info.root} is down ({time.monotonic() - t0:.1f}s); data kept")
 
 
@@ -300,6 +339,7 @@ def cluster_status(
     if not watch:
         console.print(render(collect()))
         return
+
     def frame() -> Any:
         stamp = f"{time.strftime('%H:%M:%S')}, every {interval:g}s; Ctrl-C to stop"
         return render(collect(), refreshed=stamp)
@@ -391,33 +431,109 @@ def broker_resume(broker_id: int, data_dir: Path) -> None:
     _pause_resume(broker_id, data_dir, signal.SIGCONT, "resumed")
 
 
+def _controller_entry(info: ClusterInfo, controller_id: int | None, active: bool) -> ProcessEntry:
+    """The controller a command names: by id, the active one (--active: the quorum leader, found with
+    DESCRIBE_QUORUM from any live voter), or the only one of a cluster without a quorum."""
+    from kit.controller_quorum import NoActiveController, find_active, voters_of
+
+    if controller_id is not None and active:
+        raise click.UsageError("give a controller ID or --active, not both")
+    try:
+        if active:
+            running = [v for v in voters_of(info) if process_state(v.pid) == "running"]
+            if not running:
+                raise ClusterError("no controller is running; `isrsim controller restart ID` starts one")
+            view = trio.run(find_active, running, 15.0)
+            assert view.voter.id is not None
+            return info.controller_by_id(view.voter.id)
+        if controller_id is None:
+            if info.quorum:
+                ids = ", ".join(str(c.id) for c in info.controllers)
+                raise click.UsageError(f"name a controller: ID (one of {ids}) or --active")
+            return info.controller
+        return info.controller_by_id(controller_id)
+    except (ClusterError, NoActiveController) as exc:
+        raise _fail(exc) from None
+
+
+def _controller_said(info: ClusterInfo, c: ProcessEntry) -> str:
+    return f"controller {c.id}" if info.quorum else "the controller"
+
+
 @click.command("kill")
+@click.argument("controller_id", type=int, required=False)
+@click.option("--active", is_flag=True, help="The active controller (the quorum leader).")
 @click.option("--signal", "sig", type=click.Choice(["TERM", "KILL"]), default="KILL", show_default=True)
 @root_option
-def controller_kill(sig: str, data_dir: Path) -> None:
-    """Send SIGKILL or SIGTERM to the cluster's controller."""
+def controller_kill(controller_id: int | None, active: bool, sig: str, data_dir: Path) -> None:
+    """Send SIGKILL (crash) or SIGTERM (clean stop: a quorum leader resigns with END_QUORUM_EPOCH) to
+    controller CONTROLLER_ID, or to the active one (--active). A cluster with one controller needs
+    neither."""
     info = _load(data_dir)
-    if not send_signal(info.controller.pid, signal.Signals[f"SIG{sig}"]):
-        raise click.ClickException("the controller is not running; `isrsim controller restart` starts it")
-    record_fault(info, "kill" if sig == "KILL" else "term", "controller", signal=sig, pid=info.controller.pid)
-    click.echo(f"sent SIG{sig} to the controller (pid {info.controller.pid})")
+    c = _controller_entry(info, controller_id, active)
+    if process_state(c.pid) == "paused" and sig == "TERM":
+        send_signal(c.pid, signal.SIGCONT)
+    if not send_signal(c.pid, signal.Signals[f"SIG{sig}"]):
+        again = f" {c.id}" if info.quorum else ""
+        raise click.ClickException(
+            f"{_controller_said(info, c)} is not running; `isrsim controller restart{again}` starts it"
+        )
+    record_fault(info, "kill" if sig == "KILL" else "term", info.node_name(c), signal=sig, pid=c.pid)
+    click.echo(f"sent SIG{sig} to {_controller_said(info, c)} (pid {c.pid})")
 
 
 @click.command("restart")
+@click.argument("controller_id", type=int, required=False)
 @root_option
-def controller_restart(data_dir: Path) -> None:
-    """Stop the controller if it runs, then start it again (it bumps the controller epoch)."""
+def controller_restart(controller_id: int | None, data_dir: Path) -> None:
+    """Stop controller CONTROLLER_ID if it runs (cleanly), then start it again on its metadata log. A
+    cluster with one controller needs no ID (its restart bumps the controller epoch)."""
     info = _load(data_dir)
+    c = _controller_entry(info, controller_id, False)
     try:
-        if process_state(info.controller.pid) != "stopped":
-            click.echo(f"controller: {stop_process(info.controller.pid, STOP_TIMEOUT_S)}")
-        start_controller(info)
+        if process_state(c.pid) != "stopped":
+            click.echo(f"{_controller_said(info, c)}: {stop_process(c.pid, STOP_TIMEOUT_S)}")
+        start_controllers(info, [c])
         info.save()
     except ClusterError as exc:
         raise _fail(exc) from None
-    healed = heal_restarted(info, "controller")
-    record_fault(info, "restart", "controller", pid=info.controller.pid, healed_links=healed)
-    epoch = read_journal(Path(info.controller.journal), "controller_started")[-1].get("controller_epoch")
-    click.echo(
-        f"controller restarted on {info.controller.address} (pid {info.controller.pid}), epoch {epoch}"
-    )
+    healed = heal_restarted(info, info.node_name(c))
+    record_fault(info, "restart", info.node_name(c), pid=c.pid, healed_links=healed)
+    if info.quorum:
+        click.echo(
+            f"{_controller_said(info, c)} restarted on {c.address} (pid {c.pid}); it rejoins the quorum "
+            "(`isrsim cluster status` shows its role)"
+        )
+        return
+    epoch = read_journal(Path(c.journal), "controller_started")[-1].get("controller_epoch")
+    click.echo(f"{_controller_said(info, c)} restarted on {c.address} (pid {c.pid}), epoch {epoch}")
+
+
+def _controller_pause_resume(
+    controller_id: int | None, active: bool, data_dir: Path, sig: signal.Signals
+) -> None:
+    info = _load(data_dir)
+    c = _controller_entry(info, controller_id, active)
+    if not send_signal(c.pid, sig):
+        raise click.ClickException(f"{_controller_said(info, c)} is not running")
+    verb = "paused" if sig == signal.SIGSTOP else "resumed"
+    record_fault(info, "pause" if sig == signal.SIGSTOP else "resume", info.node_name(c), pid=c.pid)
+    click.echo(f"{_controller_said(info, c)} {verb} (pid {c.pid})")
+
+
+@click.command("pause")
+@click.argument("controller_id", type=int, required=False)
+@click.option("--active", is_flag=True, help="The active controller (the quorum leader).")
+@root_option
+def controller_pause(controller_id: int | None, active: bool, data_dir: Path) -> None:
+    """SIGSTOP controller CONTROLLER_ID (or the active one): it keeps its sockets and answers nothing, so
+    the other voters elect a new leader; when it resumes, its old epoch is refused."""
+    _controller_pause_resume(controller_id, active, data_dir, signal.SIGSTOP)
+
+
+@click.command("resume")
+@click.argument("controller_id", type=int, required=False)
+@root_option
+def controller_resume(controller_id: int | None, data_dir: Path) -> None:
+    """SIGCONT a paused controller."""
+    _controller_pause_resume(controller_id, False, data_dir, signal.SIGCONT)

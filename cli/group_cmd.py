@@ -1,6 +1,6 @@
-"""``isrsim group list | describe G`` (kafka-consumer-groups --list / --describe): the consumer groups the
-brokers coordinate, and for one group its state, coordinator, members, assignment, committed offsets, log
-end offsets and lag per partition (docs/groups.md)."""
+"""``isrsim group list | describe G | delete G`` (kafka-consumer-groups --list / --describe / --delete): the
+consumer groups the brokers coordinate; for one group its state, coordinator, members, assignment, committed
+offsets, log end offsets and lag per partition; deleting Empty groups (docs/groups.md)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,14 @@ BOOTSTRAP_OPTION = click.option(
 OFFSET_FETCH_VERSION = 5
 DESCRIBE_GROUPS_VERSION = 4
 LIST_GROUPS_VERSION = 4
+DELETE_GROUPS_VERSION = 2
+# kafka-consumer-groups' words for DeleteGroups' errors (the exception each maps to, and its message).
+DELETE_ERRORS = {
+    Errors.NON_EMPTY_GROUP: "GroupNotEmptyException: The group is not empty.",
+    Errors.GROUP_ID_NOT_FOUND: "GroupIdNotFoundException: The group id does not exist.",
+    Errors.GROUP_AUTHORIZATION_FAILED: "GroupAuthorizationException: Group authorization failed.",
+    Errors.INVALID_GROUP_ID: "InvalidGroupIdException: The configured groupId is invalid.",
+}
 RETRY_ERRORS = (Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR)
 
 
@@ -193,6 +201,30 @@ async def list_groups(client: ClusterClient) -> list[dict[str, Any]]:
     return sorted(out, key=lambda g: g["group"])
 
 
+async def delete_groups(client: ClusterClient, groups: list[str]) -> dict[str, Errors]:
+    """DeleteGroups for each group at its coordinator (retried while the coordinator moves or loads)."""
+    await client.refresh_metadata()
+    out: dict[str, Errors] = {}
+    for group_id in dict.fromkeys(groups):
+        error = Errors.NONE
+        with trio.move_on_after(15):
+            while True:
+                coordinator = await _coordinator(client, group_id)
+                resp = await _ask_broker(
+                    client,
+                    coordinator,
+                    ApiKeys.DELETE_GROUPS,
+                    {"groups_names": [group_id]},
+                    DELETE_GROUPS_VERSION,
+                )
+                error = Errors(resp["results"][0]["error_code"])
+                if error not in RETRY_ERRORS:
+                    break
+                await trio.sleep(0.2)
+        out[group_id] = error
+    return out
+
+
 def _run(fn: Any, data_dir: Path | None, bootstrap_server: str | None) -> Any:
     async def main() -> Any:
         bootstrap = bootstrap_from(bootstrap_server, data_dir)
@@ -222,7 +254,7 @@ def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
 
 @click.group()
 def group() -> None:
-    """List and describe consumer groups (kafka-consumer-groups)."""
+    """List, describe and delete consumer groups (kafka-consumer-groups)."""
 
 
 @group.command("list")
@@ -292,3 +324,25 @@ def describe_cmd(group_id: str, data_dir: Path | None, bootstrap_server: str | N
     ]
     for line in _table(headers, rows):
         click.echo(line)
+
+
+@group.command("delete")
+@click.argument("group_ids", metavar="GROUP...", nargs=-1, required=True)
+@DATA_DIR_OPTION
+@BOOTSTRAP_OPTION
+def delete_cmd(group_ids: tuple[str, ...], data_dir: Path | None, bootstrap_server: str | None) -> None:
+    """Delete each GROUP with its committed offsets (kafka-consumer-groups --delete). Only a group without
+    members (state Empty) can be deleted; exit code 1 if any could not be."""
+    setup_logging("WARNING", "group")
+    errors = _run(lambda client: delete_groups(client, list(group_ids)), data_dir, bootstrap_server)
+    failed = {g: e for g, e in errors.items() if e != Errors.NONE}
+    deleted = [g for g in errors if g not in failed]
+    if deleted:
+        names = ", ".join(f"'{g}'" for g in deleted)
+        click.echo(f"Deletion of requested consumer groups ({names}) was successful.")
+    if failed:
+        click.echo("Deletion of some consumer groups failed:")
+        for g, e in failed.items():
+            why = DELETE_ERRORS.get(e, f"{error_name(e)}")
+            click.echo(f"* Group '{g}' could not be deleted due to: {why}")
+        raise SystemExit(1)

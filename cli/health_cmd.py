@@ -9,7 +9,9 @@ import click
 @click.argument("address")
 @click.option("--timeout", type=float, default=3.0, show_default=True)
 def health(address: str, timeout: float) -> None:
-    """Exit 0 if the broker or controller at ADDRESS (host:port) answers API_VERSIONS (for healthchecks)."""
+    """Exit 0 if the broker or controller at ADDRESS (host:port) answers API_VERSIONS (for healthchecks);
+    a voter of a controller quorum must also know the quorum's leader (DESCRIBE_QUORUM): until one is
+    elected the quorum cannot decide anything, so it is not ready."""
     import trio
 
     from kit.cluster_client import ClientError, parse_address
@@ -23,4 +25,16 @@ def health(address: str, timeout: float) -> None:
     resp = trio.run(ask, host, port, ApiKeys.API_VERSIONS, {}, timeout)
     if resp is None or resp.get("error_code", 0) != 0:
         raise click.ClickException(f"{address} did not answer API_VERSIONS within {timeout}s")
-    click.echo(f"{address} is up ({len(resp.get('api_keys', []))} APIs)")
+    apis = {k.get("api_key") for k in resp.get("api_keys", [])}
+    said = ""
+    if int(ApiKeys.DESCRIBE_QUORUM) in apis:
+        quorum = trio.run(ask, host, port, ApiKeys.DESCRIBE_QUORUM, {}, timeout)
+        try:
+            part = (quorum or {})["topics"][0]["partitions"][0]
+        except (KeyError, IndexError, TypeError):
+            part = {}
+        leader, epoch = int(part.get("leader_id", -1)), int(part.get("leader_epoch", -1))
+        if leader < 0:
+            raise click.ClickException(f"{address} is a controller quorum voter that knows no leader yet")
+        said = f"; quorum leader {leader}, epoch {epoch}"
+    click.echo(f"{address} is up ({len(resp.get('api_keys', []))} APIs{said})")

@@ -36,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "group": (
         "cli.group_cmd:group",
-        "List and describe consumer groups: members, offsets, lag (kafka-consumer-groups).",
+        "List, describe and delete consumer groups: members, offsets, lag (kafka-consumer-groups).",
     ),
     "health": ("cli.health_cmd:health", "Exit 0 if the node at HOST:PORT answers (healthchecks)."),
     "net": ("cli.net_cmd:net", "Inject network faults between nodes (partition, delay, loss, heal)."),

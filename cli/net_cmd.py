@@ -116,7 +116,9 @@ def _check_pair(a: str, b: str) -> tuple[str, str]:
 def net() -> None:
     """Network faults between the cluster's processes (partition, isolate, delay, loss, heal, status).
 
-    A and B are broker ids or "controller"; B (or A) may be "clients": every client of the other node.
+    A and B are broker ids, controller ids (1000, 1001, ... : the voters of a controller quorum) or
+    "controller" (a cluster with a single controller); B (or A) may be "clients": every client of the
+    other node.
     Faults live in the nodes' memory: a restarted node starts
     healed. Every change is appended to <root>/faults.jsonl. See docs/faults.md.
     """

@@ -1,11 +1,13 @@
-"""What ``isrsim cluster status`` shows: the processes, then one row per partition with the controller's
-view (leader, epoch, replicas, ISR) and each replica's own offsets (LEO, HW, lag behind the leader), then
-the network faults in force (as the nodes report them; see docs/faults.md)."""
+"""What ``isrsim cluster status`` shows: the processes, the controller quorum (each voter's role, epoch,
+log end offset and high watermark, from DESCRIBE_QUORUM), then one row per partition with the active
+controller's view (leader, epoch, replicas, ISR) and each replica's own offsets (LEO, HW, lag behind the
+leader), then the network faults in force (as the nodes report them; see docs/faults.md)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -13,7 +15,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from kit.cluster_files import ClusterInfo
+from broker import read_journal
+from kit.cluster_files import ClusterInfo, ProcessEntry
+from kit.controller_quorum import VoterView, describe_quorum, leader_of, voters_of
 from kit.errors import KitError
 from kit.node_query import ask, first_query_error
 from kit.processes import process_state
@@ -24,6 +28,10 @@ from protocol import CONTROLLER, ApiKeys, FaultSet, LinkFault, rules_from_body
 class StatusData:
     controller: dict[str, Any]
     brokers: list[dict[str, Any]]
+    # Every controller, with its quorum role, epoch, log end offset and high watermark.
+    controllers: list[dict[str, Any]] = field(default_factory=list)
+    # The quorum as its leader describes it: leader_id, epoch, high_watermark (None: no quorum).
+    quorum: dict[str, Any] | None = None
     partitions: list[dict[str, Any]] = field(default_factory=list)
     replicas: dict[int, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
     faults: list[LinkFault] = field(default_factory=list)
@@ -32,9 +40,79 @@ class StatusData:
 STATUS_TIMEOUT_S = 1.5
 
 
+def _last_role(entry: ProcessEntry) -> str | None:
+    """The role a voter last journaled (``quorum_state``): tells a candidate from an unattached voter."""
+    try:
+        lines = read_journal(Path(entry.journal), "quorum_state")
+    except OSError:
+        return None
+    return str(lines[-1].get("role")) if lines else None
+
+
+def _controller_rows(
+    info: ClusterInfo, views: list[VoterView], answered_cluster: bool, active_id: int | None
+) -> list[dict[str, Any]]:
+    leader = leader_of(views)
+    leos = {int(v["replica_id"]): int(v["log_end_offset"]) for v in (leader.voters if leader else [])}
+    by_id = {v.voter.id: v for v in views}
+    rows = []
+    for c in info.controllers:
+        state = process_state(c.pid)
+        view = by_id.get(c.id)
+        row: dict[str, Any] = {
+            "id": c.id,
+            "address": c.address,
+            "metrics": c.metrics_url,
+            "pid": c.pid,
+            "state": state,
+            "role": "unreachable",
+            "active": False,
+            "epoch": None,
+            "leader_id": None,
+            "log_end_offset": None,
+            "high_watermark": None,
+        }
+        if not info.quorum:
+            if state == "running" and not answered_cluster:
+                row["state"] = "not answering"
+            if row["state"] == "running":
+                started = read_journal(Path(c.journal), "controller_started")
+                row.update(role="leader", active=True, leader_id=c.id)
+                row["epoch"] = started[-1].get("controller_epoch") if started else None
+            rows.append(row)
+            continue
+        if state == "running" and (view is None or not view.answered):
+            row["state"] = "not answering"
+        if view is not None and view.in_quorum:
+            if view.is_leader:
+                role = "leader"
+            elif view.leader_id >= 0:
+                role = "follower"
+            else:
+                journaled = _last_role(c)
+                role = journaled if journaled in ("candidate", "unattached", "resigned") else "candidate"
+            row.update(
+                role=role,
+                active=view.is_leader and c.id == active_id,
+                epoch=view.epoch,
+                leader_id=view.leader_id if view.leader_id >= 0 else None,
+                log_end_offset=leos.get(c.id),
+                high_watermark=view.high_watermark if view.high_watermark >= 0 else None,
+            )
+        rows.append(row)
+    return rows
+
+
 async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
+    views: list[VoterView] = []
+    if info.quorum:
+        views = await describe_quorum(voters_of(info), STATUS_TIMEOUT_S)
+    leader = leader_of(views)
+    # The controller asked for the cluster's metadata: the quorum leader, or the only controller.
     c = info.controller
-    cstate = process_state(c.pid)
+    if leader is not None and leader.voter.id is not None:
+        c = info.controller_by_id(leader.voter.id)
+    cstate = process_state(c.pid) if (leader is not None or not info.quorum) else "stopped"
     results: dict[str, dict[str, Any] | None] = {}
 
     async def fetch(key: str, host: str, port: int, api: int, body: dict[str, Any]) -> None:
@@ -46,7 +124,10 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
             if cstate == "running":
                 nursery.start_soon(fetch, "cluster", c.host, c.port, ApiKeys.DESCRIBE_CLUSTER, {})
                 nursery.start_soon(fetch, "metadata", c.host, c.port, ApiKeys.METADATA, {"topics": topics})
-                nursery.start_soon(fetch, f"f{CONTROLLER}", c.host, c.port, ApiKeys.NET_FAULTS, _DESCRIBE)
+            for ctl in info.controllers:
+                if process_state(ctl.pid) == "running":
+                    key = f"f{CONTROLLER}" if not info.quorum else f"f{ctl.id}"
+                    nursery.start_soon(fetch, key, ctl.host, ctl.port, ApiKeys.NET_FAULTS, _DESCRIBE)
             for b in info.brokers:
                 if process_state(b.pid) == "running":
                     body = {"topics": topics}
@@ -59,17 +140,34 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
         if error is None:
             raise
         raise error from error.__cause__
+    for key in ("cluster", "metadata"):
+        answer = results.get(key)
+        if answer is not None and answer.get("error_code") not in (None, 0):
+            results[key] = None  # NOT_CONTROLLER: a leader not active yet
     cluster = results.get("cluster") or {}
     fenced = {x["broker_id"]: x.get("fenced", False) for x in cluster.get("brokers", [])}
+    controllers = _controller_rows(
+        info, views, results.get("cluster") is not None, c.id if results.get("cluster") else None
+    )
+    first = dict(controllers[0])
+    quorum: dict[str, Any] | None = None
+    if leader is not None:
+        quorum = {
+            "leader_id": leader.voter.id,
+            "epoch": leader.epoch,
+            "high_watermark": leader.high_watermark,
+        }
+    elif info.quorum:
+        quorum = {
+            "leader_id": None,
+            "epoch": max((v.epoch for v in views), default=-1),
+            "high_watermark": None,
+        }
     data = StatusData(
-        controller={
-            "id": c.id,
-            "address": c.address,
-            "metrics": c.metrics_url,
-            "pid": c.pid,
-            "state": cstate if cstate != "running" or results.get("cluster") else "not answering",
-        },
+        controller={k: first[k] for k in ("id", "address", "metrics", "pid", "state")},
         brokers=[],
+        controllers=controllers,
+        quorum=quorum,
     )
     for b in info.brokers:
         st = process_state(b.pid)
@@ -216,6 +314,8 @@ def status_document(data: StatusData) -> dict[str, Any]:
         partitions.append({**p, "offsets": offsets})
     return {
         "controller": data.controller,
+        "controllers": data.controllers,
+        "quorum": data.quorum,
         "brokers": data.brokers,
         "partitions": partitions,
         "faults": [dataclasses.asdict(f) for f in data.faults],
@@ -244,17 +344,17 @@ def render(data: StatusData, refreshed: str | None = None) -> Group:
     procs = Table(title=title, title_justify="left")
     for col in ("role", "id", "address", "metrics", "pid", "state", "fenced", "truncation mode"):
         procs.add_column(col)
-    c = data.controller
-    procs.add_row(
-        "controller",
-        str(c["id"]),
-        c["address"],
-        c.get("metrics") or "-",
-        str(c["pid"] or "-"),
-        Text(c["state"], _STATE_STYLE.get(c["state"], "")),
-        "",
-        "",
-    )
+    for c in data.controllers or [data.controller]:
+        procs.add_row(
+            "controller",
+            str(c["id"]),
+            c["address"],
+            c.get("metrics") or "-",
+            str(c["pid"] or "-"),
+            Text(c["state"], _STATE_STYLE.get(c["state"], "")),
+            "",
+            "",
+        )
     for b in data.brokers:
         fenced = "" if b["fenced"] is None else ("yes" if b["fenced"] else "no")
         procs.add_row(
@@ -313,4 +413,45 @@ def render(data: StatusData, refreshed: str | None = None) -> Group:
         faults.add_row("-", "-", "none")
     for rule in data.faults:
         faults.add_row(rule.src, rule.dst, Text(rule.describe(), "red" if rule.partitioned else "yellow"))
-    return Group(procs, parts, faults)
+    if not data.controllers:  # a cluster seen through --bootstrap-server: no voters known
+        return Group(procs, parts, faults)
+    return Group(procs, _quorum_table(data), parts, faults)
+
+
+_ROLE_STYLE = {"leader": "green", "follower": "", "candidate": "yellow", "unreachable": "red"}
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _quorum_table(data: StatusData) -> Table:
+    """One row per controller: its role in the quorum, epoch, log end offset (as the leader last saw it)
+    and high watermark (its own)."""
+    q = data.quorum
+    if q is None:
+        title = "controller (a single controller, no quorum)"
+    elif q.get("leader_id") is None:
+        title = (
+            "controller quorum: NO LEADER (an election is running, or a majority is down), "
+            f"epoch {q['epoch']}"
+        )
+    else:
+        title = (
+            f"controller quorum: leader {q['leader_id']}, epoch {q['epoch']}, "
+            f"high watermark {q['high_watermark']}"
+        )
+    table = Table(title=title, title_justify="left")
+    for col in ("controller", "role", "active", "epoch", "log end offset", "high watermark"):
+        table.add_column(col)
+    for c in data.controllers:
+        role = str(c.get("role"))
+        table.add_row(
+            str(c["id"]),
+            Text(role, _ROLE_STYLE.get(role, "yellow")),
+            "yes" if c.get("active") else "",
+            _cell(c.get("epoch")),
+            _cell(c.get("log_end_offset")),
+            _cell(c.get("high_watermark")),
+        )
+    return table

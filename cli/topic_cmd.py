@@ -12,36 +12,51 @@ import trio
 from cli.output import OUTPUT_OPTION, echo_json
 from kit.cluster_client import ClientError, parse_address
 from kit.cluster_files import ClusterError, ClusterInfo
-from kit.node_query import ask
+from kit.controller_quorum import NoActiveController, Voter, ask_controller, voters_of
 from protocol import ApiKeys, Errors, error_name
 
 
-def _controller(data_dir: Path | None, bootstrap_server: str | None) -> tuple[str, int]:
+def _controller(data_dir: Path | None, bootstrap_server: str | None) -> list[Voter]:
+    """The controllers to ask: ``--bootstrap-server`` (one or more host:port, comma-separated), else every
+    controller of the cluster at ``--data-dir``; requests reach the active one through any of them."""
     if bootstrap_server:
         try:
-            return parse_address(bootstrap_server.split(",")[0])
+            addresses = [parse_address(a) for a in bootstrap_server.split(",") if a.strip()]
         except ClientError as exc:
             raise click.BadParameter(str(exc)) from None
+        if not addresses:
+            raise click.BadParameter("--bootstrap-server: no host:port given")
+        return [Voter(None, host, port) for host, port in addresses]
     try:
         info = ClusterInfo.load(data_dir or Path("isrsim-data"))
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
-    return info.controller.host, info.controller.port
+    return voters_of(info)
 
 
 def _request(
-    address: tuple[str, int], api: ApiKeys, body: dict[str, Any], timeout: float = 10.0
+    voters: list[Voter], api: ApiKeys, body: dict[str, Any], timeout: float = 10.0
 ) -> dict[str, Any]:
-    resp = trio.run(ask, address[0], address[1], api, body, timeout)
+    """``api`` answered by the active controller (found through any voter, waiting a bounded time while a
+    quorum elects one)."""
+    try:
+        resp, voter = trio.run(ask_controller, voters, api, body, timeout)
+    except NoActiveController as exc:
+        raise click.ClickException(f"{exc}; is the cluster up? (`isrsim cluster status`)") from None
+    where = voter.address
     if resp is None:
         raise click.ClickException(
-            f"the controller at {address[0]}:{address[1]} did not answer; "
-            "is the cluster up? (`isrsim cluster status`)"
+            f"the controller at {where} did not answer; is the cluster up? (`isrsim cluster status`)"
         )
     if resp.get("error_code") == Errors.UNSUPPORTED_VERSION:
         raise click.ClickException(
-            f"{address[0]}:{address[1]} does not serve {api.name}: topics are managed by the controller; "
-            "pass the controller's address (controller.quorum.voters) or use --data-dir"
+            f"{where} does not serve {api.name}: topics are managed by the controller; "
+            "pass the controllers' addresses (controller.quorum.voters) or use --data-dir"
+        )
+    if resp.get("error_code") == Errors.NOT_CONTROLLER:
+        raise click.ClickException(
+            f"{where} is not the active controller ({resp.get('error_message') or 'NOT_CONTROLLER'}); "
+            "pass every controller's address to --bootstrap-server (comma-separated) or use --data-dir"
         )
     return resp
 
@@ -54,7 +69,11 @@ def _options(f: Any) -> Any:
         envvar="ISRSIM_DATA_DIR",
         help="Cluster root (default ./isrsim-data, or $ISRSIM_DATA_DIR).",
     )(f)
-    return click.option("--bootstrap-server", default=None, help="The controller's host:port.")(f)
+    return click.option(
+        "--bootstrap-server",
+        default=None,
+        help="The controllers' host:port, comma-separated (any voter: requests reach the active one).",
+    )(f)
 
 
 def _topic_option(f: Any) -> Any:
@@ -96,7 +115,7 @@ def topic_list(output: str, data_dir: Path | None, bootstrap_server: str | None)
             click.echo(name)
 
 
-def _topic_configs(address: tuple[str, int], names: list[str]) -> dict[str, dict[str, dict[str, Any]]]:
+def _topic_configs(address: list[Voter], names: list[str]) -> dict[str, dict[str, dict[str, Any]]]:
     """Each topic's configs as the controller holds them: name -> {value, default}."""
     if not names:
         return {}

@@ -97,13 +97,21 @@ class ReplicaFetcherManager:
         self._nursery.start_soon(run)
         return fetcher
 
-    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+    def remove_fetcher_for_partitions(
+        self, tps: Iterable[TopicPartition], *, shutdown_idle: bool = True
+    ) -> None:
+        """Stops fetching ``tps``. With ``shutdown_idle=False`` a fetcher left without partitions keeps
+        running (and its connection and fetch session) until :meth:`shutdown_idle_fetchers`: a
+        LEADER_AND_ISR that moves partitions away and back to the same leader in one go (a new leader epoch
+        for every partition, as a controlled shutdown gives) reuses it, as Kafka's
+        ``becomeLeaderOrFollower`` shuts idle fetchers down only once it is done."""
         wanted = list(tps)
         if not wanted:
             return
         for fetcher, _ in self.fetchers.values():
             fetcher.remove_partitions(wanted)
-        self.shutdown_idle_fetchers()
+        if shutdown_idle:
+            self.shutdown_idle_fetchers()
 
     def shutdown_idle_fetchers(self) -> None:
         for key, (fetcher, scope) in list(self.fetchers.items()):

@@ -74,7 +74,11 @@ class FollowerReplicaManager(Protocol):
 class FetcherManagerLike(Protocol):
     def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, InitialFetchState]) -> None: ...
 
-    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
+    def remove_fetcher_for_partitions(
+        self, tps: Iterable[TopicPartition], *, shutdown_idle: bool = True
+    ) -> None: ...
+
+    def shutdown_idle_fetchers(self) -> None: ...
 
     def fetch_state(self, tp: TopicPartition) -> FetchStateView | None: ...
 
@@ -85,7 +89,12 @@ class NoFetcherManager:
     def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, InitialFetchState]) -> None:
         return None
 
-    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+    def remove_fetcher_for_partitions(
+        self, tps: Iterable[TopicPartition], *, shutdown_idle: bool = True
+    ) -> None:
+        return None
+
+    def shutdown_idle_fetchers(self) -> None:
         return None
 
     def fetch_state(self, tp: TopicPartition) -> FetchStateView | None:

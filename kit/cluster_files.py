@@ -1,5 +1,6 @@
-"""A cluster root on disk (docs/storage.md): ``cluster.json``, ``controller/``, ``broker-<id>/``,
-``workload/``, and the properties files written there. (Its processes are started and signalled by
+"""A cluster root on disk (docs/storage.md): ``cluster.json``, ``controller/`` (one controller) or
+``controller-<id>/`` (each voter of a controller quorum), ``broker-<id>/``, ``workload/``, and the properties
+files written there. (Its processes are started and signalled by
 :mod:`kit.processes`.)"""
 
 from __future__ import annotations
@@ -43,11 +44,44 @@ class ProcessEntry:
 class ClusterInfo:
     root: str
     cluster_id: str
+    # The first controller (the only one without a quorum): what code that predates the quorum reads.
     controller: ProcessEntry
     brokers: list[ProcessEntry] = field(default_factory=list)
     created_ms: int = 0
-    # What `cluster up` was given when it made the root: brokers, base_port, overrides (key -> value).
+    # What `cluster up` was given when it made the root: brokers, controllers, base_port, overrides.
     settings: dict[str, Any] = field(default_factory=dict)
+    # Every controller process (ids from 1000); several are the voters of a quorum (SPEC §11). The first is
+    # ``controller`` itself (the same object, so a pid set on one is set on the other).
+    controllers: list[ProcessEntry] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.controllers:
+            self.controllers = [self.controller]
+        self.controller = self.controllers[0]
+
+    @property
+    def quorum(self) -> bool:
+        """Whether the controllers are the voters of a quorum (more than one controller)."""
+        return len(self.controllers) > 1
+
+    @property
+    def quorum_voters(self) -> str:
+        """``controller.quorum.voters`` as brokers and voters are told it: ``id@host:port,...``."""
+        return ",".join(f"{c.id}@{c.host}:{c.port}" for c in self.controllers)
+
+    def controller_by_id(self, controller_id: int) -> ProcessEntry:
+        for c in self.controllers:
+            if c.id == controller_id:
+                return c
+        known = ", ".join(str(c.id) for c in self.controllers)
+        raise ClusterError(f"no controller {controller_id} in this cluster (controllers: {known})")
+
+    def node_name(self, entry: ProcessEntry) -> str:
+        """How faults.jsonl and the network faults name a node: a broker's id, ``controller`` for a single
+        controller, a voter's id for each controller of a quorum."""
+        if entry in self.brokers:
+            return str(entry.id)
+        return str(entry.id) if self.quorum else "controller"
 
     def broker(self, broker_id: int) -> ProcessEntry:
         for b in self.brokers:
@@ -76,13 +110,15 @@ class ClusterInfo:
             raise ClusterError(
                 f"{path} is not valid JSON ({exc}); remove the directory and run cluster up"
             ) from None
+        controllers = [ProcessEntry(**c) for c in raw.get("controllers") or [raw["controller"]]]
         return cls(
             root=raw["root"],
             cluster_id=raw["cluster_id"],
-            controller=ProcessEntry(**raw["controller"]),
+            controller=controllers[0],
             brokers=[ProcessEntry(**b) for b in raw["brokers"]],
             created_ms=raw.get("created_ms", 0),
             settings=raw.get("settings", {}),
+            controllers=controllers,
         )
 
 
@@ -98,5 +134,3 @@ def write_properties(path: Path, values: dict[str, Any], *, secret: bool = False
         write_secret_file(path, text)
         return
     path.write_text(text, encoding="utf-8")
-
-

@@ -1,4 +1,5 @@
-"""Is a local cluster healthy (every broker registered and unfenced, every partition led), and have its
+"""Is a local cluster healthy (an active controller, every broker registered and unfenced, every partition
+led), and have its
 replicas converged (every replica in the ISR, one LEO, HW = LEO): what the commands, the lab and the tests
 wait for."""
 
@@ -10,19 +11,34 @@ from typing import Any
 import trio
 
 from kit.cluster_files import ClusterError, ClusterInfo
-from kit.node_query import ask, ask_sync
+from kit.controller_quorum import NoActiveController, ask_controller, voters_of
+from kit.node_query import ask
 from kit.processes import START_TIMEOUT_S, process_state
-from protocol import ApiKeys
+from protocol import ApiKeys, Errors
+
+
+async def _controller_views(info: ClusterInfo) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str]:
+    """DESCRIBE_CLUSTER and METADATA from the active controller (a quorum's leader once it is active), or
+    what keeps it from answering."""
+    voters = voters_of(info)
+    try:
+        cluster, voter = await ask_controller(voters, ApiKeys.DESCRIBE_CLUSTER, {}, 2.0, wait_s=0)
+    except NoActiveController as exc:
+        return None, None, str(exc).split(": ", 1)[-1]
+    if cluster is None or cluster.get("error_code") == Errors.NOT_CONTROLLER:
+        return None, None, "no answer from the controller"
+    meta, _ = await ask_controller([voter], ApiKeys.METADATA, {"topics": None}, 2.0)
+    return cluster, meta, "no answer from the controller"
 
 
 def wait_healthy(info: ClusterInfo, timeout: float = START_TIMEOUT_S) -> None:
-    """Every broker registered and unfenced, and every partition with a leader."""
+    """An active controller (with a quorum: a leader elected, and active), every broker registered and
+    unfenced, and every partition with a leader."""
     deadline = time.monotonic() + timeout
     problem = "no answer from the controller"
     wanted = {b.id for b in info.brokers if process_state(b.pid) == "running"}
     while time.monotonic() < deadline:
-        cluster = ask_sync(info.controller, ApiKeys.DESCRIBE_CLUSTER, {})
-        meta = ask_sync(info.controller, ApiKeys.METADATA, {"topics": None})
+        cluster, meta, problem = trio.run(_controller_views, info)
         if cluster is not None and meta is not None:
             live = {b["broker_id"] for b in cluster.get("brokers", []) if not b.get("fenced")}
             leaderless = [
@@ -47,7 +63,13 @@ async def partition_metadata(
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """The controller's METADATA of ``topics`` (None: all), by partition; empty if it does not answer."""
     body = {"topics": None if topics is None else [{"name": t} for t in topics]}
-    meta = await ask(info.controller.host, info.controller.port, ApiKeys.METADATA, body, 2.0)
+    if not info.quorum:
+        meta = await ask(info.controller.host, info.controller.port, ApiKeys.METADATA, body, 2.0)
+    else:
+        try:
+            meta, _ = await ask_controller(voters_of(info), ApiKeys.METADATA, body, 2.0, wait_s=2.0)
+        except NoActiveController:
+            meta = None
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for t in (meta or {}).get("topics", []):
         for p in t.get("partitions", []):

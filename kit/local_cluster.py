@@ -15,9 +15,9 @@ import trio
 
 from broker import read_journal
 from kit.cluster_files import CONTROLLER_ID, ClusterError, ClusterInfo, ProcessEntry, write_properties
+from kit.controller_quorum import ask_controller_sync
 from kit.fault_journal import append_fault
 from kit.health import wait_healthy
-from kit.node_query import ask_sync
 from kit.ports import free_ports
 from kit.processes import (
     isrsim_command,
@@ -32,24 +32,63 @@ from protocol import ApiKeys
 
 # How long `cluster down`, a restart and the lab's runs give a node to stop cleanly before SIGKILL.
 STOP_TIMEOUT_S = 30.0
+# How long `cluster down` waits for an active controller before stopping a broker without one.
+DOWN_CONTROLLER_WAIT_S = 5.0
 
 
-def start_controller(info: ClusterInfo) -> None:
-    """Starts the cluster's controller (detached: it outlives this program) and waits until it serves."""
-    c = info.controller
-    proc = launch(isrsim_command("controller", "start", "--config", c.config), Path(c.log))
-    started = wait_started(proc, Path(c.journal), "controller_started", "the controller", Path(c.log))
-    c.pid, c.host, c.port = proc.pid, started["host"], int(started["port"])
-    _pin_port(Path(c.config), c.port)
+def start_controller(info: ClusterInfo, entry: ProcessEntry | None = None) -> None:
+    """Starts one controller of the cluster (the first, by default; detached: it outlives this program) and
+    waits until it serves."""
+    start_controllers(info, [entry or info.controller])
+
+
+def start_controllers(info: ClusterInfo, entries: list[ProcessEntry] | None = None) -> None:
+    """Starts the given controllers (all of them, by default) at once and waits until each serves (a voter
+    serves before the quorum has a leader: :func:`kit.health.wait_healthy` waits for that)."""
+    entries = list(info.controllers) if entries is None else entries
+    procs = []
+    for c in entries:
+        _write_controller_config(info, c)
+        proc = launch(isrsim_command("controller", "start", "--config", c.config), Path(c.log))
+        c.pid = proc.pid  # known at once: a failure of another start stops this one too
+        procs.append((c, proc))
+    for c, proc in procs:
+        what = f"controller {c.id}" if info.quorum else "the controller"
+        started = wait_started(proc, Path(c.journal), "controller_started", what, Path(c.log))
+        c.pid, c.host, c.port = proc.pid, started["host"], int(started["port"])
+        _pin_port(Path(c.config), c.port)
+
+
+def _write_controller_config(info: ClusterInfo, c: ProcessEntry) -> None:
+    """A voter of a quorum is told every voter's address (fixed when the cluster was made)."""
+    if not info.quorum:
+        return
+    path = Path(c.config)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    voters = f"controller.quorum.voters={info.quorum_voters}"
+    lines = [voters if line.startswith("controller.quorum.voters=") else line for line in lines]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def start_broker(info: ClusterInfo, b: ProcessEntry) -> None:
     """Starts one broker of the cluster (detached) on its config and data, and waits until it serves."""
-    _write_broker_config(info, b)
-    proc = launch(isrsim_command("broker", "start", "--config", b.config), Path(b.log))
-    started = wait_started(proc, Path(b.journal), "broker_started", f"broker {b.id}", Path(b.log))
-    b.pid, b.host, b.port = proc.pid, started["host"], int(started["port"])
-    _pin_port(Path(b.config), b.port)
+    start_brokers(info, [b])
+
+
+def start_brokers(info: ClusterInfo, entries: list[ProcessEntry] | None = None) -> None:
+    """Starts the given brokers (all of them, by default) at once, detached, each on its config and data,
+    and waits until each serves (starting them one after another cost a few seconds each)."""
+    entries = list(info.brokers) if entries is None else entries
+    procs = []
+    for b in entries:
+        _write_broker_config(info, b)
+        proc = launch(isrsim_command("broker", "start", "--config", b.config), Path(b.log))
+        b.pid = proc.pid  # known at once: a failure of another start stops this one too
+        procs.append((b, proc))
+    for b, proc in procs:
+        started = wait_started(proc, Path(b.journal), "broker_started", f"broker {b.id}", Path(b.log))
+        b.pid, b.host, b.port = proc.pid, started["host"], int(started["port"])
+        _pin_port(Path(b.config), b.port)
 
 
 def _pin_port(config: Path, port: int) -> None:
@@ -69,13 +108,19 @@ def _write_broker_config(info: ClusterInfo, b: ProcessEntry) -> None:
     """Refreshes the controller address in a broker's config (it changes when ports are OS-assigned)."""
     path = Path(b.config)
     lines = path.read_text(encoding="utf-8").splitlines()
-    voters = f"controller.quorum.voters={info.controller.id}@{info.controller.host}:{info.controller.port}"
+    voters = f"controller.quorum.voters={info.quorum_voters}"
     lines = [voters if line.startswith("controller.quorum.voters=") else line for line in lines]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def fresh_cluster(
-    root: Path, brokers: int, overrides: tuple[str, ...], *, what: str, secure: bool = False
+    root: Path,
+    brokers: int,
+    overrides: tuple[str, ...],
+    *,
+    what: str,
+    secure: bool = False,
+    controllers: int = 1,
 ) -> ClusterInfo:
     """A new cluster under ``root`` on OS-assigned ports, for a run that owns its root (the demo, a
     scenario): a previous cluster there is stopped and deleted first; a directory that is not a cluster root
@@ -85,19 +130,18 @@ def fresh_cluster(
             raise ClusterError(f"{root} exists and is not an isrsim {what} root; choose another --data-dir")
         try:
             old = ClusterInfo.load(root)
-            for p in [*old.brokers, old.controller]:
+            for p in [*old.brokers, *old.controllers]:
                 stop_process(p.pid, 10)
         except ClusterError:
             pass
         shutil.rmtree(root)
     check_overrides(overrides)
-    info = create_layout(root, brokers, 0, overrides, secure=secure)
+    info = create_layout(root, brokers, 0, overrides, secure=secure, controllers=controllers)
     use_client_properties(root)
-    start_controller(info)
+    start_controllers(info)
     info.save()
-    for b in info.brokers:
-        start_broker(info, b)
-        info.save()
+    start_brokers(info)
+    info.save()
     wait_healthy(info)
     return info
 
@@ -114,11 +158,19 @@ def use_client_properties(root: Path) -> None:
 
 
 def create_layout(
-    root: Path, brokers: int, base_port: int, overrides: tuple[str, ...], *, secure: bool = False
+    root: Path,
+    brokers: int,
+    base_port: int,
+    overrides: tuple[str, ...],
+    *,
+    secure: bool = False,
+    controllers: int = 1,
 ) -> ClusterInfo:
     """Writes every process's config under ``root`` (``overrides`` already checked by
     :func:`check_overrides`) and returns the cluster, not yet saved. ``secure``: a CA, certificates, SCRAM
-    users and SASL_SSL listeners everywhere, and ``<root>/client.properties`` (kit.security_files)."""
+    users and SASL_SSL listeners everywhere, and ``<root>/client.properties`` (kit.security_files).
+    ``controllers``: one controller in ``controller/`` (no quorum), or that many voters of a quorum, ids
+    from 1000, each in ``controller-<id>/``, on ports fixed now (every voter and broker is told them all)."""
     from broker import BrokerConfig, ControllerConfig
 
     root = root.resolve()
@@ -129,44 +181,70 @@ def create_layout(
 
         setup = SecureSetup.create(root)
         protocol = SECURE_PROTOCOL
-    cdir = root / "controller"
-    controller_port = 0 if base_port == 0 else base_port - 1
-    controller = ProcessEntry(
-        id=CONTROLLER_ID,
-        host="127.0.0.1",
-        port=controller_port,
-        pid=None,
-        dir=str(cdir),
-        config=str(cdir / "controller.properties"),
-        log=str(cdir / "controller.log"),
-        journal=str(cdir / "events.jsonl"),
-    )
     settings = dict(o.split("=", 1) for o in overrides)
     # Every node serves /metrics on a free port of its own, recorded in cluster.json (0 turns them off).
     metrics_off = settings.pop("metrics.port", None) == "0"
-    metrics_ports = [0] * (brokers + 1) if metrics_off else free_ports(brokers + 1)
-    controller.metrics_port = metrics_ports[0]
+    quorum = controllers > 1
+    # One call for every port chosen now, so that no two of them are the same.
+    chosen = free_ports(
+        (0 if metrics_off else brokers + controllers) + (controllers if quorum and not base_port else 0)
+    )
+    metrics_ports = [0] * (brokers + controllers) if metrics_off else chosen[: brokers + controllers]
+    ports = controller_ports(base_port, controllers, chosen[len(chosen) - controllers :] if quorum else [])
+    controller_entries = []
+    for n in range(controllers):
+        cid = CONTROLLER_ID + n
+        cdir = root / (f"controller-{cid}" if quorum else "controller")
+        controller_entries.append(
+            ProcessEntry(
+                id=cid,
+                host="127.0.0.1",
+                port=ports[n],
+                pid=None,
+                dir=str(cdir),
+                config=str(cdir / "controller.properties"),
+                log=str(cdir / "controller.log"),
+                journal=str(cdir / "events.jsonl"),
+                metrics_port=metrics_ports[n],
+            )
+        )
+    voters = ",".join(f"{c.id}@127.0.0.1:{c.port}" for c in controller_entries)
     controller_settings = {k: v for k, v in settings.items() if _for_controller(k)}
     broker_settings = {k: v for k, v in settings.items() if k in BrokerConfig.KEYS}
     assert set(controller_settings) <= set(ControllerConfig.KEYS)
-    write_properties(
-        Path(controller.config),
-        {
-            "node.id": CONTROLLER_ID,
-            "listeners": f"{protocol}://127.0.0.1:{controller_port}",
-            "metadata.log.dir": cdir,
-            "metrics.port": controller.metrics_port,
-            **(setup.node_settings("controller", cdir, cdir) if setup else {}),
-            **controller_settings,
-        },
-        secret=setup is not None,
-    )
+    for controller in controller_entries:
+        cdir = Path(controller.dir)
+        write_properties(
+            Path(controller.config),
+            {
+                "node.id": controller.id,
+                "listeners": f"{protocol}://127.0.0.1:{controller.port}",
+                "metadata.log.dir": cdir,
+                "metrics.port": controller.metrics_port,
+                **({"controller.quorum.voters": voters} if quorum else {}),
+                **(
+                    setup.node_settings(
+                        "controller" if not quorum else f"controller-{controller.id}", cdir, cdir
+                    )
+                    if setup
+                    else {}
+                ),
+                **controller_settings,
+            },
+            secret=setup is not None,
+        )
     info = ClusterInfo(
         root=str(root),
         cluster_id="isrsim",
-        controller=controller,
+        controller=controller_entries[0],
         created_ms=int(time.time() * 1000),
-        settings={"brokers": brokers, "base_port": base_port, "overrides": settings},
+        settings={
+            "brokers": brokers,
+            "controllers": controllers,
+            "base_port": base_port,
+            "overrides": settings,
+        },
+        controllers=controller_entries,
     )
     if setup is not None:
         info.settings["secure"] = True
@@ -185,7 +263,7 @@ def create_layout(
             log=str(bdir / "broker.log"),
             journal=str(bdir / "events.jsonl"),
             data_dir=str(bdir / "data"),
-            metrics_port=metrics_ports[i],
+            metrics_port=metrics_ports[controllers + i - 1],
         )
         write_properties(
             Path(entry.config),
@@ -195,7 +273,7 @@ def create_layout(
                 "log.dirs": entry.data_dir,
                 "journal.dir": bdir,
                 "metrics.port": entry.metrics_port,
-                "controller.quorum.voters": f"{CONTROLLER_ID}@127.0.0.1:{controller_port}",
+                "controller.quorum.voters": voters,
                 **(
                     {
                         "inter.broker.listener.name": protocol,
@@ -210,6 +288,17 @@ def create_layout(
         )
         info.brokers.append(entry)
     return info
+
+
+def controller_ports(base_port: int, controllers: int, free: list[int] | None = None) -> list[int]:
+    """The controllers' ports: below the brokers' (base-port-1, base-port-2, ...). With base port 0 a single
+    controller takes an OS-assigned port when it starts; the voters of a quorum must know each other's
+    addresses before they start, so free ports (``free``, or found here) are chosen now."""
+    if base_port:
+        return [base_port - 1 - n for n in range(controllers)]
+    if controllers == 1:
+        return [0]
+    return list(free) if free else free_ports(controllers)
 
 
 # Keys that matter to the controller too when given with `cluster up --override`.
@@ -296,12 +385,15 @@ def check_same_settings(
     base_port: int,
     settings: dict[str, str],
     data_dir: Path,
+    controllers: int | None = None,
 ) -> None:
     """An existing root starts as it was made: options that would change it are refused."""
     had = info.settings
     changed: list[str] = []
     if "brokers" in given and brokers != had.get("brokers", len(info.brokers)):
         changed.append(f"--brokers {brokers} (it has {len(info.brokers)})")
+    if "controllers" in given and controllers != len(info.controllers):
+        changed.append(f"--controllers {controllers} (it has {len(info.controllers)})")
     if "base_port" in given and base_port != had.get("base_port"):
         changed.append(f"--base-port {base_port} (it was made with {had.get('base_port', 'another')})")
     if "overrides" in given and settings != had.get("overrides"):
@@ -350,8 +442,8 @@ def stop_broker_for_down(
     if state == "paused":
         send_signal(b.pid, signal.SIGCONT)
     meta = None
-    if process_state(info.controller.pid) == "running":
-        meta = ask_sync(info.controller, ApiKeys.METADATA, {"topics": None})
+    if any(process_state(c.pid) == "running" for c in info.controllers):
+        meta = ask_controller_sync(info, ApiKeys.METADATA, {"topics": None}, wait_s=DOWN_CONTROLLER_WAIT_S)
     stuck = _leaders_without_standby(meta, b.id, staying)
     seen = len(read_journal(Path(b.journal), "broker_stopped"))
     t0 = time.monotonic()
@@ -397,10 +489,33 @@ def stop_brokers(info: ClusterInfo, say: Callable[[str], object] | None = None) 
     info.save()
 
 
+def stop_controllers(info: ClusterInfo, say: Callable[[str], object] | None = None) -> None:
+    """Stops every controller cleanly (SIGTERM; a quorum's leader resigns with END_QUORUM_EPOCH), all at
+    once, then SIGKILL to any still running after the stop timeout."""
+    say = say or (lambda _msg: None)
+    running = [c for c in info.controllers if process_state(c.pid) != "stopped"]
+    for c in running:
+        if process_state(c.pid) == "paused":
+            send_signal(c.pid, signal.SIGCONT)
+        send_signal(c.pid, signal.SIGTERM)
+    for c in info.controllers:
+        name = f"controller {c.id}" if info.quorum else "controller"
+        if c not in running:
+            say(f"{name}: not running")
+        elif wait_exit(c.pid, STOP_TIMEOUT_S):
+            say(f"{name}: stopped cleanly")
+        else:
+            send_signal(c.pid, signal.SIGKILL)
+            wait_exit(c.pid, 5)
+            say(f"{name}: killed after {STOP_TIMEOUT_S:.0f}s")
+        c.pid = None
+    info.save()
+
+
 def kill_cluster(info: ClusterInfo) -> None:
     """SIGKILL to every process of the cluster at once, then waits for each to go (for a run whose data
     nobody reads afterwards: stopping each cleanly in turn costs seconds)."""
-    pids = [p.pid for p in [*info.brokers, info.controller] if process_state(p.pid) != "stopped"]
+    pids = [p.pid for p in [*info.brokers, *info.controllers] if process_state(p.pid) != "stopped"]
     for pid in pids:
         send_signal(pid, signal.SIGKILL)
     for pid in pids:

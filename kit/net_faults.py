@@ -94,11 +94,12 @@ def endpoint(cluster: NetCluster, name: str) -> str:
 
 
 def cluster_from_info(info: ClusterInfo) -> NetCluster:
-    nodes = {
-        CONTROLLER: Node(
-            CONTROLLER, info.controller.host, info.controller.port, process_state(info.controller.pid)
-        )
-    }
+    """The cluster's nodes: the brokers by id, a single controller as ``controller``, each voter of a
+    controller quorum by its id (1000, 1001, ...)."""
+    nodes: dict[str, Node] = {}
+    for c in info.controllers:
+        name = info.node_name(c)
+        nodes[name] = Node(name, c.host, c.port, process_state(c.pid))
     for b in info.brokers:
         nodes[str(b.id)] = Node(str(b.id), b.host, b.port, process_state(b.pid))
     return NetCluster(nodes, Path(info.root))
@@ -124,9 +125,16 @@ def find_cluster(data_dir: Path | None, bootstrap_server: str | None) -> NetClus
         nodes = {body["node"]: Node(body["node"], host, port, "unknown")}
         for peer in body.get("peers", []):
             nodes.setdefault(peer["node"], Node(peer["node"], peer["host"], peer["port"], "unknown"))
-        controller = nodes.get(CONTROLLER)
-        if controller is not None and body["node"] != CONTROLLER:
-            # The controller knows every registered broker (a broker only those in its metadata).
+        # A controller knows every registered broker (a broker only those in its metadata); a quorum's
+        # voters are named by id (from 1000), and only the active one knows the brokers: ask each.
+        controllers = [
+            n
+            for n in list(nodes.values())
+            if n.name == CONTROLLER or (n.name.isdigit() and int(n.name) >= 1000)
+        ]
+        for controller in controllers:
+            if controller.name == body["node"]:
+                continue
             answer = trio.run(_ask, controller.host, controller.port, {"operation": "describe"})
             for peer in (answer or {}).get("peers", []):
                 nodes.setdefault(peer["node"], Node(peer["node"], peer["host"], peer["port"], "unknown"))

@@ -32,7 +32,15 @@ from protocol.fault_messages import (
     NetFaultsResponsePeer,
     NetFaultsRule,
 )
-from protocol.faults import DELIVER, Decision, FaultError, FaultTable, LinkFault, node_of_client_id
+from protocol.faults import (
+    CONTROLLER,
+    DELIVER,
+    Decision,
+    FaultError,
+    FaultTable,
+    LinkFault,
+    node_of_client_id,
+)
 from protocol.schema import from_body, to_body
 
 log = logging.getLogger(__name__)
@@ -88,8 +96,12 @@ class FaultInjector:
         resolve: Resolver | None = None,
         peers: PeerLister | None = None,
         seed: int | None = None,
+        voters: frozenset[str] = frozenset(),
     ) -> None:
         self.node = node
+        # The names of a controller quorum's voters: each is a node of its own, named by its id (see
+        # node_of_client_id); a rule naming "controller" still applies to each of them (see _link).
+        self.voters = voters
         self.table = FaultTable(node, seed=seed)
         self._resolve = resolve or (lambda host, port: None)
         self._peers = peers or list
@@ -113,13 +125,29 @@ class FaultInjector:
         """A request frame that arrived from the peer behind ``client_id``."""
         if self.table.empty or api_key in EXEMPT_APIS:
             return DELIVER
-        return self._count(self.table.decide(node_of_client_id(client_id), self.node))
+        return self._count(self.table.decide(*self._link(self.peer_of(client_id), self.node)))
 
     def outbound(self, client_id: str, api_key: int) -> Decision:
         """A response frame to be written to the peer behind ``client_id``."""
         if self.table.empty or api_key in EXEMPT_APIS:
             return DELIVER
-        return self._count(self.table.decide(self.node, node_of_client_id(client_id)))
+        return self._count(self.table.decide(*self._link(self.node, self.peer_of(client_id))))
+
+    def peer_of(self, client_id: str) -> str:
+        """The node behind a request's ``client_id``, as this cluster names its nodes."""
+        return node_of_client_id(client_id, voters_by_id=bool(self.voters))
+
+    def _as_controller(self, name: str) -> str:
+        return CONTROLLER if name in self.voters else name
+
+    def _link(self, src: str, dst: str) -> tuple[str, str]:
+        """The rule's names for the link ``src -> dst``: in a quorum a voter is named by its id, and a rule
+        naming ``controller`` (every controller, as ``client`` is every client) applies to a voter that no
+        rule of its own names."""
+        if not self.voters or self.table.rule(src, dst) is not None:
+            return src, dst
+        alias = (self._as_controller(src), self._as_controller(dst))
+        return alias if self.table.rule(*alias) is not None else (src, dst)
 
     async def wait_connectable(self, host: str, port: int) -> None:
         """Returns when a TCP connection to ``host:port`` would complete: at once unless the peer is a
@@ -131,7 +159,10 @@ class FaultInjector:
         if peer is None:
             return
         logged = False
-        while not self.table.can_connect(self.node, peer):
+        while not (
+            self.table.can_connect(self.node, peer)
+            and self.table.can_connect(self._as_controller(self.node), self._as_controller(peer))
+        ):
             if not logged:
                 log.info("%s: connect to %s (%s:%d) held: partitioned", self.node, peer, host, port)
                 logged = True

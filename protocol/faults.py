@@ -1,7 +1,8 @@
 """Network fault rules as data (sans-I/O): which frames between two nodes are delivered, dropped or delayed.
 
-Nodes are named ``"controller"``, ``"1"``, ``"2"`` ... (broker ids) and ``"client"`` (anything that is not
-a node: producers, consumers, the CLI). A :class:`LinkFault` is the rule for one *directed* link
+Nodes are named ``"controller"`` (a single controller), ``"1"``, ``"2"`` ... (broker ids), ``"1000"``,
+``"1001"`` ... (each voter of a controller quorum, by its id) and ``"client"`` (anything that is not a node:
+producers, consumers, the CLI). A :class:`LinkFault` is the rule for one *directed* link
 ``src -> dst``: partitioned (every frame dropped), a delay with jitter, a loss rate per frame. Rules may be
 combined on one link (a delayed link can also lose frames).
 
@@ -31,15 +32,22 @@ CLIENTS = "clients"
 
 _BROKER_CLIENT_ID = re.compile(r"^(?:broker|replica-fetcher)-(\d+)(?:[-/].*)?$")
 _CONTROLLER_CLIENT_ID = re.compile(r"^controller(?:[-/].*)?$")
+_VOTER_CLIENT_ID = re.compile(r"^controller-(\d+)(?:[-/].*)?$")
 _NODE_NAME = re.compile(r"^(?:controller|client|\d{1,10})$")
 
 
-def node_of_client_id(client_id: str) -> str:
+def node_of_client_id(client_id: str, *, voters_by_id: bool = False) -> str:
     """The node behind a request's ``client_id``: ``broker-<id>...`` and ``replica-fetcher-<id>-<n>`` are
-    broker ``<id>``, ``controller...`` is the controller, anything else is ``"client"``."""
+    broker ``<id>``, ``controller...`` is the controller, anything else is ``"client"``. ``voters_by_id``
+    (the controllers are the voters of a quorum, each a node of its own): ``controller-<id>...`` is
+    ``<id>``."""
     m = _BROKER_CLIENT_ID.match(client_id)
     if m is not None:
         return str(int(m.group(1)))
+    if voters_by_id:
+        m = _VOTER_CLIENT_ID.match(client_id)
+        if m is not None:
+            return str(int(m.group(1)))
     if _CONTROLLER_CLIENT_ID.match(client_id):
         return CONTROLLER
     return CLIENT
@@ -67,7 +75,9 @@ class LinkFault:
     def __post_init__(self) -> None:
         for name in (self.src, self.dst):
             if not valid_node_name(name):
-                raise FaultError(f"unknown node name {name!r} (a broker id, 'controller' or 'client')")
+                raise FaultError(
+                    f"unknown node name {name!r} (a broker or controller id, 'controller' or 'client')"
+                )
         if self.src == self.dst:
             raise FaultError(f"a link from {self.src} to itself")
         if self.delay_ms < 0 or self.jitter_ms < 0:

@@ -83,3 +83,4 @@ class FetchRequestPartitionData:
     log_start_offset: int
     max_bytes: int
     current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+    last_fetched_epoch: int = NO_PARTITION_LEADER_EPOCH  # -1: none (Kafka's Optional.empty())

@@ -1,6 +1,6 @@
 """Bodies of the consumer-group APIs (docs/clients.md, Kafka's classic group protocol): FindCoordinator (10),
 JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
-OffsetCommit (8) and OffsetFetch (9).
+OffsetCommit (8), OffsetFetch (9) and DeleteGroups (42).
 
 Each dataclass holds the fields of every version this broker supports (``GROUP_API_VERSIONS``), named as
 Kafka's JSON schemas name them, in snake_case; a field a version lacks keeps its default. Where Kafka
@@ -28,6 +28,7 @@ GROUP_API_VERSIONS: dict[ApiKeys, tuple[int, int]] = {
     ApiKeys.OFFSET_FETCH: (1, 8),
     ApiKeys.LIST_GROUPS: (0, 4),
     ApiKeys.DESCRIBE_GROUPS: (0, 5),
+    ApiKeys.DELETE_GROUPS: (0, 2),
 }
 
 # Kafka's FindCoordinatorRequest.CoordinatorType.
@@ -353,6 +354,26 @@ class DescribeGroupsResponse:
     groups: list[DescribeGroupsResponseGroup] = field(default_factory=list)
 
 
+# ---------------------------------------------------------------------------------------- DELETE_GROUPS (42)
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteGroupsRequest:
+    groups_names: list[str]
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteGroupsResponseResult:
+    group_id: str
+    error_code: Int16 = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteGroupsResponse:
+    throttle_time_ms: Int32 = 0
+    results: list[DeleteGroupsResponseResult] = field(default_factory=list)
+
+
 GROUP_REQUEST_TYPES: dict[ApiKeys, type] = {
     ApiKeys.FIND_COORDINATOR: FindCoordinatorRequest,
     ApiKeys.JOIN_GROUP: JoinGroupRequest,
@@ -363,6 +384,7 @@ GROUP_REQUEST_TYPES: dict[ApiKeys, type] = {
     ApiKeys.OFFSET_FETCH: OffsetFetchRequest,
     ApiKeys.LIST_GROUPS: ListGroupsRequest,
     ApiKeys.DESCRIBE_GROUPS: DescribeGroupsRequest,
+    ApiKeys.DELETE_GROUPS: DeleteGroupsRequest,
 }
 
 GROUP_RESPONSE_TYPES: dict[ApiKeys, type] = {
@@ -375,4 +397,5 @@ GROUP_RESPONSE_TYPES: dict[ApiKeys, type] = {
     ApiKeys.OFFSET_FETCH: OffsetFetchResponse,
     ApiKeys.LIST_GROUPS: ListGroupsResponse,
     ApiKeys.DESCRIBE_GROUPS: DescribeGroupsResponse,
+    ApiKeys.DELETE_GROUPS: DeleteGroupsResponse,
 }

@@ -370,6 +370,8 @@ def _build_writer(data_class: Any, kstruct: Any, version: int) -> _Writer:
             if name not in body:
                 continue
             value = body[name]
+            if value is None and kind == _STRUCT:
+                continue  # an absent struct (a FETCH partition's diverging_epoch): the schema's default
             if value is None or kind == _PLAIN:
                 values[name] = value
             elif kind == _STRUCTS:

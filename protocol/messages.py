@@ -100,6 +100,9 @@ class FetchRequestPartition:
     fetch_offset: Int64
     log_start_offset: Int64 = -1
     partition_max_bytes: Int32 = field(metadata=NON_NEGATIVE)
+    # Kafka's lastFetchedEpoch (Fetch v12+, KIP-595/KIP-320 style): the epoch of the last record the fetcher
+    # has, checked against this log's epochs before reading (-1: none, no check).
+    last_fetched_epoch: Int32 = -1
 
 
 @dataclass(slots=True, kw_only=True)
@@ -131,6 +134,15 @@ class FetchRequest:
 
 
 @dataclass(slots=True, kw_only=True)
+class FetchResponseEpochEndOffset:
+    """Where the fetcher's log diverges from the leader's (Kafka's ``EpochEndOffset`` of a FETCH answer):
+    the largest epoch of the leader's log not above the fetcher's ``last_fetched_epoch``, and its end."""
+
+    epoch: Int32 = -1
+    end_offset: Int64 = -1
+
+
+@dataclass(slots=True, kw_only=True)
 class FetchResponsePartition:
     partition_index: Int32
     error_code: Int16 = 0
@@ -138,6 +150,8 @@ class FetchResponsePartition:
     last_stable_offset: Int64 = -1
     log_start_offset: Int64 = -1
     records: bytes = b""
+    # Set only when the fetch named a last_fetched_epoch that diverges from this log (no records then).
+    diverging_epoch: FetchResponseEpochEndOffset | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -487,6 +501,7 @@ KAFKA_SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 4),  # ListGroups
+    42: (0, 2),  # DeleteGroups
     ApiKeys.SASL_HANDSHAKE: (0, 1),
     ApiKeys.API_VERSIONS: (0, 3),
     ApiKeys.CREATE_TOPICS: (2, 7),

@@ -21,8 +21,11 @@ JOURNAL_SCHEMA = (
     "partition INT, leader_epoch INT, leader_id INT, isr ARRAY<INT>, old_isr ARRAY<INT>, "
     "replicas ARRAY<INT>, log_end_offset LONG, high_watermark LONG, log_start_offset LONG, "
     "start_offset LONG, truncate_to LONG, reason STRING, error_code INT, clean BOOLEAN, unclean BOOLEAN, "
-    "role STRING, epoch INT, offset LONG, crc LONG, controller_epoch INT"
+    "role STRING, epoch INT, offset LONG, crc LONG, controller_epoch INT, group_id STRING, "
+    "base_offset LONG, last_offset LONG, offsets STRING"
 )
+# ``offsets`` is an ``offsets_committed`` line's list of committed offsets, kept as its JSON text (another
+# event's ``offsets`` is a count); ``group_checks.committed_offsets`` parses it.
 ACKED_SCHEMA = (
     "ts_ms LONG, producer_id STRING, topic STRING, partition INT, base_offset LONG, last_offset LONG, "
     "crc LONG, acks INT, sent_ms LONG, acked_ms LONG"

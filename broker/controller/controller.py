@@ -96,7 +96,26 @@ CLUSTER_OPERATION_APIS: dict[ApiKeys, AclOperation] = {
 }
 # How long a decision may wait for the quorum to commit it before the request is answered NOT_CONTROLLER.
 COMMIT_TIMEOUT_S = 5.0
+QUORUM_REQUEST_KEYS = frozenset(int(k) for k in (*RAFT_APIS, ApiKeys.FETCH))
 ACL_APIS = (ApiKeys.DESCRIBE_ACLS, ApiKeys.CREATE_ACLS, ApiKeys.DELETE_ACLS)
+
+
+class QuorumRequestChannel(RequestChannel):
+    """The request queue of a quorum voter: the quorum's APIs go to a queue of their own (``raft``)."""
+
+    def __init__(self, queued_max_requests: int) -> None:
+        super().__init__(queued_max_requests)
+        self.raft = RequestChannel(queued_max_requests)
+
+    async def send_request(self, request: Request) -> None:
+        if request.api_key in QUORUM_REQUEST_KEYS:
+            await self.raft.send_request(request)
+        else:
+            await super().send_request(request)
+
+    def close(self) -> None:
+        super().close()
+        self.raft.close()
 
 
 class KafkaController:
@@ -138,10 +157,21 @@ class KafkaController:
         self.apis.supported.update(SASL_API_VERSIONS)
         if self.voters:
             self.apis.supported.update(RAFT_API_VERSIONS)
-        self.request_channel = RequestChannel(config.get_int("queued.max.requests"))
+        self.request_channel: RequestChannel = (
+            QuorumRequestChannel(config.get_int("queued.max.requests"))
+            if self.voters
+            else RequestChannel(config.get_int("queued.max.requests"))
+        )
         host, port = config.listener
         self.host = host
-        self.faults = FaultInjector(CONTROLLER, resolve=self._resolve_peer, peers=self._peers)
+        # A single controller is the node "controller"; each voter of a quorum is named by its id.
+        quorum = len(self.voters) > 1
+        self.faults = FaultInjector(
+            str(self.controller_id) if quorum else CONTROLLER,
+            resolve=self._resolve_peer,
+            peers=self._peers,
+            voters=frozenset(str(v) for v in self.voters) if quorum else frozenset(),
+        )
         self.listeners = config.listeners
         # Security (docs/security.md): the live credential store, each listener's TLS / SASL, and who the
         # controller is to the brokers (it reaches them with the protocol of its first listener).
@@ -178,6 +208,18 @@ class KafkaController:
             config.get_int("num.io.threads"),
             f"controller {self.controller_id}",
         )
+        # The quorum's own requests (VOTE, BEGIN/END_QUORUM_EPOCH, the voters' FETCH, DESCRIBE_QUORUM) have
+        # handlers of their own, as Kafka's raft requests go to its raft I/O thread: a controller API waits
+        # for its decision to be committed while holding a handler, and the commit needs the followers'
+        # FETCH answered, so sharing the handlers would deadlock once every one of them was waiting.
+        self.raft_handler_pool: RequestHandlerPool | None = None
+        if isinstance(self.request_channel, QuorumRequestChannel):
+            self.raft_handler_pool = RequestHandlerPool(
+                self.request_channel.raft,
+                self.apis.handle,
+                len(self.voters) + 2,
+                f"controller {self.controller_id} quorum",
+            )
 
     def stop(self) -> None:
         self._stop.set()
@@ -252,6 +294,8 @@ class KafkaController:
                 self.bound_port = await nursery.start(self.socket_server.serve)
                 await nursery.start(self.channels.run)
                 nursery.start_soon(self.handler_pool.run)
+                if self.raft_handler_pool is not None:
+                    nursery.start_soon(self.raft_handler_pool.run)
                 nursery.start_soon(self._fence_expired_brokers)
                 if self.raft is not None:
                     await nursery.start(self.raft.run)

@@ -31,8 +31,9 @@ from broker.group.coordinator_core import (
     Respond,
     StoreGroup,
     StoreOffsets,
+    StoreTombstones,
 )
-from broker.group.offsets_log import GroupLoader, group_metadata_batch, offset_commit_batch
+from broker.group.offsets_log import GroupLoader, group_metadata_batch, offset_commit_batch, tombstones_batch
 from broker.journal import Journal
 from broker.replica_manager import ReplicaManager
 from protocol.common import Clock, TopicPartition
@@ -247,6 +248,8 @@ class GroupCoordinator:
                 self._store_group(effect)
             elif isinstance(effect, StoreOffsets):
                 self._store_offsets(effect)
+            elif isinstance(effect, StoreTombstones):
+                self._store_tombstones(effect)
             elif isinstance(effect, GroupRebalanced):
                 self._journal_rebalance(effect)
 
@@ -288,16 +291,49 @@ class GroupCoordinator:
 
         self._append(store.partition, batch, done)
 
+    def _store_tombstones(self, store: StoreTombstones) -> None:
+        batch = tombstones_batch(store.group_id, store.offsets, store.group_tombstone, self.clock_ms())
+
+        def done(error: Errors, _base_offset: int) -> None:
+            if error != Errors.NONE:
+                log.warning(
+                    "broker %d: writing the tombstones of group %s failed: %s",
+                    self.broker_id,
+                    store.group_id,
+                    error.name,
+                )
+            elif store.group_tombstone:
+                self.journal.emit_partition(
+                    "group_deleted",
+                    (GROUP_METADATA_TOPIC_NAME, store.partition),
+                    group_id=store.group_id,
+                    offsets=len(store.offsets),
+                )
+
+        self._append(store.partition, batch, done)
+
     def _journal_commit(self, store: StoreOffsets, batch: bytes, base_offset: int) -> None:
         """``offsets_committed``: an OffsetCommit acknowledged (its batch committed in __consumer_offsets),
         with the batch's place and CRC, and each committed offset with the high watermark of its partition
-        here when this broker leads it (-1 otherwise), for the report's checks."""
+        here: ``high_watermark`` when this broker leads it (the partition's HW; -1 otherwise) and
+        ``local_high_watermark``, this broker's replica's HW whatever its role (a follower's HW is never
+        above the leader's, so an offset at or below it was at or below the partition's; -1 when this
+        broker holds no replica), for the report's ``committed_offsets_below_hw``."""
         header = read_header(batch)
         offsets: list[dict[str, Any]] = []
         for (topic, partition), o in store.offsets.items():
             hosted = self.replica_manager.partitions.get((topic, partition))
-            hw = hosted.high_watermark if hosted is not None and hosted.is_leader else -1
-            offsets.append({"topic": topic, "partition": partition, "offset": o.offset, "high_watermark": hw})
+            local_hw = hosted.high_watermark if hosted is not None else -1
+            hw = local_hw if hosted is not None and hosted.is_leader else -1
+            offsets.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "offset": o.offset,
+                    "high_watermark": hw,
+                    "local_high_watermark": local_hw,
+                }
+            )
         self.journal.emit_partition(
             "offsets_committed",
             (GROUP_METADATA_TOPIC_NAME, store.partition),

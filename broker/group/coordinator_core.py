@@ -10,19 +10,28 @@ Kafka's behaviour carried over: KIP-394 member ids (a JoinGroup v4+ without a me
 MEMBER_ID_REQUIRED with one, and the member has a session timeout to come back), the initial rebalance delay
 of an Empty group (``group.initial.rebalance.delay.ms``), the join phase ending when every member rejoined or
 at the rebalance timeout (members that did not rejoin are removed), the sync phase's timeout (members that
-did not sync are removed), session timeouts, and the errors of every decision. Static membership
-(``group.instance.id``, KIP-345) is not implemented: such members are treated as dynamic ones
-(docs/groups.md).
+did not sync are removed), session timeouts, and the errors of every decision; DeleteGroups and the expiry
+of committed offsets (``offsets.retention.minutes``), whose decisions are in ``group_cleanup``; static
+membership (``group.instance.id``, KIP-345: a static member joins without MEMBER_ID_REQUIRED, a restarted
+instance takes its old place without a rebalance, and the old incarnation is fenced, FENCED_INSTANCE_ID),
+with its helpers in ``static_membership`` (docs/groups.md).
 """
 
 from __future__ import annotations
 
-import uuid
+import dataclasses
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
+from broker.group.core_base import (
+    NEW_MEMBER_JOIN_TIMEOUT_MS,
+    UNKNOWN_MEMBER_ID,
+    GroupConfig,
+    convert_store_error,
+    default_member_id,
+)
 from broker.group.effects import (
     CommitResult,
+    DeleteResult,
     Effect,
     GroupOverview,
     GroupRebalanced,
@@ -36,22 +45,21 @@ from broker.group.effects import (
     Respond,
     StoreGroup,
     StoreOffsets,
+    StoreTombstones,
     SyncResult,
 )
-from broker.group.group_metadata import (
-    GroupMetadata,
-    GroupState,
-    MemberMetadata,
-    OffsetAndMetadata,
-)
-from protocol.common import Clock, TopicPartition
+from broker.group.group_metadata import GroupMetadata, GroupState, MemberMetadata
+from broker.group.offsets_core import OffsetsCore
+from broker.group.static_membership import is_fenced, replace_static_member, static_member_id
+from protocol.common import Clock
 from protocol.errors import Errors
-from protocol.group_records import GroupMetadataValue, MemberMetadataValue, partition_for_group
+from protocol.group_records import GroupMetadataValue, MemberMetadataValue
 
 __all__ = [
     "NEW_MEMBER_JOIN_TIMEOUT_MS",
     "UNKNOWN_MEMBER_ID",
     "CommitResult",
+    "DeleteResult",
     "Effect",
     "GroupConfig",
     "GroupCoordinatorCore",
@@ -67,51 +75,14 @@ __all__ = [
     "Respond",
     "StoreGroup",
     "StoreOffsets",
+    "StoreTombstones",
     "SyncResult",
     "convert_store_error",
     "default_member_id",
 ]
 
-# Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: how long a new member may wait for its first join.
-NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-UNKNOWN_MEMBER_ID = ""
 
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    """Kafka's group coordinator settings (config keys in brackets)."""
-
-    min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
-    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
-    max_size: int = 2**31 - 1  # group.max.size
-    initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
-    num_partitions: int = 50  # offsets.topic.num.partitions
-    max_metadata_size: int = 4096  # offset.metadata.max.bytes
-
-
-def default_member_id(prefix: str) -> str:
-    """Kafka's ``generateMemberId``: the client id (or instance id), a dash and a random UUID."""
-    return f"{prefix}-{uuid.uuid4()}"
-
-
-def convert_store_error(error: Errors) -> Errors:
-    """The error a group or offset write's failure is answered with (Kafka's
-    ``maybeConvertOffsetCommitError`` and ``storeGroup``'s mapping)."""
-    if error in (
-        Errors.UNKNOWN_TOPIC_OR_PARTITION,
-        Errors.NOT_ENOUGH_REPLICAS,
-        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        Errors.REQUEST_TIMED_OUT,
-    ):
-        return Errors.COORDINATOR_NOT_AVAILABLE
-    if error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR, Errors.FENCED_LEADER_EPOCH):
-        return Errors.NOT_COORDINATOR
-    if error in (Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE, Errors.INVALID_FETCH_SIZE):
-        return Errors.INVALID_COMMIT_OFFSET_SIZE
-    return error
-
-
-class GroupCoordinatorCore:
+class GroupCoordinatorCore(OffsetsCore):
     """The groups of the ``__consumer_offsets`` partitions this broker leads."""
 
     def __init__(
@@ -121,24 +92,12 @@ class GroupCoordinatorCore:
         *,
         new_member_id: Callable[[str], str] = default_member_id,
     ) -> None:
-        self.config = config
-        self.clock = clock
+        super().__init__(config, clock)
         self.new_member_id = new_member_id
-        self.active = True
-        self.groups: dict[str, GroupMetadata] = {}
-        self.owned_partitions: set[int] = set()
-        self.loading_partitions: set[int] = set()
-        # Counters for the metrics (Kafka's group-coordinator-metrics).
-        self.rebalances = 0
-        self.completed_rebalances = 0
-        self.offset_commits = 0
         # The leader's assignment of each group, until its StoreGroup is committed.
         self._pending_assignment: dict[str, tuple[int, dict[str, bytes]]] = {}
 
     # ------------------------------------------------------------------ ownership
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for_group(group_id, self.config.num_partitions)
 
     def on_election(self, partition: int) -> None:
         """This broker leads ``partition`` now: its groups are loading until :meth:`on_loaded`."""
@@ -211,21 +170,6 @@ class GroupCoordinatorCore:
             effects += self.on_resignation(partition)
         self.active = False
         return effects
-
-    def validate_group_status(self, group_id: str, *, empty_allowed: bool = False) -> Errors | None:
-        """Kafka's ``validateGroupStatus``: INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE,
-        COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR, else None. OffsetCommit, OffsetFetch and
-        DescribeGroups accept an empty group id."""
-        if not group_id and not empty_allowed:
-            return Errors.INVALID_GROUP_ID
-        if not self.active:
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        partition = self.partition_for(group_id)
-        if partition in self.loading_partitions:
-            return Errors.COORDINATOR_LOAD_IN_PROGRESS
-        if partition not in self.owned_partitions:
-            return Errors.NOT_COORDINATOR
-        return None
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -317,7 +261,14 @@ class GroupCoordinatorCore:
         if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
             return [Respond(token, JoinResult(UNKNOWN_MEMBER_ID, Errors.INCONSISTENT_GROUP_PROTOCOL))]
         new_id = self.new_member_id(group_instance_id if group_instance_id is not None else client_id)
-        if require_known_member_id:
+        if group_instance_id is not None:
+            # KIP-345: a static member joins at once; a known instance takes its old member's place.
+            known = static_member_id(group, group_instance_id)
+            if known is not None:
+                return self._update_static_member_and_rebalance(
+                    token, group, known, new_id, protocols, rebalance_timeout_ms, session_timeout_ms
+                )
+        elif require_known_member_id:
             # KIP-394: the member must come back with this id within its session timeout.
             group.pending_members[new_id] = self.clock() + session_timeout_ms
             return [Respond(token, JoinResult(new_id, Errors.MEMBER_ID_REQUIRED))]
@@ -364,7 +315,11 @@ class GroupCoordinatorCore:
                 protocol_type,
                 protocols,
             )
-        if not group.has(member_id):
+        if is_fenced(group, group_instance_id, member_id):
+            return [Respond(token, JoinResult(member_id, Errors.FENCED_INSTANCE_ID))]
+        if not group.has(member_id) or (
+            group_instance_id is not None and static_member_id(group, group_instance_id) is None
+        ):
             return [Respond(token, JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))]
         member = group.get(member_id)
         state = group.state
@@ -436,6 +391,48 @@ class GroupCoordinatorCore:
         group.add(member, token)
         member.heartbeat_deadline_ms = self.clock() + NEW_MEMBER_JOIN_TIMEOUT_MS
         return self._maybe_prepare_rebalance(group)
+
+    def _update_static_member_and_rebalance(
+        self,
+        token: object,
+        group: GroupMetadata,
+        old_id: str,
+        new_id: str,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+    ) -> list[Effect]:
+        """Kafka's ``updateStaticMemberAndRebalance``: the instance's member continues under ``new_id`` (the
+        old id's waiting requests are fenced). In a Stable group whose protocol stays the same the member
+        gets the current generation back, with no rebalance, and the group's metadata is written with the
+        new id; in CompletingRebalance the group rebalances, so that the leader learns the new id; in
+        PreparingRebalance the member joins the rebalance under way."""
+        effects: list[Effect] = []
+        leader = group.leader_id
+        member, join_token, sync_token = replace_static_member(group, old_id, new_id)
+        if join_token is not None:
+            effects.append(Respond(join_token, JoinResult(old_id, Errors.FENCED_INSTANCE_ID)))
+        if sync_token is not None:
+            effects.append(Respond(sync_token, SyncResult(Errors.FENCED_INSTANCE_ID)))
+        self._heartbeat(member)
+        group.update_member(member, list(protocols), rebalance_timeout_ms, session_timeout_ms, token)
+        if group.is_state(GroupState.STABLE):
+            if group.select_protocol() != group.protocol_name:
+                return effects + self._maybe_prepare_rebalance(group)
+            group.take_join_token(member)
+            current = {m.member_id: m.assignment for m in group.members.values()}
+            value = self._group_value(group, current)
+            effects.append(
+                StoreGroup(group.group_id, self.partition_for(group.group_id), group.generation_id, value)
+            )
+            # No member list, and the leader id from before the replacement, so that a restarted leader
+            # does not assign again (a Stable group would not pass a new assignment on): JoinGroup up to
+            # v8, before KIP-814's skip_assignment.
+            result = self._join_result(group, new_id, include_members=False)
+            return [*effects, Respond(token, dataclasses.replace(result, leader_id=leader or ""))]
+        if group.is_state(GroupState.COMPLETING_REBALANCE):
+            return effects + self._prepare_rebalance(group)
+        return effects
 
     def _update_member_and_rebalance(
         self,
@@ -563,6 +560,8 @@ class GroupCoordinatorCore:
             return [Respond(token, SyncResult(Errors.UNKNOWN_MEMBER_ID))]
         if group.is_state(GroupState.DEAD):
             return [Respond(token, SyncResult(Errors.COORDINATOR_NOT_AVAILABLE))]
+        if is_fenced(group, group_instance_id, member_id):
+            return [Respond(token, SyncResult(Errors.FENCED_INSTANCE_ID))]
         if not group.has(member_id):
             return [Respond(token, SyncResult(Errors.UNKNOWN_MEMBER_ID))]
         if generation_id != group.generation_id:
@@ -604,10 +603,11 @@ class GroupCoordinatorCore:
     def on_group_stored(self, store: StoreGroup, error: Errors) -> list[Effect]:
         """The outcome of a :class:`StoreGroup`; the leader's assignment takes effect only once stored."""
         group_id, generation_id = store.group_id, store.generation_id
-        pending = self._pending_assignment.pop(group_id, None)
+        pending = self._pending_assignment.get(group_id)
         group = self.groups.get(group_id)
         if pending is None or group is None or pending[0] != generation_id:
-            return []
+            return []  # not the leader's assignment (a static member's new id written), or a stale one
+        del self._pending_assignment[group_id]
         if not (group.is_state(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation_id):
             return []
         if error != Errors.NONE:
@@ -666,6 +666,8 @@ class GroupCoordinatorCore:
             return [Respond(token, Errors.UNKNOWN_MEMBER_ID)]
         if group.is_state(GroupState.DEAD):
             return [Respond(token, Errors.COORDINATOR_NOT_AVAILABLE)]
+        if is_fenced(group, group_instance_id, member_id):
+            return [Respond(token, Errors.FENCED_INSTANCE_ID)]
         if not group.has(member_id):
             return [Respond(token, Errors.UNKNOWN_MEMBER_ID)]
         if generation_id != group.generation_id:
@@ -676,9 +678,6 @@ class GroupCoordinatorCore:
         if group.is_state(GroupState.PREPARING_REBALANCE):
             return [Respond(token, Errors.REBALANCE_IN_PROGRESS)]
         return [Respond(token, Errors.NONE)]
-
-    def _heartbeat(self, member: MemberMetadata) -> None:
-        member.heartbeat_deadline_ms = self.clock() + member.session_timeout_ms
 
     # ------------------------------------------------------------------ LeaveGroup
 
@@ -705,7 +704,19 @@ class GroupCoordinatorCore:
         effects: list[Effect] = []
         results: list[LeaveMemberResult] = []
         for member_id, instance_id in leaving:
-            if group.is_pending_member(member_id):
+            if instance_id is not None:
+                # KIP-345: a static member leaves by its instance id (kafka-consumer-groups and the admin
+                # client send no member id); a member id of another incarnation is fenced.
+                if is_fenced(group, instance_id, member_id) and member_id != UNKNOWN_MEMBER_ID:
+                    results.append(LeaveMemberResult(member_id, instance_id, Errors.FENCED_INSTANCE_ID))
+                    continue
+                known = static_member_id(group, instance_id)
+                if known is None:
+                    results.append(LeaveMemberResult(member_id, instance_id, Errors.UNKNOWN_MEMBER_ID))
+                    continue
+                effects += self._remove_member_and_update_group(group, group.get(known))
+                results.append(LeaveMemberResult(member_id, instance_id, Errors.NONE))
+            elif group.is_pending_member(member_id):
                 group.remove(member_id)
                 if group.is_state(GroupState.PREPARING_REBALANCE):
                     effects += self._try_complete_join(group)
@@ -729,81 +740,6 @@ class GroupCoordinatorCore:
         elif group.is_state(GroupState.PREPARING_REBALANCE):
             effects += self._try_complete_join(group)
         return effects
-
-    # ------------------------------------------------------------------ offsets
-
-    def commit_offsets(
-        self,
-        token: object,
-        group_id: str,
-        member_id: str,
-        generation_id: int,
-        offsets: dict[TopicPartition, OffsetAndMetadata],
-        *,
-        group_instance_id: str | None = None,
-    ) -> list[Effect]:
-        def everywhere(error: Errors) -> list[Effect]:
-            return [Respond(token, CommitResult(dict.fromkeys(offsets, error)))]
-
-        error = self.validate_group_status(group_id, empty_allowed=True)
-        if error is not None:
-            return everywhere(error)
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return everywhere(Errors.ILLEGAL_GENERATION)
-            group = GroupMetadata(group_id, state_timestamp_ms=self.clock())
-            self.groups[group_id] = group
-        # Kafka's validateOffsetCommit.
-        if group.is_state(GroupState.DEAD):
-            return everywhere(Errors.COORDINATOR_NOT_AVAILABLE)
-        if generation_id < 0 and group.is_state(GroupState.EMPTY):
-            pass  # a simple (standalone) consumer's commit
-        elif generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            if not group.has(member_id):
-                return everywhere(Errors.UNKNOWN_MEMBER_ID)
-            if generation_id != group.generation_id:
-                return everywhere(Errors.ILLEGAL_GENERATION)
-        elif not group.is_state(GroupState.EMPTY):
-            return everywhere(Errors.UNKNOWN_MEMBER_ID)
-        if group.is_state(GroupState.COMPLETING_REBALANCE):
-            return everywhere(Errors.REBALANCE_IN_PROGRESS)
-        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
-            self._heartbeat(group.get(member_id))
-        too_large = {
-            tp for tp, o in offsets.items() if len(o.metadata.encode()) > self.config.max_metadata_size
-        }
-        to_store = {tp: o for tp, o in offsets.items() if tp not in too_large}
-        if not to_store:
-            return [Respond(token, CommitResult(dict.fromkeys(offsets, Errors.OFFSET_METADATA_TOO_LARGE)))]
-        refused = dict.fromkeys(too_large, Errors.OFFSET_METADATA_TOO_LARGE)
-        return [StoreOffsets(token, group_id, self.partition_for(group_id), to_store, refused)]
-
-    def on_offsets_stored(self, store: StoreOffsets, error: Errors) -> list[Effect]:
-        """The outcome of a :class:`StoreOffsets`: the cache takes the offsets once they are committed."""
-        group_id, offsets, token = store.group_id, store.offsets, store.token
-        group = self.groups.get(group_id)
-        if error == Errors.NONE and group is not None and not group.is_state(GroupState.DEAD):
-            group.offsets.update(offsets)
-            self.offset_commits += len(offsets)
-        final = Errors.NONE if error == Errors.NONE else convert_store_error(error)
-        if error == Errors.NONE and (group is None or group.is_state(GroupState.DEAD)):
-            final = Errors.NOT_COORDINATOR
-        return [Respond(token, CommitResult({**dict.fromkeys(offsets, final), **store.refused}))]
-
-    def fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None
-    ) -> tuple[Errors, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """The committed offsets of ``partitions`` (None: all the group has); None for one never committed
-        (answered offset -1)."""
-        error = self.validate_group_status(group_id, empty_allowed=True)
-        if error is not None:
-            return error, {}
-        group = self.groups.get(group_id)
-        known = {} if group is None or group.is_state(GroupState.DEAD) else group.offsets
-        if partitions is None:
-            return Errors.NONE, dict(known)
-        return Errors.NONE, {tp: known.get(tp) for tp in partitions}
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups
 
@@ -852,12 +788,16 @@ class GroupCoordinatorCore:
                 deadlines.append(group.join_deadline_ms)
             if group.sync_deadline_ms is not None:
                 deadlines.append(group.sync_deadline_ms)
+        cleanup = self.next_cleanup_ms()
+        if cleanup is not None:
+            deadlines.append(cleanup)
         return min(deadlines, default=None)
 
     def poll(self) -> list[Effect]:
         """Expire everything whose deadline has passed."""
         now = self.clock()
         effects: list[Effect] = []
+        effects += self.maybe_expire_offsets(now)
         for group in list(self.groups.values()):
             if group.is_state(GroupState.DEAD):
                 continue
@@ -917,14 +857,3 @@ class GroupCoordinatorCore:
                 for m in group.members.values()
             ],
         )
-
-    # ------------------------------------------------------------------ metrics
-
-    def state_counts(self) -> dict[GroupState, int]:
-        counts = dict.fromkeys(GroupState, 0)
-        for group in self.groups.values():
-            counts[group.state] += 1
-        return counts
-
-    def num_offsets(self) -> int:
-        return sum(len(g.offsets) for g in self.groups.values())

@@ -94,7 +94,7 @@ class Respond:
     """Answer the request ``token`` stands for."""
 
     token: object
-    result: JoinResult | SyncResult | LeaveResult | CommitResult | Errors
+    result: JoinResult | SyncResult | LeaveResult | CommitResult | DeleteResult | Errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +134,26 @@ class GroupRebalanced:
     members: list[str]
 
 
-Effect = Respond | StoreGroup | StoreOffsets | GroupRebalanced
+@dataclass(frozen=True, slots=True)
+class StoreTombstones:
+    """Write tombstones to the group's ``__consumer_offsets`` partition with acks=all: one per offset in
+    ``offsets`` and, with ``group_tombstone``, the group's metadata (the group is deleted). Nothing waits
+    for the outcome (as Kafka's ``cleanupGroupMetadata``); a failed write is logged."""
+
+    group_id: str
+    partition: int
+    offsets: list[TopicPartition]
+    group_tombstone: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteResult:
+    """DeleteGroups' answer: an error per group id (NONE: deleted)."""
+
+    errors: dict[str, Errors]
+
+
+Effect = Respond | StoreGroup | StoreOffsets | StoreTombstones | GroupRebalanced
 
 
 @dataclass(slots=True)

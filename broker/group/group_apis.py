@@ -11,7 +11,7 @@ from typing import Any
 
 from broker.auth_helper import AuthHelper
 from broker.group.coordinator import GroupCoordinator
-from broker.group.coordinator_core import CommitResult, JoinResult, LeaveResult, SyncResult
+from broker.group.coordinator_core import CommitResult, DeleteResult, JoinResult, LeaveResult, SyncResult
 from broker.group.group_metadata import OffsetAndMetadata
 from broker.request_channel import Request
 from broker.security.acl import AclOperation, ResourceType
@@ -51,6 +51,7 @@ class GroupApis:
             ApiKeys.OFFSET_FETCH: self.handle_offset_fetch,
             ApiKeys.LIST_GROUPS: self.handle_list_groups,
             ApiKeys.DESCRIBE_GROUPS: self.handle_describe_groups,
+            ApiKeys.DELETE_GROUPS: self.handle_delete_groups,
         }
 
     def _group_allowed(self, request: Request, operation: AclOperation, group_id: str) -> bool:
@@ -378,6 +379,32 @@ class GroupApis:
                 )
             )
         request.complete(to_body(g.DescribeGroupsResponse(groups=out)))
+
+    # ------------------------------------------------------------------ DeleteGroups
+
+    def handle_delete_groups(self, request: Request, req: g.DeleteGroupsRequest) -> None:
+        """Kafka's ``handleDeleteGroupsRequest``: Delete on each group (GROUP_AUTHORIZATION_FAILED
+        otherwise), then the coordinator deletes the Empty ones."""
+        order = list(dict.fromkeys(req.groups_names))
+        refused = {
+            group_id: Errors.GROUP_AUTHORIZATION_FAILED
+            for group_id in order
+            if not self._group_allowed(request, AclOperation.DELETE, group_id)
+        }
+
+        def answer(result: DeleteResult) -> None:
+            errors = {**result.errors, **refused}
+            results = [
+                g.DeleteGroupsResponseResult(group_id=group_id, error_code=int(errors[group_id]))
+                for group_id in order
+            ]
+            request.complete(to_body(g.DeleteGroupsResponse(results=results)))
+
+        allowed = [group_id for group_id in order if group_id not in refused]
+        if not allowed:
+            answer(DeleteResult({}))
+            return
+        self.coordinator.apply(self.core.delete_groups(answer, allowed))
 
 
 def _fetch_topics(

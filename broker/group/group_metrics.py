@@ -60,3 +60,8 @@ class GroupCoordinatorCollector(Collector):
         yield GaugeMetricFamily(
             RATES + "offset_commit_count", "Offsets committed (per partition).", value=core.offset_commits
         )
+        yield GaugeMetricFamily(
+            RATES + "offset_expiration_count",
+            "Committed offsets removed by offsets.retention.minutes.",
+            value=core.offset_expirations,
+        )

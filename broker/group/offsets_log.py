@@ -64,6 +64,18 @@ def group_metadata_batch(group_id: str, value: GroupMetadataValue | None, timest
     return build_batch([record], base_timestamp=timestamp_ms)
 
 
+def tombstones_batch(
+    group_id: str, offsets: list[TopicPartition], group_tombstone: bool, timestamp_ms: int
+) -> bytes:
+    """One batch of tombstones (Kafka's ``cleanupGroupMetadata``): a record with a null value per removed
+    offset, then the group's metadata when the group is deleted."""
+    keys = [encode_offset_commit_key(OffsetCommitKey(group_id, tp[0], tp[1])) for tp in offsets]
+    if group_tombstone:
+        keys.append(encode_group_metadata_key(GroupMetadataKey(group_id)))
+    records = [Record(offset_delta=i, timestamp_delta=0, key=key, value=None) for i, key in enumerate(keys)]
+    return build_batch(records, base_timestamp=timestamp_ms)
+
+
 @dataclass
 class GroupLoader:
     """Folds the batches of one ``__consumer_offsets`` partition, oldest first, into its groups."""

@@ -47,6 +47,10 @@ class Params:
     # (6) fetch sessions.
     idle_partitions: int
     idle_window_s: float
+    # (9) librdkafka next to the msgpack producer: records per run, rounds, the rate both send at.
+    kafka_client_records: int = 50_000
+    kafka_client_rounds: int = 3
+    kafka_client_rate: int = 30_000
     # (2) profile with py-spy while it runs.
     profile: bool = False
     # (7) also on a cluster of its own holding about this many MB of segments (0: not).
@@ -78,6 +82,8 @@ class Params:
                 catchup_many_partitions=100,
                 idle_partitions=1000,
                 idle_window_s=3.0,
+                kafka_client_records=30_000,
+                kafka_client_rounds=2,
                 profile=profile,
             )
         return cls(
@@ -103,6 +109,8 @@ class Params:
             catchup_many_partitions=100,
             idle_partitions=1000,
             idle_window_s=10.0,
+            kafka_client_records=300_000,
+            kafka_client_rounds=3,
             profile=profile,
         )
 

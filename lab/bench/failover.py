@@ -25,6 +25,7 @@ from typing import Any
 import trio
 
 from kit.cluster_client import ClientError, ClusterClient
+from kit.ports import free_ports
 from kit.processes import ControllerProcess, async_wait_until
 from lab.bench.cluster import (
     BenchCluster,
@@ -35,16 +36,19 @@ from lab.bench.context import BenchContext
 from lab.bench.results import Figure, ScenarioResult, Target
 from protocol import ApiKeys, ConnectionClosed, Errors, TopicPartition, build_simple_batch, error_name
 
-CONTROLLER_ID = 1000
+CONTROLLER_IDS = (1000, 1001, 1002)
 SESSION_TIMEOUT_MS = 3000
 HEARTBEAT_MS = 500
+ELECTION_TIMEOUT_MS = 1000  # controller.quorum.election.timeout.ms (Kafka's default)
 PROBE_INTERVAL_S = 0.01
 METADATA_BACKOFF_S = 0.02
 RECOVERY_TIMEOUT_S = 60.0
+CONTROLLER_THEN_SIGKILL = "controller_then_sigkill"
 
 
 class ManagedCluster(BenchCluster):
-    """A controller process plus brokers that register with it."""
+    """Three controllers, voters of the controller quorum, plus brokers that register with whichever of
+    them is active."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(
@@ -55,26 +59,57 @@ class ManagedCluster(BenchCluster):
                 "min.insync.replicas": "2",
             },
         )
-        self.controller = ControllerProcess(
-            root / "controller",
-            log_path=root / "controller" / "controller.log",
-            overrides={
-                "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-                "min.insync.replicas": "2",
-            },
-            node_id=CONTROLLER_ID,
-            log_level="WARNING",
-        )
+        ports = free_ports(len(CONTROLLER_IDS))
+        self.voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in zip(CONTROLLER_IDS, ports, strict=True))
+        self.controllers = {
+            node_id: ControllerProcess(
+                root / f"controller-{node_id}",
+                log_path=root / f"controller-{node_id}" / "controller.log",
+                overrides={
+                    "listeners": f"127.0.0.1:{port}",
+                    "controller.quorum.voters": self.voters,
+                    "controller.quorum.election.timeout.ms": str(ELECTION_TIMEOUT_MS),
+                    "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                    "min.insync.replicas": "2",
+                },
+                node_id=node_id,
+                log_level="WARNING",
+            )
+            for node_id, port in zip(CONTROLLER_IDS, ports, strict=True)
+        }
+        self.active_id = -1
 
     @property
     def controller_address(self) -> tuple[str, int]:
-        return self.controller.address
+        controller = self.controllers.get(self.active_id) or next(iter(self.controllers.values()))
+        return controller.address
+
+    async def find_active(self, timeout: float = 30, exclude: int | None = None) -> int:
+        """The id of the voter that answers controller APIs (not NOT_CONTROLLER)."""
+
+        async def one_active() -> bool:
+            for node_id, controller in self.controllers.items():
+                if node_id == exclude or not controller.is_running():
+                    continue
+                try:
+                    resp = await request(controller.address, ApiKeys.DESCRIBE_CLUSTER, {}, timeout=2)
+                except (OSError, ConnectionClosed, trio.TooSlowError, BenchError):
+                    continue
+                if resp.get("error_code") == Errors.NONE:
+                    self.active_id = node_id
+                    return True
+            return False
+
+        await async_wait_until(one_active, timeout, "an active controller", interval=0.05)
+        return self.active_id
 
     async def start_controller(self) -> None:
-        self.controller.launch()
-        await self.controller.wait_started_async()
-        host, port = self.controller_address
-        self.overrides["controller.quorum.voters"] = f"{CONTROLLER_ID}@{host}:{port}"
+        for controller in self.controllers.values():
+            controller.launch()
+        for controller in self.controllers.values():
+            await controller.wait_started_async()
+        self.overrides["controller.quorum.voters"] = self.voters
+        await self.find_active()
 
     async def wait_registered(self, ids: list[int], timeout: float = 30) -> None:
         async def all_unfenced() -> bool:
@@ -105,7 +140,8 @@ class ManagedCluster(BenchCluster):
 
     def close(self) -> None:
         super().close()
-        self.controller.close()
+        for controller in self.controllers.values():
+            controller.close()
 
 
 @dataclass
@@ -216,10 +252,22 @@ async def _case(ctx: BenchContext, n: int, mode: str, trial: int) -> dict[str, A
                 "every probed partition to ack",
             )
             await trio.sleep(0.5)
-            ctx.step(f"{label}: {'SIGKILL' if mode == 'sigkill' else 'SIGTERM'} to broker {victim}")
             broker = cluster[victim]
+            takeover_ms: float | None = None
+            if mode == CONTROLLER_THEN_SIGKILL:
+                # The active controller dies first, then the broker: the broker's failure is handled by
+                # the controller elected after it.
+                old = cluster.active_id
+                ctx.step(f"{label}: SIGKILL to the active controller {old}, then to broker {victim}")
+                t_controller = time.monotonic()
+                cluster.controllers[old].proc.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+            else:
+                ctx.step(f"{label}: {'SIGKILL' if mode == 'sigkill' else 'SIGTERM'} to broker {victim}")
             t_kill = time.monotonic()
-            broker.proc.send_signal(signal.SIGKILL if mode == "sigkill" else signal.SIGTERM)  # type: ignore[union-attr]
+            broker.proc.send_signal(signal.SIGTERM if mode == "clean" else signal.SIGKILL)  # type: ignore[union-attr]
+            if mode == CONTROLLER_THEN_SIGKILL:
+                await cluster.find_active(RECOVERY_TIMEOUT_S, exclude=old)
+                takeover_ms = (time.monotonic() - t_controller) * 1000
             await async_wait_until(
                 lambda: len(prober.recovered_after(t_kill)) == len(prober.partitions),
                 RECOVERY_TIMEOUT_S + SESSION_TIMEOUT_MS / 1000,
@@ -238,6 +286,7 @@ async def _case(ctx: BenchContext, n: int, mode: str, trial: int) -> dict[str, A
         "worst_ms": times[-1] * 1000,
         "median_ms": statistics.median(times) * 1000,
         "errors_seen": prober.errors,
+        "controller_takeover_ms": takeover_ms,
         "exit_code": broker.proc.returncode if broker.proc is not None else None,
     }
 
@@ -249,29 +298,44 @@ async def run(ctx: BenchContext, result: ScenarioResult) -> None:
         for mode in ("sigkill", "clean"):
             for trial in range(p.failover_repeats):
                 cases.setdefault((mode, n), []).append(await _case(ctx, n, mode, trial))
+    # The controller quorum: the active controller killed, then a broker (the largest case only).
+    n = max(p.failover_partition_counts)
+    for trial in range(p.failover_repeats):
+        cases.setdefault((CONTROLLER_THEN_SIGKILL, n), []).append(
+            await _case(ctx, n, CONTROLLER_THEN_SIGKILL, trial)
+        )
     for (mode, n), runs in cases.items():
         worst = statistics.median(r["worst_ms"] for r in runs)
-        target = (
-            Target(
-                "<=", SESSION_TIMEOUT_MS + 500, f"<= session timeout + 500 ms ({SESSION_TIMEOUT_MS + 500} ms)"
-            )
-            if mode == "sigkill"
-            else Target("<=", 100)
-        )
         trials = f", median of {len(runs)} runs" if len(runs) > 1 else ""
         median_partition = statistics.median(r["median_ms"] for r in runs)
+        note = f"worst partition{trials}; median partition {median_partition:.0f} ms"
+        if mode == "sigkill":
+            target = Target(
+                "<=", SESSION_TIMEOUT_MS + 500, f"<= session timeout + 500 ms ({SESSION_TIMEOUT_MS + 500} ms)"
+            )
+            title = "SIGKILL"
+        elif mode == "clean":
+            target = Target("<=", 100)
+            title = "clean stop"
+        else:
+            bound = ELECTION_TIMEOUT_MS + SESSION_TIMEOUT_MS + 500
+            target = Target("<=", bound, f"<= election timeout + session timeout + 500 ms ({bound} ms)")
+            title = "active controller then broker SIGKILL"
+            takeover = statistics.median(float(r["controller_takeover_ms"]) for r in runs)
+            note += f"; controller takeover {takeover:.0f} ms"
         result.add(
             Figure(
                 f"{mode}_{n}_worst_ms",
-                f"(4) {'SIGKILL' if mode == 'sigkill' else 'clean stop'}, {runs[0]['partitions_led']} "
-                "partition(s) led: unavailable",
+                f"(4) {title}, {runs[0]['partitions_led']} partition(s) led: unavailable",
                 worst,
                 "ms",
                 target,
-                note=f"worst partition{trials}; median partition {median_partition:.0f} ms",
+                note=note,
             )
         )
     result.details = {
+        "controllers": len(CONTROLLER_IDS),
+        "controller_quorum_election_timeout_ms": ELECTION_TIMEOUT_MS,
         "broker_session_timeout_ms": SESSION_TIMEOUT_MS,
         "broker_heartbeat_interval_ms": HEARTBEAT_MS,
         "probe_interval_ms": PROBE_INTERVAL_S * 1000,

@@ -22,7 +22,16 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from kit.processes import kill_owned
-from lab.bench import catchup, ceiling, failover, fetch_sessions, report_job, security, throughput
+from lab.bench import (
+    catchup,
+    ceiling,
+    failover,
+    fetch_sessions,
+    kafka_client,
+    report_job,
+    security,
+    throughput,
+)
 from lab.bench.context import BenchContext, Params, Skip
 from lab.bench.results import ScenarioResult, format_ratio, format_value
 
@@ -50,6 +59,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("fetch-sessions", "6. fetch sessions, 1,000 idle partitions", fetch_sessions.run, 90, 240),
     Scenario("report", "7. report job segment read rate", report_job.run, 120, 300),
     Scenario("security", "8. SASL_SSL throughput next to PLAINTEXT", security.run, 120, 300),
+    Scenario("kafka-client", "9. librdkafka (Kafka encoding) next to msgpack", kafka_client.run, 90, 300),
 )
 NAMES = tuple(s.name for s in SCENARIOS)
 

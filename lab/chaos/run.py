@@ -317,7 +317,13 @@ def run_report(root: Path) -> int:
 
 
 def write_run(
-    root: Path, schedule: Schedule, o: Outcome, started_ms: int, error: str | None, report: int | None
+    root: Path,
+    schedule: Schedule,
+    o: Outcome,
+    started_ms: int,
+    error: str | None,
+    report: int | None,
+    client: str = "isrsim",
 ) -> None:
     """``chaos-run.json``: what this run of the schedule did (chaos.json holds only the plan)."""
     s = o.stats
@@ -327,7 +333,10 @@ def write_run(
         "finished_ms": int(time.time() * 1000),
         "injected": {k: o.injected.get(k, 0) for k in schedule.faults},
         "skipped": o.skipped,
+        "client": client,
+        "records_sent": s.records_sent if s else 0,
         "records_acked": s.records_acked if s else 0,
+        "records_failed": s.records_failed if s else 0,
         "batches_acked": s.batches_acked if s else 0,
         "batches_failed": s.batches_failed if s else 0,
         "errors": dict(s.errors) if s else {},

@@ -23,6 +23,7 @@ from kit.cluster_client import ClientError, ClusterClient
 from kit.cluster_files import ClusterError, ClusterInfo, ProcessEntry
 from kit.fault_journal import append_fault
 from kit.local_cluster import fresh_cluster, start_broker, stop_brokers
+from kit.net_faults import NetError, change_faults, endpoint, find_cluster
 from kit.node_query import ask_sync
 from kit.processes import process_state, send_signal, stop_process
 from kit.producer import AckJournal, Producer, ProducerSettings, ProduceStats, now_ms
@@ -330,6 +331,37 @@ class ScenarioRun:
         self.cluster.save()
         self.fault("restart", broker_id, pid=self.broker(broker_id).pid)
         self.say(f"broker {broker_id} started again on its data (`isrsim broker restart {broker_id}`)")
+
+    def drop_link(self, src: int, dst: int) -> None:
+        """Drops every message from broker ``src`` to broker ``dst`` from now on (``isrsim net partition SRC
+        DST --one-way``), through the library rather than a CLI process, so that the state a step holds
+        (a follower that got its data but not the answer after it) is taken within a poll of being seen."""
+        cluster = find_cluster(self.root, None)
+        a, b = str(src), str(dst)
+        try:
+            trio.run(
+                lambda: change_faults(
+                    cluster,
+                    lambda fs: fs.partition(endpoint(cluster, a), endpoint(cluster, b), one_way=True),
+                    required=[a, b],
+                )
+            )
+        except NetError as exc:
+            raise ScenarioError(f"`isrsim net partition {a} {b} --one-way` failed: {exc}") from None
+        append_fault(self.root, "partition", [a, b], {"one_way": True})
+        self.say(f"[cyan]isrsim net partition {a} {b} --one-way[/]: {a}'s messages to {b} are dropped")
+
+    def heal_links(self) -> None:
+        """Removes every network fault still in force (``isrsim net heal``); none left is fine (a stopped
+        node took its rules with it). Nodes that are down or paused and hold no rule are skipped."""
+        cluster = find_cluster(self.root, None)
+        try:
+            change = trio.run(lambda: change_faults(cluster, lambda fs: fs.heal(), required=[]))
+        except NetError as exc:
+            raise ScenarioError(f"`isrsim net heal` failed: {exc}") from None
+        if change.after != change.before:
+            append_fault(self.root, "heal", [], {})
+            self.say("[cyan]isrsim net heal[/]")
 
     def net(self, *args: str) -> None:
         cmd = [sys.executable, "-m", "cli.main", "net", *args, "--data-dir", str(self.root)]

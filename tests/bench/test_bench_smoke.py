@@ -1,5 +1,7 @@
-"""The benchmark harness itself keeps working: ``isrsim bench --quick --only ceiling`` runs to the end and
-writes ``results.json`` with its figures and the machine. No speed is asserted (a benchmark is not a test)."""
+"""The benchmark harness itself keeps working: ``isrsim bench --quick --only ceiling,kafka-client`` runs to
+the end and writes ``results.json`` with its figures and the machine: the ceiling's, and librdkafka's next to
+the msgpack producer's (records/s, broker CPU per 1,000 records, their ratio). No speed is asserted (a
+benchmark is not a test)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_bench_quick_ceiling_writes_results(tmp_path: Path) -> None:
+def test_bench_quick_ceiling_and_kafka_client_write_results(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run(
         [
@@ -21,7 +23,7 @@ def test_bench_quick_ceiling_writes_results(tmp_path: Path) -> None:
             "bench",
             "--quick",
             "--only",
-            "ceiling",
+            "ceiling,kafka-client",
             "--out",
             str(out),
             "--tmp-dir",
@@ -40,15 +42,27 @@ def test_bench_quick_ceiling_writes_results(tmp_path: Path) -> None:
     assert doc["mode"] == "quick"
     assert doc["machine"]["cores"] >= 1 and doc["machine"]["python"]
     assert doc["machine"]["packages"]["trio"]
-    [ceiling] = doc["scenarios"]
+    ceiling, kafka_client = doc["scenarios"]
     assert ceiling["name"] == "ceiling" and ceiling["status"] == "ok", ceiling
     figures = {f["key"]: f for f in ceiling["figures"]}
     for key in ("loopback_mb_s", "file_append_mb_s", "file_read_mb_s"):
         assert figures[key]["unit"] == "MB/s"
         assert isinstance(figures[key]["value"], float) and figures[key]["value"] > 0
+    assert kafka_client["name"] == "kafka-client" and kafka_client["status"] == "ok", kafka_client
+    figures = {f["key"]: f for f in kafka_client["figures"]}
+    for key in ("kafka_client_records_per_s", "kafka_client_msgpack_records_per_s"):
+        assert figures[key]["unit"] == "records/s" and figures[key]["value"] > 0
+    for key in (
+        "kafka_client_broker_cpu_ms_per_1000_records",
+        "kafka_client_msgpack_broker_cpu_ms_per_1000_records",
+    ):
+        assert figures[key]["unit"] == "ms" and figures[key]["value"] > 0
+    ratio = figures["kafka_client_cpu_ratio"]
+    assert ratio["value"] > 0 and ratio["target"]["limit"] == 1.10  # reported; not asserted as a speed
+    assert kafka_client["details"]["librdkafka_records_per_batch"] > 1
     # The temporary root is removed.
     assert not list(tmp_path.glob("isrsim-bench-*"))
-    assert "ceiling" in proc.stdout
+    assert "ceiling" in proc.stdout and "kafka-client" in proc.stdout
 
 
 def test_unknown_scenario_is_refused(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient as CKAdminClient
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 from kafka.errors import CommitFailedError
@@ -120,19 +121,20 @@ def kafka_python_member(bootstrap: str, group: str, name: str) -> Member:
     )
 
 
-def confluent_member(bootstrap: str, group: str, name: str) -> Member:
-    consumer = CKConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "client.id": name,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
-            "topic.metadata.refresh.interval.ms": 1000,
-        }
-    )
+def confluent_member(bootstrap: str, group: str, name: str, instance: str | None = None) -> Member:
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "client.id": name,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+        "topic.metadata.refresh.interval.ms": 1000,
+    }
+    if instance is not None:
+        config["group.instance.id"] = instance  # a static member (KIP-345)
+    consumer = CKConsumer(config)
     consumer.subscribe([TOPIC])
 
     def poll() -> list[Record]:
@@ -306,6 +308,132 @@ def test_kafka_python_admin_lists_and_describes_groups_and_their_offsets(broker:
         member.shutdown()
         admin.close()
     assert admin_group_state(broker.address, "admin-seen") == "Empty"
+
+
+def test_confluent_admin_deletes_an_empty_group_only(broker: BrokerProcess) -> None:
+    """librdkafka's AdminClient.delete_consumer_groups (DeleteGroups): refused with NON_EMPTY_GROUP while a
+    member is in the group, done once it left; the group and its offsets are then gone."""
+    produce(broker.address, 8)
+    member = confluent_member(broker.address, "to-delete", "deleted-member").start()
+    admin = CKAdminClient({"bootstrap.servers": broker.address})
+
+    def delete(group: str) -> KafkaError | None:
+        try:
+            admin.delete_consumer_groups([group], request_timeout=15)[group].result(timeout=30)
+        except KafkaException as exc:
+            return exc.args[0]  # type: ignore[no-any-return]
+        return None
+
+    try:
+        wait_records([member], 8)
+        refused = delete("to-delete")
+        assert refused is not None and refused.code() == KafkaError.NON_EMPTY_GROUP, refused
+    finally:
+        member.shutdown()
+    missing = delete("never-seen")
+    assert missing is not None and missing.code() == KafkaError.GROUP_ID_NOT_FOUND, missing
+    assert delete("to-delete") is None
+    assert admin_group_state(broker.address, "to-delete") == "Dead"
+    kp_admin = KafkaAdminClient(bootstrap_servers=broker.address)
+    try:
+        assert kp_admin.list_group_offsets("to-delete")["to-delete"] == {}
+    finally:
+        kp_admin.close()
+
+
+def test_confluent_static_member_restarts_in_its_place_without_a_rebalance(broker: BrokerProcess) -> None:
+    """KIP-345 with librdkafka's ``group.instance.id``: a static member closes without leaving the group,
+    and a new consumer with the same instance id takes its place (a new member id, the same assignment)
+    with no new generation, and reads on from the committed offsets."""
+    produce(broker.address, 8)
+
+    def generations() -> list[int]:
+        return [e["generation_id"] for e in broker.events("group_rebalanced") if e["group_id"] == "static"]
+
+    def describe() -> dict[str, Any]:
+        out = run_cli("group", "describe", "static", "--bootstrap-server", broker.address, "-o", "json")
+        return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+    first = confluent_member(broker.address, "static", "first", instance="static-1").start()
+    wait_records([first], 8)
+    wait_until(lambda: describe()["state"] == "Stable", timeout=30, message="the group Stable")
+    before = generations()
+    old_member = describe()["members"][0]["member_id"]
+    first.shutdown()
+    # A static member does not leave on close: the group keeps it, Stable.
+    kept = describe()
+    assert kept["state"] == "Stable" and [m["member_id"] for m in kept["members"]] == [old_member]
+
+    produce(broker.address, 8, start=8)
+    second = confluent_member(broker.address, "static", "second", instance="static-1").start()
+    try:
+        wait_records([second], 8)
+        assert sorted(values([second])) == expected(8, 16)
+        now = describe()
+        assert now["state"] == "Stable"
+        assert [(m["group_instance_id"], m["member_id"] != old_member) for m in now["members"]] == [
+            ("static-1", True)
+        ]
+        assert generations() == before  # no rebalance
+    finally:
+        second.shutdown()
+
+
+def test_confluent_static_member_is_fenced_by_its_twin(broker: BrokerProcess) -> None:
+    """Two librdkafka consumers with the same ``group.instance.id``: the later one takes the place, and
+    the earlier one is fenced (FENCED_INSTANCE_ID on its next heartbeat), which librdkafka reports as a
+    fatal error (_FATAL, "Static consumer fenced by other consumer with same group.instance.id")."""
+    produce(broker.address, 4)
+    errors: list[KafkaError] = []  # what the first twin's polls report
+
+    def consumer(name: str) -> CKConsumer:
+        c = CKConsumer(
+            {
+                "bootstrap.servers": broker.address,
+                "group.id": "twins",
+                "client.id": name,
+                "group.instance.id": "twin",
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+            }
+        )
+        c.subscribe([TOPIC])
+        return c
+
+    def assigned(c: CKConsumer) -> bool:
+        c.poll(0.2)
+        return bool(c.assignment())
+
+    first = consumer("first")
+    second: CKConsumer | None = None
+    try:
+        wait_until(lambda: assigned(first), timeout=30, message="the first twin assigned")
+        second = consumer("second")
+        twin = second
+        wait_until(lambda: assigned(twin), timeout=30, message="the second twin assigned")
+
+        def fenced() -> bool:
+            try:
+                msg = first.poll(0.2)
+            except KafkaException as exc:
+                errors.append(exc.args[0])
+            else:
+                if msg is not None and msg.error() is not None:
+                    errors.append(msg.error())
+            return any(e.code() == KafkaError._FATAL and "fenced" in e.str() for e in errors)
+
+        wait_until(fenced, timeout=30, message=lambda: f"the first twin fenced: {errors}")
+        # The twin that took the place carries on.
+        for _ in range(5):
+            msg = twin.poll(0.2)
+            assert msg is None or msg.error() is None or msg.error().code() != KafkaError._FATAL
+        assert twin.assignment()
+    finally:
+        for c in (first, second):
+            if c is not None:
+                with contextlib.suppress(Exception):
+                    c.close()
 
 
 def admin_group_state(bootstrap: str, group: str) -> str:

@@ -63,6 +63,8 @@ async def test_unknown_api_versions_version_gets_v0_with_ranges(broker: BrokerPr
         cid, body = kafka_codec.decode_response(18, 0, payload)
         assert cid == 5 and body["error_code"] == Errors.UNSUPPORTED_VERSION
         assert {k["api_key"] for k in body["api_keys"]} >= {0, 1, 3, 18}
+        # ... and, unlike any other unsupported version, the connection goes on
+        assert (await wire.call(ApiKeys.API_VERSIONS, 3, {}, correlation_id=6))["error_code"] == 0
 
 
 async def test_metadata_every_version(broker: BrokerProcess) -> None:
@@ -160,14 +162,23 @@ async def test_fetch_and_list_offsets_with_kafka_semantics(broker: BrokerProcess
         assert parts[1].get("preferred_read_replica", -1) == -1
 
 
-async def test_unknown_api_key_gets_unsupported_version(broker: BrokerProcess) -> None:
+async def test_unknown_api_key_gets_unsupported_version_then_the_connection_closes(
+    broker: BrokerProcess,
+) -> None:
+    """SPEC §10's UNSUPPORTED_VERSION answer, then what Kafka's SocketServer does with a header it cannot
+    parse (an unknown key) or a version it does not support: the connection is closed."""
     async with KafkaWire(broker.host, broker.port) as wire:
         frame = struct.pack(">hhih", 200, 0, 77, -1)
         await wire.send(struct.pack(">I", len(frame)) + frame)
         payload = await wire.receive_frame()
         assert payload == struct.pack(">ih", 77, Errors.UNSUPPORTED_VERSION)
-        # the connection goes on serving
-        assert (await wire.call(ApiKeys.API_VERSIONS, 0, {}, correlation_id=78))["error_code"] == 0
+        assert await wire.closed()
+    async with KafkaWire(broker.host, broker.port) as wire:
+        frame = struct.pack(">hhih", ApiKeys.METADATA, 99, 78, -1) + b"\x00"  # header v2: no tagged fields
+        await wire.send(struct.pack(">I", len(frame)) + frame)
+        assert await wire.receive_frame() == struct.pack(">ih", 78, Errors.UNSUPPORTED_VERSION)
+        assert await wire.closed()
+    await still_serves(broker)
 
 
 async def test_malformed_header_closes_the_connection(broker: BrokerProcess) -> None:
@@ -242,3 +253,83 @@ async def test_random_bytes_never_crash_the_broker_or_corrupt_a_log(broker: Brok
         for base, last in batches:
             assert base == expected
             expected = last + 1
+
+
+async def test_fetch_v12_last_fetched_epoch_answers_the_diverging_epoch(broker: BrokerProcess) -> None:
+    """Kafka's Partition.fetchRecords for a fetcher that names its last fetched epoch (Fetch v12+): where
+    the leader's log for that epoch ends before the fetch offset, or the leader has only an older epoch,
+    nothing is read and ``diverging_epoch`` says the epoch and its end offset; otherwise records as usual."""
+    from kit.unmanaged import leader_and_isr_body, send_leader_and_isr
+
+    async def lead(epoch: int) -> None:
+        await send_leader_and_isr(
+            [broker], leader_and_isr_body("div", {0: 1}, leader_epoch=epoch, replicas=[1])
+        )
+
+    async def produce(n: int, first: int) -> None:
+        batch = build_simple_batch([b"r%d" % i for i in range(first, first + n)])
+        body = {
+            "acks": 1,
+            "timeout_ms": 5000,
+            "topic_data": [{"name": "div", "partition_data": [{"index": 0, "records": batch}]}],
+        }
+        resp = await request(broker.host, broker.port, ApiKeys.PRODUCE, body)
+        assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
+
+    await lead(3)
+    await produce(5, 0)  # epoch 3: offsets 0-4
+    await lead(5)
+    await produce(3, 5)  # epoch 5: offsets 5-7; LEO 8
+
+    async def fetch(last_fetched_epoch: int, offset: int, version: int = 12) -> dict:
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": "div",
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": 5,
+                            "fetch_offset": offset,
+                            "last_fetched_epoch": last_fetched_epoch,
+                            "partition_max_bytes": 1 << 16,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+        }
+        async with KafkaWire(broker.host, broker.port) as wire:
+            resp = await wire.call(ApiKeys.FETCH, version, body)
+        return resp["responses"][0]["partitions"][0]
+
+    def diverging(p: dict) -> tuple[int, int]:
+        d = p.get("diverging_epoch") or {"epoch": -1, "end_offset": -1}  # a tagged field: absent by default
+        return d["epoch"], d["end_offset"]
+
+    # The fetcher had epoch 4 up to offset 7: the leader never had epoch 4; its epoch 3 ended at 5.
+    p = await fetch(4, 7)
+    assert (p["error_code"], diverging(p), p["records"] or b"") == (0, (3, 5), b"")
+    assert p["high_watermark"] == 8
+    # Epoch 3 up to offset 6: the leader's epoch 3 ended at 5, before 6.
+    p = await fetch(3, 6)
+    assert (p["error_code"], diverging(p)) == (0, (3, 5))
+    # Epoch 3 up to its end, and epoch 5 up to the LEO: no divergence, records as usual.
+    p = await fetch(3, 5)
+    assert p["error_code"] == 0 and diverging(p) == (-1, -1)
+    assert [(h.base_offset, h.last_offset) for _, h in iter_batches(p["records"])] == [(5, 7)]
+    p = await fetch(5, 8)
+    assert p["error_code"] == 0 and diverging(p) == (-1, -1) and not p["records"]
+    # No last fetched epoch (-1, what consumers send): no check.
+    p = await fetch(-1, 6)
+    assert p["error_code"] == 0 and diverging(p) == (-1, -1) and p["records"]
+    # Before v12 the field does not exist: the records are read as before.
+    p = await fetch(4, 7, version=11)
+    assert p["error_code"] == 0 and p.get("diverging_epoch") is None and p["records"]

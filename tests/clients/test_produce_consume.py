@@ -1,6 +1,8 @@
-"""Real Kafka clients produce with acks=all and consume back, keys and headers included, against
-`isrsim cluster up`: librdkafka (confluent-kafka), kafka-python and kcat, with no isrsim code on
-the client side. Consumers read by assign(), without a group."""
+"""Real Kafka clients list metadata, produce with acks=all and consume back, keys and headers included,
+against `isrsim cluster up`: librdkafka (confluent-kafka), kafka-python and kcat, with no isrsim code on
+the client side. Consumers read by assign(), without a group. These are `make test`'s quick real-client
+checks, one cluster for the module; the long runs (failovers, groups, a secure cluster, every codec,
+chaos) are in `make clients`."""
 
 from __future__ import annotations
 
@@ -46,6 +48,14 @@ def consume_all(
 
 def test_librdkafka_acks_all_round_trip_with_keys_and_headers(kafka_cluster: Cluster) -> None:
     create(kafka_cluster, "rt-librdkafka")
+    # Metadata from any broker: every broker, the topic's partitions with a leader and a full ISR
+    meta = AdminClient({"bootstrap.servers": bootstrap(kafka_cluster)}).list_topics(
+        "rt-librdkafka", timeout=15
+    )
+    assert sorted(meta.brokers) == [b.id for b in kafka_cluster.info.brokers]
+    parts = meta.topics["rt-librdkafka"].partitions
+    assert sorted(parts) == [0, 1, 2]
+    assert all(p.leader in meta.brokers and sorted(p.isrs) == sorted(p.replicas) for p in parts.values())
     producer = Producer(
         {
             "bootstrap.servers": bootstrap(kafka_cluster),
@@ -93,6 +103,18 @@ def test_kafka_python_acks_all_round_trip(kafka_cluster: Cluster) -> None:
     from kafka import TopicPartition as KpTopicPartition
 
     create(kafka_cluster, "rt-kafka-python", partitions=2)
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(kafka_cluster).split(","))
+    try:
+        [described] = admin.describe_topics(["rt-kafka-python"])
+        assert described["error_code"] == 0
+        assert sorted(p.get("partition_index", p.get("partition")) for p in described["partitions"]) == [0, 1]
+        assert {b.get("broker_id", b.get("node_id")) for b in admin.describe_cluster()["brokers"]} == {
+            b.id for b in kafka_cluster.info.brokers
+        }
+    finally:
+        admin.close()
     # kafka-python's default: an idempotent producer (InitProducerId, sequence numbers)
     producer = KafkaProducer(bootstrap_servers=bootstrap(kafka_cluster).split(","), acks="all", linger_ms=5)
     futures = [
@@ -120,6 +142,9 @@ def test_kafka_python_acks_all_round_trip(kafka_cluster: Cluster) -> None:
 def test_kcat_produce_and_consume(kafka_cluster: Cluster) -> None:
     create(kafka_cluster, "rt-kcat", partitions=1)
     broker = kafka_cluster.info.brokers[0]
+    listing = kcat("-b", f"{broker.host}:{broker.port}", "-L", "-t", "rt-kcat")
+    assert listing.returncode == 0, listing.stderr
+    assert " 3 brokers:" in listing.stdout and 'topic "rt-kcat" with 1 partitions:' in listing.stdout
     lines = "".join(f"k{i}:v{i}\n" for i in range(20))
     out = kcat(
         "-b", f"{broker.host}:{broker.port}", "-P", "-t", "rt-kcat", "-K:", "-H", "origin=kcat",

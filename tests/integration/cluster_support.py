@@ -166,10 +166,18 @@ class Cluster:
 
 
 def cluster_up(
-    root: Path, brokers: int = 3, settings: tuple[str, ...] = FAST, *, secure: bool = False
+    root: Path,
+    brokers: int = 3,
+    settings: tuple[str, ...] = FAST,
+    *,
+    secure: bool = False,
+    controllers: int = 1,
 ) -> Iterator[Cluster]:
+    """`isrsim cluster up` under ``root``. One controller unless told otherwise: the tests that are not about
+    the controller quorum do not pay for starting three (the command's default)."""
     cluster = Cluster(root)
     args = ["cluster", "up", "--brokers", str(brokers), "--data-dir", str(root), "--base-port", "0"]
+    args += ["--controllers", str(controllers)]
     if secure:
         args.append("--secure")
     for s in settings:

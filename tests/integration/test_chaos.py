@@ -1,6 +1,7 @@
-"""`isrsim chaos` on a real cluster (controller + 3 brokers as processes): a short run with every fault kind
-whose report passes, whose chaos.json is the pure schedule byte for byte, and whose faults.jsonl holds
-every action of the schedule; and (marker ``chaos``, `make chaos`) the long run."""
+"""`isrsim chaos` on a real cluster (controller + 3 brokers as processes): bad input refused before anything
+is done; and (marker ``chaos``, `make chaos`, for their time: each brings up a cluster, runs faults and then
+the report) a short run with every fault kind whose report passes, whose chaos.json is the pure schedule
+byte for byte, and whose faults.jsonl holds every action of the schedule, and the long run."""
 
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ def run_chaos(c: Cluster, *args: str, timeout: float) -> tuple[str, dict[str, An
     return out, run
 
 
+@pytest.mark.chaos  # 1-3 minutes (the cluster, 24 s of faults, the report): `make chaos`, not `make test`
 def test_short_chaos_run_with_every_fault_kind_passes_the_report(cluster: Cluster) -> None:
     duration, interval = 24.0, 2.0
     seed = covering_seed(duration, interval)

@@ -189,7 +189,9 @@ def test_a_group_joins_syncs_commits_and_its_offsets_survive_a_crash(broker: Bro
     loader.add_batches(b"".join(p.read_bytes() for p in sorted(log_dir.glob("*.log"))))
     # Each acknowledged commit is journaled with its batch's place and CRC, found as such in the log.
     acked = [e for e in broker.events("offsets_committed") if e["group_id"] == GROUP]
-    assert acked[0]["offsets"] == [{"topic": "t", "partition": 0, "offset": 42, "high_watermark": 0}]
+    assert acked[0]["offsets"] == [
+        {"topic": "t", "partition": 0, "offset": 42, "high_watermark": 0, "local_high_watermark": 0}
+    ]
     batches = {
         h.base_offset: h.crc
         for _, h in iter_batches(b"".join(p.read_bytes() for p in sorted(log_dir.glob("*.log"))))
@@ -212,6 +214,51 @@ def test_a_group_joins_syncs_commits_and_its_offsets_survive_a_crash(broker: Bro
     empty = call(broker, ApiKeys.DESCRIBE_GROUPS, {"groups": [GROUP]}, 5)["groups"][0]
     assert empty["group_state"] == "Empty" and empty["members"] == []
     assert fetch_committed(broker) == 42
+
+
+def test_delete_group_only_when_empty_and_the_deletion_survives_a_crash(broker: BrokerProcess) -> None:
+    """kafka-consumer-groups --delete: a group with a member is not deleted (NON_EMPTY_GROUP); once the
+    member left it is, with its offsets; its tombstones keep it deleted across a crash and a reload."""
+    produce_to_t(broker, 10)
+
+    def delete(*groups: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("group", "delete", *groups, "--bootstrap-server", broker.address, check=False)
+
+    member = call(broker, ApiKeys.JOIN_GROUP, join_body(), 5)["member_id"]
+    assert call(broker, ApiKeys.JOIN_GROUP, join_body(member), 5)["error_code"] == 0
+    sync = {"group_id": GROUP, "generation_id": 1, "member_id": member, "assignments": []}
+    assert call(broker, ApiKeys.SYNC_GROUP, sync, 3)["error_code"] == 0
+    assert (
+        call(broker, ApiKeys.OFFSET_COMMIT, commit_body(member, 1, 7), 7)["topics"][0]["partitions"][0][
+            "error_code"
+        ]
+        == 0
+    )
+    refused = delete(GROUP)
+    assert refused.returncode == 1
+    assert f"* Group '{GROUP}' could not be deleted due to: GroupNotEmptyException" in refused.stdout
+    direct = call(broker, ApiKeys.DELETE_GROUPS, {"groups_names": [GROUP, "never-seen", ""]}, 2)
+    assert [(r["group_id"], r["error_code"]) for r in direct["results"]] == [
+        (GROUP, Errors.NON_EMPTY_GROUP),
+        ("never-seen", Errors.GROUP_ID_NOT_FOUND),
+        ("", Errors.INVALID_GROUP_ID),
+    ]
+
+    left = call(broker, ApiKeys.LEAVE_GROUP, {"group_id": GROUP, "members": [{"member_id": member}]}, 3)
+    assert left["error_code"] == 0
+    done = delete(GROUP)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"Deletion of requested consumer groups ('{GROUP}') was successful." in done.stdout
+    assert fetch_committed(broker) == -1
+    assert call(broker, ApiKeys.LIST_GROUPS, {}, 4)["groups"] == []
+    again = delete(GROUP)
+    assert again.returncode == 1 and "GroupIdNotFoundException" in again.stdout
+    wait_until(lambda: broker.events("group_deleted"), timeout=10, message="the tombstones written")
+
+    broker.kill(signal.SIGKILL)
+    broker.restart()
+    assert wait_until(lambda: fetch_committed(broker), timeout=15) == -1
+    assert call(broker, ApiKeys.LIST_GROUPS, {}, 4)["groups"] == []
 
 
 def test_console_consumer_in_a_group_resumes_at_its_committed_offset(broker: BrokerProcess) -> None:

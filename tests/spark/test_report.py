@@ -92,6 +92,8 @@ def test_clean_run_passes_every_check(clean_run: Any) -> None:
         "no_stale_controller_obeyed",
         "batches_intact",
         "no_duplicates",
+        "committed_offsets_not_lost",
+        "committed_offsets_below_hw",
     ]
     acked = _check(outcome, "acked_not_lost")
     assert acked["checked"] == 80  # each batch once, though the leader and the workload both journaled it
@@ -107,7 +109,7 @@ def test_clean_run_passes_every_check(clean_run: Any) -> None:
     assert a["longest_stall_s"] == max((st["seconds"] for st in a["stalls"]), default=0.0)
     console = (outcome.out_dir.parent / "console.txt").read_text().splitlines()
     first = next(line for line in console if line.startswith("isrsim report:"))
-    assert first.startswith("isrsim report: VALID  (12 valid); 100 % of intended writes acknowledged; ")
+    assert first.startswith("isrsim report: VALID  (14 valid); 100 % of intended writes acknowledged; ")
 
 
 def test_clean_run_reads_every_segment_and_tolerates_kill9_leftovers(clean_run: Any) -> None:
@@ -186,7 +188,7 @@ def test_unknown_where_nothing_could_be_checked(
     assert report["verdict"] == "unknown" and report["schema_version"] == 2
     unknown = {c["name"]: c["checked"] for c in report["checks"] if c["verdict"] == "unknown"}
     assert unknown == {"log_matching": 0, "acked_not_lost": 0}
-    assert report["verdict_counts"] == {"valid": 10, "invalid": 0, "unknown": 2}
+    assert report["verdict_counts"] == {"valid": 12, "invalid": 0, "unknown": 2}
     assert all(c["passed"] for c in report["checks"])
     checks = {c["name"]: c for c in report["checks"]}
     assert report["inputs"]["max_replicas_per_partition"] == 1
@@ -218,7 +220,9 @@ def test_damaged_run_fails_with_exit_code_1(damaged_run: Any) -> None:
     # Every check but the quorum's (this cluster has one controller; tests/spark/test_quorum_checks.py
     # damages those) and no_duplicates (the damage writes no batch twice) fails on its own damage.
     quorum = {"one_leader_per_epoch", "metadata_log_matching", "no_stale_controller_obeyed"}
-    damaged = [c for c in outcome.report["checks"] if c["name"] not in {*quorum, "no_duplicates"}]
+    # Nor do the committed-offsets checks: no consumer group ran (test_group_checks.py damages those).
+    groups = {"committed_offsets_not_lost", "committed_offsets_below_hw"}
+    damaged = [c for c in outcome.report["checks"] if c["name"] not in {*quorum, *groups, "no_duplicates"}]
     assert {c["verdict"] for c in damaged} == {"invalid"}
     assert all(not c["passed"] for c in damaged)
     assert {c["verdict"] for c in outcome.report["checks"] if c["name"] in quorum} == {"valid"}

@@ -64,8 +64,13 @@ class RecordingFetcherManager:
     def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, InitialFetchState]) -> None:
         self.added.update(states)
 
-    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+    def remove_fetcher_for_partitions(
+        self, tps: Iterable[TopicPartition], *, shutdown_idle: bool = True
+    ) -> None:
         self.removed.extend(tps)
+
+    def shutdown_idle_fetchers(self) -> None:
+        return None
 
     def fetch_state(self, tp: TopicPartition) -> FetchStateView | None:
         return self.states.get(tp)

@@ -45,6 +45,20 @@ def test_node_of_client_id(client_id: str, node: str) -> None:
     assert node_of_client_id(client_id) == node
 
 
+def test_a_quorums_voters_are_named_by_their_ids() -> None:
+    """With a controller quorum each voter is a node of its own: a rule between two voters (`net partition
+    1000 1001 --one-way`) must tell them apart, and a single controller keeps its name."""
+    assert node_of_client_id("controller-1001", voters_by_id=True) == "1001"
+    assert node_of_client_id("controller-1002/raft", voters_by_id=True) == "1002"
+    assert node_of_client_id("broker-3", voters_by_id=True) == "3"
+    assert node_of_client_id("controller", voters_by_id=True) == CONTROLLER
+    assert node_of_client_id("controller-1001") == CONTROLLER
+    # One way stays one way between voters: 1000 -> 1001 dropped, 1001 -> 1000 delivered.
+    t = table("1001", LinkFault("1000", "1001", partitioned=True))
+    assert t.decide(node_of_client_id("controller-1000", voters_by_id=True), "1001").drop
+    assert not t.decide("1001", node_of_client_id("controller-1000", voters_by_id=True)).drop
+
+
 def test_no_rules_delivers_everything() -> None:
     t = FaultTable("1")
     assert t.empty
@@ -249,3 +263,26 @@ def test_net_faults_api_validates_and_replaces_the_table() -> None:
     assert [r.link for r in inj.table.rules()] == [("1", "2")]
     healed = inj.handle_net_faults({"operation": "set", "rules": []})
     assert healed["rules"] == [] and not inj.active
+
+
+def test_a_rule_naming_controller_applies_to_each_voter_of_a_quorum() -> None:
+    """On a broker of a quorum cluster: rules naming a voter by id apply to that voter only; a rule naming
+    ``controller`` applies to every voter that no rule of its own names (as ``client`` is every client)."""
+    from protocol.fault_injector import FaultInjector
+
+    voters = frozenset({"1000", "1001", "1002"})
+    injector = FaultInjector("2", voters=voters)
+    injector.table.set_rules([LinkFault("1000", "2", partitioned=True)])
+    assert injector.inbound("controller-1000", 4).drop
+    assert not injector.inbound("controller-1001", 4).drop
+    assert not injector.outbound("controller-1000", 4).drop  # one way stays one way
+    injector.table.set_rules(
+        [LinkFault("controller", "2", delay_ms=300), LinkFault("1001", "2", partitioned=True)]
+    )
+    assert injector.inbound("controller-1000", 4).delay_ms == 300
+    assert injector.inbound("controller-1001", 4).drop  # its own rule wins
+    assert not injector.inbound("broker-3", 4).drop and injector.inbound("broker-3", 4).delay_ms == 0
+    # A single controller keeps the name "controller".
+    single = FaultInjector("2")
+    single.table.set_rules([LinkFault("controller", "2", partitioned=True)])
+    assert single.inbound("controller-1000", 4).drop

@@ -74,6 +74,12 @@ RESPONSES: dict[int, Any] = {
             )
         ]
     ),
+    42: g.DeleteGroupsResponse(
+        results=[
+            g.DeleteGroupsResponseResult(group_id="g"),
+            g.DeleteGroupsResponseResult(group_id="h", error_code=68),
+        ]
+    ),
 }
 
 
@@ -106,4 +112,5 @@ def _minimal_request(api: int) -> dict[str, Any]:
         9: {"group_id": "g"},
         16: {},
         15: {"groups": ["g"]},
+        42: {"groups_names": ["g"]},
     }[api]

@@ -216,3 +216,58 @@ async def test_controlled_shutdown_gives_up_at_the_timeout(autojump_clock: trio.
         assert not await life.controlled_shutdown(timeout_s=5, retry_backoff_s=0.5)
         assert 5 <= trio.current_time() - before < 6
         nursery.cancel_scope.cancel()
+
+
+class IsolatedChannel(ScriptedChannel):
+    """A channel whose requests are lost while ``isolated`` (a network fault that drops frames: no answer,
+    no reset) and time out as the real channel's do, after ``timeout_s`` (its own 30 s by default)."""
+
+    def __init__(self, responder: Responder) -> None:
+        super().__init__(responder)
+        self.isolated = False
+        self.delivered: list[tuple[ApiKeys, float]] = []
+
+    async def request(self, api_key: ApiKeys, body: Any, *, timeout_s: float | None = None) -> dict[str, Any]:
+        with trio.fail_after(30.0 if timeout_s is None else timeout_s):
+            if self.isolated:
+                await trio.sleep_forever()
+            self.delivered.append((api_key, trio.current_time()))
+            return await super().request(api_key, body, timeout_s=timeout_s)
+
+
+async def test_a_healed_broker_heartbeats_within_half_a_session(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Kafka's broker waits for a heartbeat's answer half a session at most (KAFKA-14392), then retries
+    # with a back-off from 100 ms: once a network fault heals, the controller hears from the broker within
+    # that, and unfences it. Waiting the channel's 30 s request timeout kept a healed broker fenced ~25 s.
+    controller = FakeController()
+    channel = IsolatedChannel(controller)
+    life = BrokerLifecycleManager(
+        3,
+        "c",
+        channel,
+        lambda: ("h", 1),
+        heartbeat_interval_ms=2000,
+        session_timeout_ms=9000,  # type: ignore[arg-type]
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(life.run)
+        await life.unfenced.wait()
+        for isolation_s in (1.0, 4.4, 20.0):
+            channel.isolated = True
+            await trio.sleep(isolation_s)
+            channel.isolated = False
+            healed = trio.current_time()
+            await wait_for(
+                lambda healed=healed: any(
+                    k == ApiKeys.BROKER_HEARTBEAT and t >= healed for k, t in channel.delivered
+                ),
+                "a heartbeat after the heal",
+                timeout=60,
+                interval=0.05,
+            )
+            first = min(t for k, t in channel.delivered if k == ApiKeys.BROKER_HEARTBEAT and t >= healed)
+            # At worst the heartbeat lost at the heal times out (4.5 s) and the retry waits its back-off.
+            assert first - healed <= 4.5 + 1.0, (isolation_s, first - healed)
+        nursery.cancel_scope.cancel()

@@ -18,6 +18,7 @@ from broker.group.coordinator_core import (
     Respond,
     StoreGroup,
     StoreOffsets,
+    StoreTombstones,
     SyncResult,
 )
 from broker.group.group_metadata import GroupState, OffsetAndMetadata
@@ -39,6 +40,7 @@ class Harness:
     group_writes: list[StoreGroup] = field(default_factory=list)
     offset_writes: list[StoreOffsets] = field(default_factory=list)
     rebalanced: list[GroupRebalanced] = field(default_factory=list)
+    tombstones: list[StoreTombstones] = field(default_factory=list)
     auto_store: bool = True
 
     def __post_init__(self) -> None:
@@ -64,6 +66,8 @@ class Harness:
                 self.offset_writes.append(effect)
                 if self.auto_store:
                     self.apply(self.core.on_offsets_stored(effect, Errors.NONE))
+            elif isinstance(effect, StoreTombstones):
+                self.tombstones.append(effect)
             else:
                 self.rebalanced.append(effect)
 
@@ -96,12 +100,14 @@ class Harness:
         rebalance: int = REBALANCE,
         require_known: bool = True,
         client_id: str = "client",
+        instance: str | None = None,
     ) -> JoinResult | None:
         self.apply(
             self.core.join_group(
                 token,
                 group,
                 member_id,
+                group_instance_id=instance,
                 require_known_member_id=require_known,
                 client_id=client_id,
                 client_host="/127.0.0.1",
@@ -129,14 +135,21 @@ class Harness:
         assignments: dict[str, bytes] | None = None,
         *,
         group: str = GROUP,
+        instance: str | None = None,
     ) -> SyncResult | None:
-        self.apply(self.core.sync_group(token, group, generation, member_id, assignments=assignments or {}))
+        self.apply(
+            self.core.sync_group(
+                token, group, generation, member_id, group_instance_id=instance, assignments=assignments or {}
+            )
+        )
         result = self.answer(token)
         assert result is None or isinstance(result, SyncResult)
         return result
 
-    def heartbeat(self, member_id: str, generation: int, *, group: str = GROUP) -> Errors:
-        self.apply(self.core.heartbeat("hb", group, member_id, generation))
+    def heartbeat(
+        self, member_id: str, generation: int, *, group: str = GROUP, instance: str | None = None
+    ) -> Errors:
+        self.apply(self.core.heartbeat("hb", group, member_id, generation, group_instance_id=instance))
         result = self.answer("hb")
         assert isinstance(result, Errors)
         return result

@@ -419,7 +419,7 @@ def test_simple_consumer_commits_and_fetches() -> None:
     assert result == CommitResult({TP: Errors.NONE, ("topic", 1): Errors.NONE})
     error, offsets = h.core.fetch_offsets(GROUP, [TP, ("topic", 2)])
     assert error == Errors.NONE
-    assert offsets[TP] == OffsetAndMetadata(42, metadata="m")
+    assert offsets[TP] == OffsetAndMetadata(42, metadata="m", commit_timestamp_ms=h.clock.now_ms)
     assert offsets[("topic", 2)] is None
     assert h.core.fetch_offsets(GROUP, None)[1].keys() == {TP, ("topic", 1)}
     assert h.state() is GroupState.EMPTY
@@ -431,7 +431,9 @@ def test_offsets_reach_the_cache_only_once_written() -> None:
     assert h.core.fetch_offsets(GROUP, [TP])[1][TP] is None
     h.apply(h.core.on_offsets_stored(h.offset_writes[-1], Errors.NONE))
     assert h.answer("commit") == CommitResult({TP: Errors.NONE})
-    assert h.core.fetch_offsets(GROUP, [TP])[1][TP] == OffsetAndMetadata(5)
+    assert h.core.fetch_offsets(GROUP, [TP])[1][TP] == OffsetAndMetadata(
+        5, commit_timestamp_ms=h.clock.now_ms
+    )
 
 
 def test_failed_offset_write_errors_are_kafkas() -> None:
@@ -465,7 +467,9 @@ def test_member_commits_with_its_generation_and_stale_ones_are_refused() -> None
     )
     # A simple consumer may not commit for a group with members.
     assert h.commit({TP: 4}) == CommitResult({TP: Errors.UNKNOWN_MEMBER_ID})
-    assert h.core.fetch_offsets(GROUP, [TP])[1][TP] == OffsetAndMetadata(3)
+    assert h.core.fetch_offsets(GROUP, [TP])[1][TP] == OffsetAndMetadata(
+        3, commit_timestamp_ms=h.clock.now_ms
+    )
 
 
 def test_commit_during_completing_rebalance_is_rebalance_in_progress() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from broker.group.coordinator_core import GroupConfig
 from broker.group.group_metrics import GroupCoordinatorCollector
 from tests.unit.broker.group.support import Harness
 
@@ -36,3 +37,13 @@ def test_groups_by_state_offsets_and_rebalances() -> None:
     assert got[rates + "offset_commit_count"] == 2
     h.leave(a, b)
     assert scrape(h)[prefix + "numgroupsempty"] == 1
+
+
+def test_expired_offsets_are_counted() -> None:
+    h = Harness(config=GroupConfig(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=10_000))
+    h.commit({("t", 0): 1, ("t", 1): 2})
+    rates = "kafka_coordinator_group_group_coordinator_metrics_"
+    assert scrape(h)[rates + "offset_expiration_count"] == 0
+    h.advance(70_000)
+    assert scrape(h)[rates + "offset_expiration_count"] == 2
+    assert scrape(h)["kafka_coordinator_group_groupmetadatamanager_numgroups"] == 0
