@@ -43,7 +43,7 @@ docker/base-image.sh
 phase "images"
 # Compose v2 builds with the engine's BuildKit; the controller's service builds the image every cluster
 # service runs, the report's its own.
-docker compose -f docker-compose.yml --profile report build controller report
+docker compose -f docker-compose.yml --profile report build controller-1 report
 size_mb() { docker image inspect --format '{{.Size}}' "$1" | awk '{ printf "%d", $1 / 1e6 }'; }
 runtime_mb="$(size_mb isrsim:latest)"
 report_mb="$(size_mb isrsim-report:latest)"

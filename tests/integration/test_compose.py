@@ -35,6 +35,10 @@ pytestmark = pytest.mark.integration
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 CONTAINER_ROOT = "/var/lib/isrsim"  # every container path the compose file names is below it
+# The controller quorum: three voters, node ids 1000-1002.
+CONTROLLERS = ("controller-1", "controller-2", "controller-3")
+VOTERS = "1000@controller-1:9093,1001@controller-2:9093,1002@controller-3:9093"
+NODES = (*CONTROLLERS, "broker-1", "broker-2", "broker-3")
 
 
 def free_port() -> int:
@@ -197,16 +201,16 @@ def test_compose_file_shape() -> None:
     spec = load_compose(COMPOSE)
     services = spec["services"]
     assert set(services) == {
-        "controller", "broker-1", "broker-2", "broker-3", "client", "report", "prometheus", "grafana"
+        *NODES, "client", "report", "prometheus", "grafana",
     }  # fmt: skip
     cluster = cluster_services(spec)
-    assert set(cluster) == {"controller", "broker-1", "broker-2", "broker-3"}, "the rest on demand (profiles)"
+    assert set(cluster) == set(NODES), "the rest on demand (profiles)"
     volumes = [v.split(":")[0] for s in cluster.values() for v in s["volumes"]]
-    assert len(volumes) == len(set(volumes)) == 4, "each process has its own volume"
+    assert len(volumes) == len(set(volumes)) == 6, "each process has its own volume"
     # One image for the controller, the brokers and the client: the controller's service builds it (the
     # runtime target: no JRE, no PySpark); the others name it and never pull it.
-    assert services["controller"]["build"]["target"] == "runtime"
-    for name in ("broker-1", "broker-2", "broker-3", "client"):
+    assert services["controller-1"]["build"]["target"] == "runtime"
+    for name in ("controller-2", "controller-3", "broker-1", "broker-2", "broker-3", "client"):
         assert "build" not in services[name], f"{name} builds the image again"
         assert services[name]["pull_policy"] == "never", f"{name} would pull isrsim:latest from a registry"
     for name, svc in cluster.items():
@@ -222,7 +226,7 @@ def test_compose_file_shape() -> None:
         if name.startswith("broker-"):
             env = svc["environment"]
             assert env["ISRSIM_BROKER_ID"] == name.split("-")[1]
-            assert env["ISRSIM_CONTROLLER_QUORUM_VOTERS"] == "1000@controller:9093"
+            assert env["ISRSIM_CONTROLLER_QUORUM_VOTERS"] == VOTERS
             # Kafka's compose layout: INTERNAL for the network and the brokers, EXTERNAL for the host.
             n = name.split("-")[1]
             assert env["ISRSIM_LISTENERS"] == "INTERNAL://0.0.0.0:19092,EXTERNAL://0.0.0.0:9092"
@@ -231,11 +235,17 @@ def test_compose_file_shape() -> None:
             )
             assert env["ISRSIM_INTER_BROKER_LISTENER_NAME"] == "INTERNAL"
             assert svc["ports"] == [f"1909{n}:9092"]
-            assert svc["depends_on"]["controller"]["condition"] == "service_healthy"
+            for c in CONTROLLERS:
+                assert svc["depends_on"][c]["condition"] == "service_healthy"
+        else:  # a voter of the quorum, its node id from 1000
+            assert svc["environment"]["ISRSIM_CONTROLLER_QUORUM_VOTERS"] == VOTERS
+            assert svc["environment"]["ISRSIM_NODE_ID"] == str(999 + int(name.split("-")[1]))
     report = services["report"]
     assert report["build"]["target"] == "report"
     mounted = {v.split(":")[0] for v in report["volumes"]}
-    assert mounted >= {"controller-data", "broker-1-data", "broker-2-data", "broker-3-data", "workload"}
+    assert mounted >= {f"{n}-data" for n in NODES} | {"workload"}
+    # laid out as `cluster up --controllers 3` lays out a root: controller-<node id>/ per voter
+    assert "controller-1-data:/var/lib/isrsim/cluster/controller-1000:ro" in report["volumes"]
     # The host producer's journal (./isrsim-data/workload by default) is read by the report too.
     assert any(v.endswith(":/var/lib/isrsim/cluster/workload-host:ro") for v in report["volumes"])
     dockerfile = DOCKERFILE.read_text()
@@ -259,8 +269,10 @@ def test_compose_file_shape() -> None:
 
 @pytest.mark.timeout(1200)  # a cluster, a workload, a kill and restart, then the report (itself up to 600 s)
 def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
-    compose.start("controller")
-    wait_until(lambda: compose.healthy("controller"), timeout=30, message="controller healthcheck")
+    for c in CONTROLLERS:
+        compose.start(c)
+    for c in CONTROLLERS:
+        wait_until(lambda c=c: compose.healthy(c), timeout=60, message=f"{c} healthcheck")  # type: ignore[misc]
     brokers = ("broker-1", "broker-2", "broker-3")
     for b in brokers:
         compose.start(b)
@@ -270,7 +282,7 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
     # docker compose run --rm client topic create ... / produce ...
     created = compose.run(
         "client", "topic", "create", "c", "--partitions", "3", "--replication-factor", "3",
-        "--bootstrap-server", "controller:9093",
+        "--bootstrap-server", ",".join(f"{c}:9093" for c in CONTROLLERS),
     )  # fmt: skip
     assert created.returncode == 0, created.stderr
 
@@ -304,10 +316,10 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
     assert "5,000 records acknowledged" in produce(5_000)
     compose.start("broker-2")  # docker compose start broker-2
     wait_until(lambda: compose.healthy("broker-2"), timeout=30, message="broker-2 healthcheck")
-    host, cport = compose.address("controller")
+    host, bport = compose.address("broker-1")
 
     def isr_full() -> bool:
-        meta = trio.run(request, host, cport, ApiKeys.METADATA, {"topics": [{"name": "c"}]})
+        meta = trio.run(request, host, bport, ApiKeys.METADATA, {"topics": [{"name": "c"}]})
         return all(len(p["isr_nodes"]) == 3 for p in meta["topics"][0]["partitions"])
 
     wait_until(isr_full, timeout=30, message="broker-2 back in every ISR")
@@ -325,12 +337,16 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
             message=f"{b}: 0 under-replicated partitions",
         )
         assert 'kafka_network_requestmetrics_requestspersec_total{request="Fetch"}' in metrics(b)
-    assert "kafka_controller_kafkacontroller_activecontrollercount 1.0" in metrics("controller")
+    # one active controller among the voters
+    one = "kafka_controller_kafkacontroller_activecontrollercount 1.0"
+    active = [c for c in CONTROLLERS if one in metrics(c)]
+    assert len(active) == 1, active
     # The volumes hold what the compose file says: the broker's data and journal, the controller's state,
     # and the client's journal of acknowledged batches (written with --bootstrap-server).
     assert (compose.volume("broker-2-data") / "data" / "meta.properties").exists()
     assert (compose.volume("broker-2-data") / "events.jsonl").exists()
-    assert (compose.volume("controller-data") / "cluster-metadata.json").exists()
+    for c in CONTROLLERS:
+        assert (compose.volume(f"{c}-data") / "events.jsonl").exists()
     acked = [
         json.loads(line)
         for f in compose.volume("workload").glob("acked-*.jsonl")
@@ -420,8 +436,8 @@ def test_secure_compose_variant_runs_on_sasl_ssl(tmp_path: Path) -> None:
     a plaintext client is not served. (min.insync.replicas=2 with one broker: acks=1.)"""
     spec = compose_merge(load_compose(COMPOSE), load_compose(SECURE_COMPOSE))
     nodes = cluster_services(spec)
-    assert set(nodes) == {"secrets-init", "controller", "broker-1", "broker-2", "broker-3"}
-    for name in ("controller", "broker-1", "broker-2", "broker-3"):
+    assert set(nodes) == {"secrets-init", *NODES}
+    for name in NODES:
         assert nodes[name]["depends_on"]["secrets-init"]["condition"] == "service_completed_successfully"
         assert "secrets:/var/lib/isrsim/secrets:ro" in nodes[name]["volumes"]
     local = LocalCompose(spec, tmp_path)
@@ -437,16 +453,18 @@ def test_secure_compose_variant_runs_on_sasl_ssl(tmp_path: Path) -> None:
         assert (secrets / "security" / "ca.pem").exists()
         assert not list(secrets.rglob("ca-key.pem"))
         assert (local.volume("ca") / "ca-key.pem").exists()
-        for name in ("controller", "broker-1", "broker-2", "broker-3", "client"):
+        for name in (*NODES, "client"):
             assert not any(v.startswith("ca:") for v in spec["services"][name]["volumes"]), name
         assert (local.volume("broker-1-data") / "data" / "security" / "credentials.json").exists()
-        local.start("controller")
-        wait_until(lambda: local.healthy("controller"), timeout=30, message="controller healthcheck")
+        for c in CONTROLLERS:
+            local.start(c)
+        for c in CONTROLLERS:
+            wait_until(lambda c=c: local.healthy(c), timeout=60, message=f"{c} healthcheck")  # type: ignore[misc]
         local.start("broker-1")
         wait_until(lambda: local.healthy("broker-1"), timeout=30, message="broker-1 healthcheck")
         created = local.run(
             "client", "topic", "create", "s", "--partitions", "1", "--replication-factor", "1",
-            "--bootstrap-server", "controller:9093",
+            "--bootstrap-server", ",".join(f"{c}:9093" for c in CONTROLLERS),
         )  # fmt: skip
         assert created.returncode == 0, created.stderr
         produced = local.run(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from tests.integration.harness import REPO_ROOT, python_cmd, wait_until
 
@@ -29,6 +30,9 @@ SECURE = ("docker-compose.yml", "docker-compose.secure.yml")
 # The host's addresses of the brokers' EXTERNAL listeners (published ports).
 HOST_BOOTSTRAP = "localhost:19091,localhost:19092,localhost:19093"
 INTERNAL_BOOTSTRAP = "broker-1:19092,broker-2:19092,broker-3:19092"
+# The controller quorum's voters, in the network; on the host, published on 9093-9095.
+CONTROLLERS = "controller-1:9093,controller-2:9093,controller-3:9093"
+NODES = ("controller-1", "controller-2", "controller-3", "broker-1", "broker-2", "broker-3")
 
 
 class Compose:
@@ -91,6 +95,23 @@ def host_isrsim(
     return proc
 
 
+def active_controller(command_config: Path | None) -> str | None:
+    """The service of the quorum's leader, as the voters answer DESCRIBE_QUORUM from the host."""
+    from kit.client_security import apply_client_security
+    from kit.controller_quorum import Voter, describe_quorum, leader_of
+    from protocol import current_client_security
+
+    token = current_client_security.set(None)
+    try:
+        if command_config is not None:
+            apply_client_security(None, command_config)
+        views = trio.run(describe_quorum, [Voter(None, "localhost", 9093 + n) for n in range(3)])
+    finally:
+        current_client_security.reset(token)
+    leader = leader_of(views)
+    return None if leader is None else f"controller-{leader.voter.port - 9092}"
+
+
 def processed(stderr: str) -> int:
     m = re.search(r"Processed a total of ([\d,]+) messages", stderr)
     assert m, stderr
@@ -124,7 +145,7 @@ def test_compose_cluster_on_a_real_engine(compose: Compose, tmp_path: Path) -> N
     secure = "docker-compose.secure.yml" in compose.files
     t0 = time.monotonic()
     compose("up", "-d", "--wait", "--wait-timeout", "240", timeout=300)
-    for service in ("controller", "broker-1", "broker-2", "broker-3"):
+    for service in NODES:
         assert compose.state(service) == "running healthy", service
     print(f"up and healthy in {time.monotonic() - t0:.1f}s")
     if secure:
@@ -152,18 +173,18 @@ def test_compose_cluster_on_a_real_engine(compose: Compose, tmp_path: Path) -> N
 
     created = compose.client(
         "topic", "create", "c", "--partitions", "3", "--replication-factor", "3",
-        "--bootstrap-server", "controller:9093",
+        "--bootstrap-server", CONTROLLERS,
     )  # fmt: skip
     assert "created topic c" in created.stdout
     produced = 0
     runs = 0  # producer runs, each with a journal of its own
 
-    def produce_in_network(count: int) -> None:
+    def produce_in_network(count: int, topic: str = "c") -> None:
         nonlocal produced, runs
-        out = compose.client("produce", "c", "--count", str(count), "--acks", "all", "--no-progress",
+        out = compose.client("produce", topic, "--count", str(count), "--acks", "all", "--no-progress",
                              "--bootstrap-server", INTERNAL_BOOTSTRAP).stdout  # fmt: skip
         assert acknowledged(out) == count
-        produced += count
+        produced += count if topic == "c" else 0
         runs += 1
 
     def produce_from_host(count: int) -> None:
@@ -212,14 +233,33 @@ def test_compose_cluster_on_a_real_engine(compose: Compose, tmp_path: Path) -> N
     wait_until(lambda: isr_sizes() == [3, 3, 3], timeout=90, interval=1, message="broker-1 back in every ISR")
     assert consumed_in_network() == produced == 11_000
 
+    # The active controller crashes: another voter takes over; a topic is created and written through it;
+    # started again, the old one rejoins the quorum as a follower.
+    leader = active_controller(command_config)
+    assert leader is not None, "no quorum leader"
+    compose("kill", leader)
+    wait_until(lambda: active_controller(command_config) not in (None, leader), timeout=60, interval=1,
+               message=f"a new quorum leader after {leader}")  # fmt: skip
+    created = compose.client(
+        "topic", "create", "d", "--partitions", "3", "--replication-factor", "3",
+        "--bootstrap-server", CONTROLLERS,
+    )  # fmt: skip
+    assert "created topic d" in created.stdout
+    produce_in_network(1_000, topic="d")
+    compose("start", leader)
+    compose("up", "-d", "--wait", "--wait-timeout", "120", timeout=180)
+    wait_until(lambda: active_controller(command_config) is not None, timeout=60, interval=1,
+               message="a quorum leader with every voter back")  # fmt: skip
+
     # Stop: SIGTERM reaches every node (process 1, exec form), each stops cleanly and soon.
     t_stop = time.monotonic()
     compose("stop", timeout=120)
     stop_s = time.monotonic() - t_stop
     print(f"docker compose stop took {stop_s:.1f}s")
-    for service in ("controller", "broker-1", "broker-2", "broker-3"):
+    for service in NODES:
         assert compose.state(service).startswith("exited"), service
-        assert "stopped cleanly" in compose("logs", "--no-color", service).stdout or service == "controller"
+        if service.startswith("broker-"):
+            assert "stopped cleanly" in compose("logs", "--no-color", service).stdout, service
     assert stop_s < 25, f"docker compose stop took {stop_s:.1f}s"
 
     # The report over every volume and the host producer's journal.
@@ -230,8 +270,10 @@ def test_compose_cluster_on_a_real_engine(compose: Compose, tmp_path: Path) -> N
     failed = [c for c in report["checks"] if not c["passed"]]
     assert report["verdict"] == "valid", failed
     assert report["inputs"]["brokers"] == [1, 2, 3]
+    # The three voters' journals: the quorum checks (one leader per epoch ...) judged them.
+    assert report["inputs"]["journal_files"] == 6, report["inputs"]
     # Every producer run's journal read: the client's, on the `workload` volume, and the host's.
-    assert report["inputs"]["acked_files"] == runs == 4, report["inputs"]
+    assert report["inputs"]["acked_files"] == runs == 5, report["inputs"]
     print(f"{compose.project}: {time.monotonic() - t0:.1f}s in all")
 
     compose.down()
