@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv kcat test lint unit integration clients spark scenarios demo bench chaos secure compose-test clean
+.PHONY: venv kcat test lint unit integration clients spark scenarios demo bench bench-smoke chaos secure compose-test clean
 
 venv: $(STAMP)
 
@@ -55,6 +55,11 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/isrsim bench
+
+# Every bench scenario in its smallest form (`isrsim bench --smoke`): the quick ones also run in `make test`,
+# failover, catch-up, fetch sessions and the report job (a Spark session) only here.
+bench-smoke: $(STAMP)
+	$(BIN)/pytest -q -m bench tests/bench/test_bench_smoke.py
 
 # The short chaos run (24 s, one fault of each kind), then five minutes of every fault kind, each against a
 # 3-broker cluster and followed by the report (tests/integration/test_chaos.py).

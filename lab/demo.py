@@ -26,6 +26,7 @@ from kit.local_cluster import fresh_cluster, record_fault, start_broker, stop_br
 from kit.node_query import ask_sync
 from kit.processes import process_state, send_signal, stop_process
 from kit.producer import AckJournal
+from kit.run_clock import RunClock
 from protocol import ApiKeys
 
 TOPIC = "demo"
@@ -47,7 +48,8 @@ class Demo:
         self.console = console
         self.rate = rate
         self.seconds = seconds
-        self.t0 = time.monotonic()
+        self.t0 = time.monotonic()  # for the demo's length only
+        self.clock = RunClock(root)  # what every line's time counts from: the run's t0, as in the report
         self.info: ClusterInfo | None = None
         self.producer: subprocess.Popen[str] | None = None
         self.secure = False  # `--secure`: SASL_SSL everywhere (docs/security.md)
@@ -58,7 +60,7 @@ class Demo:
     # ------------------------------------------------------------------ output
 
     def say(self, text: str) -> None:
-        self.console.print(f"[dim]{time.monotonic() - self.t0:6.1f}s[/]  {text}")
+        self.console.print(f"[dim]{self.clock.stamp()}[/]  {text}")
 
     def acked(self) -> int:
         """Acknowledged so far: records (librdkafka's delivery reports), or batches (`isrsim produce`'s
@@ -126,6 +128,10 @@ class Demo:
 
     def up(self) -> None:
         self.info = fresh_cluster(self.root, 3, DEMO_SETTINGS, what="demo", secure=self.secure)
+        self.clock = RunClock(self.root)  # a fresh cluster: its first journal line is the run's t0
+        origin = self.clock.anchor()
+        if origin is not None:
+            self.console.print(f"[dim]times are seconds since {origin.describe()}, as in the report[/]")
         self.say(f"cluster up: controller + 3 brokers under {self.root} ({', '.join(DEMO_SETTINGS[:3])})")
         body = {
             "topics": [
@@ -281,7 +287,7 @@ class Demo:
 
     def settle_and_stop(self) -> None:
         self.wait("every replica to agree on LEO and HW", self.converged, timeout=90)
-        self.say("replicas converged; stopping the cluster")
+        self.say("replicas in sync (one LEO, HW = LEO); stopping the cluster")
         stop_brokers(self.cluster)
         stop_process(self.cluster.controller.pid, 30)
         self.cluster.controller.pid = None

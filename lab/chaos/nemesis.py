@@ -95,7 +95,7 @@ class Nemesis:
             return False
         self.applied[step.index] = step
         self.injected[kind] = self.injected.get(kind, 0) + 1
-        self.say(f"[red]{step.describe()}[/] (until {step.until_s:g}s)")
+        self.say(f"[red]{step.describe()}[/] (for {step.until_s - step.at_s:.1f}s)")
         pid = self.info.broker(int(nodes[0])).pid if kind in ("kill", "term") else None
         if kind == "kill":
             await trio.to_thread.run_sync(wait_exit, pid, 5.0)  # reaps it if this process started it
@@ -117,6 +117,11 @@ class Nemesis:
         if not send_signal(b.pid, sig):
             raise ClusterError(f"broker {b.id} is not running")
         self._record(step.kind, step.nodes, {**params, "pid": b.pid})
+
+    def skip(self, step: FaultStep, why: str) -> None:
+        """A step that was never started (``--max-down`` kept it waiting until its planned end)."""
+        self.skipped.append((step, why))
+        self.say(f"[yellow]skipped[/] {step.describe()}: {escape(why)}")
 
     async def end(self, step: FaultStep) -> None:
         """Ends a started step: restart (kill, term), resume (pause) or heal its links."""

@@ -9,15 +9,19 @@ that fits now; a kind that does not fit stays in the deck for a later slot. Each
 
 What fits:
 
-- at most ``max_down`` brokers unavailable at any moment. ``kill``, ``term`` and ``pause`` take their broker
-  down; ``isolate`` cuts its broker off; ``partition`` counts one broker: the broker partitioned from the
-  controller, or the first of two partitioned brokers (each side's ISR loses the other). ``delay`` and
-  ``loss`` take nobody down. ``loss`` may also fall on a broker's responses to its clients (``1 -> clients``,
-  one way: requests take effect, answers are lost), the fault that makes a non-idempotent producer write
-  twice (docs/clients.md).
+- at most ``max_down`` brokers unavailable at any moment, a broker counting for one more interval after its
+  fault ended (it is fenced, or catching up to rejoin the ISRs, for a while). ``kill``, ``term`` and
+  ``pause`` take their broker down; ``isolate`` cuts its broker off; ``partition`` counts one broker: the
+  broker partitioned from the controller, or the first of two partitioned brokers (each side's ISR loses the
+  other). ``delay`` and ``loss`` take nobody down. ``loss`` may also fall on a broker's responses to its
+  clients (``1 -> clients``, one way: requests take effect, answers are lost), the fault that makes a
+  non-idempotent producer write twice (docs/clients.md).
 - two faults in force at once never share a broker (a fault on a killed or paused broker cannot be applied,
   and a restart heals a node's links); they may share the controller, each on its own links.
 - ``isolate`` runs alone: its rules sit on every node's table, and a paused node's table cannot change.
+
+While the run goes on, ``lab.chaos.budget`` also counts the brokers still out of service after their fault
+ended (fenced by the controller, not yet back in every ISR): a fault that would exceed ``max_down`` waits.
 """
 
 from __future__ import annotations
@@ -68,10 +72,10 @@ class FaultStep:
             return f"{self.kind} {self.nodes[0]}"
         if self.kind == "isolate":
             return f"isolate {self.nodes[0]}"
-        arrow = "->" if p.get("one_way") else "<->"
+        arrow = " -> " if p.get("one_way") else " <-> "  # as the report names it (spark_jobs.fault_log)
         link = f"{self.nodes[0]}{arrow}{self.nodes[1]}"
         if self.kind == "delay":
-            return f"delay {link} {p['ms']}±{p['jitter_ms']}ms"
+            return f"delay {link} {p['ms']}±{p['jitter_ms']} ms"
         if self.kind == "loss":
             return f"loss {link} {p['percent']:g}%"
         return f"partition {link}"
@@ -171,8 +175,13 @@ def make_schedule(
         if not deck:
             deck = list(kinds)
             rng.shuffle(deck)
+        # A broker a fault took down is still out of service for a while after it ended (fenced, catching up
+        # to rejoin the ISRs): for one interval it keeps its place in --max-down.
+        recovering = [s for s in steps if s.down and t - interval < s.until_s <= t]
         for kind in deck:
-            step = _place(rng, kind, len(steps), t, duration, interval, active, brokers, max_down)
+            step = _place(
+                rng, kind, len(steps), t, duration, interval, active + recovering, brokers, max_down
+            )
             if step is not None:
                 deck.remove(kind)
                 steps.append(step)
@@ -192,15 +201,17 @@ def _place(
     brokers: list[int],
     max_down: int,
 ) -> FaultStep | None:
-    """The step for ``kind`` starting at ``t``, or None when it does not fit now."""
-    if any(s.kind == "isolate" for s in active):
+    """The step for ``kind`` starting at ``t``, or None when it does not fit now. ``active``: the steps in
+    force, and those that ended less than an interval ago (their brokers still count as down)."""
+    in_force = [s for s in active if s.until_s > t]
+    if any(s.kind == "isolate" for s in in_force):
         return None
-    busy = {b for s in active for b in s.brokers}
+    busy = {b for s in in_force for b in s.brokers}
     free = [str(b) for b in brokers if str(b) not in busy]
-    down = sum(len(s.down) for s in active)
+    down = len({b for s in active for b in s.down})
     if kind in DOWN_KINDS and down >= max_down:
         return None
-    if kind == "isolate" and active:
+    if kind == "isolate" and in_force:
         return None
     if not free:
         return None

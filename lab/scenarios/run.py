@@ -27,6 +27,7 @@ from kit.net_faults import NetError, change_faults, endpoint, find_cluster
 from kit.node_query import ask_sync
 from kit.processes import process_state, send_signal, stop_process
 from kit.producer import AckJournal, Producer, ProducerSettings, ProduceStats, now_ms
+from kit.run_clock import RunClock
 from protocol import ApiKeys, build_simple_batch, read_header
 
 T = TypeVar("T")
@@ -79,13 +80,14 @@ class ScenarioRun:
         self.notes: list[str] = []
         self.marks: dict[str, int] = {}
         self.t0 = time.monotonic()
+        self.clock = RunClock(root)  # seconds since the run's t0, as in the report (kit.run_clock)
         self._journal: AckJournal | None = None
         self.replicas: list[int] = []
 
     # ------------------------------------------------------------------ output
 
     def say(self, text: str) -> None:
-        self.console.print(f"[dim]{time.monotonic() - self.t0:6.1f}s[/]  {text}")
+        self.console.print(f"[dim]{self.clock.stamp()}[/]  {text}")
 
     @staticmethod
     def now_ms() -> int:
@@ -111,6 +113,10 @@ class ScenarioRun:
             self.info = fresh_cluster(self.root, brokers, tuple(self.settings), what="scenario")
         except ClusterError as exc:  # a root that is not a cluster's, a bad setting: the script cannot start
             raise ScenarioError(str(exc)) from None
+        self.clock = RunClock(self.root)  # a fresh cluster: its first journal line is the run's t0
+        origin = self.clock.anchor()
+        if origin is not None:
+            self.console.print(f"[dim]times are seconds since {origin.describe()}, as in the report[/]")
         self.say(f"cluster up under {self.root}: controller + {brokers} brokers, mode [bold]{self.mode}[/]")
 
     def create_topic(self, replication_factor: int, configs: dict[str, str]) -> list[int]:

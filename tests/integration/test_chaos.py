@@ -6,6 +6,7 @@ byte for byte, and whose faults.jsonl holds every action of the schedule, and th
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,8 +48,9 @@ def covering_seed(duration: float, interval: float) -> int:
     )
 
 
-def assert_every_action_recorded(root: Path, schedule: Schedule) -> None:
-    """Each step's start (its kind) and its end (restart, resume or heal) are in faults.jsonl, in order."""
+def assert_every_action_recorded(root: Path, schedule: Schedule, skipped: set[int] = frozenset()) -> None:
+    """Each step's start (its kind) and its end (restart, resume or heal) are in faults.jsonl, in order;
+    nothing of a ``skipped`` step."""
     records = read_faults(root)
     by_step: dict[int, list[dict[str, Any]]] = {}
     for r in records:
@@ -56,6 +58,9 @@ def assert_every_action_recorded(root: Path, schedule: Schedule) -> None:
             by_step.setdefault(r["params"]["chaos_step"], []).append(r)
     for step in schedule.steps:
         got = by_step.get(step.index, [])
+        if step.index in skipped:
+            assert got == [], (step, got)
+            continue
         actions = [r["action"] for r in got]
         assert actions == [step.kind, ENDS.get(step.kind, "heal")], (step, got)
         assert got[0]["nodes"] == step.nodes
@@ -64,6 +69,25 @@ def assert_every_action_recorded(root: Path, schedule: Schedule) -> None:
             assert got[1]["nodes"] == step.nodes  # the heal is of exactly this fault's link
     # Nothing was left for the final clean-up: every fault ended as planned.
     assert not [r for r in records if r["params"].get("chaos_final")]
+
+
+def assert_one_clock(root: Path, out: str, run: dict[str, Any], report: dict[str, Any]) -> None:
+    """Chaos prints its times on the report's clock: the same t0, each fault's line at the time
+    faults.jsonl (and so the report) has for it; "in sync" is named apart from the report's "ISR full"."""
+    t0 = report["t0_ms"]
+    assert run["t0_ms"] == t0 and run["t0_source"] == report["t0_source"]
+    assert "times are seconds since t0 = " in out
+    printed = {}
+    for line in out.splitlines():
+        m = re.match(r"^\s*(\d+\.\d)s\s+(kill|term|pause|partition|isolate|delay|loss) (.+?) \(for ", line)
+        if m:
+            printed.setdefault(f"{m.group(2)} {m.group(3)}", float(m.group(1)))
+    starts = {b["label"]: b["start_s"] for b in reversed(report["faults"]) if not b["instant"]}
+    assert printed, out[-3000:]
+    for label, at in printed.items():
+        assert label in starts, (label, sorted(starts))
+        assert abs(starts[label] - at) <= 0.5, (label, at, starts[label])
+    assert "replicas in sync" in out and "ISR full" in out and "converged" not in out
 
 
 def run_chaos(c: Cluster, *args: str, timeout: float) -> tuple[str, dict[str, Any]]:
@@ -75,6 +99,7 @@ def run_chaos(c: Cluster, *args: str, timeout: float) -> tuple[str, dict[str, An
 
 
 @pytest.mark.chaos  # 1-3 minutes (the cluster, 24 s of faults, the report): `make chaos`, not `make test`
+@pytest.mark.timeout(900)
 def test_short_chaos_run_with_every_fault_kind_passes_the_report(cluster: Cluster) -> None:
     duration, interval = 24.0, 2.0
     seed = covering_seed(duration, interval)
@@ -90,7 +115,7 @@ def test_short_chaos_run_with_every_fault_kind_passes_the_report(cluster: Cluste
     out, run = run_chaos(
         cluster,
         "--seed", str(seed), "--duration", "24", "--interval", "2", "--rate", "300", "--partitions", "3",
-        timeout=240,
+        timeout=600,  # the Spark report alone can take minutes on a busy 2-core machine
     )  # fmt: skip
     elapsed = time.monotonic() - t0
 
@@ -98,11 +123,23 @@ def test_short_chaos_run_with_every_fault_kind_passes_the_report(cluster: Cluste
     assert f"seed {seed}" in out and "isrsim report: VALID" in out
     report = json.loads((cluster.root / "report" / "report.json").read_text())
     assert report["verdict"] == "valid"
-    assert run["report_exit_code"] == 0 and run["skipped"] == 0 and run["error"] is None
-    assert run["injected"] == schedule.counts() and all(run["injected"].values())
-    assert run["records_acked"] > 0 and run["converged_after_last_fault_s"] is not None
+    assert run["report_exit_code"] == 0 and run["error"] is None
+    # A step is skipped only when --max-down kept it waiting to its end: a broker of an earlier fault was
+    # still fenced or out of an ISR (on a loaded machine a restarted broker may take that long to catch up).
+    skipped = {s["index"]: s for s in run["skipped_steps"]}
+    assert run["skipped"] == len(skipped)
+    assert all(s["why"].startswith("--max-down 1: ") for s in skipped.values()), skipped
+    kinds = {step.index: step.kind for step in schedule.steps}
+    for kind, n in schedule.counts().items():
+        assert run["injected"][kind] == n - sum(1 for i in skipped if kinds[i] == kind), (kind, run)
+    assert len(skipped) <= 2 and sum(run["injected"].values()) >= 5, run
+    assert run["records_acked"] > 0 and run["in_sync_after_last_fault_s"] is not None
     assert run["not_converged"] == []
-    assert_every_action_recorded(cluster.root, schedule)
+    assert_every_action_recorded(cluster.root, schedule, set(skipped))
+    # The report's first line states availability beside the verdict.
+    first = next(line for line in out.splitlines() if line.startswith("isrsim report: "))
+    assert "% of intended writes acknowledged" in first, first
+    assert_one_clock(cluster.root, out, run, report)
     # The command stopped the cluster it ran against.
     info = cluster.info
     assert all(process_state(p.pid) == "stopped" for p in [*info.brokers, info.controller])
@@ -134,7 +171,7 @@ def test_long_chaos_run(tmp_path: Path) -> None:
             c, "--seed", str(seed), "--duration", "300", "--interval", "3", "--rate", "2000", timeout=1500
         )
         figures = {k: run[k] for k in ("injected", "records_acked", "batches_failed")}
-        figures["converged_after_last_fault_s"] = run["converged_after_last_fault_s"]
+        figures["in_sync_after_last_fault_s"] = run["in_sync_after_last_fault_s"]
         print(f"{out[-4000:]}\nchaos-run.json: {figures}")
         assert "isrsim report: VALID" in out
         assert (c.root / "chaos.json").read_text() == schedule.to_json()

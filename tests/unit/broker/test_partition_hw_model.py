@@ -250,7 +250,9 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
     def follower_moves(self, data: st.DataObject, follower: int) -> None:
         """The follower's next fetch is at any offset: it truncated, restarted from a checkpoint, or is out
         of range (below the log start or past the LEO)."""
-        f = self.followers[follower]
+        self._move(data, self.followers[follower])
+
+    def _move(self, data: st.DataObject, f: Follower) -> None:
         if f.parked is not None:
             return
         p = self.p
@@ -270,17 +272,31 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.broker is not None)
     @rule(
+        data=st.data(),
         follower=st.sampled_from(FOLLOWERS),
         kind=st.sampled_from(["round", "round", "full", "long-poll"]),
+        jump=st.sampled_from([False, False, True]),
         rounds=st.integers(1, 3),
         wait_ms=STEPS_MS,
     )
-    def fetch(self, follower: int, kind: str, rounds: int, wait_ms: int) -> None:
+    def fetch(
+        self,
+        follower: int,
+        kind: str,
+        rounds: int,
+        wait_ms: int,
+        jump: bool = False,
+        data: st.DataObject | None = None,
+    ) -> None:
         """Fetch rounds as a follower's fetcher sends them, one after another (the first of the kind drawn,
         the others incremental; the wait comes before the last): incremental, naming the partition only
         when its fetch offset or epoch changed (a quiet round otherwise), or a full fetch that opens a new
-        session, or a long poll that parks when there is nothing to send."""
+        session, or a long poll that parks when there is nothing to send. With ``jump`` the first round
+        is at any offset (``follower_moves``), which reaches the leader's LEO, and so a caught-up follower,
+        in fewer steps."""
         f = self.followers[follower]
+        if jump and data is not None:
+            self._move(data, f)
         for i in range(rounds):
             if f.parked is not None:
                 return

@@ -59,6 +59,12 @@ def _check_invariants(s: Schedule) -> None:
     moments = sorted({x for step in s.steps for x in (step.at_s, step.until_s)})
     for t in moments:
         assert len(s.down_at(t)) <= s.max_down, (t, s.in_force_at(t))
+        # A broker down until less than an interval ago still counts when a fault that takes one down starts.
+        starting = [step for step in s.steps if step.at_s == t and step.down]
+        if starting:
+            recent = {b for step in s.steps if step.down and t - s.interval_s < step.until_s <= t
+                      for b in step.down}  # fmt: skip
+            assert len(recent | s.down_at(t)) <= s.max_down, (t, starting, recent)
         live = s.in_force_at(t)
         brokers = [b for step in live for b in step.brokers]
         assert len(brokers) == len(set(brokers)), (t, live)
@@ -90,9 +96,10 @@ def test_every_kind_comes_up_in_a_long_run_and_the_nemesis_keeps_busy() -> None:
         s = make_schedule(seed, 300, 3, ALL, 1, [1, 2, 3])
         counts = s.counts()
         assert all(n >= 2 for n in counts.values()), (seed, counts)
-        # Something is in force most of the time (not a schedule that mostly rests).
+        # Something is in force most of the time (not a schedule that mostly rests), though with max-down 1
+        # a broker's fault keeps the next one that takes a broker down waiting for an interval after it.
         busy = sum(1 for i in range(30, 3000) if s.in_force_at(i / 10))
-        assert busy / 2970 > 0.8, (seed, busy)
+        assert busy / 2970 > 0.6, (seed, busy)
     # Five brokers and max-down 2: two brokers down at once happens.
     s = make_schedule(3, 300, 3, ALL, 2, [1, 2, 3, 4, 5])
     assert max(len(s.down_at(t / 10)) for t in range(3000)) == 2
