@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv kcat test lint unit integration clients spark scenarios demo bench bench-smoke chaos secure clean
+.PHONY: venv kcat test lint unit integration clients spark scenarios demo bench bench-smoke chaos secure compose-test clean
 
 venv: $(STAMP)
 
@@ -70,6 +70,12 @@ chaos: $(STAMP)
 secure: $(STAMP)
 	$(BIN)/pytest -q -m secure tests/integration/test_cluster.py
 	$(BIN)/isrsim demo --secure --data-dir isrsim-demo-secure
+
+# The compose files on a real engine (docs/docker.md): installs Debian's docker.io and Compose v2 when
+# missing, starts dockerd (and stops it after), makes the base image with debootstrap, builds the images,
+# then runs the plain and the secure cluster through (tests/integration/test_compose_engine.py). Root.
+compose-test: $(STAMP)
+	BIN=$(BIN) docker/compose-test.sh
 
 clean:
 	rm -rf $(VENV) isrsim-data .pytest_cache .mypy_cache .ruff_cache
