@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv kcat test lint unit integration clients spark scenarios demo bench chaos secure clean
+.PHONY: venv kcat test lint unit integration clients spark scenarios demo bench bench-smoke chaos secure compose-test clean
 
 venv: $(STAMP)
 
@@ -56,6 +56,11 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/isrsim bench
 
+# Every bench scenario in its smallest form (`isrsim bench --smoke`): the quick ones also run in `make test`,
+# failover, catch-up, fetch sessions and the report job (a Spark session) only here.
+bench-smoke: $(STAMP)
+	$(BIN)/pytest -q -m bench tests/bench/test_bench_smoke.py
+
 # The short chaos run (24 s, one fault of each kind), then five minutes of every fault kind, each against a
 # 3-broker cluster and followed by the report (tests/integration/test_chaos.py).
 chaos: $(STAMP)
@@ -65,6 +70,12 @@ chaos: $(STAMP)
 secure: $(STAMP)
 	$(BIN)/pytest -q -m secure tests/integration/test_cluster.py
 	$(BIN)/isrsim demo --secure --data-dir isrsim-demo-secure
+
+# The compose files on a real engine (docs/docker.md): installs Debian's docker.io and Compose v2 when
+# missing, starts dockerd (and stops it after), makes the base image with debootstrap, builds the images,
+# then runs the plain and the secure cluster through (tests/integration/test_compose_engine.py). Root.
+compose-test: $(STAMP)
+	BIN=$(BIN) docker/compose-test.sh
 
 clean:
 	rm -rf $(VENV) isrsim-data .pytest_cache .mypy_cache .ruff_cache

@@ -563,6 +563,17 @@ def parse_voter_addresses(value: str) -> list[tuple[str, int]]:
     return out
 
 
+def parse_voter_ids(value: str) -> dict[int, tuple[str, int]]:
+    """``controller.quorum.voters`` as {id: (host, port)} (voters given without an id are left out)."""
+    out: dict[int, tuple[str, int]] = {}
+    for item in value.split(","):
+        if item.strip():
+            parsed = parse_voters(item)
+            if parsed is not None and parsed[0] >= 0:
+                out[parsed[0]] = (parsed[1], parsed[2])
+    return out
+
+
 def parse_topic_partitions(value: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for item in value.split(","):
@@ -686,6 +697,11 @@ class BrokerConfig(ConfigValues):
     def controller_voters(self) -> list[tuple[str, int]]:
         """Every controller voter's address (the broker finds the active one among them)."""
         return parse_voter_addresses(str(self.values["controller.quorum.voters"]))
+
+    @property
+    def controller_voter_ids(self) -> dict[int, tuple[str, int]]:
+        """Each controller voter's address by its id."""
+        return parse_voter_ids(str(self.values["controller.quorum.voters"]))
 
     @property
     def initial_leader_partitions(self) -> list[tuple[str, int]]:

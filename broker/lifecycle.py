@@ -86,6 +86,21 @@ class ControllerChannel:
         self._changed.set()
         self._changed = trio.Event()
 
+    def follow(self, address: tuple[str, int]) -> None:
+        """A new active controller made itself known (a controller request of a higher controller epoch came
+        from it): talk to it from now on. A request waiting on the old voter (a paused one answers nothing)
+        fails at once and is retried by its caller, so heartbeats reach the new controller within its
+        session rather than after this channel's request timeout."""
+        if address not in self.addresses or address == (self.host, self.port):
+            return
+        self._index = self.addresses.index(address)
+        self.host, self.port = address
+        self._switch = True
+        conn = self._conn
+        if conn is not None:
+            conn.abort(f"{self.client_id}: the active controller is now at {address[0]}:{address[1]}")
+        self._notify()
+
     def _next_voter(self) -> None:
         if len(self.addresses) > 1:
             self._index = (self._index + 1) % len(self.addresses)

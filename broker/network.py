@@ -51,7 +51,6 @@ from broker.security.credentials import CredentialStore
 from broker.security.listener_security import ListenerSecurity
 from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from broker.security.sasl_server import SaslServerAuthenticator, SaslState, illegal_sasl_state
-from protocol import kafka_codec
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.fault_injector import EXEMPT_APIS, FaultInjector
@@ -62,6 +61,7 @@ from protocol.framing import (
     InvalidFrame,
     RequestHeader,
     decode_request,
+    is_kafka_frame,
 )
 from protocol.messages import KAFKA_REFUSED_VERSIONS, KAFKA_SUPPORTED_VERSIONS, REQUEST_TYPES
 
@@ -494,7 +494,7 @@ class SocketServer:
             return
         try:
             if conn.kafka is None:
-                conn.kafka = kafka_codec.is_kafka_frame(payload)
+                conn.kafka = is_kafka_frame(payload)
                 if conn.kafka:
                     log.debug("%s: connection %s speaks Kafka's binary protocol", self.name, conn.peer)
             header, body = self._decode_kafka(payload) if conn.kafka else decode_request(payload)
@@ -526,6 +526,10 @@ class SocketServer:
         """A Kafka request: a header that cannot be read, or a body of a served version that does not
         parse, raises ``InvalidFrame`` (Kafka closes the connection on both). An API or version this broker
         does not serve passes with what could be read of it, to be answered UNSUPPORTED_VERSION."""
+        # Kafka's codec (kafka-python's generated classes) loads with the first Kafka client: a broker only
+        # ever spoken to in msgpack, as most are, starts without it (a fifth of its start-up).
+        from protocol import kafka_codec
+
         decoded = kafka_codec.decode_request(payload, _KAFKA_BODY_TYPES)
         header = decoded.header
         versions = self.kafka_supported.get(header.api_key)
@@ -539,6 +543,8 @@ class SocketServer:
         return header, decoded.body or {}
 
     def _encode_kafka(self, request: Request, body: dict[str, Any]) -> tuple[bytes, bytes]:
+        from protocol import kafka_codec
+
         return kafka_codec.encode_response_parts(
             request.header, request.body, body, api_versions=self.kafka_supported
         )

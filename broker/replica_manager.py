@@ -119,6 +119,9 @@ class ReplicaManager:
         # Follower session fetches parked in the fetch purgatory, with their sessions' partitions.
         self._parked_session_fetches: list[tuple[DelayedFetch, Mapping[TopicPartition, CachedPartition]]] = []
         self.controller_epoch = 0
+        # Called with (controller_id, controller_epoch) when a controller request raises the controller
+        # epoch: a new active controller (the broker's link to the controller moves to it).
+        self.controller_listeners: list[Callable[[int, int], None]] = []
         self.fetcher_manager: FetcherManagerLike = NoFetcherManager()
         self._hw_checkpoint = log_manager.high_watermarks()
         # Managed mode: ALTER_PARTITION submission (AlterPartitionManager.submit) and the broker epoch.
@@ -181,6 +184,14 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ LEADER_AND_ISR
 
+    def _controller_epoch_seen(self, controller_id: int, controller_epoch: int) -> None:
+        """A controller request of ``controller_epoch`` (not lower than the current one) was accepted."""
+        raised = controller_epoch > self.controller_epoch
+        self.controller_epoch = controller_epoch
+        if raised:
+            for listener in self.controller_listeners:
+                listener(controller_id, controller_epoch)
+
     def become_leader_or_follower(
         self,
         controller_id: int,
@@ -202,7 +213,7 @@ class ReplicaManager:
                 self.controller_epoch,
             )
             return Errors.STALE_CONTROLLER_EPOCH, {tp: Errors.STALE_CONTROLLER_EPOCH for tp, _ in states}
-        self.controller_epoch = controller_epoch
+        self._controller_epoch_seen(controller_id, controller_epoch)
         self.state_listener.controller_epoch = controller_epoch
         self.metadata_cache.update_brokers(list(live_leaders), replace=False)
         errors: dict[TopicPartition, Errors] = {}
@@ -334,7 +345,7 @@ class ReplicaManager:
         is FENCED_LEADER_EPOCH; -1 (no epoch), -2 (deletion sentinel) or a newer/equal one is done."""
         if controller_epoch < self.controller_epoch:
             return Errors.STALE_CONTROLLER_EPOCH, {tp: Errors.STALE_CONTROLLER_EPOCH for tp, _, _ in states}
-        self.controller_epoch = controller_epoch
+        self._controller_epoch_seen(controller_id, controller_epoch)
         self.state_listener.controller_epoch = controller_epoch
         errors: dict[TopicPartition, Errors] = {}
         to_stop: list[tuple[TopicPartition, bool]] = []
@@ -384,7 +395,7 @@ class ReplicaManager:
         cache."""
         if controller_epoch < self.controller_epoch:
             return Errors.STALE_CONTROLLER_EPOCH
-        self.controller_epoch = controller_epoch
+        self._controller_epoch_seen(controller_id, controller_epoch)
         self.state_listener.controller_epoch = controller_epoch
         self.metadata_cache.controller_id = controller_id
         self.metadata_cache.update_brokers(brokers, replace=True, endpoints=endpoints)

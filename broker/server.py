@@ -293,6 +293,20 @@ class KafkaServer:
             request_timeout_s=c.get_int("request.timeout.ms") / 1000,
             voters=c.controller_voters,
         )
+        voter_ids = c.controller_voter_ids
+
+        def follow_controller(controller_id: int, controller_epoch: int) -> None:
+            address = voter_ids.get(controller_id)
+            if address is not None:
+                log.info(
+                    "broker %d: controller %d is active (controller epoch %d); heartbeating to it",
+                    self.broker_id,
+                    controller_id,
+                    controller_epoch,
+                )
+                controller_channel.follow(address)
+
+        self.replica_manager.controller_listeners.append(follow_controller)
         lifecycle = self.lifecycle = BrokerLifecycleManager(
             self.broker_id,
             c.cluster_id,

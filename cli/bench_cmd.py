@@ -16,6 +16,11 @@ from lab.bench.runner import NAMES, run_bench
 @click.command("bench")
 @click.option("--quick", is_flag=True, help="Smaller sizes: every scenario, in under 5 minutes.")
 @click.option(
+    "--smoke",
+    is_flag=True,
+    help="The smallest sizes: checks that every scenario runs (seconds each); its figures mean little.",
+)
+@click.option(
     "--only",
     "only",
     multiple=True,
@@ -54,6 +59,7 @@ from lab.bench.runner import NAMES, run_bench
 )
 def bench(
     quick: bool,
+    smoke: bool,
     only: tuple[str, ...],
     out_dir: Path,
     profile: bool,
@@ -75,6 +81,7 @@ def bench(
     try:
         results, interrupted = run_bench(
             quick=quick,
+            smoke=smoke,
             only=only,
             out_dir=out_dir,
             console=console,
@@ -86,7 +93,7 @@ def bench(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--only") from None
     finished = time.time()
-    mode = "quick" if quick else "full"
+    mode = "smoke" if smoke else "quick" if quick else "full"
     console.print(results_table(results, title=f"isrsim bench ({mode}, {finished - started:.0f}s)"))
     path = write_results(
         out_dir,

@@ -17,6 +17,7 @@ from kit.cluster_client import ClientError, bootstrap_from
 from kit.cluster_files import ClusterError, ClusterInfo
 from kit.librdkafka_producer import LibrdkafkaMissing, require_librdkafka
 from kit.producer import ACKS_BY_NAME
+from kit.run_clock import RunClock
 from lab.chaos.nemesis import ChaosError
 from lab.chaos.run import (
     CHAOS_FILE,
@@ -26,6 +27,7 @@ from lab.chaos.run import (
     check_cluster,
     ensure_topic,
     first_error,
+    in_sync_figures,
     run_report,
     stop_cluster,
     summary,
@@ -52,6 +54,18 @@ from lab.chaos.view import ChaosState, ChaosView
 )
 @click.option(
     "--max-down", type=int, default=1, show_default=True, help="Brokers unavailable at once, at most."
+)
+@click.option(
+    "--targets",
+    default="brokers,controllers",
+    show_default=True,
+    help="What kill, term and pause fall on: brokers, controllers (the quorum's voters), or both.",
+)
+@click.option(
+    "--allow-quorum-loss",
+    is_flag=True,
+    help="Let the faults take down a majority of the controllers (all but one); by default at most a "
+    "minority is down at once, so the quorum can always elect and commit.",
 )
 @click.option("--rate", type=float, default=2000.0, show_default=True, help="Workload records per second.")
 @click.option("--acks", type=click.Choice(["all", "-1", "1"]), default="all", show_default=True)
@@ -105,6 +119,8 @@ def chaos(
     interval: float,
     faults: str,
     max_down: int,
+    targets: str,
+    allow_quorum_loss: bool,
     rate: float,
     acks: str,
     topic: str,
@@ -121,8 +137,9 @@ def chaos(
     against a running cluster; then heal everything, wait for convergence, stop the cluster and run the
     report. The exit code is the report's.
 
-    The schedule is a pure function of --seed, --duration, --interval, --faults, --max-down and the broker
-    ids, written to <root>/chaos.json; every action is appended to <root>/faults.jsonl. See docs/faults.md.
+    The schedule is a pure function of --seed, --duration, --interval, --faults, --max-down, --targets,
+    --allow-quorum-loss and the broker and controller ids, written to <root>/chaos.json; every action is
+    appended to <root>/faults.jsonl. See docs/faults.md.
     """
     try:
         info = ClusterInfo.load(data_dir)
@@ -131,7 +148,17 @@ def chaos(
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 31)
     try:
-        schedule = make_schedule(seed, duration, interval, faults, max_down, [b.id for b in info.brokers])
+        schedule = make_schedule(
+            seed,
+            duration,
+            interval,
+            faults,
+            max_down,
+            [b.id for b in info.brokers],
+            [c.id for c in info.controllers] if info.quorum else [],
+            targets=targets,
+            allow_quorum_loss=allow_quorum_loss,
+        )
     except ScheduleError as exc:
         raise click.UsageError(str(exc)) from None
     if rate <= 0:
@@ -159,8 +186,16 @@ def chaos(
     console.print(f"seed {seed} (replay: --seed {seed}); {summary(schedule)}; written to {root / CHAOS_FILE}")
     state = ChaosState(duration_s=schedule.duration_s)
     started_ms = int(time.time() * 1000)
+    clock = RunClock(root)
+    origin = clock.anchor()
+    if origin is not None:
+        console.print(
+            f"times are seconds since {origin.describe()}, as in the report; "
+            f"the schedule's 0 s is {clock.seconds(started_ms):.1f} s",
+            highlight=False,
+        )
     error: str | None = None
-    with ChaosView(console, state) as view:
+    with ChaosView(console, state, clock) as view:
         run = ChaosRun(
             info, schedule, topic, rate, ACKS_BY_NAME[acks], bootstrap, converge_timeout, view, client=client
         )
@@ -191,7 +226,7 @@ def chaos(
             done = trio.run(run.nemesis.heal_everything)
             view.say(", ".join(done) or "nothing was left broken")
             raise SystemExit(130)
-    _print_outcome(console, outcome, client)
+    _print_outcome(console, outcome, client, clock)
     if error is not None:
         write_run(root, schedule, outcome, started_ms, error, None, client)
         raise click.ClickException(
@@ -206,12 +241,12 @@ def chaos(
     write_run(root, schedule, outcome, started_ms, None, code, client)
     if outcome.not_converged and code in (0, 3):
         # 3 is the report's "unknown": a run that did not converge is a failure whatever the report says.
-        console.print("[red]no violation found, but the replicas had not converged before the stop[/]")
+        console.print("[red]no violation found, but the replicas were not in sync before the stop[/]")
         code = 1
     sys.exit(code)
 
 
-def _print_outcome(console: Console, o: Outcome, client: str) -> None:
+def _print_outcome(console: Console, o: Outcome, client: str, clock: RunClock) -> None:
     kinds = ", ".join(f"{k} {o.injected[k]}" for k in FAULT_KINDS if k in o.injected)
     skipped = f"; skipped: {o.skipped}" if o.skipped else ""
     console.print(
@@ -235,14 +270,24 @@ def _print_outcome(console: Console, o: Outcome, client: str) -> None:
         if s.errors:
             line += f"; errors seen: {s.errors_seen(6)}"
         console.print(line, highlight=False)
-    if o.converged_after is not None:
+    f = in_sync_figures(o, clock)
+    if f["in_sync_s"] is not None:
+        # "In sync" (asked of the brokers) is not the report's "ISR full" (from the journals).
+        last = "no fault ended"
+        if f["last_fault_end_s"] is not None:
+            ended = f"{f['last_fault_end_s']:.1f}s"
+            last = f"{f['in_sync_after_last_fault_s']:.1f}s after the last fault ended ({ended})"
         console.print(
-            f"[green]converged[/] {o.converged_after:.1f}s after the last fault ended "
-            f"({o.converged_after_workload or 0:.1f}s after the workload stopped)",
+            f"[green]replicas in sync[/] (every replica in its ISR, one LEO, HW = LEO) at "
+            f"{f['in_sync_s']:.1f}s: {last}, {f['in_sync_after_workload_s'] or 0:.1f}s after the workload "
+            f"stopped ({f['workload_stopped_s'] or 0:.1f}s)",
             highlight=False,
         )
     elif o.not_converged:
-        console.print("[red]did not converge[/]: " + "; ".join(o.not_converged[:12]), highlight=False)
+        console.print(
+            "[red]replicas not in sync[/] before the timeout: " + "; ".join(o.not_converged[:12]),
+            highlight=False,
+        )
 
 
 __all__ = ["chaos"]

@@ -499,9 +499,14 @@ def controller_restart(controller_id: int | None, data_dir: Path) -> None:
         raise _fail(exc) from None
     healed = heal_restarted(info, info.node_name(c))
     record_fault(info, "restart", info.node_name(c), pid=c.pid, healed_links=healed)
+    if info.quorum:
+        click.echo(
+            f"{_controller_said(info, c)} restarted on {c.address} (pid {c.pid}); it rejoins the quorum "
+            "(`isrsim cluster status` shows its role)"
+        )
+        return
     epoch = read_journal(Path(c.journal), "controller_started")[-1].get("controller_epoch")
-    what = "quorum epoch" if info.quorum else "epoch"
-    click.echo(f"{_controller_said(info, c)} restarted on {c.address} (pid {c.pid}), {what} {epoch}")
+    click.echo(f"{_controller_said(info, c)} restarted on {c.address} (pid {c.pid}), epoch {epoch}")
 
 
 def _controller_pause_resume(

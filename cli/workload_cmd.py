@@ -85,6 +85,21 @@ class _ProduceRun:
     help="Produce COUNT numbered records; without it, read records from stdin, one per line "
     "(kafka-console-producer).",
 )
+@click.option(
+    "--property",
+    "properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="How stdin lines are read, as kafka-console-producer: parse.key=true, key.separator=SEP (default "
+    "tab), parse.headers=true (h1:v1,h2:v2 then headers.delimiter, default tab, before the key), "
+    "headers.separator, headers.key.separator, null.marker, ignore.error.",
+)
+@click.option(
+    "--partition",
+    type=click.IntRange(0),
+    default=None,
+    help="Send every record read from stdin to this partition (default: by key, key-less ones in turn).",
+)
 @click.option("--acks", type=click.Choice(["all", "-1", "1", "0"]), default="all", show_default=True)
 @click.option("--record-size", type=int, default=100, show_default=True, help="Bytes per record value.")
 @click.option("--batch-records", type=int, default=200, show_default=True, help="Records per batch.")
@@ -139,21 +154,6 @@ class _ProduceRun:
 )
 @click.option("--no-acked-journal", is_flag=True, help="Write no workload journal.")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: on a terminal).")
-@click.option(
-    "--property",
-    "properties",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="How stdin lines are read, as kafka-console-producer: parse.key=true, key.separator=SEP (default "
-    "tab), parse.headers=true (h1:v1,h2:v2 then headers.delimiter, default tab, before the key), "
-    "headers.separator, headers.key.separator, null.marker, ignore.error.",
-)
-@click.option(
-    "--partition",
-    type=click.IntRange(0),
-    default=None,
-    help="Send every record read from stdin to this partition (default: by key, key-less ones in turn).",
-)
 @DATA_DIR_OPTION
 @BOOTSTRAP_OPTION
 def produce(
@@ -178,8 +178,9 @@ def produce(
     data_dir: Path | None,
     bootstrap_server: str | None,
 ) -> None:
-    """Produce COUNT numbered records to TOPIC and print throughput; without --count, produce each line of
-    stdin as a record until end of input (kafka-console-producer), with --property parse.key=true etc.
+    """Read lines from standard input and produce each as a record to TOPIC, until end of input, as
+    kafka-console-producer does (--property parse.key=true key.separator=: parse.headers=true, --partition);
+    with --count, produce COUNT numbered records instead and print the throughput (a load generator).
 
     Retriable errors (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, a lost connection) are retried with
     exponential back-off until --delivery-timeout-ms; they are shown on the progress line and logged
@@ -335,6 +336,22 @@ async def _run_producer(producer: Producer, count: int, rate: float | None, show
 @click.command()
 @click.argument("topic")
 @click.option("--from-beginning", is_flag=True, help="Start at the earliest offset (default: latest).")
+@click.option("--partition", type=click.IntRange(0), default=None, help="Read only this partition.")
+@click.option(
+    "--offset",
+    default=None,
+    metavar="earliest|latest|N",
+    help="Where to start in --partition: earliest, latest (the default) or an offset.",
+)
+@click.option(
+    "--property",
+    "properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="What to print, as kafka-console-consumer: print.key=true, print.headers=true, print.offset=true, "
+    "print.partition=true, print.timestamp=true, print.value=false, key.separator (default tab), "
+    "headers.separator, line.separator, null.literal. The value comes last.",
+)
 @click.option(
     "--max-messages",
     "--max-records",
@@ -363,22 +380,6 @@ async def _run_producer(producer: Producer, count: int, rate: float | None, show
 @click.option(
     "--count-only", is_flag=True, help="Print no records; a running count on a terminal, then the total."
 )
-@click.option("--partition", type=click.IntRange(0), default=None, help="Read only this partition.")
-@click.option(
-    "--offset",
-    default=None,
-    metavar="earliest|latest|N",
-    help="Where to start in --partition: earliest, latest (the default) or an offset.",
-)
-@click.option(
-    "--property",
-    "properties",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="What to print, as kafka-console-consumer: print.key=true, print.headers=true, print.offset=true, "
-    "print.partition=true, print.timestamp=true, print.value=false, key.separator (default tab), "
-    "headers.separator, line.separator, null.literal. The value comes last.",
-)
 @DATA_DIR_OPTION
 @BOOTSTRAP_OPTION
 def consume(
@@ -396,7 +397,8 @@ def consume(
     data_dir: Path | None,
     bootstrap_server: str | None,
 ) -> None:
-    """Read TOPIC and print record values, one per line (kafka-console-consumer).
+    """Read records from TOPIC and print them on standard output, one per line, as kafka-console-consumer
+    does: the value, after the key, headers, partition and offset that --property print.*=true asks for.
 
     Like Kafka's console consumer it keeps reading new records until --max-messages were read, nothing
     arrived for --timeout-ms, the end was reached with --exit-at-end, or Ctrl-C (exit 130). On exit it

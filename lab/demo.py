@@ -1,7 +1,8 @@
-"""``isrsim demo``: the main job end to end. A 3-broker cluster, a 6-partition topic with replication factor
-3 and min.insync.replicas=2, an acks=all workload, and meanwhile: a leader killed with SIGKILL and restarted,
-another broker bounced cleanly, a third paused and resumed (a zombie leader). Then the cluster settles and
-stops, and the Spark report says whether anything acknowledged was lost or any replica diverged.
+"""``isrsim demo``: the main job end to end. A 3-broker cluster with a quorum of 3 controllers, a 6-partition
+topic with replication factor 3 and min.insync.replicas=2, an acks=all workload, and meanwhile: the active
+controller killed with SIGKILL (another voter takes over) and restarted, a leader killed with SIGKILL and
+restarted, another broker bounced cleanly, a third paused and resumed (a zombie leader). Then the cluster
+settles and stops, and the Spark report says whether anything acknowledged was lost or any replica diverged.
 
 The workload is Kafka's own producer by default: librdkafka (confluent-kafka) with acks=all, idempotence and
 linger.ms=5, in a thread of the demo (``kit.librdkafka_producer``); the report judges what the leaders
@@ -18,14 +19,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import trio
 from rich.console import Console
 
 from kit.cluster_files import ClusterError, ClusterInfo
+from kit.controller_quorum import NoActiveController, ask_controller_sync, find_active, voters_of
 from kit.librdkafka_producer import LibrdkafkaWorkload, producer_config, read_properties
-from kit.local_cluster import fresh_cluster, record_fault, start_broker, stop_brokers
+from kit.local_cluster import (
+    fresh_cluster,
+    record_fault,
+    start_broker,
+    start_controller,
+    stop_brokers,
+    stop_controllers,
+)
 from kit.node_query import ask_sync
 from kit.processes import process_state, send_signal, stop_process
 from kit.producer import AckJournal
+from kit.run_clock import RunClock
 from protocol import ApiKeys
 
 TOPIC = "demo"
@@ -37,6 +48,7 @@ DEMO_SETTINGS = (
     "replica.fetch.backoff.ms=200",
     "controlled.shutdown.timeout.ms=10000",
 )
+DEMO_CONTROLLERS = 3  # a quorum: the demo kills its active controller once
 CLIENTS = ("librdkafka", "isrsim")  # the workload's producer: Kafka's C client, or `isrsim produce`
 LINGER_MS = 5
 
@@ -47,7 +59,8 @@ class Demo:
         self.console = console
         self.rate = rate
         self.seconds = seconds
-        self.t0 = time.monotonic()
+        self.t0 = time.monotonic()  # for the demo's length only
+        self.clock = RunClock(root)  # what every line's time counts from: the run's t0, as in the report
         self.info: ClusterInfo | None = None
         self.producer: subprocess.Popen[str] | None = None
         self.secure = False  # `--secure`: SASL_SSL everywhere (docs/security.md)
@@ -58,7 +71,7 @@ class Demo:
     # ------------------------------------------------------------------ output
 
     def say(self, text: str) -> None:
-        self.console.print(f"[dim]{time.monotonic() - self.t0:6.1f}s[/]  {text}")
+        self.console.print(f"[dim]{self.clock.stamp()}[/]  {text}")
 
     def acked(self) -> int:
         """Acknowledged so far: records (librdkafka's delivery reports), or batches (`isrsim produce`'s
@@ -90,7 +103,7 @@ class Demo:
         return self.info
 
     def metadata(self) -> dict[tuple[str, int], dict[str, Any]]:
-        meta = ask_sync(self.cluster.controller, ApiKeys.METADATA, {"topics": [{"name": TOPIC}]})
+        meta = ask_controller_sync(self.cluster, ApiKeys.METADATA, {"topics": [{"name": TOPIC}]})
         if not meta or not meta.get("topics"):
             return {}
         return {(TOPIC, p["partition_index"]): p for p in meta["topics"][0].get("partitions", [])}
@@ -105,7 +118,7 @@ class Demo:
         )
 
     def fenced(self, broker_id: int) -> bool:
-        resp = ask_sync(self.cluster.controller, ApiKeys.DESCRIBE_CLUSTER, {})
+        resp = ask_controller_sync(self.cluster, ApiKeys.DESCRIBE_CLUSTER, {})
         return bool(resp) and any(b["broker_id"] == broker_id and b.get("fenced") for b in resp["brokers"])
 
     def converged(self) -> bool:
@@ -125,8 +138,17 @@ class Demo:
     # ------------------------------------------------------------------ steps
 
     def up(self) -> None:
-        self.info = fresh_cluster(self.root, 3, DEMO_SETTINGS, what="demo", secure=self.secure)
-        self.say(f"cluster up: controller + 3 brokers under {self.root} ({', '.join(DEMO_SETTINGS[:3])})")
+        self.info = fresh_cluster(
+            self.root, 3, DEMO_SETTINGS, what="demo", secure=self.secure, controllers=DEMO_CONTROLLERS
+        )
+        self.clock = RunClock(self.root)  # a fresh cluster: its first journal line is the run's t0
+        origin = self.clock.anchor()
+        if origin is not None:
+            self.console.print(f"[dim]times are seconds since {origin.describe()}, as in the report[/]")
+        self.say(
+            f"cluster up: {DEMO_CONTROLLERS} controllers (a quorum) + 3 brokers under {self.root} "
+            f"({', '.join(DEMO_SETTINGS[:3])})"
+        )
         body = {
             "topics": [
                 {
@@ -138,7 +160,7 @@ class Demo:
             ],
             "timeout_ms": 30000,
         }
-        resp = ask_sync(self.cluster.controller, ApiKeys.CREATE_TOPICS, body, timeout=35)
+        resp = ask_controller_sync(self.cluster, ApiKeys.CREATE_TOPICS, body, timeout=35)
         if not resp or resp["topics"][0]["error_code"] != 0:
             raise ClusterError(f"CREATE_TOPICS failed: {resp}")
         self.wait(
@@ -205,6 +227,36 @@ class Demo:
         self.say(
             f"workload: {count:,} records with acks=all at {self.rate:,}/s (journal: {self.root}/workload)"
         )
+
+    def active_controller(self, exclude: int | None = None) -> tuple[int, int] | None:
+        """The active controller's id and quorum epoch, if one (other than ``exclude``) answers now."""
+        voters = [v for v in voters_of(self.cluster) if v.id != exclude]
+        try:
+            view = trio.run(find_active, voters, 2.0)
+        except NoActiveController:
+            return None
+        return (view.voter.id, view.epoch) if view.voter.id is not None else None
+
+    def sigkill_the_active_controller(self) -> int:
+        found = self.wait("the active controller", self.active_controller)
+        voter, epoch = found
+        c = self.cluster.controller_by_id(voter)
+        send_signal(c.pid, __import__("signal").SIGKILL)
+        record_fault(self.cluster, "kill", str(voter), signal="KILL", pid=c.pid, controller=True)
+        t0 = time.monotonic()
+        self.say(f"[red]SIGKILL[/] controller {voter}, the active controller (quorum epoch {epoch})")
+        new, new_epoch = self.wait(
+            "another voter to take over", lambda: self.active_controller(exclude=voter), timeout=30
+        )
+        self.say(
+            f"controller {new} took over in {time.monotonic() - t0:.1f}s (epoch {new_epoch}): rebuilt from "
+            "the metadata log, brokers resynced"
+        )
+        start_controller(self.cluster, c)
+        self.cluster.save()
+        record_fault(self.cluster, "restart", str(voter), pid=c.pid, controller=True)
+        self.say(f"controller {voter} restarted: it rejoins the quorum as a follower")
+        return int(voter)
 
     def sigkill_a_leader(self) -> int:
         victim = self.leader_of(0)
@@ -281,11 +333,9 @@ class Demo:
 
     def settle_and_stop(self) -> None:
         self.wait("every replica to agree on LEO and HW", self.converged, timeout=90)
-        self.say("replicas converged; stopping the cluster")
+        self.say("replicas in sync (one LEO, HW = LEO); stopping the cluster")
         stop_brokers(self.cluster)
-        stop_process(self.cluster.controller.pid, 30)
-        self.cluster.controller.pid = None
-        self.cluster.save()
+        stop_controllers(self.cluster)
 
     def cleanup(self) -> None:
         if self.producer is not None and self.producer.poll() is None:
@@ -294,7 +344,7 @@ class Demo:
             self.stop_workload.set()
             self.workload.join(15)
         if self.info is not None:
-            for p in [*self.info.brokers, self.info.controller]:
+            for p in [*self.info.brokers, *self.info.controllers]:
                 if process_state(p.pid) != "stopped":
                     stop_process(p.pid, 10)
 
@@ -329,6 +379,7 @@ def run_demo(
         d.up()
         d.start_workload()
         d.wait("the workload to get going", d.going)
+        d.sigkill_the_active_controller()
         killed = d.sigkill_a_leader()
         bounced = d.clean_bounce({killed})
         d.pause_a_leader({killed, bounced})

@@ -160,6 +160,11 @@ class KafkaConnection:
                 for cid, pending in registered:
                     self._forget(cid, pending)
 
+    def abort(self, reason: str = "connection abandoned by the client") -> None:
+        """Give the connection up at once, from synchronous code: pending and later requests raise
+        ConnectionClosed (whoever owns the stream still closes it)."""
+        self._fail(ConnectionClosed(reason))
+
     async def aclose(self) -> None:
         """Close the connection; pending requests raise ConnectionClosed."""
         self._fail(ConnectionClosed("connection closed by the client"))

@@ -226,6 +226,13 @@ def decode_response(payload: bytes | bytearray | memoryview) -> tuple[int, dict[
     return _correlation_id(msg), _body(msg)
 
 
+def is_kafka_frame(payload: bytes | bytearray | memoryview) -> bool:
+    """A Kafka request starts with its int16 api_key, whose first byte is 0x00 for every key below 256; a
+    msgpack request is a map (0x8N, 0xde, 0xdf). docs/clients.md chooses the encoding by this byte (here, so
+    that a server can tell without loading Kafka's codec, :mod:`protocol.kafka_codec`)."""
+    return len(payload) > 0 and payload[0] == 0
+
+
 __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
     "FrameDecoder",
@@ -237,5 +244,6 @@ __all__ = [
     "encode_frame",
     "encode_request",
     "encode_response",
+    "is_kafka_frame",
     "pack",
 ]

@@ -42,7 +42,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
-from protocol.framing import InvalidFrame, RequestHeader
+from protocol.framing import InvalidFrame, RequestHeader, is_kafka_frame
 
 __all__ = [
     "KafkaRequest",
@@ -103,12 +103,6 @@ def _response_flexible(api_key: int, version: int) -> bool:
         return False  # always response header v0, so that any client can read the versions
     cls = _RESPONSES.get(api_key)
     return cls is not None and version <= cls.max_version and bool(cls.flexible_version_q(version))
-
-
-def is_kafka_frame(payload: bytes | bytearray | memoryview) -> bool:
-    """A Kafka request starts with its int16 api_key, whose first byte is 0x00 for every key below 256; a
-    msgpack request is a map (0x8N, 0xde, 0xdf). docs/clients.md chooses the encoding by this byte."""
-    return len(payload) > 0 and payload[0] == 0
 
 
 @dataclass(slots=True)

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
+from typing import Any
 
 Buffer = bytes | bytearray | memoryview
 HeaderPairs = tuple[tuple[str, bytes | None], ...]
@@ -374,18 +375,37 @@ def scan_records(data: Buffer, count: int, start: int = 0, end: int | None = Non
 
 # --------------------------------------------------------------------- the C-backed fast path of the scan
 
-try:  # aiokafka's Cython reader of Kafka's DefaultRecordBatch (aio-libs; wheels for the usual platforms)
-    from aiokafka.record._crecords.default_records import DefaultRecordBatch as _CRecordBatch
-except ImportError:  # pragma: no cover - a platform without the compiled wheel: the pure walk does it all
-    _CRecordBatch = None
+# aiokafka's Cython reader of Kafka's DefaultRecordBatch (aio-libs; wheels for the usual platforms), None
+# where it is missing (the pure walk then does it all). It is imported on first use: importing it runs
+# aiokafka's package (its client, asyncio ...), a tenth of a second that every process importing this module
+# would otherwise pay at start-up, each command and each node, even one that never checks a batch.
+_UNLOADED: Any = object()
+_CRecordBatch: Any = _UNLOADED
+
+
+def _c_reader() -> Any:
+    global _CRecordBatch
+    if _CRecordBatch is _UNLOADED:
+        try:
+            from aiokafka.record._crecords.default_records import DefaultRecordBatch
+        except ImportError:  # pragma: no cover - a platform without the compiled wheel
+            _CRecordBatch = None
+        else:
+            _CRecordBatch = DefaultRecordBatch
+    return _CRecordBatch
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FAST_SCAN_AVAILABLE":  # whether the C reader is installed (it is loaded to answer)
+        return _c_reader() is not None
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _OFFSET = attrgetter("offset")
 _TIMESTAMP = attrgetter("timestamp")
 # Zero bytes after the batch: the C reader may look a byte or two past the records before it checks
 # bounds, and a zero byte ends any varint there.
 _PAD = bytes(16)
-
-FAST_SCAN_AVAILABLE = _CRecordBatch is not None
 
 
 def fast_scan_batch(batch: bytes, base_offset: int, base_timestamp: int, count: int) -> int | None:
@@ -394,7 +414,8 @@ def fast_scan_batch(batch: bytes, base_offset: int, base_timestamp: int, count: 
     ``base_offset + i`` that fill the batch exactly; None if it objects to anything or is not installed
     (then :func:`scan_records` decides, and says why). Keys and values are copied into short-lived bytes by
     that reader; nothing else is kept."""
-    if _CRecordBatch is None:
+    reader = _c_reader()
+    if reader is None:
         return None
     padded = batch + _PAD
     # The reader makes a few objects per record, all freed by reference counting as soon as this returns:
@@ -403,7 +424,7 @@ def fast_scan_batch(batch: bytes, base_offset: int, base_timestamp: int, count: 
     collecting = gc.isenabled()
     gc.disable()
     try:
-        records = list(_CRecordBatch(memoryview(padded)[: len(batch)]))
+        records = list(reader(memoryview(padded)[: len(batch)]))
         if len(records) != count or list(map(_OFFSET, records)) != list(
             range(base_offset, base_offset + count)
         ):

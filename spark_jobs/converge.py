@@ -401,7 +401,13 @@ def converge(
         )
     ended = [w.end_ms for w in windows if w.end_ms is not None]
     open_ = [w for w in windows if w.end_ms is None]
-    overall: dict[str, Any] = {"last_fault_end_ms": max(ended) if ended else None}
+    last = max((w for w in windows if w.end_ms is not None), key=lambda w: w.end_ms or 0, default=None)
+    overall: dict[str, Any] = {
+        "last_fault_end_ms": max(ended) if ended else None,
+        "last_fault": None
+        if last is None
+        else last.label + ("" if last.source == "faults.jsonl" else " (journal)"),
+    }
     if not windows:
         overall.update(converged_ms=None, time_to_converge_ms=None, note="no fault in this run")
     elif open_:

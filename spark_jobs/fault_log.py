@@ -61,16 +61,30 @@ def read_fault_log(root: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _link(nodes: list[str], params: dict[str, Any]) -> str:
+    """``1 -> controller`` for a one-way fault (only that direction is cut), ``1 <-> 2`` for both."""
+    return (" -> " if params.get("one_way") else " <-> ").join(nodes)
+
+
 def _label(action: str, nodes: list[str], params: dict[str, Any]) -> str:
     who = " ".join(nodes)
     if action == "partition":
-        return f"partition {' -> '.join(nodes) if params.get('one_way') else ' <-> '.join(nodes)}"
+        return f"partition {_link(nodes, params)}"
     if action == "delay":
         jitter = f"±{params['jitter_ms']}" if params.get("jitter_ms") else ""
-        return f"delay {' <-> '.join(nodes)} {params.get('ms')}{jitter} ms"
+        return f"delay {_link(nodes, params)} {params.get('ms')}{jitter} ms"
     if action == "loss":
-        return f"loss {' <-> '.join(nodes)} {params.get('percent')}%"
+        return f"loss {_link(nodes, params)} {params.get('percent')}%"
     return f"{action} {who}".strip()
+
+
+def _same_links(band: FaultBand, nodes: list[str], params: dict[str, Any]) -> bool:
+    """The same links as ``band``: the same pair, and for a one-way fault the same direction."""
+    if set(band.nodes) != set(nodes):
+        return False
+    if band.params.get("one_way") and params.get("one_way"):
+        return band.nodes == nodes
+    return True
 
 
 def _heal_covers(heal_nodes: list[str], band: FaultBand) -> bool:
@@ -105,7 +119,7 @@ def fault_bands(records: list[dict[str, Any]]) -> list[FaultBand]:
             for band in [b for b in open_ if b.action == "pause" and b.nodes == nodes]:
                 close(band, ts, "resume")
         elif action in NET_FAULTS:
-            for band in [b for b in open_ if b.action == action and set(b.nodes) == set(nodes)]:
+            for band in [b for b in open_ if b.action == action and _same_links(b, nodes, params)]:
                 close(band, ts, f"another {action}")
         band = FaultBand(action, nodes, params, ts, label=_label(action, nodes, params))
         bands.append(band)

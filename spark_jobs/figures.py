@@ -48,6 +48,7 @@ STALE_MS = 1000  # a follower with no offsets event for this long is drawn from 
 class FigureData:
     t0_ms: int
     end_s: float
+    t0_source: str = ""  # the event t0 is (``broker 1's journal: broker_started``)
     windows: list[dict[str, Any]] = field(default_factory=list)
     rate: dict[str, Any] = field(default_factory=dict)
     lag: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -59,12 +60,34 @@ def rel_s(ts_ms: int | None, t0_ms: int) -> float | None:
     return None if ts_ms is None else round((ts_ms - t0_ms) / 1000, 3)
 
 
-def first_event_ms(journal: Any, acked: Any, extra: list[int]) -> int:
-    """The earliest timestamp of the run: journals, acknowledgements (sent_ms) and ``extra`` (faults)."""
-    row = journal.agg(F.min("ts_ms").alias("j")).first()
+def first_event(journal: Any, acked: Any, bands: list[FaultBand]) -> tuple[int, str]:
+    """t0, the first event of the run, and what it is: the earliest line of ``faults.jsonl`` or of a node's
+    journal (the rule ``isrsim chaos``, the demo and the scenarios use, so their times and the report's are
+    the same clock); with neither, the first acknowledgement. Named as they name it: ``broker 1's journal:
+    broker_started``, ``faults.jsonl: kill 3``."""
+    row = (
+        journal.filter(F.col("ts_ms").isNotNull())
+        .orderBy("ts_ms", "source", "owner", "seq")
+        .select("ts_ms", "source", "owner", "event")
+        .first()
+    )
+    found: list[tuple[int, int, str]] = []
+    if bands:
+        b = min(bands, key=lambda b: b.start_ms)
+        found.append((b.start_ms, 0, f"faults.jsonl: {' '.join([b.action, *b.nodes])}"))
+    if row is not None and row["ts_ms"] is not None:
+        found.append((int(row["ts_ms"]), 1, f"{row['source']} {row['owner']}'s journal: {row['event']}"))
+    if found:
+        ts, _, source = min(found)
+        return ts, source
     arow = acked.agg(F.min(F.coalesce("sent_ms", "acked_ms", "ts_ms")).alias("a")).first()
-    found = [v for v in [row["j"] if row else None, arow["a"] if arow else None, *extra] if v is not None]
-    return int(min(found)) if found else 0
+    if arow is not None and arow["a"] is not None:
+        return int(arow["a"]), "the first acknowledgement"
+    return 0, "nothing: no journal, fault or acknowledgement"
+
+
+def first_event_ms(journal: Any, acked: Any, bands: list[FaultBand]) -> int:
+    return first_event(journal, acked, bands)[0]
 
 
 def window_rows(windows: list[Window], t0_ms: int) -> list[dict[str, Any]]:
@@ -273,13 +296,13 @@ def build_story(inp: Inputs, bands: list[FaultBand], max_plots: int = 12) -> Sto
             replicas[(p.topic, p.partition)].append(b.broker)
     history = isr_history(events, {tp: tuple(sorted(bs)) for tp, bs in replicas.items()})
     per_fault, overall, per_partition = converge(windows, history, until)
-    t0 = first_event_ms(inp.journal, inp.acked, [b.start_ms for b in bands])
+    t0, t0_source = first_event(inp.journal, inp.acked, bands)
     acked_end = inp.acked.agg(F.max("acked_ms").alias("m")).first()
     end_ms = max(
         [last_ts, *(v for v in [acked_end["m"] if acked_end else None] if v is not None)]
         + [b.end_ms or b.start_ms for b in bands]
     )
-    fd = FigureData(t0_ms=t0, end_s=round((end_ms - t0) / 1000, 3))
+    fd = FigureData(t0_ms=t0, end_s=round((end_ms - t0) / 1000, 3), t0_source=t0_source)
     fd.windows = window_rows(windows, t0)
     # Throughput and latency from the workload's journal (its send and answer times); with none (a Kafka
     # client, the bench), throughput from the leaders' acked.jsonl.
@@ -321,6 +344,7 @@ __all__ = [
     "Story",
     "build_story",
     "fault_matrix",
+    "first_event",
     "first_event_ms",
     "lag_series",
     "rate_series",

@@ -231,10 +231,12 @@ def discover(root: str | Path) -> ClusterLayout:
         for controller in [root_path / "controller", *sorted(root_path.glob("controller-*"))]:
             if controller.is_dir():
                 add_journals(_find_files(controller, EVENTS_FILE), layout.controller_journals)
-    workload = root_path / "workload"
-    if workload.is_dir():
-        layout.acked_journals = sorted(str(p) for p in workload.glob("acked-*.jsonl"))
-        layout.attempt_journals = sorted(str(p) for p in workload.glob("attempts-*.jsonl"))
+    # The workload's journals: workload/, and any workload-<name>/ beside it (the compose report mounts a
+    # host producer's journal directory as workload-host/, docs/docker.md).
+    for workload in [root_path / "workload", *sorted(root_path.glob("workload-*"))]:
+        if workload.is_dir():
+            add_journals(sorted(workload.glob("acked-*.jsonl")), layout.acked_journals)
+            add_journals(sorted(workload.glob("attempts-*.jsonl")), layout.attempt_journals)
     if not layout.brokers and not layout.problems:
         layout.problems.append(
             InputProblem(

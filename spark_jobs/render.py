@@ -1,5 +1,5 @@
 """Writing the report: ``report.json`` (machine-readable), ``report.html`` (one page: verdict, checks,
-faults and time to converge, plots, the fault x partition matrix, details) and a terminal summary that stays
+faults and time to full ISR, plots, the fault x partition matrix, details) and a terminal summary that stays
 readable at 80 columns and in a CI log (lines, not a table: nothing is squeezed out).
 
 Times shown to people are seconds since the first event of the run (``t0_ms`` in ``report.json``), the
@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import textwrap
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -148,20 +149,35 @@ def _s(value: float | None, plus: bool = False) -> str:
     return f"{'+' if plus else ''}{value:.2f}"
 
 
+def t0_sentence(report: dict[str, Any]) -> str:
+    """What every time of the report counts from, in the words ``isrsim chaos``, the demo and the scenarios
+    use for the same t0 (``kit.run_clock``): ``times are seconds since t0 = 2026-11-25 20:01:02.345 UTC, the
+    first event of the run (broker 1's journal: broker_started)``."""
+    t0 = report.get("t0_ms")
+    if not isinstance(t0, int):
+        return "times are seconds since the first event of the run"
+    when = datetime.fromtimestamp(t0 / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    source = report.get("t0_source") or "a journal or faults.jsonl"
+    return f"times are seconds since t0 = {when} UTC, the first event of the run ({source})"
+
+
 def converge_sentence(report: dict[str, Any]) -> str:
-    """One sentence: how long the cluster took to converge after the last fault (or why it did not)."""
+    """One sentence: how long after the last fault every ISR was full again (or why it was not). Named
+    "ISR full", not "converged": ``isrsim chaos`` measures something else, "replicas in sync" (one LEO,
+    HW = LEO), by asking the brokers."""
     overall = report.get("time_to_converge", {}).get("overall", {})
     if overall.get("time_to_converge_ms") is not None:
+        last = f"{overall['last_fault']}, " if overall.get("last_fault") else ""
         return (
-            f"time to converge: {overall['time_to_converge_ms'] / 1000:.2f} s after the last fault ended\n"
-            f"  (last fault ended at {overall['last_fault_end_s']:.2f} s; all replicas back in their "
-            f"ISRs at {overall['converged_s']:.2f} s)"
+            f"ISR full again {overall['time_to_converge_ms'] / 1000:.2f} s after the last fault ended\n"
+            f"  (the last fault window, {last}ended at {overall['last_fault_end_s']:.2f} s; every "
+            f"replica back in its ISR from {overall['converged_s']:.2f} s)"
         )
-    return f"time to converge: not measured ({overall.get('note') or 'no fault'})"
+    return f"ISR full again: not measured ({overall.get('note') or 'no fault'})"
 
 
 def fault_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each fault window with its time to converge, times in seconds since the first event."""
+    """Each fault window with its time to full ISR, times in seconds since t0."""
     rows = []
     for f in report.get("time_to_converge", {}).get("per_fault", []):
         ttc = f.get("time_to_converge_ms")
@@ -173,8 +189,8 @@ def fault_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "ended by": f.get("ended_by") or "",
                 "seen in": f["source"],
                 "partitions": f.get("partitions_touched", ""),
-                "converged (s)": _s(f.get("converged_s")),
-                "time to converge (s)": f"{ttc / 1000:.2f}"
+                "ISR full (s)": _s(f.get("converged_s")),
+                "time to full ISR (s)": f"{ttc / 1000:.2f}"
                 if ttc is not None
                 else f.get("not_converged_because"),
             }
@@ -227,8 +243,8 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
         f"{inp['max_replicas_per_partition']} replicas each · read {inp['segment_bytes']:,} bytes of "
         f"segments ({inp['batches']:,} batches) in {inp['read_seconds']:.2f}s "
         f"({inp['read_mb_per_s']:.1f} MB/s) · "
-        f"{inp['journal_lines']:,} journal lines, {inp['acked_lines']:,} acknowledged batches · times are "
-        "seconds since the first event</p>",
+        f"{inp['journal_lines']:,} journal lines, {inp['acked_lines']:,} acknowledged batches · "
+        f"{_e(t0_sentence(report))}</p>",
         "<table><tr><th>check</th><th>verdict</th><th>violations</th><th>checked</th>"
         + ("<th>first violation</th>" if any_bad else "")
         + "</tr>",
@@ -248,7 +264,7 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
     parts.append("</table>")
     parts.append(_availability_html(report.get("availability"), t0))
     parts.append(
-        f"<h2 id='faults'>Faults applied and time to converge</h2><p>{_e(converge_sentence(report))}</p>"
+        f"<h2 id='faults'>Faults applied and time to full ISR</h2><p>{_e(converge_sentence(report))}</p>"
     )
     parts.append(
         "<p class='muted'>A fault is a window from the action that started it to the one that ended it "
@@ -273,8 +289,8 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
         )
     parts.append("<h2 id='matrix'>Fault x partition matrix</h2>")
     parts.append(
-        "<p class='muted'>What each fault did to each partition, from its start until the cluster converged "
-        "after it: <b>L</b> leader changes, <b>S</b> ISR shrinks, <b>E</b> ISR expansions (controller "
+        "<p class='muted'>What each fault did to each partition, from its start until every ISR was full "
+        "again after it: <b>L</b> leader changes, <b>S</b> ISR shrinks, <b>E</b> ISR expansions (controller "
         "journal when there is one). Dark cells: the partition changed leader.</p>"
     )
     parts.append(_matrix_html(report.get("fault_matrix", {})))
@@ -391,7 +407,7 @@ def _say(
 
 
 def render_terminal(console: Console, report: dict[str, Any], out: Path) -> None:
-    """Plain lines (no table): a verdict line, a line per check, the time to converge, the faults; long
+    """Plain lines (no table): a verdict line, a line per check, t0, the time to full ISR, the faults; long
     lines wrap under their own indent at the console's width, with nothing padded."""
     style = {"valid": "green", "invalid": "bold red", "unknown": "yellow"}
     verdict = report["verdict"]
@@ -418,14 +434,15 @@ def render_terminal(console: Console, report: dict[str, Any], out: Path) -> None
         example = _first_example(c, t0)
         if example:
             _say(console, f"           first: {example}", 11, "dim")
+    _say(console, t0_sentence(report), 2)
     for line in converge_sentence(report).splitlines():
         _say(console, line, 4)
     rows = fault_rows(report)
     if rows:
-        _say(console, f"faults ({len(rows)}; seconds since the first event):")
+        _say(console, f"faults ({len(rows)}; seconds since t0):")
         for r in rows:
-            ttc = r["time to converge (s)"]
-            conv = f"converged +{ttc} s" if ttc and ttc[0].isdigit() else f"not converged: {ttc}"
+            ttc = r["time to full ISR (s)"]
+            conv = f"ISR full +{ttc} s" if ttc and ttc[0].isdigit() else f"ISR not full: {ttc}"
             seen = "" if r["seen in"] == "faults.jsonl" else " (journal)"
             span = f"{r['from (s)']}-{r['to (s)'] if r['to (s)'] != 'still in force' else 'end'}"
             _say(console, f"  {span:<13} {r['fault']}{seen}; {conv}", 16)

@@ -253,6 +253,7 @@ def run_report(
         "data_dir": str(data_dir),
         "generated_ms": int(started * 1000),
         "t0_ms": story.figures.t0_ms,
+        "t0_source": story.figures.t0_source,
         "spark_master": spark.sparkContext.master,
         "inputs": {
             "brokers": inputs.layout.broker_ids(),

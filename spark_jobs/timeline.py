@@ -108,7 +108,7 @@ def draw_overview(fd: FigureData) -> str:
     gantt.set_ylim(-0.7, lanes + 0.1)
     gantt.set_yticks([])
     gantt.set_title(
-        "faults (bar: in force; green: converged, every replica back in its ISR)", fontsize=9, loc="left"
+        "faults (bar: in force; green: until ISR full, every replica back in its ISR)", fontsize=9, loc="left"
     )
     if not fd.windows:
         gantt.text(0.5, 0.5, "no fault in this run", transform=gantt.transAxes, ha="center", fontsize=8)
@@ -146,7 +146,7 @@ def draw_overview(fd: FigureData) -> str:
         )
     lat.set_ylabel("ms", fontsize=8)
     lat.set_title("commit latency: acked_ms - sent_ms of each batch", fontsize=9, loc="left")
-    lat.set_xlabel("seconds since the first event", fontsize=8)
+    lat.set_xlabel("seconds since t0, the first event of the run", fontsize=8)
     _axes_style(lat, fd)
     fig.tight_layout()
     return _png(fig)
@@ -211,7 +211,7 @@ def draw_lag(fd: FigureData, name: str) -> str:
         f"{name}: each follower's lag behind the leader (leader LEO - replica LEO)", fontsize=9, loc="left"
     )
     ax.set_ylabel("offsets behind", fontsize=8)
-    ax.set_xlabel("seconds since the first event", fontsize=8)
+    ax.set_xlabel("seconds since t0, the first event of the run", fontsize=8)
     if data["brokers"] or marks:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0))
     else:

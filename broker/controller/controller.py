@@ -149,8 +149,12 @@ class KafkaController:
         )
         self.auth = AuthHelper(build_authorizer(config), f"controller {self.controller_id}")
         # The cluster's ACLs and SCRAM credentials, which this controller owns: loaded from
-        # <metadata.log.dir>/security when it runs (docs/security.md).
+        # <metadata.log.dir>/security when it runs (docs/security.md). In a quorum this is the active
+        # controller's working copy, which goes into the metadata log; what the SASL server and the
+        # authorizer use is the last committed copy (``_live_security``), which is also what is saved.
         self.security: SecurityControl | None = None
+        self._live_security = SecurityMetadata()
+        self._taken_security: dict[str, Any] | None = None
         self.apis = ControllerApis(self)
         # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
         # Kafka's does on every listener.
@@ -349,6 +353,7 @@ class KafkaController:
         then rebuilt from the committed metadata log and every live broker is sent its full state."""
         raft = self._require_raft()
         while True:
+            self._take_committed_security()
             if raft.is_active():
                 if self.core is None or self.active_epoch != raft.client.epoch:
                     self._deactivate()
@@ -366,6 +371,10 @@ class KafkaController:
             state = ClusterState.from_json(raft.latest_state)
         else:
             state = ClusterState(cluster_id=self.config.cluster_id)
+        # The ACLs and credentials are the log's too: the last committed copy, else (a log that never carried
+        # any) the copy this voter started with.
+        self._take_committed_security()
+        self._require_security().metadata = self._live_security.copy()
         epoch = raft.client.epoch
         state.controller_epoch = epoch
         self.active_epoch = epoch
@@ -457,7 +466,12 @@ class KafkaController:
     def _load_security(self) -> SecurityMetadata:
         metadata = SecurityMetadata.load(SecurityMetadata.directory_of(self.directory))
         self.credential_store.replace_all(metadata.credentials)
-        metadata.credentials = self.credential_store  # one store: the SASL server sees every change
+        if self.voters:
+            # A voter's files hold the last committed copy it saw: it authenticates with them until the log
+            # says otherwise. Its changes are acted on once committed (_apply_committed_security).
+            self._live_security = metadata.copy()
+        else:
+            metadata.credentials = self.credential_store  # one store: the SASL server sees every change
         if self.auth.authorizer is not None:
             self.auth.authorizer.replace_acls(metadata.acls)
         self.security = SecurityControl(metadata)
@@ -473,9 +487,13 @@ class KafkaController:
 
     def security_changed(self) -> None:
         """After an ACL or credential change: saved first (0600), then the authorizer's ACLs, then every
-        live broker is sent the new copy."""
+        live broker is sent the new copy. In a quorum the change is first a metadata record: it is saved and
+        used, and the brokers get it, once the quorum has committed it (:meth:`commit_effects`)."""
         security = self._require_security()
         metadata = security.metadata
+        if self.raft is not None:
+            self._require_core().security_changed(metadata.to_message(), record=True)
+            return
         metadata.save(SecurityMetadata.directory_of(self.directory))
         if self.auth.authorizer is not None:
             self.auth.authorizer.replace_acls(metadata.acls)
@@ -486,6 +504,39 @@ class KafkaController:
                 version=metadata.version,
                 acls=len(metadata.acls),
                 users=len(metadata.credentials),
+            )
+
+    def _take_committed_security(self) -> None:
+        """A voter acts on the ACLs and credentials of the latest committed metadata record; an inactive one
+        also makes them its working copy, from which it starts if it becomes active."""
+        raw = self._require_raft().latest_security
+        if raw is None or raw is self._taken_security:
+            return
+        self._taken_security = raw
+        try:
+            committed = SecurityMetadata.from_json(raw)
+        except ValueError as exc:
+            log.error("controller %d: committed security metadata unreadable: %s", self.controller_id, exc)
+            return
+        if raw != self._live_security.to_json():
+            self._apply_committed_security(committed)
+        if self.core is None and self.security is not None:
+            self.security.metadata = committed.copy()
+
+    def _apply_committed_security(self, committed: SecurityMetadata) -> None:
+        """A committed copy of the ACLs and credentials: saved (0600), then used by the SASL server and the
+        authorizer."""
+        committed.save(SecurityMetadata.directory_of(self.directory))
+        self.credential_store.replace_all(committed.credentials)
+        if self.auth.authorizer is not None:
+            self.auth.authorizer.replace_acls(committed.acls)
+        self._live_security = committed
+        if self.journal is not None:
+            self.journal.emit(
+                "security_metadata_changed",
+                version=committed.version,
+                acls=len(committed.acls),
+                users=len(committed.credentials),
             )
 
     def _require_security(self) -> SecurityControl:
@@ -518,8 +569,14 @@ class KafkaController:
         effects = core.drain()
         if effects.dirty:
             epoch = self.active_epoch
-            decisions = [name for name, _ in effects.events] or ["state"]
-            offsets = self.raft.append_state(decisions, core.state.to_json())
+            decisions = [name for name, _ in effects.events]
+            working = self._require_security().metadata
+            security = working.to_json() if working.version > 0 else None
+            security_version = working.version
+            if security_version != self._live_security.version:
+                decisions.append("security_metadata_changed")
+            decisions = decisions or ["state"]
+            offsets = self.raft.append_state(decisions, core.state.to_json(), security)
             if offsets is None or not await self.raft.wait_committed(offsets[1], epoch, COMMIT_TIMEOUT_S):
                 log.warning(
                     "controller %d: decisions %s were not committed in epoch %d; they are not acted on",
@@ -527,10 +584,21 @@ class KafkaController:
                     decisions,
                     epoch,
                 )
+                self._discard_uncommitted_security(core)
                 return None
             if self.core is not core:
                 return None
+            if security is not None and security != self._live_security.to_json():
+                self._apply_committed_security(SecurityMetadata.from_json(security))
         return self._apply(core, effects)
+
+    def _discard_uncommitted_security(self, core: ControllerCore) -> None:
+        """An ACL or credential change that was not committed is forgotten: back to the committed copy."""
+        security = self._require_security()
+        if security.metadata.version == self._live_security.version:
+            return
+        security.metadata = self._live_security.copy()
+        core.security = security.metadata.to_message() if security.metadata.version > 0 else None
 
     def _apply(self, core: ControllerCore, effects: Effects) -> list[tuple[OutboundRequest, trio.Event]]:
         if self.journal is not None:

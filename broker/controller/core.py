@@ -82,9 +82,12 @@ class ControllerCore:
         # The ACLs and SCRAM credentials every UPDATE_METADATA carries (None until there are any).
         self.security: UpdateMetadataSecurity | None = None
 
-    def security_changed(self, security: UpdateMetadataSecurity) -> None:
-        """A new version of the ACLs and credentials: every live broker gets it in an UPDATE_METADATA."""
+    def security_changed(self, security: UpdateMetadataSecurity, *, record: bool = False) -> None:
+        """A new version of the ACLs and credentials: every live broker gets it in an UPDATE_METADATA. With
+        ``record`` (a controller quorum) the change is also a metadata record to commit first."""
         self.security = security
+        if record:
+            self._dirty = True
         self._batch.add_update_metadata(self.live_brokers(), [])
 
     # ------------------------------------------------------------------------------------ views

@@ -10,7 +10,8 @@ are answered by :meth:`handle`. A voter's FETCH that would get nothing new waits
 
 What the client journals (``quorum_state``) goes to the controller's journal; as the high watermark
 moves, every voter reads the newly committed batches (``metadata_committed`` events, with their offsets,
-epoch and CRC) and keeps the latest controller state record, from which a new active controller starts.
+epoch and CRC) and keeps the latest controller state record, from which a new active controller starts
+(the cluster state, and the ACLs and SCRAM credentials the record carries).
 """
 
 from __future__ import annotations
@@ -103,6 +104,9 @@ class RaftManager:
         self.applied_offset = 0
         self.latest_state: dict[str, Any] | None = None
         self.latest_state_offset = -1
+        # The latest committed ACLs and SCRAM credentials (SecurityMetadata.to_json), None until a record
+        # carries them.
+        self.latest_security: dict[str, Any] | None = None
         self._pending_events: list[tuple[str, dict[str, Any]]] = []
         self._flush_effects()
 
@@ -201,6 +205,8 @@ class RaftManager:
                     if decoded["type"] == CONTROLLER_STATE and isinstance(decoded.get("state"), dict):
                         self.latest_state = decoded["state"]
                         self.latest_state_offset = header.base_offset + record.offset_delta
+                        if isinstance(decoded.get("security"), dict):
+                            self.latest_security = decoded["security"]
                 self.emit(
                     "metadata_committed",
                     {
@@ -222,9 +228,18 @@ class RaftManager:
 
     # ------------------------------------------------------------------------------------ appends
 
-    def append_state(self, decisions: list[str], state_json: dict[str, Any]) -> tuple[int, int] | None:
-        """As leader: one ControllerState record (the state after ``decisions``); its offsets, or None."""
-        value = encode_record(CONTROLLER_STATE, decisions=decisions, state=state_json)
+    def append_state(
+        self,
+        decisions: list[str],
+        state_json: dict[str, Any],
+        security_json: dict[str, Any] | None = None,
+    ) -> tuple[int, int] | None:
+        """As leader: one ControllerState record (the state after ``decisions``, with the ACLs and SCRAM
+        credentials when there are any); its offsets, or None."""
+        fields: dict[str, Any] = {"decisions": decisions, "state": state_json}
+        if security_json is not None:
+            fields["security"] = security_json
+        value = encode_record(CONTROLLER_STATE, **fields)
         offsets = self.client.append([value], self.clock_ms())
         self._flush_effects()
         self._notify_changed()

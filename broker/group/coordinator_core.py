@@ -425,7 +425,10 @@ class GroupCoordinatorCore(OffsetsCore):
             effects.append(
                 StoreGroup(group.group_id, self.partition_for(group.group_id), group.generation_id, value)
             )
-            result = self._join_result(group, new_id, include_members=group.is_leader(new_id))
+            # No member list, and the leader id from before the replacement, so that a restarted leader
+            # does not assign again (a Stable group would not pass a new assignment on): JoinGroup up to
+            # v8, before KIP-814's skip_assignment.
+            result = self._join_result(group, new_id, include_members=False)
             return [*effects, Respond(token, dataclasses.replace(result, leader_id=leader or ""))]
         if group.is_state(GroupState.COMPLETING_REBALANCE):
             return effects + self._prepare_rebalance(group)

@@ -123,15 +123,18 @@ def validate_batch_as_leader(buf: Buffer, pos: int, first_index: int = 0) -> Bat
 
 
 def _max_timestamp_delta(buf: bytes | bytearray, pos: int, header: BatchHeader) -> int:
-    """Walk the records of the batch at ``pos`` once: aiokafka's C reader first, and when it objects (or is
-    missing) the pure walk, which has the last word and says what is wrong."""
+    """Walk the records of the batch at ``pos`` once: aiokafka's C reader first, and when it objects, is
+    missing, or finds a largest delta other than the header's, the pure walk, which has the last word and
+    says what is wrong. (The C reader reads a record's attributes as a varint where Kafka reads one byte, so
+    a record whose unused attributes byte has its top bit set is misread by it, never by the pure walk.)"""
+    claimed = header.max_timestamp - header.base_timestamp
     end = pos + header.size
     start = pos + BATCH_HEADER_SIZE
     if header.attributes & COMPRESSION_CODEC_MASK == 0:
         fast = fast_scan_batch(
             bytes(buf[pos:end]), header.base_offset, header.base_timestamp, header.records_count
         )
-        if fast is not None:
+        if fast == claimed:
             return fast
         return scan_records(buf, header.records_count, start, end)
     records = record_bytes(buf, pos, header)
@@ -140,7 +143,7 @@ def _max_timestamp_delta(buf: bytes | bytearray, pos: int, header: BatchHeader) 
     fast = fast_scan_batch(
         bytes(plain) + records, header.base_offset, header.base_timestamp, header.records_count
     )
-    if fast is not None:
+    if fast == claimed:
         return fast
     return scan_records(records, header.records_count)
 

@@ -18,8 +18,10 @@ import hashlib
 import hmac
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from broker.security.acl import (
     AccessControlEntry,
@@ -97,6 +99,35 @@ class SecurityMetadata:
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"{path}: not an ACL file: {e}") from e
         return cls(version, acls, credentials)
+
+    # ------------------------------------------------------------------ the metadata log
+
+    def to_json(self) -> dict[str, Any]:
+        """The copy a controller quorum's metadata record carries: the version, every ACL binding and every
+        SCRAM credential as the store keeps it (salt, StoredKey, ServerKey, iterations; never a password)."""
+        return {
+            "version": self.version,
+            "acls": [b.to_json() for b in sorted(self.acls)],
+            "credentials": self.credentials.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> SecurityMetadata:
+        """The copy :meth:`to_json` made; ValueError if it is not one."""
+        try:
+            credentials = value.get("credentials", {})
+            return cls(
+                int(value.get("version", 0)),
+                {AclBinding.from_json(a) for a in value.get("acls", [])},
+                CredentialStore.from_json(credentials if isinstance(credentials, Mapping) else {}),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"not a security metadata record: {e}") from e
+
+    def copy(self) -> SecurityMetadata:
+        credentials = CredentialStore()
+        credentials.replace_all(self.credentials)
+        return SecurityMetadata(self.version, set(self.acls), credentials)
 
     # ------------------------------------------------------------------ wire
 

@@ -55,6 +55,44 @@ class Params:
     profile: bool = False
     # (7) also on a cluster of its own holding about this many MB of segments (0: not).
     report_mb: int = 0
+    # (7) records written for the report when no other scenario left data behind.
+    report_fill_records: int = 300_000
+    # The smoke run (``--smoke``): the smallest sizes, to check that every scenario runs.
+    smoke: bool = False
+
+    @classmethod
+    def smallest(cls, *, profile: bool = False) -> Params:
+        """``--smoke``: every scenario in seconds, to see that it runs and writes its figures (which mean
+        little at these sizes)."""
+        return cls(
+            quick=True,
+            ceiling_tcp_bytes=16 << 20,
+            ceiling_file_bytes=16 << 20,
+            small_records=20_000,
+            small_batch_records=1000,
+            kafka_batch_records=20_000,
+            small_partitions=3,
+            scaling_partition_counts=(3, 6),
+            scaling_records=6_000,
+            large_batches=6,
+            large_partitions=3,
+            latency_rate=2_000,
+            latency_seconds=1.0,
+            latency_batch_records=100,
+            failover_partition_counts=(1,),
+            failover_repeats=1,
+            catchup_bytes=4_000_000,
+            catchup_partitions=2,
+            catchup_many_bytes=2_000_000,
+            catchup_many_partitions=6,
+            idle_partitions=30,
+            idle_window_s=1.0,
+            kafka_client_records=5_000,
+            kafka_client_rounds=1,
+            profile=profile,
+            report_fill_records=3_000,
+            smoke=True,
+        )
 
     @classmethod
     def for_mode(cls, quick: bool, *, profile: bool = False) -> Params:

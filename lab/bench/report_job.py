@@ -26,6 +26,8 @@ from lab.bench.results import Figure, ScenarioResult
 from lab.bench.throughput import produce
 
 FILL_RECORDS = 300_000
+# The report's exit codes (docs/report.md): each is a verdict on the data, not a failure of the job.
+REPORT_VERDICTS = {0: "valid", 1: "invalid", 3: "unknown"}
 
 
 def report_job_available() -> str | None:
@@ -82,7 +84,7 @@ async def _run_job(ctx: BenchContext, root: Path, out: Path) -> tuple[dict[str, 
         reap(proc)
     wall = time.monotonic() - t0
     report_path = out / "report.json"
-    if proc.returncode not in (0, 1) or not report_path.exists():
+    if proc.returncode not in REPORT_VERDICTS or not report_path.exists():
         last = tail_of(log_path, 1).strip()
         raise RuntimeError(
             f"the report job exited with {proc.returncode} ({last}); log: {log_path}\n{tail_of(log_path, 60)}"
@@ -125,6 +127,27 @@ def _figures(
         )
 
 
+def _verdict(
+    ctx: BenchContext, result: ScenarioResult, label: str, suffix: str, report: dict[str, Any], code: int
+) -> None:
+    """The report's verdict on the bench's own data, as a figure (its exit code) that names it; a check
+    that was not valid is named in a note."""
+    verdict = REPORT_VERDICTS[code]
+    checks = report.get("checks", [])
+    not_valid = [f"{c['name']} {c['verdict']}" for c in checks if c.get("verdict") != "valid"]
+    result.add(
+        Figure(
+            f"report_exit_code{suffix}",
+            f"{label}: verdict {verdict.upper()}",
+            float(code),
+            "exit code",
+            note=", ".join(not_valid) or "every check valid",
+        )
+    )
+    if not_valid:
+        ctx.note(f"{label}: {verdict}: {', '.join(not_valid)}")
+
+
 async def run(ctx: BenchContext, result: ScenarioResult) -> None:
     why = report_job_available()
     if why is not None:
@@ -133,10 +156,11 @@ async def run(ctx: BenchContext, result: ScenarioResult) -> None:
     if source is not None:
         root = ctx.data_roots[source]
     else:
-        root = await _fill(ctx)
+        root = await _fill(ctx, records=ctx.params.report_fill_records)
         source = "its own cluster"
     report, wall, code = await _run_job(ctx, root, ctx.scenario_dir("report"))
     _figures(ctx, result, "(7) report job", "", report, wall)
+    _verdict(ctx, result, "(7) report job", "", report, code)
     result.details = {
         "data_from": source,
         "verdict": report.get("verdict"),
@@ -149,7 +173,9 @@ async def run(ctx: BenchContext, result: ScenarioResult) -> None:
         records = int(ctx.params.report_mb * 1e6 / (3 * 104))
         big_root = await _fill(ctx, "report-data-big", records)
         big, big_wall, big_code = await _run_job(ctx, big_root, ctx.scenario_dir("report-big"))
-        _figures(ctx, result, f"(7) report job, --report-mb {ctx.params.report_mb}", "_big", big, big_wall)
+        label = f"(7) report job, --report-mb {ctx.params.report_mb}"
+        _figures(ctx, result, label, "_big", big, big_wall)
+        _verdict(ctx, result, label, "_big", big, big_code)
         result.details["big"] = {
             "verdict": big.get("verdict"),
             "exit_code": big_code,

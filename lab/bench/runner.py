@@ -86,10 +86,14 @@ def run_bench(
     profile: bool = False,
     temp_parent: Path | None = None,
     report_mb: int = 0,
+    smoke: bool = False,
 ) -> tuple[list[ScenarioResult], bool]:
-    """Runs the scenarios; returns their results and whether the run was interrupted."""
+    """Runs the scenarios; returns their results and whether the run was interrupted. ``smoke``: the
+    smallest sizes (``Params.smallest``), with the quick run's time limits."""
     scenarios = select(only)
-    params = replace(Params.for_mode(quick, profile=profile), report_mb=report_mb)
+    quick = quick or smoke
+    base = Params.smallest(profile=profile) if smoke else Params.for_mode(quick, profile=profile)
+    params = replace(base, report_mb=report_mb)
     root = Path(tempfile.mkdtemp(prefix="isrsim-bench-", dir=temp_parent))
     ctx = BenchContext(root=root, params=params, out_dir=out_dir)
     results: list[ScenarioResult] = []
@@ -123,7 +127,8 @@ def run_bench(
 
                 ctx.on_step = on_step
                 ctx.on_note = lambda text: progress.console.print(f"  [yellow]note[/]: {text}")
-                limit = scenario.quick_limit_s if quick else scenario.full_limit_s
+                # The smoke run's sizes are tiny; its limits are the full run's (a net for a busy machine).
+                limit = scenario.quick_limit_s if quick and not smoke else scenario.full_limit_s
                 if scenario.name == "report":
                     limit += params.report_mb * 0.6  # filling and reading its own cluster (--report-mb)
                 load0, cpu0 = _loadavg(), _cpu_ticks()

@@ -1,7 +1,9 @@
 """The chaos nemesis: starts and ends the faults of a schedule (``lab.chaos.schedule``) on a running cluster.
 
 Process faults signal the brokers named in ``cluster.json`` (kill: SIGKILL, term: SIGTERM and a controlled
-shutdown, pause: SIGSTOP) and end with a restart on the same data (kill, term) or SIGCONT (pause). Network
+shutdown, pause: SIGSTOP) and end with a restart on the same data (kill, term) or SIGCONT (pause). The
+same faults fall on controllers (a step with ``controller``: the voters of the quorum, by id): a killed or
+stopped voter starts again on its metadata log and quorum-state, a paused one is resumed. Network
 faults go through the same library as ``isrsim net`` (``kit.net_faults.change_faults``) and end with a heal
 of exactly their links. Every action is appended to ``<root>/faults.jsonl`` with the step's index in
 ``chaos.json`` (``params.chaos_step``).
@@ -20,9 +22,9 @@ from typing import Any
 import trio
 from rich.markup import escape
 
-from kit.cluster_files import ClusterError, ClusterInfo
+from kit.cluster_files import ClusterError, ClusterInfo, ProcessEntry
 from kit.fault_journal import append_fault
-from kit.local_cluster import STOP_TIMEOUT_S, start_broker
+from kit.local_cluster import STOP_TIMEOUT_S, start_broker, start_controller
 from kit.net_faults import NetCluster, NetError, change_faults, cluster_from_info, read_tables
 from kit.processes import process_state, send_signal, stop_process, wait_exit
 from lab.chaos.schedule import FaultStep
@@ -30,6 +32,12 @@ from protocol import CLIENT, CLIENTS, FaultSet
 
 NET_RETRIES = 3
 RESTART_ATTEMPTS = 2
+
+
+def _step_marks(step: FaultStep) -> dict[str, Any]:
+    """What every faults.jsonl record of a step carries: its index in chaos.json, and whether its node is a
+    controller (a voter id) rather than a broker."""
+    return {"chaos_step": step.index, **({"controller": True} if step.controller else {})}
 
 
 class ChaosError(Exception):
@@ -64,7 +72,7 @@ class Nemesis:
 
     async def start(self, step: FaultStep) -> bool:
         """Starts ``step``'s fault; False (and the reason in ``skipped``) when it cannot be applied now."""
-        params = {**step.params, "chaos_step": step.index}
+        params = {**step.params, **_step_marks(step)}
         kind, nodes = step.kind, step.nodes
         try:
             if kind in ("kill", "term", "pause"):
@@ -95,39 +103,55 @@ class Nemesis:
             return False
         self.applied[step.index] = step
         self.injected[kind] = self.injected.get(kind, 0) + 1
-        self.say(f"[red]{step.describe()}[/] (until {step.until_s:g}s)")
-        pid = self.info.broker(int(nodes[0])).pid if kind in ("kill", "term") else None
+        self.say(f"[red]{step.describe()}[/] (for {step.until_s - step.at_s:.1f}s)")
+        pid = self._entry(step).pid if kind in ("kill", "term") else None
         if kind == "kill":
             await trio.to_thread.run_sync(wait_exit, pid, 5.0)  # reaps it if this process started it
         elif kind == "term":
             result = await trio.to_thread.run_sync(stop_process, pid, STOP_TIMEOUT_S)
-            self.say(f"broker {nodes[0]} {result}")
+            self.say(f"{self._name(step)} {result}")
         return True
 
+    def _entry(self, step: FaultStep) -> ProcessEntry:
+        """The process a process fault falls on: a broker, or a controller of the quorum."""
+        node = int(step.nodes[0])
+        return self.info.controller_by_id(node) if step.controller else self.info.broker(node)
+
+    @staticmethod
+    def _name(step: FaultStep) -> str:
+        return f"{'controller' if step.controller else 'broker'} {step.nodes[0]}"
+
     def _start_process_fault(self, step: FaultStep, params: dict[str, Any]) -> None:
-        b = self.info.broker(int(step.nodes[0]))
+        b = self._entry(step)
         state = process_state(b.pid)
         if state != "running":
-            raise ClusterError(f"broker {b.id} is {state}")
+            raise ClusterError(f"{self._name(step)} is {state}")
         sig = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "pause": signal.SIGSTOP}[step.kind]
         if step.kind == "term":
             # Recorded before the signal: the controlled shutdown that follows is part of the fault.
             self._record("term", step.nodes, {**params, "pid": b.pid})
             return
         if not send_signal(b.pid, sig):
-            raise ClusterError(f"broker {b.id} is not running")
+            raise ClusterError(f"{self._name(step)} is not running")
         self._record(step.kind, step.nodes, {**params, "pid": b.pid})
+
+    def skip(self, step: FaultStep, why: str) -> None:
+        """A step that was never started (``--max-down`` kept it waiting until its planned end)."""
+        self.skipped.append((step, why))
+        self.say(f"[yellow]skipped[/] {step.describe()}: {escape(why)}")
 
     async def end(self, step: FaultStep) -> None:
         """Ends a started step: restart (kill, term), resume (pause) or heal its links."""
         if self.applied.pop(step.index, None) is None:
             return
         node = step.nodes[0]
-        params = {"chaos_step": step.index}
-        if step.kind in ("kill", "term"):
+        params = _step_marks(step)
+        if step.kind in ("kill", "term") and step.controller:
+            await self.restart_controller(int(node), params)
+        elif step.kind in ("kill", "term"):
             await self.restart(int(node), params)
         elif step.kind == "pause":
-            b = self.info.broker(int(node))
+            b = self._entry(step)
             send_signal(b.pid, signal.SIGCONT)
             self._record("resume", [node], {**params, "pid": b.pid})
             self.say(f"[green]resume {node}[/]")
@@ -169,6 +193,28 @@ class Nemesis:
         self._record("restart", [str(broker_id)], {**params, "pid": b.pid, "healed_links": healed})
         self.say(f"[green]restart {broker_id}[/] (pid {b.pid})")
 
+    async def restart_controller(self, voter: int, params: dict[str, Any]) -> None:
+        """Starts a controller again on its own metadata log and quorum-state (it rejoins as a follower)."""
+        c = self.info.controller_by_id(voter)
+        error: ClusterError | None = None
+        for _ in range(RESTART_ATTEMPTS):
+            try:
+                await trio.to_thread.run_sync(self._start_controller, voter)
+                break
+            except ClusterError as exc:
+                error = exc
+        else:
+            raise ChaosError(f"controller {voter} did not start again: {error}")
+        self._record("restart", [str(voter)], {**params, "pid": c.pid, "controller": True})
+        self.say(f"[green]restart controller {voter}[/] (pid {c.pid})")
+
+    def _start_controller(self, voter: int) -> None:
+        c = self.info.controller_by_id(voter)
+        if process_state(c.pid) != "stopped":
+            stop_process(c.pid, STOP_TIMEOUT_S)
+        start_controller(self.info, c)
+        self.info.save()
+
     def _start_broker(self, broker_id: int) -> None:
         b = self.info.broker(broker_id)
         if process_state(b.pid) != "stopped":
@@ -182,6 +228,16 @@ class Nemesis:
         """Resumes paused brokers, heals every network fault, restarts stopped brokers. Returns what it did
         (nothing when every step ended as planned)."""
         done: list[str] = []
+        controllers = self.info.controllers if self.info.quorum else []
+        for c in controllers:
+            if process_state(c.pid) == "paused":
+                send_signal(c.pid, signal.SIGCONT)
+                self._record("resume", [str(c.id)], {"pid": c.pid, "controller": True, "chaos_final": True})
+                done.append(f"resumed controller {c.id}")
+        for c in controllers:
+            if process_state(c.pid) == "stopped":
+                await self.restart_controller(c.id, {"chaos_final": True})
+                done.append(f"restarted controller {c.id}")
         for b in self.info.brokers:
             if process_state(b.pid) == "paused":
                 send_signal(b.pid, signal.SIGCONT)

@@ -29,16 +29,19 @@ from rich.markup import escape
 
 from kit.cluster_client import ClusterClient
 from kit.cluster_files import ClusterError, ClusterInfo
+from kit.controller_quorum import NoActiveController, ask_controller, ask_controller_sync, voters_of
 from kit.health import not_converged, partition_metadata, wait_healthy
 from kit.librdkafka_producer import LibrdkafkaWorkload, producer_config, read_properties
-from kit.local_cluster import STOP_TIMEOUT_S, stop_brokers
+from kit.local_cluster import stop_brokers, stop_controllers
 from kit.node_query import ask
-from kit.processes import process_state, stop_process
+from kit.processes import process_state
 from kit.producer import AckJournal, Producer, ProducerSettings, ProduceStats
+from kit.run_clock import RunClock
+from lab.chaos.budget import ServiceView, blocked, brokers_out, still_recovering, taken_down
 from lab.chaos.nemesis import Nemesis
 from lab.chaos.schedule import FaultStep, Schedule
 from lab.chaos.view import ChaosView
-from protocol import ApiKeys, Errors, error_name
+from protocol import ApiKeys, Errors, error_name, wall_clock_ms
 
 CHAOS_FILE = "chaos.json"
 
@@ -47,6 +50,9 @@ RUN_FILE = "chaos-run.json"
 
 
 POLL_S = 1.0
+
+
+BUDGET_POLL_S = 0.25  # how often a start that waits for --max-down looks again
 
 
 DRAIN_S = 20.0
@@ -66,10 +72,12 @@ class Outcome:
     stats: ProduceStats | None = None
     injected: dict[str, int] = field(default_factory=dict)
     skipped: int = 0
-    last_fault_end: float | None = None
-    workload_stopped: float | None = None
-    converged_after: float | None = None  # seconds after the last fault ended
-    converged_after_workload: float | None = None  # seconds after the workload stopped
+    skipped_steps: list[dict[str, Any]] = field(default_factory=list)  # {index, fault, why}
+    # Wall-clock ms (the run's clock, kit.run_clock): when the last fault ended, the workload stopped, and
+    # the replicas were in sync (every replica in its ISR, one LEO, HW = LEO, asked of the brokers).
+    last_fault_end_ms: int | None = None
+    workload_stopped_ms: int | None = None
+    in_sync_ms: int | None = None
     not_converged: list[str] = field(default_factory=list)
     final_actions: list[str] = field(default_factory=list)
 
@@ -100,6 +108,8 @@ class ChaosRun:
         self.nemesis = Nemesis(info, view.say)
         self.outcome = Outcome()
         self.stop_workload = trio.Event()
+        self.recovering: set[str] = set()  # brokers a fault took down, until back in every ISR
+        self.waiting: dict[int, str] = {}  # pending steps: why each may not start yet
 
     async def main(self) -> Outcome:
         try:
@@ -110,23 +120,28 @@ class ChaosRun:
                     await self._play()
                     self.state.phase = "draining"
                     self.stop_workload.set()
-                self.outcome.workload_stopped = time.monotonic()
+                self.outcome.workload_stopped_ms = wall_clock_ms()
                 self.state.phase = "healing"
                 self.outcome.final_actions = await self.nemesis.heal_everything()
                 if self.outcome.final_actions:
-                    self.outcome.last_fault_end = time.monotonic()
+                    self.outcome.last_fault_end_ms = wall_clock_ms()
                     self.view.say("at the end: " + ", ".join(self.outcome.final_actions))
                 self.state.faults = []
-                self.state.phase = "converging"
+                self.state.phase = "waiting for in-sync replicas"
                 await self._converge()
                 nursery.cancel_scope.cancel()
         finally:
             self.outcome.injected = dict(self.nemesis.injected)
             self.outcome.skipped = len(self.nemesis.skipped)
+            self.outcome.skipped_steps = [
+                {"index": st.index, "fault": st.describe(), "why": why} for st, why in self.nemesis.skipped
+            ]
         return self.outcome
 
     async def _play(self) -> None:
-        """The schedule's actions in time order (ends before starts at the same moment)."""
+        """The schedule's actions in time order (ends before starts at the same moment). A start that would
+        put more than ``--max-down`` brokers out of service (``lab.chaos.budget``) waits, while the other
+        actions go on, and is skipped if it cannot start before its planned end."""
         actions: list[tuple[float, int, FaultStep]] = []
         for step in self.schedule.steps:
             actions.append((step.at_s, 1, step))
@@ -134,19 +149,50 @@ class ChaosRun:
         actions.sort(key=lambda a: (a[0], a[1], a[2].index))
         # The view's clock (time.monotonic) started the run; trio sleeps on its own clock.
         t0 = trio.current_time() - (time.monotonic() - self.view.t0)
+        pending: list[FaultStep] = []
         for at, is_start, step in actions:
+            while pending and trio.current_time() < t0 + at:
+                if not await self._try_pending(pending, trio.current_time() - t0):
+                    await trio.sleep(min(BUDGET_POLL_S, max(0.0, t0 + at - trio.current_time())))
             await trio.sleep_until(t0 + at)
             if is_start:
-                if await self.nemesis.start(step):
-                    self.state.faults.append(step.describe())
+                pending.append(step)
+                await self._try_pending(pending, at)
+            elif step in pending:
+                pending.remove(step)
+                self.nemesis.skip(step, self.waiting.pop(step.index, "it could not start in time"))
             else:
                 was_applied = step.index in self.nemesis.applied
                 await self.nemesis.end(step)
                 if was_applied:
                     self.state.faults.remove(step.describe())
-                    self.outcome.last_fault_end = time.monotonic()
+                    self.outcome.last_fault_end_ms = wall_clock_ms()
+                    self.recovering |= taken_down(step)
             self.view.refresh()
         await trio.sleep_until(t0 + self.schedule.duration_s)
+
+    async def _try_pending(self, pending: list[FaultStep], now_s: float) -> bool:
+        """Starts the first pending step that fits ``--max-down`` now; True if one started."""
+        if not any(s.down for s in pending):
+            view = ServiceView(known=False)  # nothing to count: a fault that takes nobody down never waits
+        else:
+            view = await service_view(self.info, self.topic)
+            self.recovering = still_recovering(self.recovering, view)
+        in_force = list(self.nemesis.applied.values())
+        for step in list(pending):
+            why = blocked(step, brokers_out(in_force, self.recovering, view), self.schedule.max_down)
+            if why is not None:
+                if self.waiting.get(step.index) != why:
+                    self.view.say(f"[yellow]waiting[/] {step.describe()}: {escape(why)}")
+                self.waiting[step.index] = why
+                continue
+            pending.remove(step)
+            self.waiting.pop(step.index, None)
+            if await self.nemesis.start(step):
+                self.state.faults.append(step.describe())
+            self.view.refresh()
+            return True
+        return False
 
     async def _workload(self) -> None:
         if self.client == "librdkafka":
@@ -250,19 +296,41 @@ class ChaosRun:
             await trio.sleep(POLL_S)
 
     async def _converge(self) -> None:
+        """Waits until the replicas are in sync: every replica in its ISR, one LEO, HW = LEO (asked of the
+        brokers; the report's "ISR full" is another measure, from the journals)."""
         o = self.outcome
         deadline = time.monotonic() + self.converge_timeout
         problems: list[str] = []
         while time.monotonic() < deadline:
             problems = await not_converged(self.info)
             if not problems:
-                now = time.monotonic()
-                o.converged_after = now - (o.last_fault_end or now)
-                o.converged_after_workload = now - (o.workload_stopped or now)
+                o.in_sync_ms = wall_clock_ms()
                 return
-            self.state.phase = f"converging ({len(problems)} partition(s) not yet)"
+            self.state.phase = f"waiting for in-sync replicas ({len(problems)} partition(s) not yet)"
             await trio.sleep(0.2)
         self.outcome.not_converged = problems
+
+
+async def service_view(info: ClusterInfo, topic: str) -> ServiceView:
+    """The controller's view of the brokers (fenced) and of ``topic``'s ISRs, for ``--max-down``."""
+    cluster: dict[str, Any] | None
+    if not info.quorum:
+        c = info.controller
+        cluster = await ask(c.host, c.port, ApiKeys.DESCRIBE_CLUSTER, {}, 2.0)
+    else:
+        try:  # the active controller, found through any voter
+            cluster, _ = await ask_controller(voters_of(info), ApiKeys.DESCRIBE_CLUSTER, {}, 2.0, wait_s=2.0)
+        except NoActiveController:
+            cluster = None
+    meta = await partition_metadata(info, [topic])
+    if cluster is None or not cluster.get("brokers") or not meta:
+        return ServiceView(known=False)
+    fenced = frozenset(str(b["broker_id"]) for b in cluster["brokers"] if b.get("fenced"))
+    return ServiceView(
+        fenced=fenced,
+        replicas={p: m["replica_nodes"] for (_, p), m in meta.items()},
+        isr={p: m["isr_nodes"] for (_, p), m in meta.items()},
+    )
 
 
 def ensure_topic(info: ClusterInfo, topic: str, partitions: int, replication_factor: int) -> str:
@@ -274,9 +342,9 @@ def ensure_topic(info: ClusterInfo, topic: str, partitions: int, replication_fac
         "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": rf, "configs": {}}],
         "timeout_ms": 30000,
     }
-    c = info.controller
-    resp = trio.run(ask, c.host, c.port, ApiKeys.CREATE_TOPICS, body, 35.0)
-    if resp is None:
+    # The active controller, found through any voter of the quorum.
+    resp = ask_controller_sync(info, ApiKeys.CREATE_TOPICS, body, timeout=35.0)
+    if resp is None or "topics" not in resp:
         raise ClusterError("the controller did not answer CREATE_TOPICS; is the cluster up?")
     code = resp["topics"][0]["error_code"]
     if code not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
@@ -288,8 +356,10 @@ def check_cluster(info: ClusterInfo) -> None:
     down = [
         f"broker {b.id} is {process_state(b.pid)}" for b in info.brokers if process_state(b.pid) != "running"
     ]
-    if process_state(info.controller.pid) != "running":
-        down.insert(0, f"the controller is {process_state(info.controller.pid)}")
+    for c in reversed(info.controllers):
+        if process_state(c.pid) != "running":
+            name = f"controller {c.id}" if info.quorum else "the controller"
+            down.insert(0, f"{name} is {process_state(c.pid)}")
     if down:
         raise ClusterError(
             "chaos starts from a healthy cluster, but " + "; ".join(down) + " (`isrsim cluster up` starts it)"
@@ -299,9 +369,7 @@ def check_cluster(info: ClusterInfo) -> None:
 
 def stop_cluster(info: ClusterInfo) -> None:
     stop_brokers(info)
-    stop_process(info.controller.pid, STOP_TIMEOUT_S)
-    info.controller.pid = None
-    info.save()
+    stop_controllers(info)
 
 
 def summary(schedule: Schedule) -> str:
@@ -316,6 +384,26 @@ def run_report(root: Path) -> int:
     return proc.returncode
 
 
+def in_sync_figures(o: Outcome, clock: RunClock) -> dict[str, float | None]:
+    """The run's times on its clock (seconds since t0) and the seconds from the last fault's end and from
+    the workload's stop to the replicas being in sync."""
+
+    def since(a: int | None, b: int | None) -> float | None:
+        return None if a is None or b is None else round((a - b) / 1000, 2)
+
+    def at(ts: int | None) -> float | None:
+        s = None if ts is None else clock.seconds(ts)
+        return None if s is None else round(s, 2)
+
+    return {
+        "last_fault_end_s": at(o.last_fault_end_ms),
+        "workload_stopped_s": at(o.workload_stopped_ms),
+        "in_sync_s": at(o.in_sync_ms),
+        "in_sync_after_last_fault_s": since(o.in_sync_ms, o.last_fault_end_ms or o.in_sync_ms),
+        "in_sync_after_workload_s": since(o.in_sync_ms, o.workload_stopped_ms),
+    }
+
+
 def write_run(
     root: Path,
     schedule: Schedule,
@@ -325,14 +413,22 @@ def write_run(
     report: int | None,
     client: str = "isrsim",
 ) -> None:
-    """``chaos-run.json``: what this run of the schedule did (chaos.json holds only the plan)."""
+    """``chaos-run.json``: what this run of the schedule did (chaos.json holds only the plan). Times are on
+    the run's clock (``t0_ms``, the report's too); "in sync" is the brokers' answer (every replica in its
+    ISR, one LEO, HW = LEO), not the report's "ISR full" (from the journals)."""
     s = o.stats
+    clock = RunClock(root)
+    origin = clock.anchor()
     body = {
         "seed": schedule.seed,
         "started_ms": started_ms,
         "finished_ms": int(time.time() * 1000),
+        "t0_ms": origin.ts_ms if origin else None,
+        "t0_source": origin.source if origin else None,
+        "started_s": clock.seconds(started_ms),
         "injected": {k: o.injected.get(k, 0) for k in schedule.faults},
         "skipped": o.skipped,
+        "skipped_steps": o.skipped_steps,
         "client": client,
         "records_sent": s.records_sent if s else 0,
         "records_acked": s.records_acked if s else 0,
@@ -341,10 +437,7 @@ def write_run(
         "batches_failed": s.batches_failed if s else 0,
         "errors": dict(s.errors) if s else {},
         "final_actions": o.final_actions,
-        "converged_after_last_fault_s": None if o.converged_after is None else round(o.converged_after, 2),
-        "converged_after_workload_s": None
-        if o.converged_after_workload is None
-        else round(o.converged_after_workload, 2),
+        **in_sync_figures(o, clock),
         "not_converged": o.not_converged,
         "error": error,
         "report_exit_code": report,

@@ -9,15 +9,28 @@ that fits now; a kind that does not fit stays in the deck for a later slot. Each
 
 What fits:
 
-- at most ``max_down`` brokers unavailable at any moment. ``kill``, ``term`` and ``pause`` take their broker
-  down; ``isolate`` cuts its broker off; ``partition`` counts one broker: the broker partitioned from the
-  controller, or the first of two partitioned brokers (each side's ISR loses the other). ``delay`` and
-  ``loss`` take nobody down. ``loss`` may also fall on a broker's responses to its clients (``1 -> clients``,
-  one way: requests take effect, answers are lost), the fault that makes a non-idempotent producer write
-  twice (docs/clients.md).
+- at most ``max_down`` brokers unavailable at any moment, a broker counting for one more interval after its
+  fault ended (it is fenced, or catching up to rejoin the ISRs, for a while). ``kill``, ``term`` and
+  ``pause`` take their broker down; ``isolate`` cuts its broker off; ``partition`` counts one broker: the
+  broker partitioned from the controller, or the first of two partitioned brokers (each side's ISR loses the
+  other). ``delay`` and ``loss`` take nobody down. ``loss`` may also fall on a broker's responses to its
+  clients (``1 -> clients``, one way: requests take effect, answers are lost), the fault that makes a
+  non-idempotent producer write twice (docs/clients.md).
 - two faults in force at once never share a broker (a fault on a killed or paused broker cannot be applied,
   and a restart heals a node's links); they may share the controller, each on its own links.
 - ``isolate`` runs alone: its rules sit on every node's table, and a paused node's table cannot change.
+
+Controllers (``controller_ids``, the voters of the controller quorum, SPEC §11) are targets of the process
+kinds too (a step with ``controller`` true; its node is the voter's id, as ``isrsim controller kill``
+records it): ``kill``, ``term`` and ``pause`` then fall on a broker or a controller (drawn among those
+free). At most a minority of the voters is down at once (one of three), so the quorum always has a
+majority to elect and commit with; ``allow_quorum_loss`` lifts that to all voters but one. A controller
+down counts against that limit, not against ``max_down`` (which counts brokers). The network kinds stay
+between brokers, or a broker and the controllers (``controller``: every voter's links, so such a fault and
+a controller's process fault never overlap: a paused or stopped voter's table cannot change).
+
+While the run goes on, ``lab.chaos.budget`` also counts the brokers still out of service after their fault
+ended (fenced by the controller, not yet back in every ISR): a fault that would exceed ``max_down`` waits.
 """
 
 from __future__ import annotations
@@ -35,7 +48,8 @@ FAULT_KINDS = ("kill", "term", "pause", "partition", "isolate", "delay", "loss")
 PROCESS_KINDS = ("kill", "term", "pause")
 NETWORK_KINDS = ("partition", "isolate", "delay", "loss")
 DOWN_KINDS = ("kill", "term", "pause", "partition", "isolate")
-SCHEDULE_VERSION = 1
+SCHEDULE_VERSION = 2
+TARGETS = ("brokers", "controllers")
 # A fault lasts between MIN_LENGTH and MAX_LENGTH intervals.
 MIN_LENGTH, MAX_LENGTH = 1.0, 3.0
 ONE_WAY_CHANCE = 0.3
@@ -57,21 +71,30 @@ class FaultStep:
     nodes: list[str]
     params: dict[str, Any] = field(default_factory=dict)
     down: list[str] = field(default_factory=list)  # the brokers this fault counts as unavailable
+    controller: bool = False  # a process fault on the controller ``nodes[0]`` (a voter id)
 
     @property
     def brokers(self) -> set[str]:
+        if self.controller:
+            return set()
         return {n for n in self.nodes if n not in (CONTROLLER, CLIENTS)}
+
+    @property
+    def controllers(self) -> set[int]:
+        """The controllers (voter ids) this fault takes down."""
+        return {int(self.nodes[0])} if self.controller else set()
 
     def describe(self) -> str:
         p = self.params
         if self.kind in PROCESS_KINDS:
+            # A voter is named by its id (from 1000), as the report and `isrsim controller kill` name it.
             return f"{self.kind} {self.nodes[0]}"
         if self.kind == "isolate":
             return f"isolate {self.nodes[0]}"
-        arrow = "->" if p.get("one_way") else "<->"
+        arrow = " -> " if p.get("one_way") else " <-> "  # as the report names it (spark_jobs.fault_log)
         link = f"{self.nodes[0]}{arrow}{self.nodes[1]}"
         if self.kind == "delay":
-            return f"delay {link} {p['ms']}±{p['jitter_ms']}ms"
+            return f"delay {link} {p['ms']}±{p['jitter_ms']} ms"
         if self.kind == "loss":
             return f"loss {link} {p['percent']:g}%"
         return f"partition {link}"
@@ -86,6 +109,8 @@ class Schedule:
     max_down: int
     brokers: list[int]
     steps: list[FaultStep]
+    controllers: list[int] = field(default_factory=list)
+    max_controllers_down: int = 0
 
     def to_json(self) -> str:
         """``chaos.json``: the same inputs give the same bytes (no timestamps; the run's times are in
@@ -97,11 +122,35 @@ class Schedule:
         """The brokers counted unavailable at ``t`` seconds (a fault is in force on [at_s, until_s))."""
         return {b for s in self.steps if s.at_s <= t < s.until_s for b in s.down}
 
+    def controllers_down_at(self, t: float) -> set[int]:
+        """The controllers down at ``t`` seconds."""
+        return {c for s in self.steps if s.at_s <= t < s.until_s for c in s.controllers}
+
     def in_force_at(self, t: float) -> list[FaultStep]:
         return [s for s in self.steps if s.at_s <= t < s.until_s]
 
     def counts(self) -> dict[str, int]:
         return {k: sum(1 for s in self.steps if s.kind == k) for k in self.faults}
+
+
+def parse_targets(text: str | Iterable[str]) -> set[str]:
+    """``brokers,controllers`` -> the set; unknown names are an error."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    names = {i.strip().lower() for i in items if i.strip()}
+    if not names:
+        raise ScheduleError(f"--targets names nothing: choose from {', '.join(TARGETS)}")
+    for name in names:
+        if name not in TARGETS:
+            raise ScheduleError(f"unknown target {name!r}: choose from {', '.join(TARGETS)}")
+    return names
+
+
+def max_controllers_down(voters: int, allow_quorum_loss: bool) -> int:
+    """A minority of the voters (a majority must stay up to elect and commit); all but one with
+    ``allow_quorum_loss``."""
+    if voters <= 0:
+        return 0
+    return voters - 1 if allow_quorum_loss else (voters - 1) // 2
 
 
 def parse_kinds(text: str | Iterable[str]) -> list[str]:
@@ -116,7 +165,14 @@ def parse_kinds(text: str | Iterable[str]) -> list[str]:
     return [k for k in FAULT_KINDS if k in names]
 
 
-def _check(duration: float, interval: float, kinds: list[str], max_down: int, brokers: list[int]) -> None:
+def _check(
+    duration: float,
+    interval: float,
+    kinds: list[str],
+    max_down: int,
+    brokers: list[int],
+    controllers_allowed: bool = False,
+) -> None:
     if not brokers:
         raise ScheduleError("the cluster has no brokers")
     if not math.isfinite(duration) or duration <= 0:
@@ -138,7 +194,7 @@ def _check(duration: float, interval: float, kinds: list[str], max_down: int, br
             f"--max-down {max_down} must be less than the number of brokers ({len(brokers)}): "
             "with every broker down there is nothing left to fail over to"
         )
-    downs = [k for k in kinds if k in DOWN_KINDS]
+    downs = [k for k in kinds if k in DOWN_KINDS and (k not in PROCESS_KINDS or not controllers_allowed)]
     if max_down == 0 and downs:
         raise ScheduleError(
             f"--max-down 0 lets no broker be unavailable, so {','.join(downs)} could never run: "
@@ -153,12 +209,21 @@ def make_schedule(
     faults: str | Iterable[str],
     max_down: int,
     broker_ids: Sequence[int],
+    controller_ids: Sequence[int] = (),
+    *,
+    targets: str | Iterable[str] = TARGETS,
+    allow_quorum_loss: bool = False,
 ) -> Schedule:
-    """The schedule for these inputs (pure: the same inputs give the same schedule)."""
+    """The schedule for these inputs (pure: the same inputs give the same schedule). ``controller_ids``: the
+    voters that process faults may also take down (when ``targets`` names controllers)."""
     kinds = parse_kinds(faults)
+    wanted = parse_targets(targets)
     brokers = sorted(set(broker_ids))
+    controllers = sorted(set(controller_ids)) if "controllers" in wanted else []
+    controller_limit = max_controllers_down(len(controllers), allow_quorum_loss)
     duration, interval = float(duration), float(interval)  # 300 and 300.0 give the same bytes
-    _check(duration, interval, kinds, max_down, brokers)
+    _check(duration, interval, kinds, max_down, brokers, controller_limit > 0)
+    broker_processes = "brokers" in wanted
     rng = random.Random(seed)
     steps: list[FaultStep] = []
     active: list[FaultStep] = []
@@ -171,14 +236,30 @@ def make_schedule(
         if not deck:
             deck = list(kinds)
             rng.shuffle(deck)
+        # A broker a fault took down is still out of service for a while after it ended (fenced, catching up
+        # to rejoin the ISRs): for one interval it keeps its place in --max-down.
+        recovering = [s for s in steps if s.down and t - interval < s.until_s <= t]
         for kind in deck:
-            step = _place(rng, kind, len(steps), t, duration, interval, active, brokers, max_down)
+            step = _place(
+                rng,
+                kind,
+                len(steps),
+                t,
+                duration,
+                interval,
+                active + recovering,
+                brokers,
+                max_down,
+                controllers,
+                controller_limit,
+                broker_processes,
+            )
             if step is not None:
                 deck.remove(kind)
                 steps.append(step)
                 active.append(step)
                 break
-    return Schedule(seed, duration, interval, kinds, max_down, brokers, steps)
+    return Schedule(seed, duration, interval, kinds, max_down, brokers, steps, controllers, controller_limit)
 
 
 def _place(
@@ -191,24 +272,49 @@ def _place(
     active: list[FaultStep],
     brokers: list[int],
     max_down: int,
+    controllers: Sequence[int] = (),
+    controller_limit: int = 0,
+    broker_processes: bool = True,
 ) -> FaultStep | None:
-    """The step for ``kind`` starting at ``t``, or None when it does not fit now."""
-    if any(s.kind == "isolate" for s in active):
+    """The step for ``kind`` starting at ``t``, or None when it does not fit now. ``active``: the steps in
+    force, and those that ended less than an interval ago (their brokers still count as down)."""
+    in_force = [s for s in active if s.until_s > t]
+    if any(s.kind == "isolate" for s in in_force):
         return None
-    busy = {b for s in active for b in s.brokers}
+    busy = {b for s in in_force for b in s.brokers}
     free = [str(b) for b in brokers if str(b) not in busy]
-    down = sum(len(s.down) for s in active)
-    if kind in DOWN_KINDS and down >= max_down:
+    down = len({b for s in active for b in s.down})
+    if kind == "isolate" and in_force:
         return None
-    if kind == "isolate" and active:
-        return None
-    if not free:
-        return None
-    a = rng.choice(free)
+    if kind in PROCESS_KINDS:
+        # A broker (within max_down) or a controller (within the quorum's limit) that no fault holds.
+        candidates = [(b, False) for b in free] if broker_processes and down < max_down else []
+        controllers_down = {c for s in in_force for c in s.controllers}
+        # The controllers' links in a network fault are on every voter's table: no voter goes down meanwhile.
+        controller_links = any(CONTROLLER in s.nodes for s in in_force)
+        if controllers and len(controllers_down) < controller_limit and not controller_links:
+            candidates += [(str(c), True) for c in controllers if c not in controllers_down]
+        if not candidates:
+            return None
+        a, on_controller = rng.choice(candidates)
+    else:
+        if kind in DOWN_KINDS and down >= max_down:
+            return None
+        if not free:
+            return None
+        a, on_controller = rng.choice(free), False
     nodes = [a]
     params: dict[str, Any] = {}
     if kind in ("partition", "delay", "loss"):
-        peers = [b for b in free if b != a] + [CONTROLLER] + ([CLIENTS] if kind == "loss" else [])
+        # A fault on the controllers' links needs every voter up to hold it (and to heal it).
+        voters_down = any(s.controllers for s in in_force)
+        peers = (
+            [b for b in free if b != a]
+            + ([] if voters_down else [CONTROLLER])
+            + ([CLIENTS] if kind == "loss" else [])
+        )
+        if not peers:
+            return None
         nodes.append(rng.choice(peers))
         # Towards the clients only the answers are lost (a lost request never takes effect).
         params["one_way"] = rng.random() < ONE_WAY_CHANCE or nodes[1] == CLIENTS
@@ -230,7 +336,8 @@ def _place(
         until_s=until,
         nodes=nodes,
         params=params,
-        down=[a] if kind in DOWN_KINDS else [],
+        down=[a] if kind in DOWN_KINDS and not on_controller else [],
+        controller=on_controller,
     )
 
 
@@ -239,9 +346,12 @@ __all__ = [
     "FAULT_KINDS",
     "NETWORK_KINDS",
     "PROCESS_KINDS",
+    "TARGETS",
     "FaultStep",
     "Schedule",
     "ScheduleError",
     "make_schedule",
+    "max_controllers_down",
     "parse_kinds",
+    "parse_targets",
 ]

@@ -1,5 +1,8 @@
 """What ``isrsim chaos`` shows while it runs: one line, refreshed (rich) on a terminal, or a plain line every
-few seconds otherwise: elapsed time, the faults in force, records acknowledged, each partition's ISR."""
+few seconds otherwise: the time, the faults in force, records acknowledged, each partition's ISR.
+
+Times are the run's one clock (``kit.run_clock``): seconds since t0, the first event of the run, as the
+report shows them; the status line adds how far into its ``--duration`` the run is."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from types import TracebackType
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
+
+from kit.run_clock import RunClock
 
 PLAIN_EVERY_S = 5.0
 
@@ -37,14 +42,15 @@ def isr_cell(partition: int, isr: list[int], replicas: list[int], leader: int) -
     return body
 
 
-def status_line(state: ChaosState, elapsed: float) -> str:
+def status_line(state: ChaosState, elapsed: float, stamp: str = "") -> str:
     faults = ", ".join(state.faults) if state.faults else "none"
     isr = " ".join(
         isr_cell(p, state.isr[p], state.replicas.get(p, []), state.leaders.get(p, -1))
         for p in sorted(state.isr)
     )
+    when = f"{stamp} " if stamp else ""
     return (
-        f"{elapsed:5.0f}s/{state.duration_s:g}s  {state.phase}  faults: {faults}  "
+        f"{when}run {elapsed:.0f}s/{state.duration_s:g}s  {state.phase}  faults: {faults}  "
         f"acked: {state.records_acked:,} records  ISR {isr or '?'}"
     )
 
@@ -52,16 +58,24 @@ def status_line(state: ChaosState, elapsed: float) -> str:
 class ChaosView:
     """A context manager: ``say`` prints an event line; ``refresh`` redraws the status line."""
 
-    def __init__(self, console: Console, state: ChaosState) -> None:
+    def __init__(self, console: Console, state: ChaosState, clock: RunClock | None = None) -> None:
         self.console = console
         self.state = state
-        self.t0 = time.monotonic()
+        self.clock = clock
+        self.t0 = time.monotonic()  # the schedule's 0 s
         self.live: Live | None = None
         self._last_plain = 0.0
 
     @property
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
+
+    def stamp(self) -> str:
+        """Now on the run's clock (``  312.4s``); the schedule's own seconds without one."""
+        return self.clock.stamp() if self.clock is not None else f"{self.elapsed:6.1f}s"
+
+    def _status(self) -> str:
+        return status_line(self.state, self.elapsed, self.clock.stamp().strip() if self.clock else "")
 
     def __enter__(self) -> ChaosView:
         if self.console.is_terminal:
@@ -75,22 +89,22 @@ class ChaosView:
         if self.live is not None:
             self.live.__exit__(kind, exc, tb)
             self.live = None
-        self.console.print(status_line(self.state, self.elapsed), highlight=False)
+        self.console.print(self._status(), highlight=False)
 
     def _line(self) -> Text:
-        text = Text.from_markup(status_line(self.state, self.elapsed), overflow="ellipsis")
+        text = Text.from_markup(self._status(), overflow="ellipsis")
         text.no_wrap = True
         return text
 
     def say(self, markup: str) -> None:
-        self.console.print(f"[dim]{self.elapsed:6.1f}s[/]  {markup}", highlight=False)
+        self.console.print(f"[dim]{self.stamp()}[/]  {markup}", highlight=False)
 
     def refresh(self) -> None:
         if self.live is not None:
             self.live.update(self._line())
         elif time.monotonic() - self._last_plain >= PLAIN_EVERY_S:
             self._last_plain = time.monotonic()
-            self.console.print(status_line(self.state, self.elapsed), highlight=False)
+            self.console.print(self._status(), highlight=False)
 
 
 __all__ = ["ChaosState", "ChaosView", "isr_cell", "status_line"]

@@ -1,5 +1,6 @@
-"""``isrsim scenario``: Kafka's replication stories (KIP-101, KIP-279, zombie, slow and isolated leaders)
-played on a fresh local cluster, each step waiting on journal events or replica state.
+"""``isrsim scenario``: Kafka's replication stories (KIP-101, KIP-279, zombie, slow and isolated leaders,
+duplicates, a controller failover) played on a fresh local cluster, each step waiting on journal events
+or replica state.
 
 ``SCENARIOS`` names them; ``play`` runs one and says whether what was seen is what the truncation mode is
 expected to show. See docs/scenarios.md."""
@@ -20,6 +21,7 @@ from lab.scenarios.base import DEFAULT_MODE, MODES, OUTCOMES, Expectation, Scena
 from lab.scenarios.evidence import Evidence, gather, interesting_offsets, side_by_side
 from lab.scenarios.faults import Duplicates, IsolatedLeader, SlowFollower, ZombieLeader
 from lab.scenarios.kips import Kip101Divergence, Kip101LostWrite, Kip279Divergence
+from lab.scenarios.quorum import ControllerFailover
 from lab.scenarios.run import PARTITION, TOPIC, ScenarioError, ScenarioRun
 
 SCENARIOS: dict[str, Scenario] = {
@@ -32,6 +34,7 @@ SCENARIOS: dict[str, Scenario] = {
         SlowFollower(),
         IsolatedLeader(),
         Duplicates(),
+        ControllerFailover(),
     )
 }
 

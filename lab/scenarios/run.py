@@ -21,12 +21,14 @@ from rich.table import Table
 from broker import read_journal
 from kit.cluster_client import ClientError, ClusterClient
 from kit.cluster_files import ClusterError, ClusterInfo, ProcessEntry
+from kit.controller_quorum import ask_controller_sync
 from kit.fault_journal import append_fault
-from kit.local_cluster import fresh_cluster, start_broker, stop_brokers
+from kit.local_cluster import fresh_cluster, start_broker, stop_brokers, stop_controllers
 from kit.net_faults import NetError, change_faults, endpoint, find_cluster
 from kit.node_query import ask_sync
 from kit.processes import process_state, send_signal, stop_process
 from kit.producer import AckJournal, Producer, ProducerSettings, ProduceStats, now_ms
+from kit.run_clock import RunClock
 from protocol import ApiKeys, build_simple_batch, read_header
 
 T = TypeVar("T")
@@ -79,13 +81,14 @@ class ScenarioRun:
         self.notes: list[str] = []
         self.marks: dict[str, int] = {}
         self.t0 = time.monotonic()
+        self.clock = RunClock(root)  # seconds since the run's t0, as in the report (kit.run_clock)
         self._journal: AckJournal | None = None
         self.replicas: list[int] = []
 
     # ------------------------------------------------------------------ output
 
     def say(self, text: str) -> None:
-        self.console.print(f"[dim]{time.monotonic() - self.t0:6.1f}s[/]  {text}")
+        self.console.print(f"[dim]{self.clock.stamp()}[/]  {text}")
 
     @staticmethod
     def now_ms() -> int:
@@ -106,12 +109,25 @@ class ScenarioRun:
     def broker(self, broker_id: int) -> ProcessEntry:
         return self.cluster.broker(broker_id)
 
-    def up(self, brokers: int = 3) -> None:
+    def up(self, brokers: int = 3, controllers: int = 1) -> None:
         try:
-            self.info = fresh_cluster(self.root, brokers, tuple(self.settings), what="scenario")
+            self.info = fresh_cluster(
+                self.root, brokers, tuple(self.settings), what="scenario", controllers=controllers
+            )
         except ClusterError as exc:  # a root that is not a cluster's, a bad setting: the script cannot start
             raise ScenarioError(str(exc)) from None
-        self.say(f"cluster up under {self.root}: controller + {brokers} brokers, mode [bold]{self.mode}[/]")
+        self.clock = RunClock(self.root)  # a fresh cluster: its first journal line is the run's t0
+        origin = self.clock.anchor()
+        if origin is not None:
+            self.console.print(f"[dim]times are seconds since {origin.describe()}, as in the report[/]")
+        quorum = f"{controllers} controllers (a quorum)" if controllers > 1 else "controller"
+        self.say(f"cluster up under {self.root}: {quorum} + {brokers} brokers, mode [bold]{self.mode}[/]")
+
+    def ask_controller(
+        self, api_key: int, body: dict[str, Any], timeout: float = 10.0
+    ) -> dict[str, Any] | None:
+        """One request to the active controller (through any voter of a quorum)."""
+        return ask_controller_sync(self.cluster, api_key, body, timeout=timeout)
 
     def create_topic(self, replication_factor: int, configs: dict[str, str]) -> list[int]:
         body = {
@@ -125,7 +141,7 @@ class ScenarioRun:
             ],
             "timeout_ms": 30000,
         }
-        resp = ask_sync(self.cluster.controller, ApiKeys.CREATE_TOPICS, body, timeout=35)
+        resp = self.ask_controller(ApiKeys.CREATE_TOPICS, body, timeout=35)
         if not resp or resp["topics"][0]["error_code"] != 0:
             raise ScenarioError(f"CREATE_TOPICS failed: {resp}")
         self.wait("the partition's replicas to be in sync", lambda: self.isr_is(self.assignment()))
@@ -137,9 +153,7 @@ class ScenarioRun:
     def down(self) -> None:
         """`isrsim cluster down`: every broker SIGTERM at once (controlled shutdowns), then the controller."""
         stop_brokers(self.cluster)
-        stop_process(self.cluster.controller.pid, 30)
-        self.cluster.controller.pid = None
-        self.cluster.save()
+        stop_controllers(self.cluster)
         self.say("cluster stopped cleanly (`cluster down`)")
 
     def cleanup(self) -> None:
@@ -148,14 +162,16 @@ class ScenarioRun:
             self._journal = None
         if self.info is None:
             return
-        for p in [*self.info.brokers, self.info.controller]:
+        for p in [*self.info.brokers, *self.info.controllers]:
+            if process_state(p.pid) == "paused":
+                send_signal(p.pid, signal.SIGCONT)
             if process_state(p.pid) != "stopped":
                 stop_process(p.pid, 10)
 
     # ------------------------------------------------------------------ views
 
     def partition_meta(self) -> dict[str, Any] | None:
-        meta = ask_sync(self.cluster.controller, ApiKeys.METADATA, {"topics": [{"name": TOPIC}]})
+        meta = self.ask_controller(ApiKeys.METADATA, {"topics": [{"name": TOPIC}]})
         if not meta or not meta.get("topics") or meta["topics"][0]["error_code"] != 0:
             return None
         parts = meta["topics"][0]["partitions"]
@@ -182,7 +198,7 @@ class ScenarioRun:
         return p is not None and p["leader_id"] >= 0 and sorted(p["isr_nodes"]) == sorted(members)
 
     def fenced(self, broker_id: int) -> bool:
-        resp = ask_sync(self.cluster.controller, ApiKeys.DESCRIBE_CLUSTER, {})
+        resp = self.ask_controller(ApiKeys.DESCRIBE_CLUSTER, {})
         return bool(resp) and any(b["broker_id"] == broker_id and b.get("fenced") for b in resp["brokers"])
 
     def replica(self, broker_id: int) -> dict[str, Any] | None:

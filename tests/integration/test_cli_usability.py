@@ -64,9 +64,33 @@ def _one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
 # ------------------------------------------------------------------------------------- item 1
 
 
+def _run_side_by_side(*commands: list[str]) -> list[subprocess.CompletedProcess[str]]:
+    """Runs ``isrsim`` commands at once (as :func:`run_cli` runs one) and returns their outcomes in order:
+    each waits out the client's own wait for a topic or a broker before it gives up, and side by side those
+    waits overlap instead of adding up."""
+    procs = [
+        subprocess.Popen(
+            python_cmd(*command), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for command in commands
+    ]
+    done = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return done
+
+
 def test_unknown_topic_is_one_line_naming_what_to_do(one: Cluster) -> None:
-    for command in (["produce", "nope", "--no-progress"], ["consume", "nope"]):
-        line = _one_line_error(one.cli(*command, check=False))
+    root = ["--data-dir", str(one.root)]
+    for proc in _run_side_by_side(["produce", "nope", "--no-progress", *root], ["consume", "nope", *root]):
+        line = _one_line_error(proc)
         assert "topic 'nope' does not exist" in line and "isrsim topic create nope" in line
 
 
@@ -74,11 +98,15 @@ def test_no_cluster_running_is_one_line(tmp_path: Path) -> None:
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    for command in (["produce", "t", "--no-progress"], ["consume", "t"]):
-        proc = run_cli(*command, "--bootstrap-server", f"127.0.0.1:{port}", check=False)
-        assert "is the cluster up?" in _one_line_error(proc)
-    proc = run_cli("produce", "t", "--data-dir", str(tmp_path / "none"), check=False)
-    assert "isrsim cluster up" in _one_line_error(proc)
+    nothing = ["--bootstrap-server", f"127.0.0.1:{port}"]
+    produce, consume, no_root = _run_side_by_side(
+        ["produce", "t", "--no-progress", *nothing],
+        ["consume", "t", *nothing],
+        ["produce", "t", "--data-dir", str(tmp_path / "none")],
+    )
+    assert "is the cluster up?" in _one_line_error(produce)
+    assert "is the cluster up?" in _one_line_error(consume)
+    assert "isrsim cluster up" in _one_line_error(no_root)
 
 
 def test_ctrl_c_prints_the_summary_so_far_and_exits_130(one: Cluster, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.records import build_simple_batch
 from tests.integration.cluster_support import Cluster, cluster_up
-from tests.integration.harness import request, wait_until
+from tests.integration.harness import REPO_ROOT, python_cmd, request, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -56,6 +57,15 @@ def _produce_one(c: Cluster, broker_id: int, topic: str, partition: int, acks: i
 
 
 def test_readme_session_and_status(cluster: Cluster) -> None:
+    # A producer to a topic that does not exist waits 10 s for it to appear before it gives up: it is
+    # started first and its error read at the end, so that the wait overlaps with the session.
+    missing_proc = subprocess.Popen(
+        python_cmd("produce", "nope", "--count", "1", "--data-dir", str(cluster.root)),
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     cluster.cli("topic", "create", "t", "--partitions", "6", "--replication-factor", "3")
     out = cluster.cli("produce", "t", "--count", "20000", "--acks", "all", "--no-progress").stdout
     assert "20,000 records acknowledged" in out
@@ -71,8 +81,12 @@ def test_readme_session_and_status(cluster: Cluster) -> None:
     # Errors name the problem and what to do.
     bad = cluster.cli("broker", "kill", "9", check=False)
     assert bad.returncode != 0 and "no broker 9" in bad.stderr
-    missing = cluster.cli("produce", "nope", "--count", "1", check=False)
-    assert missing.returncode != 0 and "topic create" in missing.stderr
+    try:
+        _, missing_err = missing_proc.communicate(timeout=120)
+    finally:
+        if missing_proc.poll() is None:
+            missing_proc.kill()
+    assert missing_proc.returncode != 0 and "topic create" in missing_err
 
 
 def test_sigkill_of_a_leader_under_acks_all(cluster: Cluster) -> None:

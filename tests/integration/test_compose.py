@@ -35,6 +35,10 @@ pytestmark = pytest.mark.integration
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 CONTAINER_ROOT = "/var/lib/isrsim"  # every container path the compose file names is below it
+# The controller quorum: three voters, node ids 1000-1002.
+CONTROLLERS = ("controller-1", "controller-2", "controller-3")
+VOTERS = "1000@controller-1:9093,1001@controller-2:9093,1002@controller-3:9093"
+NODES = (*CONTROLLERS, "broker-1", "broker-2", "broker-3")
 
 
 def free_port() -> int:
@@ -178,9 +182,14 @@ def cluster_services(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {n: s for n, s in spec["services"].items() if "profiles" not in s}
 
 
+def load_compose(path: Path) -> Any:
+    """The file as `docker compose` reads it: ``${VAR:-default}`` replaced by its default."""
+    return yaml.safe_load(re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", path.read_text()))
+
+
 @pytest.fixture
 def compose(tmp_path: Path) -> Iterator[LocalCompose]:
-    spec = yaml.safe_load(COMPOSE.read_text())
+    spec = load_compose(COMPOSE)
     local = LocalCompose(spec, tmp_path)
     try:
         yield local
@@ -189,25 +198,35 @@ def compose(tmp_path: Path) -> Iterator[LocalCompose]:
 
 
 def test_compose_file_shape() -> None:
-    spec = yaml.safe_load(COMPOSE.read_text())
+    spec = load_compose(COMPOSE)
     services = spec["services"]
     assert set(services) == {
-        "controller", "broker-1", "broker-2", "broker-3", "client", "report", "prometheus", "grafana"
+        *NODES, "client", "report", "prometheus", "grafana",
     }  # fmt: skip
     cluster = cluster_services(spec)
-    assert set(cluster) == {"controller", "broker-1", "broker-2", "broker-3"}, "the rest on demand (profiles)"
+    assert set(cluster) == set(NODES), "the rest on demand (profiles)"
     volumes = [v.split(":")[0] for s in cluster.values() for v in s["volumes"]]
-    assert len(volumes) == len(set(volumes)) == 4, "each process has its own volume"
+    assert len(volumes) == len(set(volumes)) == 6, "each process has its own volume"
+    # One image for the controller, the brokers and the client: the controller's service builds it (the
+    # runtime target: no JRE, no PySpark); the others name it and never pull it.
+    assert services["controller-1"]["build"]["target"] == "runtime"
+    for name in ("controller-2", "controller-3", "broker-1", "broker-2", "broker-3", "client"):
+        assert "build" not in services[name], f"{name} builds the image again"
+        assert services[name]["pull_policy"] == "never", f"{name} would pull isrsim:latest from a registry"
     for name, svc in cluster.items():
-        assert svc["build"]["target"] == "runtime", "the brokers' image carries no JRE and no PySpark"
+        assert svc["image"] == "isrsim:latest"
         assert svc["command"][0] in ("broker", "controller"), "the entrypoint is isrsim"
+        # exec form and SIGTERM: `docker compose stop` is each node's clean shutdown
+        assert svc["stop_signal"] == "SIGTERM" and svc["stop_grace_period"]
         check = svc["healthcheck"]
         assert check["test"][:3] == ["CMD", "isrsim", "health"]
-        assert check["interval"] == "10s" and check["start_period"]
+        assert check["interval"] == "5s" and check["start_period"]
+        # start_interval needs Docker Engine 25+: Engine 20.10 and Compose 1.29 refuse the file with it.
+        assert "start_interval" not in check
         if name.startswith("broker-"):
             env = svc["environment"]
             assert env["ISRSIM_BROKER_ID"] == name.split("-")[1]
-            assert env["ISRSIM_CONTROLLER_QUORUM_VOTERS"] == "1000@controller:9093"
+            assert env["ISRSIM_CONTROLLER_QUORUM_VOTERS"] == VOTERS
             # Kafka's compose layout: INTERNAL for the network and the brokers, EXTERNAL for the host.
             n = name.split("-")[1]
             assert env["ISRSIM_LISTENERS"] == "INTERNAL://0.0.0.0:19092,EXTERNAL://0.0.0.0:9092"
@@ -216,22 +235,44 @@ def test_compose_file_shape() -> None:
             )
             assert env["ISRSIM_INTER_BROKER_LISTENER_NAME"] == "INTERNAL"
             assert svc["ports"] == [f"1909{n}:9092"]
-            assert svc["depends_on"]["controller"]["condition"] == "service_healthy"
+            for c in CONTROLLERS:
+                assert svc["depends_on"][c]["condition"] == "service_healthy"
+        else:  # a voter of the quorum, its node id from 1000
+            assert svc["environment"]["ISRSIM_CONTROLLER_QUORUM_VOTERS"] == VOTERS
+            assert svc["environment"]["ISRSIM_NODE_ID"] == str(999 + int(name.split("-")[1]))
     report = services["report"]
     assert report["build"]["target"] == "report"
     mounted = {v.split(":")[0] for v in report["volumes"]}
-    assert mounted >= {"controller-data", "broker-1-data", "broker-2-data", "broker-3-data", "workload"}
+    assert mounted >= {f"{n}-data" for n in NODES} | {"workload"}
+    # laid out as `cluster up --controllers 3` lays out a root: controller-<node id>/ per voter
+    assert "controller-1-data:/var/lib/isrsim/cluster/controller-1000:ro" in report["volumes"]
+    # The host producer's journal (./isrsim-data/workload by default) is read by the report too.
+    assert any(v.endswith(":/var/lib/isrsim/cluster/workload-host:ro") for v in report["volumes"])
     dockerfile = DOCKERFILE.read_text()
     assert 'ENTRYPOINT ["isrsim"]' in dockerfile and "USER isrsim" in dockerfile
     runtime = dockerfile.split("AS runtime", 1)[1].split("FROM ", 1)[0]
     assert "openjdk" not in runtime and "[report]" not in runtime
+    # No wheel left in a layer: the final stages copy a finished virtualenv.
+    assert "/wheels" not in dockerfile
+    assert "COPY --from=venv /opt/venv /opt/venv" in runtime
+    # Every writable volume's mount point exists in the image, owned by isrsim, so that a new volume
+    # mounted there is writable by the service (Docker gives an empty volume its mount point's owner).
+    base = dockerfile.split("AS base", 1)[1].split("FROM ", 1)[0]
+    assert "chown -R isrsim:isrsim /var/lib/isrsim" in base
+    for svc in isrsim_services(spec).values():
+        for volume in svc.get("volumes", []):
+            _, target, *mode = volume.split(":")
+            if mode != ["ro"] and target != CONTAINER_ROOT:
+                assert target in base, f"{target}: no mount point in the image"
     assert (REPO_ROOT / ".dockerignore").exists()
 
 
 @pytest.mark.timeout(1200)  # a cluster, a workload, a kill and restart, then the report (itself up to 600 s)
 def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
-    compose.start("controller")
-    wait_until(lambda: compose.healthy("controller"), timeout=30, message="controller healthcheck")
+    for c in CONTROLLERS:
+        compose.start(c)
+    for c in CONTROLLERS:
+        wait_until(lambda c=c: compose.healthy(c), timeout=60, message=f"{c} healthcheck")  # type: ignore[misc]
     brokers = ("broker-1", "broker-2", "broker-3")
     for b in brokers:
         compose.start(b)
@@ -241,7 +282,7 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
     # docker compose run --rm client topic create ... / produce ...
     created = compose.run(
         "client", "topic", "create", "c", "--partitions", "3", "--replication-factor", "3",
-        "--bootstrap-server", "controller:9093",
+        "--bootstrap-server", ",".join(f"{c}:9093" for c in CONTROLLERS),
     )  # fmt: skip
     assert created.returncode == 0, created.stderr
 
@@ -275,10 +316,10 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
     assert "5,000 records acknowledged" in produce(5_000)
     compose.start("broker-2")  # docker compose start broker-2
     wait_until(lambda: compose.healthy("broker-2"), timeout=30, message="broker-2 healthcheck")
-    host, cport = compose.address("controller")
+    host, bport = compose.address("broker-1")
 
     def isr_full() -> bool:
-        meta = trio.run(request, host, cport, ApiKeys.METADATA, {"topics": [{"name": "c"}]})
+        meta = trio.run(request, host, bport, ApiKeys.METADATA, {"topics": [{"name": "c"}]})
         return all(len(p["isr_nodes"]) == 3 for p in meta["topics"][0]["partitions"])
 
     wait_until(isr_full, timeout=30, message="broker-2 back in every ISR")
@@ -296,12 +337,16 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
             message=f"{b}: 0 under-replicated partitions",
         )
         assert 'kafka_network_requestmetrics_requestspersec_total{request="Fetch"}' in metrics(b)
-    assert "kafka_controller_kafkacontroller_activecontrollercount 1.0" in metrics("controller")
+    # one active controller among the voters
+    one = "kafka_controller_kafkacontroller_activecontrollercount 1.0"
+    active = [c for c in CONTROLLERS if one in metrics(c)]
+    assert len(active) == 1, active
     # The volumes hold what the compose file says: the broker's data and journal, the controller's state,
     # and the client's journal of acknowledged batches (written with --bootstrap-server).
     assert (compose.volume("broker-2-data") / "data" / "meta.properties").exists()
     assert (compose.volume("broker-2-data") / "events.jsonl").exists()
-    assert (compose.volume("controller-data") / "cluster-metadata.json").exists()
+    for c in CONTROLLERS:
+        assert (compose.volume(f"{c}-data") / "events.jsonl").exists()
     acked = [
         json.loads(line)
         for f in compose.volume("workload").glob("acked-*.jsonl")
@@ -323,7 +368,7 @@ def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
 
 
 def test_monitoring_profile_scrapes_every_node_and_its_dashboard_uses_documented_metrics() -> None:
-    spec = yaml.safe_load(COMPOSE.read_text())
+    spec = load_compose(COMPOSE)
     monitoring = {n: s for n, s in spec["services"].items() if "monitoring" in s.get("profiles", [])}
     assert set(monitoring) == {"prometheus", "grafana"}
     assert all(s["profiles"] == ["monitoring"] for s in monitoring.values())
@@ -389,10 +434,10 @@ def test_secure_compose_variant_runs_on_sasl_ssl(tmp_path: Path) -> None:
     """The secure overlay, cheaply: secrets-init, the controller and one broker (on SASL_SSL, healthy by
     their authenticated healthchecks), and the client (ISRSIM_COMMAND_CONFIG) creating and writing a topic;
     a plaintext client is not served. (min.insync.replicas=2 with one broker: acks=1.)"""
-    spec = compose_merge(yaml.safe_load(COMPOSE.read_text()), yaml.safe_load(SECURE_COMPOSE.read_text()))
+    spec = compose_merge(load_compose(COMPOSE), load_compose(SECURE_COMPOSE))
     nodes = cluster_services(spec)
-    assert set(nodes) == {"secrets-init", "controller", "broker-1", "broker-2", "broker-3"}
-    for name in ("controller", "broker-1", "broker-2", "broker-3"):
+    assert set(nodes) == {"secrets-init", *NODES}
+    for name in NODES:
         assert nodes[name]["depends_on"]["secrets-init"]["condition"] == "service_completed_successfully"
         assert "secrets:/var/lib/isrsim/secrets:ro" in nodes[name]["volumes"]
     local = LocalCompose(spec, tmp_path)
@@ -403,14 +448,23 @@ def test_secure_compose_variant_runs_on_sasl_ssl(tmp_path: Path) -> None:
         assert again.returncode == 0 and "nothing made" in again.stdout  # a restart keeps the passwords
         secrets = local.volume("secrets")
         assert stat.S_IMODE((secrets / "client.properties").stat().st_mode) == 0o600
+        # The nodes and the client mount `secrets`: the CA's certificate, not its key (only secrets-init
+        # mounts `ca`).
+        assert (secrets / "security" / "ca.pem").exists()
+        assert not list(secrets.rglob("ca-key.pem"))
+        assert (local.volume("ca") / "ca-key.pem").exists()
+        for name in (*NODES, "client"):
+            assert not any(v.startswith("ca:") for v in spec["services"][name]["volumes"]), name
         assert (local.volume("broker-1-data") / "data" / "security" / "credentials.json").exists()
-        local.start("controller")
-        wait_until(lambda: local.healthy("controller"), timeout=30, message="controller healthcheck")
+        for c in CONTROLLERS:
+            local.start(c)
+        for c in CONTROLLERS:
+            wait_until(lambda c=c: local.healthy(c), timeout=60, message=f"{c} healthcheck")  # type: ignore[misc]
         local.start("broker-1")
         wait_until(lambda: local.healthy("broker-1"), timeout=30, message="broker-1 healthcheck")
         created = local.run(
             "client", "topic", "create", "s", "--partitions", "1", "--replication-factor", "1",
-            "--bootstrap-server", "controller:9093",
+            "--bootstrap-server", ",".join(f"{c}:9093" for c in CONTROLLERS),
         )  # fmt: skip
         assert created.returncode == 0, created.stderr
         produced = local.run(

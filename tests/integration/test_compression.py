@@ -5,6 +5,8 @@ record), hold the batches as the producer compressed them, and `isrsim consume` 
 from __future__ import annotations
 
 import json
+import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from protocol.records import iter_batches
 from tests.integration.cluster_support import Cluster, cluster_up
-from tests.integration.harness import BrokerLauncher, run_cli, wait_until
+from tests.integration.harness import REPO_ROOT, BrokerLauncher, python_cmd, wait_until
 from tests.integration.replication_support import (
     leader_and_isr_body,
     segment_bytes,
@@ -38,16 +40,24 @@ def test_each_codec_is_replicated_as_sent_and_read_back(
                 brokers, codec, [0], leader=brokers[p % 3].broker_id, leader_epoch=1, isr=[1, 2, 3]
             ),
         )
-    for codec in CODECS:
-        prod = start_producer(
+    # One producer per codec, each to its own topic, all at once (their start-ups overlap).
+    producers = {
+        codec: start_producer(
             codec,
             COUNT,
             brokers,
             tmp_path / "workload",
             extra=["--compression-type", codec, "--batch-records", "100"],
         )
-        assert prod.wait(120) == 0, prod.stderr.read() if prod.stderr else ""
-        wait_converged(brokers, codec, [0])
+        for codec in CODECS
+    }
+    try:
+        for codec, prod in producers.items():
+            _, err = prod.communicate(timeout=120)
+            assert prod.returncode == 0, err
+            wait_converged(brokers, codec, [0])
+    finally:
+        _kill_running(producers.values())
 
     acked = [
         json.loads(line)
@@ -69,17 +79,31 @@ def test_each_codec_is_replicated_as_sent_and_read_back(
                 assert len(records) == header.records_count
                 offsets += [r.offset for r in records]
             assert offsets == list(range(COUNT)), f"broker {b.broker_id}, {codec}"
-        out = run_cli(
-            "consume",
-            codec,
-            "--from-beginning",
-            "--max-records",
-            str(COUNT),
-            "--bootstrap-server",
-            brokers[0].address,
-        )
-        lines = out.stdout.splitlines()
-        assert len(lines) == COUNT and all(":" in line for line in lines), out.stdout[-500:]
+    # `isrsim consume` reads each topic back; the five run at once.
+    consumers = {codec: _start_consumer(codec, brokers[0].address) for codec in CODECS}
+    try:
+        for codec, consumer in consumers.items():
+            out, err = consumer.communicate(timeout=120)
+            assert consumer.returncode == 0, f"consume {codec}: exit {consumer.returncode}\n{err[-4000:]}"
+            lines = out.splitlines()
+            assert len(lines) == COUNT and all(":" in line for line in lines), out[-500:]
+    finally:
+        _kill_running(consumers.values())
+
+
+def _kill_running(procs: Iterable[subprocess.Popen[str]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _start_consumer(topic: str, bootstrap: str) -> subprocess.Popen[str]:
+    args = ["consume", topic, "--from-beginning", "--max-records", str(COUNT)]
+    args += ["--bootstrap-server", bootstrap]
+    return subprocess.Popen(
+        python_cmd(*args), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_a_topic_compression_type_recompresses_as_kafka_does(tmp_path: Path) -> None:

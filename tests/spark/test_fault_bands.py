@@ -10,6 +10,7 @@ import pytest
 from rich.console import Console
 
 from kit.fault_journal import append_fault
+from kit.run_clock import run_origin
 from spark_jobs.fault_log import fault_bands, read_fault_log
 from spark_jobs.report_job import EXIT_OK, run_report
 from tests.spark.cluster_fixtures import TOPIC, read_events, time_range, write_controller_journal
@@ -155,5 +156,12 @@ def test_report_lists_faults_draws_them_and_times_convergence(
     assert "partition 1 &lt;-&gt; 2" in page and "still in force" in page
     assert page.count("data:image/png;base64,") == 2  # the overview and one lag plot
     console = console_file.read_text()
-    assert "partition 1 <-> 2; converged +" in console and "kill 3; not converged" in console
+    assert "partition 1 <-> 2; ISR full +" in console and "kill 3; ISR not full" in console
+    # One clock: the report's t0 is the one chaos, the demo and the scenarios find in the same files.
+    origin = run_origin(cluster_copy)
+    assert origin is not None and data["t0_ms"] == origin.ts_ms and data["t0_source"] == origin.source
+    assert origin.source.startswith("broker 1's journal: "), origin
+    said = " ".join(console.split())
+    assert " ".join(origin.describe().split()) in said and "times are seconds since t0 = " in said
+    assert "times are seconds since t0 = " in page
     assert max(len(line) for line in console.splitlines()) <= 80

@@ -125,6 +125,38 @@ def _journal(broker_dir: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.scenarios
+def test_controller_failover_scenario_tells_its_story_and_the_report_passes(
+    spark: Any, played: Player, tmp_path: Path
+) -> None:
+    """Three controllers: the active one killed and replaced, a broker failure handled by the new one, a
+    paused old one refused with STALE_CONTROLLER_EPOCH (11) when it wakes; the report, with its quorum
+    checks, is valid."""
+    outcome = played("controller-failover", "leader-epoch")
+    assert outcome.seen_outcome == "consistent" and outcome.as_expected
+    assert outcome.root is not None
+    root = outcome.root
+    report = _report(spark, root, tmp_path / "report")
+    assert report.exit_code == EXIT_OK, _failed(report)
+    passed = {c["name"] for c in report.report["checks"] if c["passed"]}
+    assert {"one_leader_per_epoch", "metadata_log_matching", "no_stale_controller_obeyed"} <= passed
+    journals = {d.name: _journal(d) for d in root.glob("controller-*")}
+    assert len(journals) == 3
+    activations = sorted(
+        (e["ts_ms"], name, e["controller_epoch"])
+        for name, lines in journals.items()
+        for e in lines
+        if e["event"] == "controller_activated"
+    )
+    assert len({name for _, name, _ in activations}) >= 2  # a new active controller after the kill
+    refused = [e for lines in journals.values() for e in lines if e["event"] == "stale_controller_epoch"]
+    assert refused and all(e["error_code"] == 11 for e in refused)
+    fenced = [e for lines in journals.values() for e in lines if e["event"] == "broker_fenced"]
+    assert any(e["reason"] == "session_timeout" for e in fenced)  # the broker failure after the takeover
+    faults = [json.loads(line) for line in (root / "faults.jsonl").open() if line.strip()]
+    assert {f["action"] for f in faults if f["params"].get("controller")} >= {"kill", "pause", "resume"}
+
+
+@pytest.mark.scenarios
 @pytest.mark.parametrize("name", ["slow-follower", "isolated-leader"])
 def test_network_fault_scenarios_pass_under_the_default_mode(
     spark: Any, played: Player, name: str, tmp_path: Path

@@ -119,6 +119,19 @@ def test_stale_controller_epoch_is_refused_whole(broker: Broker) -> None:
     assert broker.journal_events("became_follower") == []
 
 
+def test_a_higher_controller_epoch_is_announced_to_the_controller_listeners(broker: Broker) -> None:
+    # A new active controller: the broker's link to the controller follows whoever raised the epoch.
+    seen: list[tuple[int, int]] = []
+    broker.rm.controller_listeners.append(lambda cid, epoch: seen.append((cid, epoch)))
+    broker.leader_and_isr(LOCAL, 1, [0], [0, 1], controller_epoch=5)
+    broker.leader_and_isr(LOCAL, 2, [0], [0, 1], controller_epoch=5)  # same epoch: nothing new
+    broker.leader_and_isr(LOCAL, 3, [0], [0, 1], controller_epoch=4)  # stale: refused, not announced
+    assert broker.rm.update_metadata(1001, 7, [], []) == Errors.NONE
+    assert broker.rm.stop_replicas(1001, 6, []) == (Errors.STALE_CONTROLLER_EPOCH, {})
+    assert [epoch for _, epoch in seen] == [5, 7]
+    assert seen[-1] == (1001, 7)
+
+
 def test_leader_epoch_not_newer_is_stale_per_partition(broker: Broker) -> None:
     broker.leader_and_isr(LOCAL, 3, [0], [0, 1])
     other: TopicPartition = ("t", 1)

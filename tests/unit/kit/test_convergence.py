@@ -85,13 +85,13 @@ async def test_a_broker_that_does_not_answer_is_named(monkeypatch: pytest.Monkey
 def test_status_line_shows_time_faults_acks_and_each_isr() -> None:
     state = ChaosState(
         duration_s=120,
-        faults=["kill 2", "delay 1<->controller 100±20ms"],
+        faults=["kill 2", "delay 1 <-> controller 100±20 ms"],
         records_acked=12345,
         isr={0: [1, 3], 1: [1, 2, 3]},
         replicas={0: [1, 2, 3], 1: [1, 2, 3]},
         leaders={0: 1, 1: -1},
     )
-    line = status_line(state, 42.4)
-    assert line.startswith("   42s/120s  workload  faults: kill 2, delay 1<->controller 100±20ms")
+    line = status_line(state, 42.4, "312.5s")
+    assert line.startswith("312.5s run 42s/120s  workload  faults: kill 2, delay 1 <-> controller 100±20 ms")
     assert "acked: 12,345 records" in line
     assert line.endswith("ISR [yellow]0:1,3[/] [red]1:1,2,3[/]")

@@ -74,3 +74,15 @@ def test_fixed_ports_go_below_the_brokers() -> None:
     assert controller_ports(9092, 3) == [9091, 9090, 9089]
     assert controller_ports(9092, 1) == [9091]
     assert controller_ports(0, 1) == [0]
+
+
+def test_an_existing_root_keeps_its_number_of_controllers(tmp_path: Path) -> None:
+    from kit.local_cluster import check_same_settings
+
+    info = create_layout(tmp_path / "root", 1, 0, (), controllers=3)
+    given = {"controllers"}
+    check_same_settings(info, given, 1, 0, {}, tmp_path / "root", 3)
+    with pytest.raises(ClusterError, match=r"--controllers 1 \(it has 3\).*--reset"):
+        check_same_settings(info, given, 1, 0, {}, tmp_path / "root", 1)
+    # Not given: the root starts as it was made, whatever the default is.
+    check_same_settings(info, set(), 1, 0, {}, tmp_path / "root", 1)

@@ -59,6 +59,12 @@ def _check_invariants(s: Schedule) -> None:
     moments = sorted({x for step in s.steps for x in (step.at_s, step.until_s)})
     for t in moments:
         assert len(s.down_at(t)) <= s.max_down, (t, s.in_force_at(t))
+        # A broker down until less than an interval ago still counts when a fault that takes one down starts.
+        starting = [step for step in s.steps if step.at_s == t and step.down]
+        if starting:
+            recent = {b for step in s.steps if step.down and t - s.interval_s < step.until_s <= t
+                      for b in step.down}  # fmt: skip
+            assert len(recent | s.down_at(t)) <= s.max_down, (t, starting, recent)
         live = s.in_force_at(t)
         brokers = [b for step in live for b in step.brokers]
         assert len(brokers) == len(set(brokers)), (t, live)
@@ -90,9 +96,10 @@ def test_every_kind_comes_up_in_a_long_run_and_the_nemesis_keeps_busy() -> None:
         s = make_schedule(seed, 300, 3, ALL, 1, [1, 2, 3])
         counts = s.counts()
         assert all(n >= 2 for n in counts.values()), (seed, counts)
-        # Something is in force most of the time (not a schedule that mostly rests).
+        # Something is in force most of the time (not a schedule that mostly rests), though with max-down 1
+        # a broker's fault keeps the next one that takes a broker down waiting for an interval after it.
         busy = sum(1 for i in range(30, 3000) if s.in_force_at(i / 10))
-        assert busy / 2970 > 0.8, (seed, busy)
+        assert busy / 2970 > 0.6, (seed, busy)
     # Five brokers and max-down 2: two brokers down at once happens.
     s = make_schedule(3, 300, 3, ALL, 2, [1, 2, 3, 4, 5])
     assert max(len(s.down_at(t / 10)) for t in range(3000)) == 2
@@ -137,3 +144,50 @@ def test_bad_input_is_one_clear_line(args: tuple[object, ...], message: str) -> 
 def test_parse_kinds() -> None:
     assert parse_kinds("LOSS, kill,kill") == ["kill", "loss"]
     assert parse_kinds(["isolate"]) == ["isolate"]
+
+
+# ---------------------------------------------------------------------------------------------- controllers
+
+
+def test_controllers_are_process_fault_targets_and_never_a_majority_is_down() -> None:
+    hit: set[int] = set()
+    for seed in range(30):
+        s = make_schedule(seed, 300, 3, ALL, 1, [1, 2, 3], [1000, 1001, 1002])
+        assert s.controllers == [1000, 1001, 1002] and s.max_controllers_down == 1
+        for step in s.steps:
+            if step.controllers:
+                assert step.kind in ("kill", "term", "pause") and step.controller
+                assert step.nodes[0] in ("1000", "1001", "1002") and not step.down
+                assert not step.brokers
+                hit |= step.controllers
+        for t in range(3000):
+            now = s.in_force_at(t / 10)
+            # A voter down and a fault on the controllers' links never overlap.
+            assert not (any(x.controllers for x in now) and any("controller" in x.nodes for x in now))
+            assert len(s.controllers_down_at(t / 10)) <= 1, (seed, t)
+            assert len(s.down_at(t / 10)) <= 1, (seed, t)
+    assert hit == {1000, 1001, 1002}
+
+
+def test_quorum_loss_only_when_allowed_and_targets_choose_the_nodes() -> None:
+    lossy = make_schedule(5, 300, 1, "kill,pause", 1, [1, 2, 3], [1000, 1001, 1002], allow_quorum_loss=True)
+    assert lossy.max_controllers_down == 2
+    assert max(len(lossy.controllers_down_at(t / 10)) for t in range(3000)) == 2
+    only_brokers = make_schedule(5, 300, 3, ALL, 1, [1, 2, 3], [1000, 1001, 1002], targets="brokers")
+    assert only_brokers.controllers == [] and not any(s.controllers for s in only_brokers.steps)
+    only_controllers = make_schedule(
+        5, 300, 3, "kill,pause", 1, [1, 2, 3], [1000, 1001], targets="controllers"
+    )
+    # Two voters: a minority is none, so nothing can be taken down.
+    assert only_controllers.max_controllers_down == 0 and not only_controllers.steps
+    single = make_schedule(5, 300, 3, "kill", 1, [1, 2, 3], [1000, 1001, 1002], targets="controllers")
+    assert single.steps and all(s.controllers and not s.brokers for s in single.steps)
+    with pytest.raises(ScheduleError, match="unknown target"):
+        make_schedule(5, 300, 3, "kill", 1, [1, 2, 3], [1000], targets="zookeeper")
+
+
+def test_without_controllers_the_schedule_is_the_brokers_only_one() -> None:
+    a = make_schedule(11, 120, 3, ALL, 1, [1, 2, 3])
+    b = make_schedule(11, 120, 3, ALL, 1, [1, 2, 3], [1000], targets="brokers,controllers")
+    # One voter: no minority to take down, so the same draws as without controllers.
+    assert [x.describe() for x in a.steps] == [x.describe() for x in b.steps]

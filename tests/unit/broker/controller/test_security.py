@@ -185,6 +185,55 @@ def test_upserted_credentials_are_those_scram_derives_from_the_password() -> Non
     assert not stored.matches_password("wrong")
 
 
+def test_the_metadata_record_copy_round_trips_salted_credentials_and_acls() -> None:
+    """What a controller quorum's ControllerState record carries (msgpack, as the metadata log encodes it):
+    the same ACLs and credentials come back, and the password itself is nowhere in it."""
+    import msgpack
+
+    from broker.raft.records import decode_record, encode_record
+
+    control = SecurityControl(SecurityMetadata())
+    control.alter_scram_credentials(
+        sm.AlterUserScramCredentialsRequest(upsertions=[upsertion("bob", "bob-secret-pw")])
+    )
+    control.create_acls(sm.CreateAclsRequest(creations=[creation("User:bob", READ, "bobs")]))
+    original = control.metadata
+    value = encode_record("ControllerState", decisions=["state"], state={}, security=original.to_json())
+    assert b"bob-secret-pw" not in value
+    raw = decode_record(value)["security"]
+    back = SecurityMetadata.from_json(raw)
+    assert back.version == original.version == 2
+    assert back.acls == original.acls
+    assert list(back.credentials.users()) == list(original.credentials.users())
+    stored = back.credentials.get("bob")
+    assert stored is not None and stored.matches_password("bob-secret-pw")
+    # The decoded record equals a fresh copy's form: a voter can tell that it already holds it.
+    assert raw == back.to_json()
+    assert msgpack.unpackb(msgpack.packb(back.to_json()), raw=False) == raw
+    # A copy is independent of the working metadata.
+    copy = original.copy()
+    control.alter_scram_credentials(
+        sm.AlterUserScramCredentialsRequest(deletions=[sm.ScramCredentialDeletion(name="bob", mechanism=1)])
+    )
+    assert copy.credentials.get("bob") is not None and original.credentials.get("bob") is None
+    with pytest.raises(ValueError, match="not a security metadata record"):
+        SecurityMetadata.from_json({"version": 1, "acls": [{"resource_type": "NOPE"}]})
+
+
+def test_a_quorum_security_change_is_a_record_to_commit() -> None:
+    """With ``record`` (a controller quorum) a new copy of the ACLs and credentials makes the core's state
+    dirty, so the change is appended to the metadata log; a single controller's is not a state change."""
+    from .support import make_core
+
+    message = SecurityMetadata(version=3).to_message()
+    single = make_core()
+    single.security_changed(message)
+    assert not single.drain().dirty and single.security == message
+    quorum = make_core()
+    quorum.security_changed(message, record=True)
+    assert quorum.drain().dirty and quorum.security == message
+
+
 def _scramp_keys(password: str, salt: bytes, iterations: int) -> tuple[bytes, bytes, bytes, int]:
     import scramp
 

@@ -97,3 +97,16 @@ def test_a_static_member_leaves_by_its_instance_id() -> None:
         ("instance-a", Errors.FENCED_INSTANCE_ID),
     ]
     assert list(h.core.groups[GROUP].members) == [a]
+
+
+def test_a_restarted_leader_is_not_told_it_leads_so_it_does_not_assign_again() -> None:
+    h = Harness()
+    (a, b), generation = static_group(h, "instance-a", "instance-b")
+    rejoined = h.join("again", instance="instance-a")
+    assert rejoined is not None and rejoined.error == Errors.NONE
+    assert (rejoined.leader_id, rejoined.members) == (a, [])
+    assert h.core.groups[GROUP].leader_id == rejoined.member_id
+    synced = h.sync("sync-again", rejoined.member_id, generation, instance="instance-a")
+    assert synced is not None and synced.assignment == f"assignment-{a}".encode()
+    assert h.heartbeat(b, generation, instance="instance-b") == Errors.NONE
+    assert h.state() is GroupState.STABLE

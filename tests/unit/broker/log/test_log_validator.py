@@ -130,6 +130,16 @@ def test_header_keys_that_are_not_utf8_are_accepted_as_kafka_does() -> None:
     assert validate_records_as_leader(raw_batch(varint(len(body)) + body, 1))
 
 
+@pytest.mark.parametrize("attributes", [0x01, 0x7F, 0x80, 0xFF])
+def test_a_record_attributes_byte_is_one_unused_byte_as_kafka_reads_it(attributes: int) -> None:
+    # The second record's attributes byte with its top bit set: a varint reader would take the next byte
+    # (the timestamp delta) as part of it and see a different record.
+    payload = bytearray(encode_record(Record(0, 0, None, b"a")) + encode_record(Record(1, 0, b"k", None)))
+    payload[len(encode_record(Record(0, 0, None, b"a"))) + 1] = attributes
+    [(_, header)] = validate_records_as_leader(raw_batch(bytes(payload), 2))
+    assert header.records_count == 2
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
