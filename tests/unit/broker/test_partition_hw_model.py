@@ -302,7 +302,7 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
                 return
             if i == rounds - 1:
                 self.b.clock.sleep(wait_ms)
-            self.event_ms = self.b.clock()
+            sent_ms = self.b.clock()
             full = (kind == "full" and i == 0) or f.session_id == 0
             long_poll = kind == "long-poll" and i == rounds - 1
             request = make_request(
@@ -318,16 +318,21 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
                 # Parked: the leader recorded the fetch (an error would have been answered at once).
                 f.parked = request
                 f.accepted_offset = f.fetch_offset
+                self.event_ms = sent_ms
                 return
-            self._answered(f, request)
+            if self._answered(f, request):
+                # A fetch the leader took is an event that asks the HW rule; one it refused (out of range,
+                # fenced epoch, unknown session) changes nothing of the partition, in Kafka too.
+                self.event_ms = sent_ms
 
-    def _answered(self, f: Follower, request: Request) -> None:
-        """The follower reads a fetch response: its session, the HW, what the leader accepted."""
+    def _answered(self, f: Follower, request: Request) -> bool:
+        """The follower reads a fetch response: its session, the HW, what the leader accepted. True if the
+        leader took the fetch of the partition (no error for it)."""
         f.parked = None
         body = response(request, m.FetchResponse)
         if body.error_code != Errors.NONE:
             f.session_id, f.session_epoch, f.must_name = 0, 0, True
-            return
+            return False
         if f.session_id != body.session_id:
             f.session_id = body.session_id
             f.session_epoch = 0
@@ -342,7 +347,7 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
                 if part.error_code == Errors.FENCED_LEADER_EPOCH:
                     # LEADER_AND_ISR tells a follower of the new epoch; it may come after a fetch in the old.
                     f.leader_epoch = self.p.leader_epoch
-                return
+                return False
             f.known_hw = part.high_watermark
         f.accepted_offset = f.fetch_offset
         if part is not None and part.records:
@@ -353,6 +358,20 @@ class LeaderHighWatermarkMachine(RuleBasedStateMachine):
         assert f.known_hw == self.p.high_watermark, (
             f"follower {f.broker_id} believes HW {f.known_hw}, leader HW {self.p.high_watermark}"
         )
+        return True
+
+    @precondition(lambda self: self.broker is not None and self.managed)
+    @rule(follower=st.sampled_from(FOLLOWERS))
+    def fenced_replica_catches_up(self, follower: int) -> None:
+        """A replica outside the ISR whose broker the controller has fenced (after an isolation, say)
+        fetches up to the leader's LEO; the leader proposes it for the ISR and the controller refuses
+        (INELIGIBLE_REPLICA). Caught up, it holds the HW at its LEO until replica.lag.time.max.ms passes."""
+        f = self.followers[follower]
+        if f.parked is not None or follower in self.p.isr:
+            return
+        self.fetch(follower, "round", 3, 0)
+        if self.controller.in_flight:
+            self.controller_answers(Errors.INELIGIBLE_REPLICA)
 
     @precondition(lambda self: any(f.parked is not None for f in self.followers.values()))
     @rule()
