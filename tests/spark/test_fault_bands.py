@@ -80,11 +80,14 @@ def test_report_lists_faults_draws_them_and_times_convergence(
     restart of the fixture are in its journal only."""
     start, _ = time_range(cluster_copy)
     # The fixture's broker 1 is killed mid-run: its last line before the restart starts a journal window.
+    # The second life begins with its log recovery's became_leader lines, just before its broker_started.
     b1 = read_events(cluster_copy / "broker-1" / "data" / "events.jsonl")
     restart = [e["ts_ms"] for e in b1 if e["event"] == "broker_started"][1]
-    down = max(e["ts_ms"] for e in b1 if e["ts_ms"] < restart)
+    first_started = next(i for i, e in enumerate(b1) if e["event"] == "broker_started")
+    second_life = next(i for i in range(first_started, len(b1)) if b1[i]["event"] == "became_leader")
+    down = max(e["ts_ms"] for e in b1[:second_life])
     # The single broker journaled ISR [1]; the controller makes it [1, 2, 3] once the copies exist.
-    settled = max(e["ts_ms"] for e in b1 if e["event"] == "became_leader" and e["ts_ms"] < down) + 1
+    settled = max(e["ts_ms"] for e in b1[:second_life] if e["event"] == "became_leader") + 1
     cut, shrink = settled + 1, settled + 2  # the partition begins once the elections are done
     mid = shrink + (down - shrink) // 2  # the heal, before the crash
     expand = mid + (down - mid) // 2
