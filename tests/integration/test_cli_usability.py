@@ -109,13 +109,21 @@ def test_no_cluster_running_is_one_line(tmp_path: Path) -> None:
     assert "isrsim cluster up" in _one_line_error(no_root)
 
 
+def as_from_a_terminal() -> None:
+    """Ctrl-C's default disposition in the child, as a command typed at a terminal has it: a suite run as a
+    background job (`make test &`, nohup) ignores SIGINT, and a child inherits that, so Ctrl-C would not
+    reach it at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_prints_the_summary_so_far_and_exits_130(one: Cluster, tmp_path: Path) -> None:
     journal = tmp_path / "journal"
     args = ["produce", "t", "--count", "1000000", "--rate", "2000", "--no-progress",
             "--data-dir", str(one.root), "--acked-journal", str(journal)]  # fmt: skip
     proc = subprocess.Popen(
-        python_cmd(*args), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        python_cmd(*args), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=as_from_a_terminal,
+    )  # fmt: skip
     try:
         wait_until(lambda: any(journal.glob("acked-*.jsonl")), timeout=20, message="first acknowledgement")
         proc.send_signal(signal.SIGINT)
@@ -130,6 +138,7 @@ def test_ctrl_c_prints_the_summary_so_far_and_exits_130(one: Cluster, tmp_path: 
     consumer = subprocess.Popen(
         python_cmd("consume", "t", "--data-dir", str(one.root), "--count-only"),
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=as_from_a_terminal,
     )  # fmt: skip
     try:
         # A consumer at the end of the log has nothing to show: Ctrl-C it once it is fetching from the broker.
