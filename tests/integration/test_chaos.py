@@ -199,4 +199,8 @@ def test_long_chaos_run(tmp_path: Path) -> None:
         assert (c.root / "chaos.json").read_text() == schedule.to_json()
         assert run["report_exit_code"] == 0 and run["not_converged"] == []
         assert all(run["injected"].values()), run
-        assert_every_action_recorded(c.root, schedule)
+        # A step the cluster refused at its moment (a fault it could not set, --max-down) is listed with its
+        # reason and leaves nothing in faults.jsonl; every other step is there, start and end.
+        skipped = {s["index"]: s for s in run["skipped_steps"]}
+        assert run["skipped"] == len(skipped) <= 3 and all(s["why"] for s in skipped.values()), skipped
+        assert_every_action_recorded(c.root, schedule, set(skipped))
