@@ -200,7 +200,12 @@ def test_long_chaos_run(tmp_path: Path) -> None:
         assert run["report_exit_code"] == 0 and run["not_converged"] == []
         assert all(run["injected"].values()), run
         # A step the cluster refused at its moment (a fault it could not set, --max-down) is listed with its
-        # reason and leaves nothing in faults.jsonl; every other step is there, start and end.
+        # reason and leaves nothing in faults.jsonl; every other step is there, start and end. In a quorum
+        # the net-fault tools name the voters by id, so the schedule's network steps on the "controller"
+        # end are refused (docs/faults.md); the process faults on voters are the quorum's part of this run.
         skipped = {s["index"]: s for s in run["skipped_steps"]}
-        assert run["skipped"] == len(skipped) <= 3 and all(s["why"] for s in skipped.values()), skipped
+        assert run["skipped"] == len(skipped) and all(s["why"] for s in skipped.values()), skipped
+        assert all(
+            "controller" in s["fault"] or s["why"].startswith("--max-down") for s in skipped.values()
+        ), skipped
         assert_every_action_recorded(c.root, schedule, set(skipped))
