@@ -28,7 +28,7 @@ from kit.local_cluster import STOP_TIMEOUT_S, start_broker, start_controller
 from kit.net_faults import NetCluster, NetError, change_faults, cluster_from_info, read_tables
 from kit.processes import process_state, send_signal, stop_process, wait_exit
 from lab.chaos.schedule import FaultStep
-from protocol import CLIENT, CLIENTS, CONTROLLER, FaultSet
+from protocol import CLIENT, CLIENTS, FaultSet
 
 NET_RETRIES = 3
 RESTART_ATTEMPTS = 2
@@ -79,35 +79,23 @@ class Nemesis:
                 self._start_process_fault(step, params)
             else:
                 seed = step.params.get("seed")
+                a = nodes[0]
+                b = nodes[1] if len(nodes) > 1 else ""
                 one_way = bool(step.params.get("one_way"))
-                pairs = self._links(step)
-                required = sorted({n for pair in pairs for n in pair if n and n != CLIENT})
+                required = [n for n in (a, b) if n != CLIENTS]
+                b = CLIENT if b == CLIENTS else b
                 if kind == "partition":
-                    await self._change(
-                        lambda c, s: _each(s, pairs, lambda s, a, b: s.partition(a, b, one_way=one_way)),
-                        required,
-                        None,
-                    )
+                    await self._change(lambda c, s: s.partition(a, b, one_way=one_way), required, None)
                 elif kind == "isolate":
-                    await self._change(
-                        lambda c, s: _each(s, pairs, lambda s, a, b: s.isolate(a, c.names)), required, None
-                    )
+                    await self._change(lambda c, s: s.isolate(a, c.names), [a], None)
                 elif kind == "delay":
                     ms, jitter = int(step.params["ms"]), int(step.params["jitter_ms"])
                     await self._change(
-                        lambda c, s: _each(
-                            s, pairs, lambda s, a, b: s.delay(a, b, ms, jitter, one_way=one_way)
-                        ),
-                        required,
-                        seed,
+                        lambda c, s: s.delay(a, b, ms, jitter, one_way=one_way), required, seed
                     )
                 elif kind == "loss":
                     pct = float(step.params["percent"])
-                    await self._change(
-                        lambda c, s: _each(s, pairs, lambda s, a, b: s.loss(a, b, pct, one_way=one_way)),
-                        required,
-                        seed,
-                    )
+                    await self._change(lambda c, s: s.loss(a, b, pct, one_way=one_way), required, seed)
                 self._record(kind, nodes, params)
         except (NetError, ClusterError) as exc:
             self.skipped.append((step, str(exc)))
@@ -123,19 +111,6 @@ class Nemesis:
             result = await trio.to_thread.run_sync(stop_process, pid, STOP_TIMEOUT_S)
             self.say(f"{self._name(step)} {result}")
         return True
-
-    def _ends(self, name: str) -> list[str]:
-        """The nodes a link end names: ``controller`` in a quorum is every voter (by id), as a rule naming
-        ``controller`` applies to every voter; the clients are the rules' client end."""
-        if name == CONTROLLER and self.info.quorum:
-            return [str(c.id) for c in self.info.controllers]
-        return [CLIENT if name == CLIENTS else name]
-
-    def _links(self, step: FaultStep) -> list[tuple[str, str]]:
-        """The (a, b) links a network step acts on ("" for b when it names one node, as isolate does)."""
-        a = step.nodes[0]
-        b = step.nodes[1] if len(step.nodes) > 1 and step.kind != "isolate" else ""
-        return [(x, y) for x in self._ends(a) for y in (self._ends(b) if b else [""])]
 
     def _entry(self, step: FaultStep) -> ProcessEntry:
         """The process a process fault falls on: a broker, or a controller of the quorum."""
@@ -182,10 +157,11 @@ class Nemesis:
             self.say(f"[green]resume {node}[/]")
         else:
             pair = step.nodes if step.kind != "isolate" else [node]
-            links = [(a, b or None) for a, b in self._links(step)]
+            a, b2 = pair[0], pair[1] if len(pair) > 1 else None
+            b2 = CLIENT if b2 == CLIENTS else b2
             for attempt in range(1, NET_RETRIES + 1):
                 try:
-                    await self._change(lambda c, s: _each(s, links, lambda s, a, b: s.heal(a, b)), [], None)
+                    await self._change(lambda c, s: s.heal(a, b2), [], None)
                     break
                 except NetError as exc:
                     if attempt == NET_RETRIES:
@@ -289,12 +265,3 @@ class Nemesis:
 
 
 __all__ = ["ChaosError", "Nemesis"]
-
-
-def _each(
-    faults: FaultSet, links: list[tuple[str, str]], edit: Callable[[FaultSet, str, str], FaultSet]
-) -> FaultSet:
-    """``edit`` applied to ``faults`` once per link, in order."""
-    for a, b in links:
-        faults = edit(faults, a, b)
-    return faults
