@@ -46,17 +46,25 @@ def start_controllers(info: ClusterInfo, entries: list[ProcessEntry] | None = No
     """Starts the given controllers (all of them, by default) at once and waits until each serves (a voter
     serves before the quorum has a leader: :func:`kit.health.wait_healthy` waits for that)."""
     entries = list(info.controllers) if entries is None else entries
-    procs = []
     for c in entries:
         _write_controller_config(info, c)
-        proc = launch(isrsim_command("controller", "start", "--config", c.config), Path(c.log))
-        c.pid = proc.pid  # known at once: a failure of another start stops this one too
-        procs.append((c, proc))
-    for c, proc in procs:
-        what = f"controller {c.id}" if info.quorum else "the controller"
-        started = wait_started(proc, Path(c.journal), "controller_started", what, Path(c.log))
-        c.pid, c.host, c.port = proc.pid, started["host"], int(started["port"])
-        _pin_port(Path(c.config), c.port)
+    _launch_and_wait(
+        "controller", entries, lambda c: f"controller {c.id}" if info.quorum else "the controller"
+    )
+
+
+def _launch_and_wait(kind: str, entries: list[ProcessEntry], what: Callable[[ProcessEntry], str]) -> None:
+    """Launches ``isrsim KIND start`` for every entry at once (their start-ups overlap), then waits until
+    each journals ``KIND_started`` and pins the port it got into its config."""
+    procs = []
+    for e in entries:
+        proc = launch(isrsim_command(kind, "start", "--config", e.config), Path(e.log))
+        e.pid = proc.pid  # known at once: a failure of another start stops this one too
+        procs.append((e, proc))
+    for e, proc in procs:
+        started = wait_started(proc, Path(e.journal), f"{kind}_started", what(e), Path(e.log))
+        e.pid, e.host, e.port = proc.pid, started["host"], int(started["port"])
+        _pin_port(Path(e.config), e.port)
 
 
 def _write_controller_config(info: ClusterInfo, c: ProcessEntry) -> None:
@@ -79,16 +87,9 @@ def start_brokers(info: ClusterInfo, entries: list[ProcessEntry] | None = None) 
     """Starts the given brokers (all of them, by default) at once, detached, each on its config and data,
     and waits until each serves (starting them one after another cost a few seconds each)."""
     entries = list(info.brokers) if entries is None else entries
-    procs = []
     for b in entries:
         _write_broker_config(info, b)
-        proc = launch(isrsim_command("broker", "start", "--config", b.config), Path(b.log))
-        b.pid = proc.pid  # known at once: a failure of another start stops this one too
-        procs.append((b, proc))
-    for b, proc in procs:
-        started = wait_started(proc, Path(b.journal), "broker_started", f"broker {b.id}", Path(b.log))
-        b.pid, b.host, b.port = proc.pid, started["host"], int(started["port"])
-        _pin_port(Path(b.config), b.port)
+    _launch_and_wait("broker", entries, lambda b: f"broker {b.id}")
 
 
 def _pin_port(config: Path, port: int) -> None:
