@@ -559,6 +559,7 @@ class KafkaApis:
                     partitions=partitions,
                     fetch_sessions=sessions,
                     truncation_mode=str(self.replica_manager.settings.truncation_mode),
+                    broker_state=self.replica_manager.broker_state(),
                 )
             )
         )

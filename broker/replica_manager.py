@@ -132,6 +132,9 @@ class ReplicaManager:
         self.topic_compression: dict[str, CompressionType] = {}
         self.topic_config_fetcher: TopicConfigFetcher | None = None
         self.broker_epoch: Callable[[], int] = lambda: -1
+        # Kafka's BrokerState by name (RUNNING, RECOVERY while the controller keeps it fenced ...); the
+        # server sets it in managed mode. An unmanaged broker serves as soon as it listens.
+        self.broker_state: Callable[[], str] = lambda: "RUNNING"
         # broker-<id>/acked.jsonl: every batch acknowledged to a client (acks 1 or all); the server sets it.
         self.acked_journal: AckJournal | None = None
         # Called with the reason when the broker must stop and exit with status 1 (the server sets it).

@@ -326,12 +326,28 @@ class KafkaServer:
         self.forwarding = ForwardingManager(self.broker_id, controller_channel)
         self.apis.admin.forwarding = self.forwarding
         self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
+        self.replica_manager.broker_state = self._broker_state
         self.group_coordinator.create_topic = lambda name, partitions, rf: create_topic(
             controller_channel, name, partitions, rf
         )
         self.producer_id_manager.source = controller_block_source(
             self.broker_id, controller_channel, lambda: lifecycle.broker_epoch
         )
+
+    def _broker_state(self) -> str:
+        """Kafka's BrokerState of a managed broker, as its BrokerLifecycleManager moves it."""
+        lifecycle = self.lifecycle
+        if self._stop.is_set():
+            return (
+                "PENDING_CONTROLLED_SHUTDOWN"
+                if lifecycle is not None and lifecycle.want_shut_down
+                else "SHUTTING_DOWN"
+            )
+        if lifecycle is None:
+            return "RUNNING"
+        if lifecycle.broker_epoch < 0:
+            return "STARTING"
+        return "RECOVERY" if lifecycle.is_fenced else "RUNNING"
 
     def _advertise(self) -> None:
         """Once bound: each listener's advertised address, the port being the bound one where the advertised

@@ -11,7 +11,8 @@ import click
 def health(address: str, timeout: float) -> None:
     """Exit 0 if the broker or controller at ADDRESS (host:port) answers API_VERSIONS (for healthchecks);
     a voter of a controller quorum must also know the quorum's leader (DESCRIBE_QUORUM): until one is
-    elected the quorum cannot decide anything, so it is not ready."""
+    elected the quorum cannot decide anything, so it is not ready. A broker must be RUNNING: registered
+    and unfenced by the controller, so that topics can be placed on it."""
     import trio
 
     from kit.cluster_client import ClientError, parse_address
@@ -37,4 +38,16 @@ def health(address: str, timeout: float) -> None:
         if leader < 0:
             raise click.ClickException(f"{address} is a controller quorum voter that knows no leader yet")
         said = f"; quorum leader {leader}, epoch {epoch}"
+    elif int(ApiKeys.DESCRIBE_REPLICA_STATE) in apis:
+        # A broker: Kafka's BrokerState. One that does not say (denied, say) is taken as up.
+        state = trio.run(ask, host, port, ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": []}, timeout)
+        broker_state = str((state or {}).get("broker_state", "RUNNING"))
+        if state is None:
+            raise click.ClickException(f"{address} did not answer DESCRIBE_REPLICA_STATE within {timeout}s")
+        if broker_state != "RUNNING":
+            raise click.ClickException(
+                f"{address} is a broker in state {broker_state}, not RUNNING"
+                " (not yet registered and unfenced by the controller, or stopping)"
+            )
+        said = f"; broker {state.get('broker_id', -1)} RUNNING"
     click.echo(f"{address} is up ({len(resp.get('api_keys', []))} APIs{said})")

@@ -393,6 +393,10 @@ class DescribeReplicaStateResponse:
     )
     # The broker's replication.truncation.mode (docs/truncation-modes.md).
     truncation_mode: str = "leader-epoch"
+    # Kafka's BrokerState (the KafkaServer BrokerState metric) by name: STARTING until the controller has
+    # registered the broker, RECOVERY while it keeps it fenced, RUNNING once unfenced,
+    # PENDING_CONTROLLED_SHUTDOWN / SHUTTING_DOWN while it stops.
+    broker_state: str = "RUNNING"
 
 
 # ---------------------------------------------------------------------------------------------- tables

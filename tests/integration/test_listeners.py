@@ -26,6 +26,7 @@ LISTENERS = {
     "inter.broker.listener.name": "INTERNAL",
     "broker.heartbeat.interval.ms": "300",
 }
+FAST_HEARTBEAT = {"broker.heartbeat.interval.ms": "300"}
 
 
 @pytest.fixture
@@ -136,3 +137,22 @@ def test_a_listener_whose_port_is_taken_stops_start_up_with_one_line(tmp_path: P
     assert proc.returncode != 0
     assert f"cannot listen on 127.0.0.1:0, 127.0.0.1:{port}" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_broker_is_healthy_only_once_the_controller_has_unfenced_it(
+    controller: ControllerProcess, launcher: BrokerLauncher
+) -> None:
+    """`isrsim health` of a broker (the containers' healthcheck) waits for Kafka's RUNNING state: a broker
+    the controller has not registered (here: refused for another cluster.id) is STARTING and not healthy,
+    so nothing that waits on the healthcheck tries to place a topic on it."""
+    controller.start()
+    voters = f"1000@{controller.host}:{controller.port}"
+    good = launcher.start(1, {"controller.quorum.voters": voters, "cluster.id": "it", **FAST_HEARTBEAT})
+    refused = launcher.start(2, {"controller.quorum.voters": voters, "cluster.id": "other", **FAST_HEARTBEAT})
+    wait_until(
+        lambda: run_cli("health", good.address, check=False).returncode == 0, 20, message="broker 1 healthy"
+    )
+    assert "broker 1 RUNNING" in run_cli("health", good.address).stdout
+    proc = run_cli("health", refused.address, check=False)
+    assert proc.returncode == 1
+    assert "is a broker in state STARTING, not RUNNING" in proc.stderr
