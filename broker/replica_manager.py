@@ -245,8 +245,8 @@ class ReplicaManager:
             )
             if state.leader_epoch <= current_epoch and not same_epoch_update:
                 log.info(
-                    "broker %d ignoring LEADER_AND_ISR for %s-%d: leader epoch %d (partition epoch %d) is not "
-                    "newer than %d (partition epoch %d)",
+                    "broker %d ignoring LEADER_AND_ISR for %s-%d: leader epoch %d (partition epoch %d) is "
+                    "not newer than %d (partition epoch %d)",
                     self.broker_id,
                     tp[0],
                     tp[1],
