@@ -55,7 +55,7 @@ def phrase_one_leader_per_epoch(got: dict[str, list[dict[str, Any]]]) -> CheckRe
         "No two controllers were the Raft leader (quorum_state role leader) in the same epoch.",
         got,
         checked=checked or None,
-        notes=[] if checked else ["no controller quorum journaled a leader (a single controller?)"],
+        notes=[] if checked else ["no controller quorum journaled a leader (a controller without a quorum?)"],
     )
 
 
@@ -94,7 +94,7 @@ def phrase_metadata_log_matching(got: dict[str, list[dict[str, Any]]]) -> CheckR
         "on every voter that committed that offset.",
         got,
         checked=checked or None,
-        notes=[] if checked else ["no committed metadata records journaled (a single controller?)"],
+        notes=[] if checked else ["no committed metadata records journaled (a controller without a quorum?)"],
     )
 
 

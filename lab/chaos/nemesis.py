@@ -228,7 +228,7 @@ class Nemesis:
         """Resumes paused brokers, heals every network fault, restarts stopped brokers. Returns what it did
         (nothing when every step ended as planned)."""
         done: list[str] = []
-        controllers = self.info.controllers if self.info.quorum else []
+        controllers = self.info.controllers if self.info.several_voters else []
         for c in controllers:
             if process_state(c.pid) == "paused":
                 send_signal(c.pid, signal.SIGCONT)
