@@ -94,16 +94,6 @@ def test_a_restart_bumps_the_quorum_epoch_and_the_voter_leads_again(one: Cluster
     )
 
 
-def test_net_faults_take_the_sole_voters_id(one: Cluster) -> None:
-    # Network faults name a single controller `controller` (as its brokers do); its id names it too.
-    out = one.cli("net", "partition", "1", "1000").stdout
-    assert "controller" in out
-    status = json.loads(one.cli("net", "status", "-o", "json").stdout)
-    assert {(f["src"], f["dst"]) for f in status["faults"]} == {("1", "controller"), ("controller", "1")}
-    one.cli("net", "heal", "1000")
-    assert json.loads(one.cli("net", "status", "-o", "json").stdout)["faults"] == []
-
-
 def _partitions(one: Cluster, *flags: str) -> set[tuple[str, int]]:
     topics = json.loads(one.cli("topic", "describe", *flags, "-o", "json").stdout)
     return {(t["name"], p["partition"]) for t in topics for p in t["partitions"]}
@@ -141,3 +131,17 @@ def test_exclude_internal_hides_consumer_offsets(one: Cluster) -> None:
     assert "__consumer_offsets" in {
         t["name"] for t in json.loads(one.cli("topic", "describe", "-o", "json").stdout)
     }
+
+
+def test_net_faults_take_the_sole_voters_id(one: Cluster) -> None:
+    # Network faults name a single controller `controller` (as its brokers do); its id names it too.
+    one.cli("net", "partition", "1", "1000")
+    status = json.loads(one.cli("net", "status", "-o", "json").stdout)
+    assert {(f["src"], f["dst"]) for f in status["faults"]} == {("1", "controller"), ("controller", "1")}
+    one.cli("net", "heal", "1000")
+    assert json.loads(one.cli("net", "status", "-o", "json").stdout)["faults"] == []
+    recorded = [json.loads(line) for line in (one.root / "faults.jsonl").read_text().splitlines()]
+    assert [(r["action"], r["nodes"]) for r in recorded[-2:]] == [
+        ("partition", ["1", "controller"]),
+        ("heal", ["controller"]),
+    ]
