@@ -87,10 +87,11 @@ class Nemesis:
         return step.describe() if nodes is None else replace(step, nodes=nodes).describe()
 
     async def _resolve(self, step: FaultStep) -> tuple[list[str], int | None]:
-        """The nodes ``step`` acts on, and the voter its ``controller`` end names on a quorum (None when it
-        names none): the active controller now. Raises ClusterError when there is none, or when isolating it
-        would leave fewer than a majority of the voters up."""
-        if CONTROLLER not in step.nodes or not self.info.quorum:
+        """The nodes ``step`` acts on, and the voter its ``controller`` end names on a quorum of several (None
+        when it names none): the active controller now. Raises ClusterError when there is none, or when
+        isolating it would leave fewer than a majority of the voters up. A sole voter is the node
+        ``controller`` itself (as the network faults name it), faulted as a single controller was."""
+        if CONTROLLER not in step.nodes or not self.info.several_voters:
             return list(step.nodes), None
         try:
             view = await find_active(voters_of(self.info), wait_s=ACTIVE_WAIT_S)
