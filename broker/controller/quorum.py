@@ -267,7 +267,7 @@ class RaftManager:
     async def handle(self, key: ApiKeys, body: dict[str, Any]) -> dict[str, Any]:
         """The answer to another voter's VOTE, BEGIN/END_QUORUM_EPOCH or FETCH, or to DESCRIBE_QUORUM."""
         if key == ApiKeys.DESCRIBE_QUORUM:
-            described = self.client.describe_quorum()
+            described = self.client.describe_quorum(self.clock_ms())
             offset = wall_clock_ms() - self.clock_ms()
             described = dataclasses.replace(
                 described,
