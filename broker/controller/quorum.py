@@ -66,9 +66,12 @@ class RaftManager:
         emit: Emit,
         clock_ms: Callable[[], int] = monotonic_ms,
         rng: random.Random | None = None,
+        listener_name: str = "CONTROLLER",
     ) -> None:
         self.node_id = node_id
         self.voters = voters
+        # The listener the voters reach each other on (DESCRIBE_QUORUM's nodes name it).
+        self.listener_name = listener_name
         self.cluster_id = cluster_id
         self.emit = emit
         self.clock_ms = clock_ms
@@ -281,7 +284,7 @@ class RaftManager:
                     for v in described.current_voters
                 ],
             )
-            return wire.describe_quorum_to_wire(described)
+            return wire.describe_quorum_to_wire(described, self.voters, self.listener_name)
         request, cluster_id, sender = wire.request_from_wire(key, body)
         if cluster_id is not None and cluster_id != self.cluster_id:
             return wire.error_response(
