@@ -89,8 +89,12 @@ def _controller_rows(
             elif view.leader_id >= 0:
                 role = "follower"
             else:
+                # No leader known: the journal tells a candidate from a resigned leader and from an
+                # unattached voter (journaled as a follower that knows no leader).
                 journaled = _last_role(c)
-                role = journaled if journaled in ("candidate", "unattached", "resigned") else "candidate"
+                role = {"candidate": "candidate", "resigned": "resigned", "follower": "unattached"}.get(
+                    journaled or "", "candidate"
+                )
             row.update(
                 role=role,
                 active=view.is_leader and c.id == active_id,

@@ -22,7 +22,7 @@ JOURNAL_SCHEMA = (
     "replicas ARRAY<INT>, log_end_offset LONG, high_watermark LONG, log_start_offset LONG, "
     "start_offset LONG, truncate_to LONG, reason STRING, error_code INT, clean BOOLEAN, unclean BOOLEAN, "
     "role STRING, epoch INT, offset LONG, crc LONG, controller_epoch INT, group_id STRING, "
-    "base_offset LONG, last_offset LONG, offsets STRING"
+    "base_offset LONG, last_offset LONG, offsets STRING, deleted BOOLEAN"
 )
 # ``offsets`` is an ``offsets_committed`` line's list of committed offsets, kept as its JSON text (another
 # event's ``offsets`` is a count); ``group_checks.committed_offsets`` parses it.

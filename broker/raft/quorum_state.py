@@ -130,10 +130,14 @@ class QuorumState:
 
     def _journal(self) -> None:
         s = self.state
+        # The journal's roles are SPEC's four (candidate, leader, follower, resigned): an unattached voter
+        # (KRaft's name for one that knows the epoch but no leader yet, having voted or not) is a follower
+        # that knows no leader, as Raft calls it: leader_id -1.
+        role = "follower" if s.name == "unattached" else s.name
         self.events.append(
             (
                 "quorum_state",
-                {"role": s.name, "epoch": s.epoch, "voted_for": s.voted_for, "leader_id": s.leader_id},
+                {"role": role, "epoch": s.epoch, "voted_for": s.voted_for, "leader_id": s.leader_id},
             )
         )
         log.info(

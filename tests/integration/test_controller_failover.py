@@ -245,7 +245,12 @@ async def test_a_paused_old_controller_that_wakes_is_refused_with_stale_controll
 
     def follows() -> bool:
         states = old.events("quorum_state")
-        return bool(states) and states[-1]["role"] == "follower" and states[-1]["epoch"] >= new_epoch
+        return (
+            bool(states)
+            and states[-1]["role"] == "follower"
+            and states[-1]["leader_id"] >= 0
+            and states[-1]["epoch"] >= new_epoch
+        )
 
     wait_until(follows, 20, message="the old controller following the new leader")
     deactivated = old.events("controller_deactivated")

@@ -258,7 +258,12 @@ async def test_paused_leader_wakes_as_a_follower_and_a_clean_stop_hands_over_at_
 
     def follows() -> bool:
         states = leader.events("quorum_state")
-        return bool(states) and states[-1]["role"] == "follower" and states[-1]["epoch"] >= new_epoch
+        return (
+            bool(states)
+            and states[-1]["role"] == "follower"
+            and states[-1]["leader_id"] >= 0
+            and states[-1]["epoch"] >= new_epoch
+        )
 
     wait_until(follows, 20, message="the woken controller following the new leader")
     wait_until(

@@ -62,6 +62,14 @@ def elect(client: KafkaRaftClient, now: int) -> None:
 # ---------------------------------------------------------------------------------------------- elections
 
 
+def test_the_journal_names_only_the_four_roles_an_unattached_voter_being_a_follower_without_leader() -> None:
+    client, _, _ = make()
+    first = client.drain().events
+    assert first == [("quorum_state", {"role": "follower", "epoch": 0, "voted_for": -1, "leader_id": -1})]
+    client.poll(2 * CONFIG.election_timeout_ms)
+    assert [e[1]["role"] for e in client.drain().events] == ["candidate"]
+
+
 def test_starts_unattached_and_stands_after_a_randomized_election_timeout() -> None:
     client, _, store = make()
     assert client.role == "unattached" and client.epoch == 0
