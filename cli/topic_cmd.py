@@ -1,4 +1,6 @@
-"""``isrsim topic create|describe|delete`` (kafka-topics), answered by the controller."""
+"""``isrsim topic create|describe|delete`` (kafka-topics), answered by the active controller: reached
+through any voter, or through any broker (which forwards CREATE_TOPICS, DELETE_TOPICS and DESCRIBE_CONFIGS
+to it and answers METADATA from its cache)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ from protocol import ApiKeys, Errors, error_name
 
 
 def _controller(data_dir: Path | None, bootstrap_server: str | None) -> list[Voter]:
-    """The controllers to ask: ``--bootstrap-server`` (one or more host:port, comma-separated), else every
-    controller of the cluster at ``--data-dir``; requests reach the active one through any of them."""
+    """Where to ask: ``--bootstrap-server`` (one or more host:port of brokers or controllers,
+    comma-separated), else every controller of the cluster at ``--data-dir``; requests reach the active
+    controller through any of them."""
     if bootstrap_server:
         try:
             addresses = [parse_address(a) for a in bootstrap_server.split(",") if a.strip()]
@@ -50,8 +53,8 @@ def _request(
         )
     if resp.get("error_code") == Errors.UNSUPPORTED_VERSION:
         raise click.ClickException(
-            f"{where} does not serve {api.name}: topics are managed by the controller; "
-            "pass the controllers' addresses (controller.quorum.voters) or use --data-dir"
+            f"{where} does not serve {api.name}; "
+            "pass a broker's or the controllers' addresses (controller.quorum.voters) or use --data-dir"
         )
     if resp.get("error_code") == Errors.NOT_CONTROLLER:
         raise click.ClickException(
@@ -72,7 +75,8 @@ def _options(f: Any) -> Any:
     return click.option(
         "--bootstrap-server",
         default=None,
-        help="The controllers' host:port, comma-separated (any voter: requests reach the active one).",
+        help="Brokers' or controllers' host:port, comma-separated (any one will do: requests reach the "
+        "active controller through it).",
     )(f)
 
 
