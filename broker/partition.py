@@ -217,6 +217,26 @@ class Partition:
         self.leader_id = state.leader
         return True
 
+    def update_in_epoch(self, state: LeaderAndIsrState) -> bool:
+        """A LEADER_AND_ISR of the current leader and leader epoch with a newer partition epoch (an ISR or
+        assignment change the controller made without a new leader epoch, KAFKA-15021): the ISR and
+        replicas change, nothing else (no epoch start offset). Returns True if the HW moved (a leader whose
+        ISR shrank).
+
+        A follower the controller took out of the ISR is fenced or shutting down, which Kafka's leader
+        learns from its metadata (``isReplicaIsrEligible``) and stops waiting for: here it loses its
+        caught-up time, as an epoch bump's reset would give it, so it does not hold the HW back as a
+        replica "about to join" until ``replica.lag.time.max.ms`` passes."""
+        removed = [r for r in self.isr if r not in state.isr and r != self.local_broker_id]
+        self._update_assignment_and_isr(state.replicas, state.isr)
+        for broker_id in removed:
+            replica = self.remote_replicas.get(broker_id)
+            if replica is not None:
+                replica.last_caught_up_time_ms = 0
+        self.partition_epoch = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
+        return self.is_leader and self.maybe_increment_leader_hw()
+
     def _update_assignment_and_isr(self, replicas: Sequence[int], isr: Sequence[int]) -> None:
         self.assigned_replicas = list(replicas)
         self.isr = list(isr)

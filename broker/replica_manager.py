@@ -204,8 +204,12 @@ class ReplicaManager:
     ) -> tuple[Errors, dict[TopicPartition, Errors]]:
         """Kafka's ``becomeLeaderOrFollower``: a request from an older controller is refused whole
         (STALE_CONTROLLER_EPOCH); a partition this broker is not a replica of gets UNKNOWN_TOPIC_OR_PARTITION,
-        one whose leader epoch is not newer than the current one STALE_CONTROLLER_EPOCH; the rest become
-        leaders or followers."""
+        one whose state is not newer than the current one STALE_CONTROLLER_EPOCH; the rest become leaders
+        or followers.
+
+        Newer is a higher leader epoch, or (KRaft, KAFKA-15021) the same leader epoch and leader with a
+        higher partition epoch: an ISR or assignment change in the current epoch. Such a change is applied
+        in place (``_update_in_epoch``): no epoch is cached, nothing is truncated, no fetcher restarts."""
         if controller_epoch < self.controller_epoch:
             log.warning(
                 "broker %d ignoring LEADER_AND_ISR from controller %d with epoch %d: current controller "
@@ -222,6 +226,7 @@ class ReplicaManager:
         errors: dict[TopicPartition, Errors] = {}
         to_leader: list[tuple[Partition, LeaderAndIsrState]] = []
         to_follower: list[tuple[Partition, LeaderAndIsrState]] = []
+        in_epoch: list[tuple[Partition, LeaderAndIsrState]] = []
         for tp, state in states:
             existing = self.partitions.get(tp)
             current_epoch = existing.leader_epoch if existing is not None else -1
@@ -232,14 +237,23 @@ class ReplicaManager:
             if self.log_manager.offline:
                 errors[tp] = Errors.KAFKA_STORAGE_ERROR
                 continue
-            if state.leader_epoch <= current_epoch:
+            same_epoch_update = (
+                existing is not None
+                and state.leader_epoch == current_epoch
+                and state.leader == existing.leader_id
+                and state.partition_epoch > existing.partition_epoch
+            )
+            if state.leader_epoch <= current_epoch and not same_epoch_update:
                 log.info(
-                    "broker %d ignoring LEADER_AND_ISR for %s-%d: leader epoch %d is not newer than %d",
+                    "broker %d ignoring LEADER_AND_ISR for %s-%d: leader epoch %d (partition epoch %d) is "
+                    "not newer than %d (partition epoch %d)",
                     self.broker_id,
                     tp[0],
                     tp[1],
                     state.leader_epoch,
+                    state.partition_epoch,
                     current_epoch,
+                    -1 if existing is None else existing.partition_epoch,
                 )
                 errors[tp] = Errors.STALE_CONTROLLER_EPOCH
                 continue
@@ -249,7 +263,12 @@ class ReplicaManager:
                 PartitionMetadata(state.leader, state.leader_epoch, list(state.isr), list(state.replicas)),
             )
             errors[tp] = Errors.NONE
-            (to_leader if state.leader == self.broker_id else to_follower).append((partition, state))
+            if same_epoch_update:
+                in_epoch.append((partition, state))
+            else:
+                (to_leader if state.leader == self.broker_id else to_follower).append((partition, state))
+        for partition, state in in_epoch:
+            self._update_in_epoch(partition, state)
         # Every leader-epoch checkpoint this request changes is made durable in one group commit before the
         # response (instead of two fsyncs per partition, one after another).
         with (
@@ -273,6 +292,20 @@ class ReplicaManager:
     ) -> None:
         for listener in self.leadership_listeners:
             listener(leaders, resigned)
+
+    def _update_in_epoch(self, partition: Partition, state: LeaderAndIsrState) -> None:
+        """A new ISR or assignment in the current leader epoch (the leader unchanged): Kafka's
+        ``makeLeader`` / ``makeFollower`` when the leader epoch did not change. The leader's HW may move (a
+        smaller ISR); a follower keeps fetching as it was."""
+        old_isr = list(partition.isr)
+        hw_moved = partition.update_in_epoch(state)
+        if sorted(old_isr) != sorted(partition.isr) and partition.is_leader:
+            reason = "controller_expanded" if len(partition.isr) > len(old_isr) else "controller_shrunk"
+            self._on_isr_change(partition, IsrChange(old_isr, list(partition.isr), reason))
+        if hw_moved:
+            self._on_hw_moved(partition)
+        else:
+            self.produce_purgatory.check_and_complete(partition.tp)
 
     def _make_leaders(self, items: list[tuple[Partition, LeaderAndIsrState]]) -> None:
         """Kafka's ``makeLeaders``: stop fetching, then lead from this broker's LEO in the new epoch."""
@@ -298,6 +331,11 @@ class ReplicaManager:
             self._complete_delayed(partition.tp)
         initial: dict[TopicPartition, InitialFetchState] = {}
         for partition, state in changed:
+            if state.leader < 0:
+                # No leader (KRaft's NO_LEADER: the last ISR member went, e.g. in a controlled shutdown):
+                # nothing to fetch from until the controller elects one.
+                log.info("broker %d: %s has no leader; not fetching", self.broker_id, partition.describe())
+                continue
             leader = self.metadata_cache.alive_broker(state.leader)
             if leader is None:
                 log.warning(
@@ -753,7 +791,14 @@ class ReplicaManager:
             return
         proposed = partition.pending_isr
         partition.pending_isr = None
-        if error != Errors.NONE or not partition.is_leader or leader_epoch != partition.leader_epoch:
+        # A LEADER_AND_ISR may have brought a newer state of the same leader epoch first (an ISR change the
+        # controller made, KAFKA-15021): an answer with an older partition epoch is not applied over it.
+        if (
+            error != Errors.NONE
+            or not partition.is_leader
+            or leader_epoch != partition.leader_epoch
+            or partition_epoch < partition.partition_epoch
+        ):
             log.warning(
                 "broker %d: ISR proposal %s for %s not applied: %s (controller has leader epoch %d, ISR %s, "
                 "partition epoch %d)",

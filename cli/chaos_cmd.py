@@ -59,7 +59,8 @@ from lab.chaos.view import ChaosState, ChaosView
     "--targets",
     default="brokers,controllers",
     show_default=True,
-    help="What kill, term and pause fall on: brokers, controllers (the quorum's voters), or both.",
+    help="What kill, term, pause and isolate fall on: brokers, controllers (the quorum's voters; an "
+    "isolation falls on the active controller), or both.",
 )
 @click.option(
     "--allow-quorum-loss",

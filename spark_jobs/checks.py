@@ -372,7 +372,11 @@ def acked_violations(
         F.array_distinct(
             F.concat(
                 "isr",
-                F.when(F.col("leader").isNotNull(), F.array("leader")).otherwise(no_brokers),
+                # A partition left without a leader (-1: its last ISR member stopped or failed) is judged
+                # on its ISR, which keeps that member.
+                F.when(F.col("leader").isNotNull() & (F.col("leader") >= 0), F.array("leader")).otherwise(
+                    no_brokers
+                ),
                 F.coalesce("stop_isr", no_brokers),
             )
         ).alias("expected"),

@@ -90,7 +90,10 @@ def _expected_replicas(partitions: DataFrame, stop_isr: DataFrame) -> DataFrame:
         F.array_distinct(
             F.concat(
                 "isr",
-                F.when(F.col("leader").isNotNull(), F.array("leader")).otherwise(none),
+                # No leader (-1): its ISR keeps the last member, which is judged instead.
+                F.when(F.col("leader").isNotNull() & (F.col("leader") >= 0), F.array("leader")).otherwise(
+                    none
+                ),
                 F.coalesce("stop_isr", none),
             )
         ).alias("expected"),

@@ -9,9 +9,10 @@ saved. Time comes in as ``now_ms`` arguments (a monotonic clock); randomness fro
 The behaviour is the ZooKeeper-era ``KafkaController`` (``onBrokerStartup``, ``onBrokerFailure``,
 ``doControlledShutdown``, topic creation and deletion) with KRaft's broker registration, heartbeats and
 fencing (``ClusterControlManager``, ``BrokerHeartbeatManager``) and ALTER_PARTITION
-(``ReplicationControlManager``). Controller-made ISR changes bump the leader epoch (as the ZooKeeper-era
-controller did), so brokers accept the LEADER_AND_ISR that announces them; ISR changes a leader asks for
-with ALTER_PARTITION bump only the partition epoch.
+(``ReplicationControlManager``). As KRaft's ``PartitionChangeBuilder`` (metadata version 3.6+, KAFKA-15021),
+only a leader change bumps the leader epoch: an ISR change with the same leader, made here (a broker
+fenced or shutting down leaves the ISRs) or asked for with ALTER_PARTITION, bumps only the partition
+epoch, and brokers apply a LEADER_AND_ISR of the same leader epoch with a newer partition epoch.
 """
 
 from __future__ import annotations
@@ -152,12 +153,14 @@ class ControllerCore:
         reason: str,
         unclean: bool = False,
     ) -> None:
-        """A controller-made change: both epochs rise, live replicas get LEADER_AND_ISR, every live
-        broker UPDATE_METADATA."""
+        """A controller-made change: the partition epoch rises, the leader epoch only with a new leader
+        (NO_LEADER included; an ISR shrink keeps it, KAFKA-15021); live replicas get LEADER_AND_ISR, every
+        live broker UPDATE_METADATA."""
         old_leader = p.leader
         p.leader = leader
         p.isr = list(isr)
-        p.leader_epoch += 1
+        if leader != old_leader:
+            p.leader_epoch += 1
         p.partition_epoch += 1
         p.controller_epoch = self.state.controller_epoch
         self._dirty = True
@@ -369,9 +372,11 @@ class ControllerCore:
         )
 
     def _controlled_shutdown(self, reg: BrokerRegistration) -> list[TopicPartition]:
-        """Kafka's ``doControlledShutdown``: leaderships of replicated partitions move to another ISR
-        member; as a follower the broker leaves the ISR and is told to stop its replicas. Returns the
-        replicated partitions it still leads (no other live ISR member to take them)."""
+        """KRaft's ``handleBrokerInControlledShutdown``: the broker leaves every ISR it is in (unless it is
+        the last member) and its leaderships move to another live ISR member that is not shutting down;
+        where there is none, the partition is left without a leader (NO_LEADER, the ISR keeping its last
+        member) rather than holding the broker back, as KRaft does without ELR. As a follower the broker
+        is told to stop its replicas. Returns the partitions it still leads: none once this ran."""
         b = reg.broker_id
         first = not reg.in_controlled_shutdown
         if first:
@@ -380,22 +385,15 @@ class ControllerCore:
             self._emit("broker_shutting_down", broker_id=b, broker_epoch=reg.epoch)
         live, shutting = self.live_brokers(), self.shutting_down_brokers()
         for tp, p in self.state.all_partitions():
-            if b not in p.replicas or len(p.replicas) < 2:
+            if b not in p.replicas:
                 continue
-            if p.leader == b:
-                change = el.elect_controlled_shutdown_leader(p, live, shutting)
-                if change is not None:
-                    self._apply(tp, p, change.leader, change.isr, "controlled_shutdown")
-                continue
-            removed = False
-            if b in p.isr:
-                removal = el.remove_replica_from_isr(p, b)
-                if removal is not None:
-                    self._apply(tp, p, removal.leader, removal.isr, "controlled_shutdown")
-                    removed = True
-            if first or removed:
+            led = p.leader == b
+            change = el.controlled_shutdown_change(p, b, live, shutting)
+            if change is not None:
+                self._apply(tp, p, change.leader, change.isr, "controlled_shutdown")
+            if not led and (first or change is not None):
                 self._batch.add_stop_replica(b, tp, p.leader_epoch, False)
-        return [tp for tp, p in self.state.all_partitions() if p.leader == b and len(p.replicas) > 1]
+        return [tp for tp, p in self.state.all_partitions() if p.leader == b]
 
     # ------------------------------------------------------------------------ ALTER_PARTITION
 

@@ -86,6 +86,29 @@ def elect_controlled_shutdown_leader(
     return LeaderAndIsr(leader, [r for r in p.isr if r not in shutting_down])
 
 
+def controlled_shutdown_change(
+    p: PartitionState, broker_id: int, live: Collection[int], shutting_down: Collection[int]
+) -> LeaderAndIsr | None:
+    """KRaft's ``handleBrokerInControlledShutdown`` for one partition of ``broker_id``
+    (``generateLeaderAndIsrUpdates`` with ``PartitionChangeBuilder``, without ELR): the broker leaves the
+    ISR unless it is its last member (an ISR is never emptied); the current leader stays if it is still
+    in that ISR and may lead (live, not shutting down), else the first such replica in assignment order
+    leads, else nobody: the leader becomes NO_LEADER and the ISR keeps its last member, which leads again
+    when it returns. Never unclean. None if nothing changes."""
+    isr = [r for r in p.isr if r != broker_id] or list(p.isr)
+
+    def acceptable(r: int) -> bool:
+        return r != broker_id and r in isr and r in live and r not in shutting_down
+
+    if p.leader != NO_LEADER and acceptable(p.leader):
+        leader = p.leader
+    else:
+        leader = next((r for r in p.replicas if acceptable(r)), NO_LEADER)
+    if leader == p.leader and isr == p.isr:
+        return None
+    return LeaderAndIsr(leader, isr)
+
+
 def remove_replica_from_isr(p: PartitionState, replica: int) -> LeaderAndIsr | None:
     """A replica that went offline leaves the ISR; if it led, the partition has no leader. The ISR is
     never emptied: its last member stays (it holds every committed record, and is the only clean
@@ -194,6 +217,7 @@ def validate_alter_partition(
 __all__ = [
     "LeaderAndIsr",
     "assign_replicas_to_brokers",
+    "controlled_shutdown_change",
     "controlled_shutdown_partition_leader_election",
     "elect_controlled_shutdown_leader",
     "elect_offline_leader",

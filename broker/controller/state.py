@@ -48,8 +48,8 @@ class BrokerRegistration:
 class PartitionState:
     """Kafka's ``LeaderIsrAndControllerEpoch`` with the assignment (KRaft's ``PartitionRegistration``).
 
-    ``leader_epoch`` rises with every leader change and with every ISR change the controller makes;
-    ``partition_epoch`` rises with every change at all (ALTER_PARTITION compares it)."""
+    ``leader_epoch`` rises with every leader change (never with an ISR change alone, KAFKA-15021);
+    ``partition_epoch`` rises with every change at all (ALTER_PARTITION and brokers compare it)."""
 
     replicas: list[int]
     leader: int

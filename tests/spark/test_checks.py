@@ -301,6 +301,17 @@ def test_acked_batches_missing_or_different_on_a_replica_that_must_hold_them(spa
     assert rows(found.acks1_lost, "base_offset", "broker") == [(20, 1), (20, 2), (20, 3)]
 
 
+def test_acked_batches_of_a_partition_left_without_a_leader_are_judged_on_its_isr(spark: Any) -> None:
+    # The last ISR member stopped (a controlled shutdown that nobody could take over): leader -1, ISR [1].
+    replicas = df(spark, REPLICAS, [replica(1, 10, 10), replica(2, 0, 0)])
+    partitions = df(spark, PARTITIONS, [("t", 0, -1, 3, [1], "journal", [1])])
+    stop = df(spark, STOP_ISR, [("t", 0, [1])])
+    batches = df(spark, BATCHES, [batch(1, 0, 9)])
+    acked = df(spark, ACKED, [("p1", "t", 0, 0, 9, 7, -1, 100)])
+    found = checks.acked_violations(acked, partitions, stop, batches, replicas)
+    assert found.violations.count() == 0
+
+
 def test_phrase_acked_lists_acks1_losses_without_failing() -> None:
     got = {
         "examples": [],

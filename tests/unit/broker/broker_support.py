@@ -131,8 +131,9 @@ class Broker:
         *,
         tp: TopicPartition = TP,
         controller_epoch: int = 1,
+        partition_epoch: int = 0,
     ) -> tuple[Errors, dict[TopicPartition, Errors]]:
-        state = LeaderAndIsrState(leader, leader_epoch, list(isr), list(replicas))
+        state = LeaderAndIsrState(leader, leader_epoch, list(isr), list(replicas), partition_epoch)
         live = [endpoint(b) for b in sorted({*replicas, leader}) if b != LOCAL]
         return self.rm.become_leader_or_follower(1, controller_epoch, [(tp, state)], live)
 

@@ -150,6 +150,81 @@ def test_leader_epoch_not_newer_is_stale_per_partition(broker: Broker) -> None:
     assert broker.rm.partitions[other].is_leader
 
 
+def test_isr_shrink_in_the_same_leader_epoch_is_applied_by_the_leader(broker: Broker) -> None:
+    # KRaft (KAFKA-15021): the controller shrinks an ISR without a new leader epoch, only a newer partition
+    # epoch. The leader applies it in place: no epoch cached, no new leadership, and a waiting acks=-1
+    # produce completes once the lagging follower is out of the ISR.
+    broker.leader_and_isr(LOCAL, 3, [0, 1], [0, 1], partition_epoch=5)
+    answers = produce(broker, -1, 2)
+    assert answers == []
+    assert broker.leader_and_isr(LOCAL, 3, [0], [0, 1], partition_epoch=6) == (Errors.NONE, {TP: Errors.NONE})
+    partition = broker.rm.partitions[TP]
+    assert (partition.leader_epoch, partition.partition_epoch, partition.isr) == (3, 6, [0])
+    assert broker.metadata_cache.partitions[TP].isr == [0]
+    [answer] = answers
+    assert (answer.error, answer.base_offset) == (Errors.NONE, 0)
+    assert [(e.epoch, e.start_offset) for e in partition.log.leader_epoch_cache.entries()] == [(3, 0)]
+    assert len(broker.journal_events("became_leader")) == 1
+    assert len(broker.journal_events("epoch_assigned")) == 1
+    change = only(broker.journal_events("isr_changed"))
+    assert (change["old_isr"], change["isr"], change["leader_epoch"]) == ([0, 1], [0], 3)
+
+
+def test_isr_change_in_the_same_leader_epoch_leaves_a_follower_fetching(broker: Broker) -> None:
+    broker.leader_and_isr(FOLLOWER, 2, [1, 0, 2], [1, 0, 2], partition_epoch=4)
+    assert broker.fetchers.added == {TP: InitialFetchState(endpoint(FOLLOWER), 2, 0)}
+    broker.fetchers.added.clear()
+    removed = list(broker.fetchers.removed)
+    assert broker.leader_and_isr(FOLLOWER, 2, [1, 0], [1, 0, 2], partition_epoch=5) == (
+        Errors.NONE,
+        {TP: Errors.NONE},
+    )
+    partition = broker.rm.partitions[TP]
+    assert (partition.leader_id, partition.leader_epoch, partition.partition_epoch) == (FOLLOWER, 2, 5)
+    assert partition.isr == [1, 0]
+    # No fetcher restart, no truncation, no new became_follower.
+    assert broker.fetchers.added == {} and broker.fetchers.removed == removed
+    assert len(broker.journal_events("became_follower")) == 1
+    assert broker.journal_events("truncated") == []
+
+
+def test_alter_partition_answer_older_than_a_same_epoch_leader_and_isr_is_not_applied(broker: Broker) -> None:
+    # Managed: the leader proposed an expansion; before its answer (partition epoch 6) arrives, the
+    # controller's own shrink (partition epoch 7, same leader epoch) came in a LEADER_AND_ISR.
+    proposals: list[tuple[int, list[int], int, object]] = []
+
+    def submit(tp: TopicPartition, epoch: int, isr: list[int], pe: int, cb: object) -> bool:
+        proposals.append((epoch, isr, pe, cb))
+        return True
+
+    broker.rm.enable_alter_partition(submit)
+    broker.leader_and_isr(LOCAL, 3, [0], [0, 1, 2], partition_epoch=5)
+    produce(broker, 1, 2)
+    fetch(broker, FOLLOWER, 2)  # caught up: the leader proposes [0, 1]
+    [(_, proposed, _, callback)] = proposals
+    assert proposed == [0, 1]
+    broker.leader_and_isr(LOCAL, 3, [0, 2], [0, 1, 2], partition_epoch=7)
+    callback(TP, Errors.NONE, 3, [0, 1], 6)  # type: ignore[operator]
+    partition = broker.rm.partitions[TP]
+    assert (partition.isr, partition.partition_epoch) == ([0, 2], 7)
+
+
+def test_same_leader_epoch_is_stale_unless_the_partition_epoch_is_newer_and_the_leader_the_same(
+    broker: Broker,
+) -> None:
+    broker.leader_and_isr(LOCAL, 3, [0, 1], [0, 1], partition_epoch=5)
+    for leader, partition_epoch in ((LOCAL, 5), (LOCAL, 4), (FOLLOWER, 6)):
+        error, errors = broker.leader_and_isr(leader, 3, [0], [0, 1], partition_epoch=partition_epoch)
+        assert (error, errors) == (Errors.NONE, {TP: Errors.STALE_CONTROLLER_EPOCH})
+    # An older leader epoch is refused whatever its partition epoch.
+    assert broker.leader_and_isr(LOCAL, 2, [0], [0, 1], partition_epoch=9)[1] == {
+        TP: Errors.STALE_CONTROLLER_EPOCH
+    }
+    partition = broker.rm.partitions[TP]
+    assert (partition.leader_epoch, partition.partition_epoch, partition.isr) == (3, 5, [0, 1])
+    assert partition.is_leader
+
+
 def test_partition_this_broker_is_not_a_replica_of_is_unknown_and_gets_no_log(broker: Broker) -> None:
     error, errors = broker.leader_and_isr(FOLLOWER, 1, [1, 2], [1, 2])
     assert (error, errors) == (Errors.NONE, {TP: Errors.UNKNOWN_TOPIC_OR_PARTITION})

@@ -62,15 +62,28 @@ class TestBrokerFailure:
         assert body.topic_states[0].partition_states[0].offline_replicas == [1]
         assert [b.id for b in body.live_brokers] == [2, 3]
 
-    def test_follower_failure_shrinks_the_isr_and_bumps_the_leader_epoch(self) -> None:
+    def test_follower_failure_shrinks_the_isr_in_the_same_leader_epoch(self) -> None:
+        # KRaft since metadata version 3.6 (KAFKA-15021): an ISR shrink with the same leader bumps only the
+        # partition epoch; the replicas still get a LEADER_AND_ISR with the new ISR.
         core = live_core([1, 2, 3])
         set_partition(core, "t", 0, PartitionState([1, 2, 3], 1, 4, [1, 2, 3], 6))
         fence(core, 3)
         p = core.state.topics["t"].partitions[0]
-        assert (p.leader, p.isr, p.leader_epoch, p.partition_epoch) == (1, [1, 2], 5, 7)
+        assert (p.leader, p.isr, p.leader_epoch, p.partition_epoch) == (1, [1, 2], 4, 7)
         effects = core.drain()
-        assert events_named(effects, "isr_changed")[0]["isr"] == [1, 2]
-        assert set(requests_by(effects, ApiKeys.LEADER_AND_ISR)) == {1, 2}
+        changed = events_named(effects, "isr_changed")[0]
+        assert (changed["isr"], changed["leader_epoch"], changed["partition_epoch"]) == ([1, 2], 4, 7)
+        lair = requests_by(effects, ApiKeys.LEADER_AND_ISR)
+        assert set(lair) == {1, 2}
+        state = lair_partitions(lair[2])[("t", 0)]
+        assert (state.leader_epoch, state.partition_epoch, state.isr) == (4, 7, [1, 2])
+
+    def test_leader_failure_bumps_the_leader_epoch(self) -> None:
+        core = live_core([1, 2, 3])
+        set_partition(core, "t", 0, PartitionState([1, 2, 3], 1, 4, [1, 2, 3], 6))
+        fence(core, 1)
+        p = core.state.topics["t"].partitions[0]
+        assert (p.leader, p.isr, p.leader_epoch, p.partition_epoch) == (2, [2, 3], 5, 7)
 
     def test_replica_outside_the_isr_changes_nothing_but_metadata(self) -> None:
         core = live_core([1, 2, 3])
@@ -135,15 +148,21 @@ class TestControlledShutdown:
         resp = self.shutdown(core, 1)
         assert resp.error_code == 0 and resp.remaining_partitions == []
         t0, t1 = core.state.topics["t"].partitions[0], core.state.topics["t"].partitions[1]
-        assert (t0.leader, t0.isr, t0.leader_epoch) == (2, [2, 3], 1)
-        assert (t1.leader, t1.isr, t1.leader_epoch) == (2, [2, 3], 1)
-        assert core.state.topics["solo"].partitions[0].leader == 1  # not replicated: stays until it stops
+        assert (t0.leader, t0.isr, t0.leader_epoch, t0.partition_epoch) == (2, [2, 3], 1, 1)
+        # Led by 2 already: only the ISR shrinks, in the same leader epoch (KAFKA-15021).
+        assert (t1.leader, t1.isr, t1.leader_epoch, t1.partition_epoch) == (2, [2, 3], 0, 1)
+        # Not replicated: nobody else can lead, so it goes offline with its ISR kept (KRaft without ELR).
+        solo = core.state.topics["solo"].partitions[0]
+        assert (solo.leader, solo.isr, solo.leader_epoch) == (-1, [1], 1)
         assert core.state.brokers[1].in_controlled_shutdown
         effects = core.drain()
         assert events_named(effects, "broker_shutting_down") == [
             {"broker_id": 1, "broker_epoch": core.state.brokers[1].epoch}
         ]
-        assert [e["reason"] for e in events_named(effects, "leader_elected")] == ["controlled_shutdown"]
+        assert [e["reason"] for e in events_named(effects, "leader_elected")] == [
+            "controlled_shutdown",
+            "controlled_shutdown",
+        ]
         assert lair_partitions(requests_by(effects, ApiKeys.LEADER_AND_ISR)[1])[("t", 0)].leader == 2
         stop = requests_by(effects, ApiKeys.STOP_REPLICA)
         assert set(stop) == {1}
@@ -161,32 +180,36 @@ class TestControlledShutdown:
             ApiKeys.STOP_REPLICA,
         ]
 
-    def test_reports_leaderships_it_cannot_move_and_retries(self) -> None:
+    def test_last_isr_member_goes_and_leaves_the_partition_offline(self) -> None:
+        # KRaft without ELR: the leader that is the last ISR member is let go at once; the partition has no
+        # leader and keeps it as its ISR, so it is the one clean choice when it returns.
         core = live_core([1, 2])
-        set_partition(core, "t", 0, PartitionState([1, 2], 1, 0, [1]))
+        set_partition(core, "t", 0, PartitionState([1, 2], 1, 3, [1], 5))
         resp = self.shutdown(core, 1)
-        assert [(p.topic_name, p.partition_index) for p in resp.remaining_partitions] == [("t", 0)]
+        assert resp.error_code == 0 and resp.remaining_partitions == []
+        p = core.state.topics["t"].partitions[0]
+        assert (p.leader, p.isr, p.leader_epoch, p.partition_epoch) == (-1, [1], 4, 6)
+        effects = core.drain()
+        [elected] = events_named(effects, "leader_elected")
+        assert (elected["leader_id"], elected["previous_leader_id"], elected["isr"]) == (-1, 1, [1])
+        # Both replicas hear of it (2 stops fetching from 1), every live broker gets the metadata.
+        assert set(requests_by(effects, ApiKeys.LEADER_AND_ISR)) == {1, 2}
+        # The broker comes back: it leads again, in a new epoch.
+        fence(core, 1)
         core.drain()
-        # The follower catches up and its leader (shutting down itself) adds it to the ISR.
-        ok = core.alter_partition(
-            cm.AlterPartitionRequest(
-                broker_id=1,
-                broker_epoch=core.state.brokers[1].epoch,
-                topics=[
-                    cm.AlterPartitionRequestTopic(
-                        topic_name="t",
-                        partitions=[
-                            cm.AlterPartitionRequestPartition(
-                                partition_index=0, leader_epoch=0, new_isr=[1, 2], partition_epoch=0
-                            )
-                        ],
-                    )
-                ],
-            )
-        )
-        assert ok.topics[0].partitions[0].error_code == 0
-        assert self.shutdown(core, 1).remaining_partitions == []
-        assert core.state.topics["t"].partitions[0].leader == 2
+        heartbeat(core, 1)
+        p = core.state.topics["t"].partitions[0]
+        assert (p.leader, p.isr, p.leader_epoch) == (1, [1], 5)
+
+    def test_follower_that_is_the_last_isr_member_with_the_leader_gone_stays_in_it(self) -> None:
+        core = live_core([1, 2, 3])
+        set_partition(core, "t", 0, PartitionState([1, 2, 3], 2, 3, [2, 1], 5))
+        self.shutdown(core, 2)  # the leader goes first: 1 leads with ISR [1]
+        p = core.state.topics["t"].partitions[0]
+        assert (p.leader, p.isr) == (1, [1])
+        self.shutdown(core, 1)  # then the last ISR member
+        assert (p.leader, p.isr, p.leader_epoch) == (-1, [1], 5)
+        assert core.state.brokers[1].in_controlled_shutdown
 
     def test_shutting_down_broker_may_not_rejoin_an_isr(self) -> None:
         core = live_core([1, 2])
@@ -228,11 +251,13 @@ class TestControlledShutdown:
         again = heartbeat(core, 1, want_shut_down=True)
         assert again.should_shut_down and again.is_fenced
 
-    def test_heartbeat_want_shut_down_waits_for_leaderships(self) -> None:
+    def test_heartbeat_want_shut_down_does_not_wait_for_a_leadership_nobody_can_take(self) -> None:
         core = live_core([1, 2])
         set_partition(core, "t", 0, PartitionState([1, 2], 1, 0, [1]))
         resp = heartbeat(core, 1, want_shut_down=True)
-        assert not resp.should_shut_down and not resp.is_fenced
+        assert resp.should_shut_down and resp.is_fenced
+        p = core.state.topics["t"].partitions[0]
+        assert (p.leader, p.isr) == (-1, [1])
 
 
 def alter(
@@ -339,7 +364,14 @@ class TestAlterPartition:
 
     def test_proposal_from_before_a_controller_change_is_fenced(self) -> None:
         core = self.core()
-        fence(core, 2)  # the controller shrinks the ISR: leader epoch 5
+        fence(core, 2)  # the controller shrinks the ISR: partition epoch 8, leader epoch still 4
         got = alter(core, 1, [1, 2, 3], 4, 7).topics[0].partitions[0]
+        assert got.error_code == Errors.INVALID_UPDATE_VERSION
+        assert (got.leader_epoch, got.partition_epoch, got.isr) == (4, 8, [1])
+
+    def test_proposal_from_an_older_leader_epoch_is_fenced(self) -> None:
+        core = self.core()
+        fence(core, 1)  # the leader fails: 2 leads in epoch 5
+        got = alter(core, 1, [1, 2], 4, 7).topics[0].partitions[0]
         assert got.error_code == Errors.FENCED_LEADER_EPOCH
-        assert (got.leader_epoch, got.isr) == (5, [1])
+        assert (got.leader_id, got.leader_epoch, got.isr) == (2, 5, [2])
