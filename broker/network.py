@@ -124,6 +124,8 @@ class Connection:
     # After a SaslHandshake v0 (before KIP-152's SaslAuthenticate): the next frames are raw SASL tokens,
     # a 4-byte length and the token, both ways, until the mechanism completes.
     raw_sasl_tokens: bool = False
+    # Responses taken off ``pending`` by the write loop and not yet written to the socket.
+    writing: bool = False
 
     def hold(self, release_at: float, header: RequestHeader, body: dict[str, Any], size: int) -> None:
         self.held.append((release_at, header, body, size))
@@ -145,6 +147,13 @@ class Connection:
 
     async def wait_below(self, limit: int) -> None:
         while len(self.pending) >= limit:
+            self._drained = trio.Event()
+            await self._drained.wait()
+
+    async def wait_flushed(self) -> None:
+        """Until every accepted request's response is written (or dropped): not only taken off ``pending``
+        but through the socket, so closing now cuts no response short."""
+        while self.pending or self.writing:
             self._drained = trio.Event()
             await self._drained.wait()
 
@@ -413,7 +422,7 @@ class SocketServer:
                 # requests ahead of a bad frame gets their responses, as it would from Kafka, which
                 # answers one request before it reads the next.
                 with trio.move_on_after(CLOSE_DRAIN_TIMEOUT_S):
-                    await conn.wait_below(1)
+                    await conn.wait_flushed()
                 nursery.cancel_scope.cancel()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             # The peer went away while a response was being written (the write loop's error reaches us
@@ -560,6 +569,8 @@ class SocketServer:
             try:
                 await self._accept(conn, header, body, size)
             except _CloseConnection:
+                with trio.move_on_after(CLOSE_DRAIN_TIMEOUT_S):
+                    await conn.wait_flushed()  # what it was due is written first, as on the read path
                 conn.scope.cancel()
                 return
 
@@ -712,6 +723,7 @@ class SocketServer:
             while not (pending and pending[0].done):
                 await conn.wait_ready()
             frames: list[bytes] = []
+            conn.writing = True
             while pending and pending[0].done:
                 request = pending.popleft()
                 parts = request.response_parts
@@ -746,6 +758,7 @@ class SocketServer:
                         await trio.sleep_until(release_at)
                 frames += parts
             await self._send_frames(conn, frames)
+            conn.writing = False
             conn.responses_sent()
 
     @staticmethod

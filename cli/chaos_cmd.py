@@ -59,7 +59,8 @@ from lab.chaos.view import ChaosState, ChaosView
     "--targets",
     default="brokers,controllers",
     show_default=True,
-    help="What kill, term and pause fall on: brokers, controllers (the quorum's voters), or both.",
+    help="What kill, term, pause and isolate fall on: brokers, controllers (the quorum's voters; an "
+    "isolation falls on the active controller), or both.",
 )
 @click.option(
     "--allow-quorum-loss",
@@ -155,7 +156,7 @@ def chaos(
             faults,
             max_down,
             [b.id for b in info.brokers],
-            [c.id for c in info.controllers] if info.quorum else [],
+            [c.id for c in info.controllers] if info.several_voters else [],
             targets=targets,
             allow_quorum_loss=allow_quorum_loss,
         )

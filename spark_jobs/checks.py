@@ -25,7 +25,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_jobs.history import cached
+from spark_jobs.history import after_deletion, cached
 from spark_jobs.inputs import REPLICA, TP, Inputs
 from spark_jobs.plan import collect_tables, count_of, finished, single, top, violation_tables
 from spark_jobs.result import DEFAULT_MAX_EXAMPLES, CheckResult
@@ -105,16 +105,32 @@ def convergence_violations(
     return ConvergenceFindings(violations, out_of_isr)
 
 
+def deleted_note(deleted: list[dict[str, Any]]) -> str | None:
+    """The note naming the partitions left out because their topic was deleted (and not made again)."""
+    if not deleted:
+        return None
+    names = ", ".join(f"{r['topic']}-{r['partition']}" for r in deleted[:10])
+    more = f" and {len(deleted) - 10} more" if len(deleted) > 10 else ""
+    return (
+        f"{len(deleted)} deleted partition(s) left out: {names}{more} (their topic was deleted during the "
+        "run; every replica journaled partition_stopped with deleted=true, so no replica is expected)"
+    )
+
+
 def phrase_convergence(
     got: dict[str, list[dict[str, Any]]], *, partitions: int, fenced: list[int], max_replicas: int
 ) -> CheckResult:
     """The result of ``convergence`` from its collected tables (``examples``, ``violations``,
-    ``out_of_isr``, ``partitions``: the final state, ``faults``)."""
+    ``out_of_isr``, ``partitions``: the final state, ``faults``, and ``deleted``: partitions whose topic
+    was deleted, left out)."""
     notes = [
         f"final ISR from the journals; fenced at the end (not live): {fenced}"
         if fenced
         else "final ISR from the journals (controller's when present); no broker fenced at the end"
     ]
+    deleted = got.get("deleted", [])
+    if (note := deleted_note(deleted)) is not None:
+        notes.append(note)
     if max_replicas <= 1:
         notes.append(SINGLE_REPLICA_NOTE)
     out_rows = got["out_of_isr"]
@@ -137,6 +153,7 @@ def phrase_convergence(
             "time_to_converge": [],  # filled by the report from spark_jobs.converge (ISR-based)
             "faults": got["faults"],
             "out_of_isr_before_stop": out_rows,
+            "deleted_partitions": [{"topic": r["topic"], "partition": r["partition"]} for r in deleted],
         },
     )
 
@@ -151,6 +168,7 @@ def check_convergence(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> 
             "out_of_isr": top(found.out_of_isr, [*TP, "broker"], 200),
             "partitions": final_table(inp.replicas, inp.partitions, cached(inp, "stop_isr")).limit(200),
             "faults": top(cached(inp, "faults"), ["ts_ms", "kind", "broker", *TP], 100),
+            "deleted": top(cached(inp, "deleted").filter("deleted_at_end").select(*TP), TP, 1000),
         }
     )
     return phrase_convergence(
@@ -333,12 +351,20 @@ class AckedFindings:
 
 
 def acked_violations(
-    acked: DataFrame, partitions: DataFrame, stop_isr: DataFrame, batches: DataFrame, replicas: DataFrame
+    acked: DataFrame,
+    partitions: DataFrame,
+    stop_isr: DataFrame,
+    batches: DataFrame,
+    replicas: DataFrame,
+    deleted: DataFrame | None = None,
 ) -> AckedFindings:
     """Each acknowledged batch (``acked``: ``inputs.acknowledged_batches``, the leaders' and the workload's)
     must be at its base offset, with its last offset and CRC, on the
     final leader, every final ISR member and every member of the ISR when the final stop began; a batch
-    below a replica's log start was deleted by retention, not lost."""
+    below a replica's log start was deleted by retention, not lost, and a batch acknowledged before its
+    topic was deleted (``deleted``: ``history.deletions``) went with the topic, on purpose."""
+    if deleted is not None:
+        acked = after_deletion(acked, deleted, "acked_ms")
     no_brokers = F.array().cast("array<int>")
     parts = partitions.join(stop_isr, TP, "left").select(
         *TP,
@@ -398,8 +424,9 @@ def acked_violations(
 
 def phrase_acked(got: dict[str, list[dict[str, Any]]], *, torn_lines: int) -> CheckResult:
     """The result of ``acked_not_lost`` from its tables (``checked``, ``by_source``, ``n_acks1``,
-    ``acks1_lost``, ``lost_by_acks``)."""
+    ``acks1_lost``, ``lost_by_acks``, ``of_deleted``: batches of deleted topics, left out)."""
     checked = int(single(got["checked"]) or 0)
+    of_deleted = int(single(got["of_deleted"]) or 0) if got.get("of_deleted") else 0
     by_source = {r["source"]: int(r["n"]) for r in got.get("by_source", [])}
     leaders = sum(n for src, n in by_source.items() if src != "workload")
     notes = [
@@ -414,6 +441,11 @@ def phrase_acked(got: dict[str, list[dict[str, Any]]], *, torn_lines: int) -> Ch
     ]
     if torn_lines:
         notes.append(f"{torn_lines} torn acked-journal line(s) skipped")
+    if of_deleted:
+        notes.append(
+            f"{of_deleted} acknowledged batch(es) of topics deleted after they were acknowledged left out: "
+            "deleting a topic deletes its records, which is not a loss"
+        )
     result = finished(
         "acked_not_lost",
         "No acknowledged batch lost",
@@ -440,12 +472,14 @@ def phrase_acked(got: dict[str, list[dict[str, Any]]], *, torn_lines: int) -> Ch
 
 
 def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    acked = inp.acknowledged
+    deleted = cached(inp, "deleted")
+    acked = after_deletion(inp.acknowledged, deleted, "acked_ms")
     found = acked_violations(acked, inp.partitions, cached(inp, "stop_isr"), inp.batches, inp.replicas)
     got = collect_tables(
         {
             **violation_tables(found.violations, [*TP, "base_offset", "broker"], max_examples),
             "checked": count_of(acked),
+            "of_deleted": count_of(inp.acknowledged.join(deleted, TP).filter("acked_ms <= deleted_ms")),
             "by_source": acked.select(F.explode("acked_by").alias("source"))
             .withColumn("source", F.when(F.col("source") == "workload", "workload").otherwise("leader"))
             .groupBy("source")

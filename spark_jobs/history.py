@@ -70,12 +70,58 @@ def _fault(
     ]
 
 
-def _isr_before(journal: DataFrame, cutoff: int | None) -> DataFrame:
+LIFE_EVENTS = ("became_leader", "became_follower", "leader_elected", "isr_changed")
+
+
+def deletions(journal: DataFrame) -> DataFrame:
+    """Partitions whose topic was deleted during the run: ``deleted_ms``, the last ``partition_stopped``
+    with ``deleted: true`` of the partition (its replicas' logs went with it; the controller completes a
+    deletion only once every replica has stopped, so a topic made again with the name starts after it),
+    and ``deleted_at_end``: no replica started again after it (the topic was not made again). Journal
+    events and acknowledgements up to ``deleted_ms`` belong to the deleted incarnation."""
+    gone = (
+        journal.filter(
+            (F.col("source") == "broker")
+            & (F.col("event") == "partition_stopped")
+            & (F.col("deleted") == F.lit(True))
+        )
+        .groupBy(*TP)
+        .agg(F.max("ts_ms").alias("deleted_ms"))
+    )
+    later = (
+        journal.filter(F.col("topic").isNotNull() & F.col("event").isin(*LIFE_EVENTS))
+        .join(gone, TP)
+        .filter(F.col("ts_ms") > F.col("deleted_ms"))
+        .select(*TP)
+        .distinct()
+        .withColumn("recreated", F.lit(True))
+    )
+    return gone.join(later, TP, "left").select(
+        *TP, "deleted_ms", F.col("recreated").isNull().alias("deleted_at_end")
+    )
+
+
+def after_deletion(df: DataFrame, deleted: DataFrame, ts: str = "ts_ms") -> DataFrame:
+    """The rows of ``df`` (with ``topic``, ``partition`` and ``ts``) not of a deleted incarnation of their
+    partition: after its last deletion, or of a partition never deleted."""
+    d = deleted.select(*TP, F.col("deleted_ms").alias("_deleted_ms"))
+    return (
+        df.join(d, TP, "left")
+        .filter(F.col("_deleted_ms").isNull() | (F.col(ts) > F.col("_deleted_ms")))
+        .drop("_deleted_ms")
+    )
+
+
+def _isr_before(journal: DataFrame, cutoff: int | None, deleted: DataFrame | None = None) -> DataFrame:
+    """Per partition, the ISR when the final stop began (``cutoff``), from the events of its latest
+    incarnation only: a partition whose topic was deleted (and not made again) has none."""
     ev = journal.filter(
         F.col("topic").isNotNull()
         & F.col("event").isin("became_leader", "isr_changed", "leader_elected")
         & F.col("isr").isNotNull()
     )
+    if deleted is not None:
+        ev = after_deletion(ev, deleted)
     ev = ev.limit(0) if cutoff is None else ev.filter(F.col("ts_ms") < F.lit(cutoff))
     order = F.struct("ts_ms", F.when(F.col("source") == "controller", 1).otherwise(0), "seq")
     return ev.groupBy(*TP).agg(F.sort_array(F.max_by("isr", order)).alias("stop_isr"))
@@ -223,7 +269,10 @@ def role_timeline(journal: DataFrame) -> DataFrame:
 
 
 def cached(inp: Inputs, name: str) -> DataFrame:
-    """``faults``, ``series``, ``roles`` or ``stop_isr`` of the run, computed once and cached."""
+    """``faults``, ``series``, ``roles``, ``deleted`` or ``stop_isr`` of the run, computed once and
+    cached."""
+    if name == "stop_isr":
+        cached(inp, "deleted")
     if name not in inp.derived:
         # The final stop's start was found while loading the inputs: no action here.
         cutoff = inp.shutdown_start
@@ -231,7 +280,8 @@ def cached(inp: Inputs, name: str) -> DataFrame:
             "faults": lambda j: _faults_before(j, cutoff),
             "series": offsets_series,
             "roles": role_timeline,
-            "stop_isr": lambda j: _isr_before(j, cutoff),
+            "deleted": deletions,
+            "stop_isr": lambda j: _isr_before(j, cutoff, inp.derived["deleted"]),
         }[name]
         inp.derived[name] = pinned(build(inp.journal))
     return inp.derived[name]

@@ -22,7 +22,7 @@ JOURNAL_SCHEMA = (
     "replicas ARRAY<INT>, log_end_offset LONG, high_watermark LONG, log_start_offset LONG, "
     "start_offset LONG, truncate_to LONG, reason STRING, error_code INT, clean BOOLEAN, unclean BOOLEAN, "
     "role STRING, epoch INT, offset LONG, crc LONG, controller_epoch INT, group_id STRING, "
-    "base_offset LONG, last_offset LONG, offsets STRING"
+    "base_offset LONG, last_offset LONG, offsets STRING, deleted BOOLEAN"
 )
 # ``offsets`` is an ``offsets_committed`` line's list of committed offsets, kept as its JSON text (another
 # event's ``offsets`` is a count); ``group_checks.committed_offsets`` parses it.
@@ -77,6 +77,8 @@ class Inputs:
     derived: dict[str, DataFrame] = field(default_factory=dict)
     # When the cluster's final stop began (see ``_shutdown_facts``), found while loading.
     shutdown_start: int | None = None
+    # The controllers' metadata logs: one row per batch header (``broker`` = the voter's id), as ``batches``.
+    metadata_batches: DataFrame | None = None
 
     @property
     def max_replicas(self) -> int:
@@ -160,6 +162,14 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
                 InputProblem(str(r["file"]), f"{r['kind']}: {r['problem']} at position {r['position']}")
             )
     batches = segments.filter(F.col("kind") == "batch").drop("kind", "problem")
+    metadata_batches = pinned(
+        spark.read.format("isrsim-segments")
+        .option("verify_crc", str(verify_crc).lower())
+        .option("metadata", "true")
+        .load(root)
+        .filter(F.col("kind") == "batch")
+        .drop("kind", "problem")
+    )
 
     # ---- checkpoints and journals: parsed once and cached; what the driver needs of them in one action.
     checkpoints = pinned(spark.read.format("isrsim-checkpoints").load(root))
@@ -241,6 +251,7 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
         problems,
         notes,
         shutdown_start=None if shutdown_start is None else int(shutdown_start),
+        metadata_batches=metadata_batches,
     )
 
 

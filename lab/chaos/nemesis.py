@@ -5,8 +5,11 @@ shutdown, pause: SIGSTOP) and end with a restart on the same data (kill, term) o
 same faults fall on controllers (a step with ``controller``: the voters of the quorum, by id): a killed or
 stopped voter starts again on its metadata log and quorum-state, a paused one is resumed. Network
 faults go through the same library as ``isrsim net`` (``kit.net_faults.change_faults``) and end with a heal
-of exactly their links. Every action is appended to ``<root>/faults.jsonl`` with the step's index in
-``chaos.json`` (``params.chaos_step``).
+of exactly their links. On a quorum a network step's ``controller`` end is the voter that is the active
+controller when the step starts (asked of the quorum, DESCRIBE_QUORUM): the fault is set on that voter's
+links, by its id, as ``isrsim net isolate 1001`` would, and healed there. Every action is appended to
+``<root>/faults.jsonl`` with the step's index in ``chaos.json`` (``params.chaos_step``), its nodes as they
+were acted on (the voter's id, with ``params.active_controller``).
 
 Blocking work (a controlled shutdown, a broker start that waits for its ``broker_started`` line) runs in a
 worker thread, so the workload and the progress line go on meanwhile.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +27,19 @@ import trio
 from rich.markup import escape
 
 from kit.cluster_files import ClusterError, ClusterInfo, ProcessEntry
+from kit.controller_quorum import NoActiveController, find_active, voters_of
 from kit.fault_journal import append_fault
 from kit.local_cluster import STOP_TIMEOUT_S, start_broker, start_controller
 from kit.net_faults import NetCluster, NetError, change_faults, cluster_from_info, read_tables
 from kit.processes import process_state, send_signal, stop_process, wait_exit
 from lab.chaos.schedule import FaultStep
-from protocol import CLIENT, CLIENTS, FaultSet
+from protocol import CLIENT, CLIENTS, CONTROLLER, FaultSet
 
 NET_RETRIES = 3
 RESTART_ATTEMPTS = 2
+# How long a step naming the controller waits for the quorum to have an active controller (an election
+# takes about one election timeout; a step right after a voter's restart may meet one).
+ACTIVE_WAIT_S = 5.0
 
 
 def _step_marks(step: FaultStep) -> dict[str, Any]:
@@ -45,11 +53,14 @@ class ChaosError(Exception):
 
 
 class Nemesis:
-    def __init__(self, info: ClusterInfo, say: Callable[[str], None]) -> None:
+    def __init__(self, info: ClusterInfo, say: Callable[[str], None], max_controllers_down: int = 1) -> None:
         self.info = info
         self.root = Path(info.root)
         self.say = say
+        self.max_controllers_down = max_controllers_down
         self.applied: dict[int, FaultStep] = {}  # steps started and not yet ended
+        # The nodes each started step acted on: its own, with ``controller`` resolved to a voter's id.
+        self.acted: dict[int, list[str]] = {}
         self.skipped: list[tuple[FaultStep, str]] = []
         self.injected: dict[str, int] = {}
 
@@ -70,11 +81,44 @@ class Nemesis:
 
     # ------------------------------------------------------------------ one step
 
+    def label(self, step: FaultStep) -> str:
+        """``step`` as it was acted on: ``isolate 1001`` for the schedule's ``isolate controller``."""
+        nodes = self.acted.get(step.index)
+        return step.describe() if nodes is None else replace(step, nodes=nodes).describe()
+
+    async def _resolve(self, step: FaultStep) -> tuple[list[str], int | None]:
+        """The nodes ``step`` acts on, and the voter its ``controller`` end names on a quorum of several (None
+        when it names none): the active controller now. Raises ClusterError when there is none, or when
+        isolating it would leave fewer than a majority of the voters up. A sole voter is the node
+        ``controller`` itself (as the network faults name it), faulted as a single controller was."""
+        if CONTROLLER not in step.nodes or not self.info.several_voters:
+            return list(step.nodes), None
+        try:
+            view = await find_active(voters_of(self.info), wait_s=ACTIVE_WAIT_S)
+        except NoActiveController as exc:
+            raise ClusterError(str(exc)) from None
+        voter = view.voter.id
+        if voter is None:  # pragma: no cover - voters_of names every voter by id
+            raise ClusterError("the active controller has no id in cluster.json")
+        if step.kind == "isolate":
+            down = [c.id for c in self.info.controllers if process_state(c.pid) != "running"]
+            if len(down) + 1 > self.max_controllers_down:
+                raise ClusterError(
+                    f"isolating the active controller {voter} would leave a majority of the voters down "
+                    f"(down: {', '.join(map(str, down)) or 'none'}; at most {self.max_controllers_down})"
+                )
+        return [str(voter) if n == CONTROLLER else n for n in step.nodes], voter
+
     async def start(self, step: FaultStep) -> bool:
         """Starts ``step``'s fault; False (and the reason in ``skipped``) when it cannot be applied now."""
         params = {**step.params, **_step_marks(step)}
-        kind, nodes = step.kind, step.nodes
+        kind = step.kind
+        voter: int | None = None
         try:
+            nodes, voter = await self._resolve(step)
+            if voter is not None:
+                params["active_controller"] = voter
+            self.acted[step.index] = nodes
             if kind in ("kill", "term", "pause"):
                 self._start_process_fault(step, params)
             else:
@@ -98,12 +142,14 @@ class Nemesis:
                     await self._change(lambda c, s: s.loss(a, b, pct, one_way=one_way), required, seed)
                 self._record(kind, nodes, params)
         except (NetError, ClusterError) as exc:
+            self.acted.pop(step.index, None)
             self.skipped.append((step, str(exc)))
             self.say(f"[yellow]skipped[/] {step.describe()}: {escape(str(exc))}")
             return False
         self.applied[step.index] = step
         self.injected[kind] = self.injected.get(kind, 0) + 1
-        self.say(f"[red]{step.describe()}[/] (for {step.until_s - step.at_s:.1f}s)")
+        which = "" if voter is None else f"; {voter} is the active controller"
+        self.say(f"[red]{self.label(step)}[/] (for {step.until_s - step.at_s:.1f}s{which})")
         pid = self._entry(step).pid if kind in ("kill", "term") else None
         if kind == "kill":
             await trio.to_thread.run_sync(wait_exit, pid, 5.0)  # reaps it if this process started it
@@ -156,7 +202,8 @@ class Nemesis:
             self._record("resume", [node], {**params, "pid": b.pid})
             self.say(f"[green]resume {node}[/]")
         else:
-            pair = step.nodes if step.kind != "isolate" else [node]
+            acted = self.acted.pop(step.index, step.nodes)
+            pair = acted if step.kind != "isolate" else acted[:1]
             a, b2 = pair[0], pair[1] if len(pair) > 1 else None
             b2 = CLIENT if b2 == CLIENTS else b2
             for attempt in range(1, NET_RETRIES + 1):
@@ -228,7 +275,7 @@ class Nemesis:
         """Resumes paused brokers, heals every network fault, restarts stopped brokers. Returns what it did
         (nothing when every step ended as planned)."""
         done: list[str] = []
-        controllers = self.info.controllers if self.info.quorum else []
+        controllers = self.info.controllers if self.info.several_voters else []
         for c in controllers:
             if process_state(c.pid) == "paused":
                 send_signal(c.pid, signal.SIGCONT)

@@ -105,7 +105,7 @@ class ChaosRun:
         self.view = view
         self.client = client
         self.state = view.state
-        self.nemesis = Nemesis(info, view.say)
+        self.nemesis = Nemesis(info, view.say, schedule.max_controllers_down)
         self.outcome = Outcome()
         self.stop_workload = trio.Event()
         self.recovering: set[str] = set()  # brokers a fault took down, until back in every ISR
@@ -163,9 +163,10 @@ class ChaosRun:
                 self.nemesis.skip(step, self.waiting.pop(step.index, "it could not start in time"))
             else:
                 was_applied = step.index in self.nemesis.applied
+                label = self.nemesis.label(step)
                 await self.nemesis.end(step)
                 if was_applied:
-                    self.state.faults.remove(step.describe())
+                    self.state.faults.remove(label)
                     self.outcome.last_fault_end_ms = wall_clock_ms()
                     self.recovering |= taken_down(step)
             self.view.refresh()
@@ -189,7 +190,7 @@ class ChaosRun:
             pending.remove(step)
             self.waiting.pop(step.index, None)
             if await self.nemesis.start(step):
-                self.state.faults.append(step.describe())
+                self.state.faults.append(self.nemesis.label(step))
             self.view.refresh()
             return True
         return False

@@ -23,11 +23,15 @@ What fits:
 Controllers (``controller_ids``, the voters of the controller quorum, SPEC §11) are targets of the process
 kinds too (a step with ``controller`` true; its node is the voter's id, as ``isrsim controller kill``
 records it): ``kill``, ``term`` and ``pause`` then fall on a broker or a controller (drawn among those
-free). At most a minority of the voters is down at once (one of three), so the quorum always has a
-majority to elect and commit with; ``allow_quorum_loss`` lifts that to all voters but one. A controller
-down counts against that limit, not against ``max_down`` (which counts brokers). The network kinds stay
-between brokers, or a broker and the controllers (``controller``: every voter's links, so such a fault and
-a controller's process fault never overlap: a paused or stopped voter's table cannot change).
+free). ``isolate`` falls on a broker or on ``controller``: the voter that is the active controller when the
+step starts (the nemesis asks the quorum; ``faults.jsonl`` names the voter), so every such isolation makes
+the quorum elect another leader. At most a minority of the voters is down (killed, stopped, paused or
+isolated) at once (one of three), so the quorum always has a majority to elect and commit with;
+``allow_quorum_loss`` lifts that to all voters but one. A controller down counts against that limit, not
+against ``max_down`` (which counts brokers). The other network kinds stay between brokers, or a broker and
+``controller`` (again the active controller when the step starts: the one whose heartbeats, ISR changes
+and LEADER_AND_ISR the broker needs); such a fault and a controller's process fault never overlap (a
+paused or stopped voter's table cannot change, and it may be the one holding the fault).
 
 While the run goes on, ``lab.chaos.budget`` also counts the brokers still out of service after their fault
 ended (fenced by the controller, not yet back in every ISR): a fault that would exceed ``max_down`` waits.
@@ -71,7 +75,9 @@ class FaultStep:
     nodes: list[str]
     params: dict[str, Any] = field(default_factory=dict)
     down: list[str] = field(default_factory=list)  # the brokers this fault counts as unavailable
-    controller: bool = False  # a process fault on the controller ``nodes[0]`` (a voter id)
+    # The step's own node ``nodes[0]`` is a controller: a voter id for a process fault, ``controller`` (the
+    # active controller when the step starts, docs/faults.md) for an isolation.
+    controller: bool = False
 
     @property
     def brokers(self) -> set[str]:
@@ -80,9 +86,10 @@ class FaultStep:
         return {n for n in self.nodes if n not in (CONTROLLER, CLIENTS)}
 
     @property
-    def controllers(self) -> set[int]:
-        """The controllers (voter ids) this fault takes down."""
-        return {int(self.nodes[0])} if self.controller else set()
+    def controllers(self) -> set[str]:
+        """The controllers this fault takes down: a voter id, or ``controller`` for the active one (an
+        isolation; which voter that is is known only when the step starts)."""
+        return {self.nodes[0]} if self.controller else set()
 
     def describe(self) -> str:
         p = self.params
@@ -122,8 +129,8 @@ class Schedule:
         """The brokers counted unavailable at ``t`` seconds (a fault is in force on [at_s, until_s))."""
         return {b for s in self.steps if s.at_s <= t < s.until_s for b in s.down}
 
-    def controllers_down_at(self, t: float) -> set[int]:
-        """The controllers down at ``t`` seconds."""
+    def controllers_down_at(self, t: float) -> set[str]:
+        """The controllers down (killed, stopped, paused or isolated) at ``t`` seconds."""
         return {c for s in self.steps if s.at_s <= t < s.until_s for c in s.controllers}
 
     def in_force_at(self, t: float) -> list[FaultStep]:
@@ -194,7 +201,8 @@ def _check(
             f"--max-down {max_down} must be less than the number of brokers ({len(brokers)}): "
             "with every broker down there is nothing left to fail over to"
         )
-    downs = [k for k in kinds if k in DOWN_KINDS and (k not in PROCESS_KINDS or not controllers_allowed)]
+    on_voters = (*PROCESS_KINDS, "isolate")  # kinds that may fall on a voter instead of a broker
+    downs = [k for k in kinds if k in DOWN_KINDS and (k not in on_voters or not controllers_allowed)]
     if max_down == 0 and downs:
         raise ScheduleError(
             f"--max-down 0 lets no broker be unavailable, so {','.join(downs)} could never run: "
@@ -286,14 +294,24 @@ def _place(
     down = len({b for s in active for b in s.down})
     if kind == "isolate" and in_force:
         return None
+    controllers_down = {c for s in in_force for c in s.controllers}
     if kind in PROCESS_KINDS:
         # A broker (within max_down) or a controller (within the quorum's limit) that no fault holds.
         candidates = [(b, False) for b in free] if broker_processes and down < max_down else []
-        controllers_down = {c for s in in_force for c in s.controllers}
-        # The controllers' links in a network fault are on every voter's table: no voter goes down meanwhile.
+        # A fault on the controller's links is on a voter's table (the active one's): no voter goes down
+        # meanwhile (a stopped or paused voter's table cannot be healed, and it may be that one).
         controller_links = any(CONTROLLER in s.nodes for s in in_force)
         if controllers and len(controllers_down) < controller_limit and not controller_links:
-            candidates += [(str(c), True) for c in controllers if c not in controllers_down]
+            candidates += [(str(c), True) for c in controllers if str(c) not in controllers_down]
+        if not candidates:
+            return None
+        a, on_controller = rng.choice(candidates)
+    elif kind == "isolate":
+        # A broker (within max_down), or the active controller (within the quorum's limit: an isolated
+        # voter is down as a killed one is); it runs alone, so nothing else is in force.
+        candidates = [(b, False) for b in free] if down < max_down else []
+        if controllers and len(controllers_down) < controller_limit:
+            candidates.append((CONTROLLER, True))
         if not candidates:
             return None
         a, on_controller = rng.choice(candidates)

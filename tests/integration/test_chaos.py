@@ -19,7 +19,7 @@ from kit.fault_journal import read_faults
 from kit.processes import process_state
 from lab.chaos.schedule import FAULT_KINDS, Schedule, make_schedule
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
-from tests.integration.harness import run_cli
+from tests.integration.harness import events, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -42,16 +42,24 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     yield from cluster_up(tmp_path / "root", settings=CHAOS_SETTINGS, controllers=len(VOTERS))
 
 
+# An isolated active controller is replaced once its followers' fetch timeout (2 s) and an election timeout
+# (1-2 s) have passed: a step that isolates it this long or longer sees the election.
+ISOLATION_FOR_ELECTION_S = 5.0
+
+
 def covering_seed(duration: float, interval: float) -> int:
-    """The first seed whose schedule has every fault kind, kills and pauses a controller, and kills or stops
-    a broker (a short run has room for all of it only with some seeds)."""
+    """The first seed whose schedule has every fault kind, kills, pauses and isolates a controller (long
+    enough for the quorum to elect another leader meanwhile), and kills or stops a broker (a short run has
+    room for all of it only with some seeds)."""
 
     def covers(sched: Schedule) -> bool:
         on_voters = {step.kind for step in sched.steps if step.controller}
         on_brokers = {step.kind for step in sched.steps if step.brokers}
+        isolations = [s for s in sched.steps if s.kind == "isolate" and s.controller]
         return (
             all(sched.counts().values())
-            and on_voters >= {"kill", "pause"}
+            and on_voters >= {"kill", "pause", "isolate"}
+            and any(s.until_s - s.at_s >= ISOLATION_FOR_ELECTION_S for s in isolations)
             and bool(on_brokers & {"kill", "term"})
         )
 
@@ -75,12 +83,54 @@ def assert_every_action_recorded(root: Path, schedule: Schedule, skipped: set[in
             continue
         actions = [r["action"] for r in got]
         assert actions == [step.kind, ENDS.get(step.kind, "heal")], (step, got)
-        assert got[0]["nodes"] == step.nodes
+        # On a quorum the schedule's "controller" is the voter that was the active controller when the step
+        # started: the records name it by id.
+        voter = got[0]["params"].get("active_controller")
+        assert ("controller" in step.nodes) == (voter is not None), (step, got)
+        acted = [str(voter) if n == "controller" else n for n in step.nodes]
+        assert voter is None or voter in VOTERS
+        assert got[0]["nodes"] == acted, (step, got)
         assert got[0]["ts_ms"] <= got[1]["ts_ms"]
-        if step.kind in ("partition", "delay", "loss"):
-            assert got[1]["nodes"] == step.nodes  # the heal is of exactly this fault's link
+        if step.kind in ("partition", "delay", "loss", "isolate"):
+            assert got[1]["nodes"] == acted  # the heal is of exactly this fault's links
     # Nothing was left for the final clean-up: every fault ended as planned.
     assert not [r for r in records if r["params"].get("chaos_final")]
+
+
+def assert_isolated_voters_replaced(c: Cluster, schedule: Schedule) -> int:
+    """Each isolation of the active controller was of a voter that led the quorum then, and when it lasted
+    long enough, another voter was elected leader while it was cut off; returns how many were. The voter
+    cut off learns of the new epoch after the heal (it follows the new leader)."""
+    steps = {s.index: s for s in schedule.steps}
+    records = [r for r in read_faults(c.root) if "chaos_step" in r["params"]]
+    journals = {v.id: events(Path(v.journal), "quorum_state") for v in c.info.controllers}
+    replaced = 0
+    for start in [r for r in records if r["action"] == "isolate" and r["params"].get("controller")]:
+        step = steps[start["params"]["chaos_step"]]
+        heal = next(r for r in records if r["action"] == "heal" and r["params"]["chaos_step"] == step.index)
+        voter = start["params"]["active_controller"]
+        assert start["nodes"] == [str(voter)] and heal["nodes"] == [str(voter)]
+        # It led when the step began: its last quorum_state before then says so.
+        before = [e for e in journals[voter] if e["ts_ms"] <= start["ts_ms"]]
+        assert before and before[-1]["role"] == "leader", (voter, before[-3:])
+        elected = [
+            (v, e)
+            for v, evs in journals.items()
+            if v != voter
+            for e in evs
+            if e["role"] == "leader" and start["ts_ms"] < e["ts_ms"] <= heal["ts_ms"]
+        ]
+        if heal["ts_ms"] - start["ts_ms"] >= ISOLATION_FOR_ELECTION_S * 1000:
+            assert elected, (voter, step)
+        if elected:
+            replaced += 1
+            # After the heal the isolated voter is a follower of a newer epoch.
+            epoch = max(e["epoch"] for _, e in elected)
+            assert any(
+                e["ts_ms"] > heal["ts_ms"] and e["role"] == "follower" and e["epoch"] >= epoch
+                for e in journals[voter]
+            ), (voter, journals[voter][-5:])
+    return replaced
 
 
 def assert_one_clock(root: Path, out: str, run: dict[str, Any], report: dict[str, Any]) -> None:
@@ -156,9 +206,10 @@ def test_short_chaos_run_with_every_fault_kind_passes_the_report(cluster: Cluste
     # Controllers were faulted too (never more than one of the three at once), and the report's quorum
     # checks pass.
     on_voters = [r for r in read_faults(cluster.root) if r["params"].get("controller")]
-    assert {r["action"] for r in on_voters} >= {"kill", "pause", "restart", "resume"}
+    assert {r["action"] for r in on_voters} >= {"kill", "pause", "restart", "resume", "isolate", "heal"}
     assert {r["nodes"][0] for r in on_voters} <= {str(v) for v in VOTERS}
     assert max(len(schedule.controllers_down_at(t / 10)) for t in range(240)) == 1
+    assert_isolated_voters_replaced(cluster, schedule)
     passed = {c["name"] for c in report["checks"] if c["passed"]}
     assert {"one_leader_per_epoch", "metadata_log_matching", "no_stale_controller_obeyed"} <= passed
     # The command stopped the cluster it ran against.
@@ -192,20 +243,20 @@ def test_long_chaos_run(tmp_path: Path) -> None:
         out, run = run_chaos(
             c, "--seed", str(seed), "--duration", "300", "--interval", "3", "--rate", "2000", timeout=1500
         )
-        figures = {k: run[k] for k in ("injected", "records_acked", "batches_failed")}
+        figures = {k: run[k] for k in ("injected", "records_acked", "batches_failed", "skipped_steps")}
         figures["in_sync_after_last_fault_s"] = run["in_sync_after_last_fault_s"]
         print(f"{out[-4000:]}\nchaos-run.json: {figures}")
         assert "isrsim report: VALID" in out
         assert (c.root / "chaos.json").read_text() == schedule.to_json()
         assert run["report_exit_code"] == 0 and run["not_converged"] == []
         assert all(run["injected"].values()), run
-        # A step the cluster refused at its moment (a fault it could not set, --max-down) is listed with its
-        # reason and leaves nothing in faults.jsonl; every other step is there, start and end. In a quorum
-        # the net-fault tools name the voters by id, so the schedule's network steps on the "controller"
-        # end are refused (docs/faults.md); the process faults on voters are the quorum's part of this run.
+        # A step is skipped only when --max-down kept it waiting to its end; every other step is in
+        # faults.jsonl, start and end. The network steps on the "controller" end act on the voter that is
+        # the active controller at their start (its id in the records), isolations of it included.
         skipped = {s["index"]: s for s in run["skipped_steps"]}
-        assert run["skipped"] == len(skipped) and all(s["why"] for s in skipped.values()), skipped
-        assert all(
-            "controller" in s["fault"] or s["why"].startswith("--max-down") for s in skipped.values()
-        ), skipped
+        assert run["skipped"] == len(skipped) <= 5, skipped
+        assert all(s["why"].startswith("--max-down 1: ") for s in skipped.values()), skipped
         assert_every_action_recorded(c.root, schedule, set(skipped))
+        on_controller = [s for s in schedule.steps if "controller" in s.nodes and s.index not in skipped]
+        assert {s.kind for s in on_controller} == {"partition", "isolate", "delay", "loss"}, on_controller
+        assert assert_isolated_voters_replaced(c, schedule) >= 1

@@ -129,6 +129,98 @@ def test_convergence_judges_the_isr_before_the_final_stop(spark: Any) -> None:
     assert rows(found.out_of_isr, "broker", "isr_before_stop") == [(3, [1, 2, 4])]
 
 
+def _deleted_and_recreated_journal(spark: Any) -> Any:
+    """``gone`` made on brokers 1-3 and deleted; ``again`` deleted, then made again on brokers 1 and 2."""
+    events: list[dict[str, Any]] = []
+    for topic in ("gone", "again"):
+        events.append(
+            {"ts_ms": 100, "broker_id": 1, "event": "became_leader", "topic": topic, "partition": 0,
+             "leader_epoch": 0, "isr": [1, 2, 3]}
+        )  # fmt: skip
+        for b in (1, 2, 3):
+            events.append(
+                {"ts_ms": 200 + b, "broker_id": b, "event": "partition_stopped", "topic": topic,
+                 "partition": 0, "deleted": True}
+            )  # fmt: skip
+    events.append(
+        {"ts_ms": 300, "broker_id": 2, "event": "became_leader", "topic": "again", "partition": 0,
+         "leader_epoch": 0, "isr": [1, 2]}
+    )  # fmt: skip
+    events.append({"ts_ms": 400, "broker_id": 2, "event": "partition_stopped", "topic": "again",
+                   "partition": 0, "deleted": False})  # fmt: skip
+    return journal(spark, events)
+
+
+def test_a_deleted_topic_is_not_judged_but_one_made_again_is(spark: Any) -> None:
+    """A topic deleted during the run leaves no replica on purpose: convergence leaves it out (and says
+    so); a topic made again with the same name is judged from its new incarnation's events."""
+    from spark_jobs.history import _isr_before, deletions
+
+    j = _deleted_and_recreated_journal(spark)
+    deleted = deletions(j)
+    assert rows(deleted, "topic", "deleted_ms", "deleted_at_end") == [
+        ("again", 203, False),
+        ("gone", 203, True),
+    ]
+    stop = _isr_before(j, 1000, deleted)
+    assert rows(stop, "topic", "stop_isr") == [("again", [1, 2])]
+    replicas = df(
+        spark,
+        REPLICAS,
+        [(1, "again", 0, 5, 5, "checkpoint", 0)],  # broker 2's replica of the new `again` is missing
+    )
+    partitions = df(spark, PARTITIONS, [("again", 0, 2, 0, [1, 2], "journal", [1, 2])])
+    series = df(
+        spark,
+        "broker INT, topic STRING, partition INT, ts_ms LONG, seq LONG, event STRING, leo LONG, hw LONG",
+        [],
+    )
+    found = checks.convergence_violations(replicas, partitions, series, stop)
+    assert rows(found.violations, "topic", "problem") == [
+        ("again", "a member of the ISR before the final stop holds no replica"),
+        ("again", "an ISR member holds no replica of the partition"),
+    ]
+    got = collect_tables(
+        {
+            **violation_tables(found.violations, [*["topic", "partition"], "broker", "ts_ms"], 5),
+            "out_of_isr": found.out_of_isr,
+            "partitions": partitions,
+            "faults": partitions.limit(0),
+            "deleted": deleted.filter("deleted_at_end").select("topic", "partition"),
+        }
+    )
+    result = checks.phrase_convergence(got, partitions=1, fenced=[], max_replicas=2)
+    assert result.extra["deleted_partitions"] == [{"topic": "gone", "partition": 0}]
+    assert any(n.startswith("1 deleted partition(s) left out: gone-0") for n in result.notes)
+
+
+def test_acknowledged_batches_of_a_deleted_topic_are_not_lost(spark: Any) -> None:
+    """Records acknowledged before their topic was deleted went with it; those of the topic made again
+    with the same name (same offsets, other CRCs) must still be there."""
+    from spark_jobs.history import deletions
+
+    deleted = deletions(_deleted_and_recreated_journal(spark))
+    replicas = df(
+        spark, REPLICAS, [(1, "again", 0, 10, 10, "checkpoint", 0), (2, "again", 0, 0, 0, "checkpoint", 0)]
+    )
+    partitions = df(spark, PARTITIONS, [("again", 0, 1, 0, [1, 2], "journal", [1, 2])])
+    stop = df(spark, STOP_ISR, [("again", 0, [1, 2])])
+    batches = df(spark, BATCHES, [(1, "again", 0, "f", 0, 0, 0, 9, 0, 8, True)])
+    acked = df(
+        spark,
+        ACKED,
+        [
+            ("p1", "gone", 0, 0, 9, 7, -1, 150),  # acknowledged, then its topic was deleted
+            ("p1", "again", 0, 0, 9, 7, -1, 150),  # the first `again`: deleted with it
+            ("p1", "again", 0, 0, 9, 8, -1, 350),  # the second `again`: missing on broker 2
+        ],
+    )
+    found = checks.acked_violations(acked, partitions, stop, batches, replicas, deleted)
+    assert rows(found.violations, "topic", "crc", "broker", "problem") == [("again", 8, 2, "missing")]
+    before = checks.acked_violations(acked, partitions, stop, batches, replicas)
+    assert len(before.violations.collect()) > 1
+
+
 def test_phrase_convergence_notes_fenced_brokers_and_out_of_isr_replicas() -> None:
     got = {
         "examples": [],
@@ -230,13 +322,14 @@ def test_phrase_acked_lists_acks1_losses_without_failing() -> None:
         "acks1_lost": [{"base_offset": 20}],
         "lost_by_acks": [],
     }
-    result = checks.phrase_acked(got, torn_lines=1)
+    result = checks.phrase_acked({**got, "of_deleted": [{"n": 4}]}, torn_lines=1)
     assert result.verdict == "valid" and result.extra == {"acks1_lost": [{"base_offset": 20}]}
     assert result.notes[0].endswith(
         "(5 journaled by their leaders (acked.jsonl), 3 by the workload (workload/acked-*.jsonl))"
     )
     assert result.notes[1] == "1 torn acked-journal line(s) skipped"
-    assert result.notes[2].startswith("2 acks=1 batch(es) lost")
+    assert result.notes[2].startswith("4 acknowledged batch(es) of topics deleted after they were")
+    assert result.notes[3].startswith("2 acks=1 batch(es) lost")
     nothing = {**got, "checked": [{"n": 0}], "by_source": [], "n_acks1": [{"n": 0}]}
     assert checks.phrase_acked(nothing, torn_lines=0).verdict == "unknown"
 

@@ -150,23 +150,35 @@ def test_parse_kinds() -> None:
 
 
 def test_controllers_are_process_fault_targets_and_never_a_majority_is_down() -> None:
-    hit: set[int] = set()
+    hit: set[str] = set()
+    isolated = 0
     for seed in range(30):
         s = make_schedule(seed, 300, 3, ALL, 1, [1, 2, 3], [1000, 1001, 1002])
         assert s.controllers == [1000, 1001, 1002] and s.max_controllers_down == 1
         for step in s.steps:
             if step.controllers:
-                assert step.kind in ("kill", "term", "pause") and step.controller
-                assert step.nodes[0] in ("1000", "1001", "1002") and not step.down
-                assert not step.brokers
+                assert step.controller and not step.down and not step.brokers
+                if step.kind == "isolate":
+                    # The active controller, named when the step starts; it takes that voter down.
+                    assert step.nodes == ["controller"] and step.controllers == {"controller"}
+                    assert step.describe() == "isolate controller"
+                    isolated += 1
+                else:
+                    assert step.kind in ("kill", "term", "pause")
+                    assert step.nodes[0] in ("1000", "1001", "1002")
                 hit |= step.controllers
         for t in range(3000):
             now = s.in_force_at(t / 10)
-            # A voter down and a fault on the controllers' links never overlap.
-            assert not (any(x.controllers for x in now) and any("controller" in x.nodes for x in now))
+            # A voter down and a fault on the controllers' links (another step) never overlap; an
+            # isolation runs alone.
+            for x in now:
+                assert not (x.controllers and any("controller" in y.nodes for y in now if y is not x))
+                assert x.kind != "isolate" or now == [x]
+            # Killed, stopped, paused and isolated voters together: never a majority.
             assert len(s.controllers_down_at(t / 10)) <= 1, (seed, t)
             assert len(s.down_at(t / 10)) <= 1, (seed, t)
-    assert hit == {1000, 1001, 1002}
+    assert hit == {"1000", "1001", "1002", "controller"}
+    assert isolated >= 10
 
 
 def test_quorum_loss_only_when_allowed_and_targets_choose_the_nodes() -> None:
