@@ -106,15 +106,33 @@ CONFIG_SOURCE_TOPIC = 1
 # Shown on the Configs line whatever their source; any other config only when the topic sets it.
 ALWAYS_SHOWN_CONFIGS = ("min.insync.replicas", "unclean.leader.election.enable")
 
+# Kafka's internal topics (Topic.isInternal), which --exclude-internal leaves out.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def _exclude_internal_option(f: Any) -> Any:
+    return click.option(
+        "--exclude-internal",
+        is_flag=True,
+        help="Leave out internal topics (__consumer_offsets ...), as kafka-topics --exclude-internal.",
+    )(f)
+
 
 @topic.command("list")
+@_exclude_internal_option
 @OUTPUT_OPTION
 @_options
-def topic_list(output: str, data_dir: Path | None, bootstrap_server: str | None) -> None:
-    """The topics' names, one per line (kafka-topics --list)."""
+def topic_list(
+    exclude_internal: bool, output: str, data_dir: Path | None, bootstrap_server: str | None
+) -> None:
+    """The topics' names, one per line (kafka-topics --list); internal ones too unless --exclude-internal."""
     address = _controller(data_dir, bootstrap_server)
     meta = _request(address, ApiKeys.METADATA, {"topics": None})
-    names = sorted(t["name"] for t in meta.get("topics", []) if t["error_code"] == 0)
+    names = sorted(
+        t["name"]
+        for t in meta.get("topics", [])
+        if t["error_code"] == 0 and not (exclude_internal and t["name"] in INTERNAL_TOPICS)
+    )
     if output == "json":
         echo_json(names)
     else:
@@ -143,6 +161,15 @@ def _topic_configs(address: list[Voter], names: list[str]) -> dict[str, dict[str
             for c in r["configs"]
         }
     return out
+
+
+def _min_isr(configs: dict[str, dict[str, Any]]) -> int | None:
+    """A topic's ``min.insync.replicas`` as DESCRIBE_CONFIGS gave it (its own or the default)."""
+    value = configs.get("min.insync.replicas", {}).get("value")
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
 
 
 @topic.command("create")
@@ -209,6 +236,17 @@ def topic_create(
     help="Only partitions whose ISR is smaller than their replicas.",
 )
 @click.option("--unavailable-partitions", is_flag=True, help="Only partitions with no live leader.")
+@click.option(
+    "--under-min-isr-partitions",
+    is_flag=True,
+    help="Only partitions whose ISR is smaller than the topic's min.insync.replicas (or with no leader).",
+)
+@click.option(
+    "--at-min-isr-partitions",
+    is_flag=True,
+    help="Only partitions whose ISR size equals the topic's min.insync.replicas.",
+)
+@_exclude_internal_option
 @OUTPUT_OPTION
 @_options
 def topic_describe(
@@ -216,29 +254,52 @@ def topic_describe(
     topic_option: str | None,
     under_replicated_partitions: bool,
     unavailable_partitions: bool,
+    under_min_isr_partitions: bool,
+    at_min_isr_partitions: bool,
+    exclude_internal: bool,
     output: str,
     data_dir: Path | None,
     bootstrap_server: str | None,
 ) -> None:
     """Each topic's configs, then the leader, leader epoch, replicas and ISR of every partition
-    (kafka-topics --describe). With --under-replicated-partitions or --unavailable-partitions, only the
-    partitions that match, and nothing at all when none does (as kafka-topics)."""
+    (kafka-topics --describe). With --under-replicated-partitions, --unavailable-partitions,
+    --under-min-isr-partitions or --at-min-isr-partitions, only the partitions that match one of the
+    filters given, and nothing at all when none does (as kafka-topics)."""
     name = _one_name(name, topic_option, required=False)
-    filtered = under_replicated_partitions or unavailable_partitions
+    filtered = (
+        under_replicated_partitions
+        or unavailable_partitions
+        or under_min_isr_partitions
+        or at_min_isr_partitions
+    )
     address = _controller(data_dir, bootstrap_server)
     meta = _request(address, ApiKeys.METADATA, {"topics": None if name is None else [{"name": name}]})
     live = {b["node_id"] for b in meta.get("brokers", [])}
-    topics: list[dict[str, Any]] = []
+    described = []
     for t in sorted(meta.get("topics", []), key=lambda t: t["name"]):
         if t["error_code"] != 0:
             raise click.ClickException(
                 f"topic {t['name']}: {error_name(t['error_code'])}; `isrsim topic list` shows the topics"
             )
+        if not (exclude_internal and t["name"] in INTERNAL_TOPICS):
+            described.append(t)
+    configs = _topic_configs(address, [t["name"] for t in described])
+    topics: list[dict[str, Any]] = []
+    for t in described:
+        min_isr = _min_isr(configs.get(t["name"], {}))
         partitions = []
         for p in sorted(t["partitions"], key=lambda p: p["partition_index"]):
-            under = len(p["isr_nodes"]) < len(p["replica_nodes"])
-            unavailable = p["leader_id"] < 0 or p["leader_id"] not in live
-            if (under_replicated_partitions and not under) or (unavailable_partitions and not unavailable):
+            # kafka-topics' tests (TopicCommand.PartitionDescription); a partition shown matches one of the
+            # filters given.
+            isr = len(p["isr_nodes"])
+            no_leader = p["leader_id"] < 0
+            matches = (
+                (under_replicated_partitions and isr < len(p["replica_nodes"]))
+                or (unavailable_partitions and (no_leader or p["leader_id"] not in live))
+                or (under_min_isr_partitions and (no_leader or (min_isr is not None and isr < min_isr)))
+                or (at_min_isr_partitions and min_isr is not None and isr == min_isr)
+            )
+            if filtered and not matches:
                 continue
             partitions.append(
                 {
@@ -250,10 +311,7 @@ def topic_describe(
                     "offline": list(p.get("offline_replicas", [])),
                 }
             )
-        topics.append({"name": t["name"], "partitions": partitions})
-    configs = _topic_configs(address, [t["name"] for t in topics])
-    for t in topics:
-        t["configs"] = configs.get(t["name"], {})
+        topics.append({"name": t["name"], "partitions": partitions, "configs": configs.get(t["name"], {})})
     if filtered:
         topics = [t for t in topics if t["partitions"]]
     if output == "json":
