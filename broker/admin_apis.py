@@ -1,12 +1,14 @@
-"""What a broker answers for a Kafka client's admin requests (docs/clients.md): CreateTopics,
-DeleteTopics and DescribeConfigs are forwarded to the active controller (KIP-590, ``broker.forwarding``),
+"""What a broker answers for a client's admin requests (docs/clients.md), in either encoding: CreateTopics,
+DeleteTopics, DescribeConfigs and DescribeQuorum are forwarded to the active controller (KIP-590,
+``broker.forwarding``),
 DescribeCluster is answered from the broker's metadata cache, and a client's METADATA for a topic that does
 not exist creates it (Kafka's ``AutoTopicCreationManager``: ``auto.create.topics.enable``,
 ``num.partitions``, ``default.replication.factor``).
 
 The controller sees the broker's own principal on a forwarded request, so the client is authorized here
 first, as the controller would (Create on the cluster or the topic, Delete on the topic, DescribeConfigs on
-the topic); what it may not do is not forwarded and is answered TOPIC_AUTHORIZATION_FAILED.
+the topic, Describe on the cluster for DescribeQuorum); what it may not do is not forwarded and is answered
+TOPIC_AUTHORIZATION_FAILED (CLUSTER_AUTHORIZATION_FAILED for DescribeQuorum).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Any
 from broker.auth_helper import AuthHelper
 from broker.forwarding import ForwardingManager
 from broker.metadata_cache import MetadataCache
-from broker.request_channel import Request
+from broker.request_channel import Request, error_body
 from broker.security.acl import AclOperation, ResourceType
 from protocol import messages as m
+from protocol import raft_messages as rm
 from protocol.api_keys import ApiKeys
 from protocol.common import is_valid_topic_name
 from protocol.errors import Errors
@@ -34,6 +37,11 @@ FORWARD_MARGIN_S = 30.0
 CONFIG_RESOURCE_BROKER = 4
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+# Topic configs whose default is a broker setting (Kafka's LogConfig synonyms) that isrsim's brokers have.
+TOPIC_CONFIG_BROKER_SYNONYMS = {
+    "segment.bytes": "log.segment.bytes",
+    "max.message.bytes": "message.max.bytes",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +213,8 @@ class AdminApis:
         req.resources = allowed
 
         def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
+            if answer is not None:
+                self._fill_broker_synonyms(answer)
             if answer is None:
                 answer = to_body(
                     m.DescribeConfigsResponse(
@@ -223,6 +233,19 @@ class AdminApis:
             request.complete(answer)
 
         self._forward(request, ApiKeys.DESCRIBE_CONFIGS, req, 0, respond)
+
+    def _fill_broker_synonyms(self, answer: dict[str, Any]) -> None:
+        """A topic config that is a broker setting's synonym (segment.bytes: log.segment.bytes,
+        max.message.bytes: message.max.bytes) and that the topic does not set takes this broker's value
+        when it is set here (STATIC_BROKER_CONFIG), as Kafka's broker describes a topic."""
+        mine = {e.name: e for e in self.broker_configs if not e.is_default}
+        for result in answer.get("results") or ():
+            if result.get("resource_type") != m.CONFIG_RESOURCE_TOPIC:
+                continue
+            for config in result.get("configs") or ():
+                entry = mine.get(TOPIC_CONFIG_BROKER_SYNONYMS.get(config.get("name", ""), ""))
+                if entry is not None and config.get("config_source") == DEFAULT_CONFIG:
+                    config.update(value=entry.value, config_source=STATIC_BROKER_CONFIG, is_default=False)
 
     def _describe_broker(self, request: Request, r: m.DescribeConfigsRequestResource) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -254,6 +277,21 @@ class AdminApis:
             if wanted is None or e.name in wanted
         ]
         return result
+
+    # ------------------------------------------------------------------ DESCRIBE_QUORUM (55)
+
+    def handle_describe_quorum(self, request: Request, req: rm.DescribeQuorumRequest) -> None:
+        """Forwarded to the active controller, which leads the quorum (Kafka's broker forwards it too), after
+        Describe on the cluster is checked here."""
+        if not self.auth.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER):
+            why = f"Principal {request.principal} is not authorized to Describe the cluster"
+            request.complete(error_body(Errors.CLUSTER_AUTHORIZATION_FAILED, why))
+            return
+
+        def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
+            request.complete(answer if answer is not None else error_body(error, why))
+
+        self._forward(request, ApiKeys.DESCRIBE_QUORUM, req, 0, respond)
 
     # ------------------------------------------------------------------ DESCRIBE_CLUSTER (60)
 

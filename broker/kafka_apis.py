@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from broker.admin_apis import AdminApis
@@ -59,9 +59,14 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
 # Kafka's internal topics (Metadata's is_internal).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
-# Served to Kafka's own clients only (docs/clients.md): isrsim's tools send these to the controller.
-KAFKA_ENCODING_ONLY_APIS = frozenset(
-    {ApiKeys.CREATE_TOPICS, ApiKeys.DELETE_TOPICS, ApiKeys.DESCRIBE_CONFIGS, ApiKeys.DESCRIBE_CLUSTER}
+# A client's admin requests, in either encoding (docs/clients.md): answered here or forwarded to the
+# active controller (KIP-590), so any broker's address does for them.
+ADMIN_APIS: tuple[ApiKeys, ...] = (
+    ApiKeys.CREATE_TOPICS,
+    ApiKeys.DELETE_TOPICS,
+    ApiKeys.DESCRIBE_CONFIGS,
+    ApiKeys.DESCRIBE_CLUSTER,
+    ApiKeys.DESCRIBE_QUORUM,
 )
 
 # What the principal needs on the cluster before these are handled at all (docs/security.md): the
@@ -86,8 +91,10 @@ class KafkaApis:
         # Where INIT_PRODUCER_ID's ids come from (set by the server).
         self.producer_id_manager: ProducerIdManager | None = None
         self.broker_id = replica_manager.broker_id
-        self.supported: dict[int, tuple[int, int]] = {int(k): m.SUPPORTED_VERSIONS[k] for k in BROKER_APIS}
-        self._handlers: dict[int, Callable[[Request, Any], None]] = {
+        self.supported: dict[int, tuple[int, int]] = {
+            int(k): m.SUPPORTED_VERSIONS[k] for k in (*BROKER_APIS, *ADMIN_APIS)
+        }
+        self._handlers: dict[int, Callable[[Request, Any], Coroutine[Any, Any, None] | None]] = {
             ApiKeys.PRODUCE: self.handle_produce,
             ApiKeys.FETCH: self.handle_fetch,
             ApiKeys.LIST_OFFSETS: self.handle_list_offsets,
@@ -100,8 +107,7 @@ class KafkaApis:
             ApiKeys.DESCRIBE_REPLICA_STATE: self.handle_describe_replica_state,
             ApiKeys.INIT_PRODUCER_ID: self.handle_init_producer_id,
         }
-        # Kafka clients' admin requests (forwarded to the controller, KIP-590) and auto-creation: served in
-        # Kafka's encoding only (isrsim's own tools ask the controller).
+        # Clients' admin requests (forwarded to the controller, KIP-590) and auto-creation.
         self.admin = AdminApis(self.broker_id, replica_manager.metadata_cache, auth, "isrsim")
         self._handlers.update(
             {
@@ -109,6 +115,7 @@ class KafkaApis:
                 ApiKeys.DELETE_TOPICS: self.admin.handle_delete_topics,
                 ApiKeys.DESCRIBE_CONFIGS: self.admin.handle_describe_configs,
                 ApiKeys.DESCRIBE_CLUSTER: self.admin.handle_describe_cluster,
+                ApiKeys.DESCRIBE_QUORUM: self.admin.handle_describe_quorum,
             }
         )
         # The versions offered to a client in Kafka's encoding (docs/clients.md): those of the APIs served,
@@ -127,7 +134,7 @@ class KafkaApis:
 
     async def handle(self, request: Request) -> None:
         handler = self._handlers.get(request.api_key)
-        if handler is None or (request.api_key in KAFKA_ENCODING_ONLY_APIS and not request.kafka_encoding):
+        if handler is None:
             request.complete(
                 error_body(Errors.UNSUPPORTED_VERSION, f"api_key {request.api_key} is not served by a broker")
             )
@@ -147,7 +154,9 @@ class KafkaApis:
             cluster_operation = CLUSTER_OPERATION_APIS.get(request.api_key)
             if cluster_operation is not None:
                 self.auth.authorize_cluster_operation(request, cluster_operation)
-            handler(request, body)
+            pending = handler(request, body)
+            if pending is not None:
+                await pending
         except KafkaError as exc:
             request.complete(error_body(exc.error, exc.message))
 
@@ -376,10 +385,14 @@ class KafkaApis:
         )
         return True
 
-    def handle_leader_and_isr(self, request: Request, req: m.LeaderAndIsrRequest) -> None:
+    def handle_leader_and_isr(
+        self, request: Request, req: m.LeaderAndIsrRequest
+    ) -> Coroutine[Any, Any, None] | None:
+        """Validated here; applied by the coroutine returned (it may wait for the disk), which ``handle``
+        awaits."""
         if self._stale_broker_epoch(req.broker_epoch, "LEADER_AND_ISR"):
             request.complete(to_body(m.LeaderAndIsrResponse(error_code=int(Errors.STALE_BROKER_EPOCH))))
-            return
+            return None
         invalid = _invalid_topic_partitions(req.topic_states)
         states = [
             (
@@ -399,22 +412,30 @@ class KafkaApis:
             for p in t.partition_states
         ]
         leaders = [BrokerEndpoint(b.broker_id, b.host_name, b.port) for b in req.live_leaders]
-        error, errors = self.replica_manager.become_leader_or_follower(
-            req.controller_id, req.controller_epoch, states, leaders
-        )
-        errors = _with_invalid(error, errors, invalid)
-        partition_errors = [
-            m.LeaderAndIsrResponsePartitionError(topic_name=tp[0], partition_index=tp[1], error_code=int(e))
-            for tp, e in errors.items()
-        ]
-        request.complete(
-            to_body(m.LeaderAndIsrResponse(error_code=int(error), partition_errors=partition_errors))
-        )
 
-    def handle_stop_replica(self, request: Request, req: m.StopReplicaRequest) -> None:
+        async def apply() -> None:
+            error, errors = await self.replica_manager.become_leader_or_follower_async(
+                req.controller_id, req.controller_epoch, states, leaders
+            )
+            errors = _with_invalid(error, errors, invalid)
+            partition_errors = [
+                m.LeaderAndIsrResponsePartitionError(
+                    topic_name=tp[0], partition_index=tp[1], error_code=int(e)
+                )
+                for tp, e in errors.items()
+            ]
+            request.complete(
+                to_body(m.LeaderAndIsrResponse(error_code=int(error), partition_errors=partition_errors))
+            )
+
+        return apply()
+
+    def handle_stop_replica(
+        self, request: Request, req: m.StopReplicaRequest
+    ) -> Coroutine[Any, Any, None] | None:
         if self._stale_broker_epoch(req.broker_epoch, "STOP_REPLICA"):
             request.complete(to_body(m.StopReplicaResponse(error_code=int(Errors.STALE_BROKER_EPOCH))))
-            return
+            return None
         invalid = _invalid_topic_partitions(req.topic_states)
         states = [
             ((t.topic_name, p.partition_index), p.leader_epoch, p.delete_partition)
@@ -422,15 +443,23 @@ class KafkaApis:
             if is_valid_topic_name(t.topic_name)
             for p in t.partition_states
         ]
-        error, errors = self.replica_manager.stop_replicas(req.controller_id, req.controller_epoch, states)
-        errors = _with_invalid(error, errors, invalid)
-        partition_errors = [
-            m.StopReplicaResponsePartitionError(topic_name=tp[0], partition_index=tp[1], error_code=int(e))
-            for tp, e in errors.items()
-        ]
-        request.complete(
-            to_body(m.StopReplicaResponse(error_code=int(error), partition_errors=partition_errors))
-        )
+
+        async def apply() -> None:
+            error, errors = await self.replica_manager.stop_replicas_async(
+                req.controller_id, req.controller_epoch, states
+            )
+            errors = _with_invalid(error, errors, invalid)
+            partition_errors = [
+                m.StopReplicaResponsePartitionError(
+                    topic_name=tp[0], partition_index=tp[1], error_code=int(e)
+                )
+                for tp, e in errors.items()
+            ]
+            request.complete(
+                to_body(m.StopReplicaResponse(error_code=int(error), partition_errors=partition_errors))
+            )
+
+        return apply()
 
     def handle_update_metadata(self, request: Request, req: m.UpdateMetadataRequest) -> None:
         if self._stale_broker_epoch(req.broker_epoch, "UPDATE_METADATA"):

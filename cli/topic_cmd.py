@@ -1,4 +1,6 @@
-"""``isrsim topic create|describe|delete`` (kafka-topics), answered by the controller."""
+"""``isrsim topic create|describe|delete`` (kafka-topics), answered by the active controller: reached
+through any voter, or through any broker (which forwards CREATE_TOPICS, DELETE_TOPICS and DESCRIBE_CONFIGS
+to it and answers METADATA from its cache)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ from protocol import ApiKeys, Errors, error_name
 
 
 def _controller(data_dir: Path | None, bootstrap_server: str | None) -> list[Voter]:
-    """The controllers to ask: ``--bootstrap-server`` (one or more host:port, comma-separated), else every
-    controller of the cluster at ``--data-dir``; requests reach the active one through any of them."""
+    """Where to ask: ``--bootstrap-server`` (one or more host:port of brokers or controllers,
+    comma-separated), else every controller of the cluster at ``--data-dir``; requests reach the active
+    controller through any of them."""
     if bootstrap_server:
         try:
             addresses = [parse_address(a) for a in bootstrap_server.split(",") if a.strip()]
@@ -50,8 +53,8 @@ def _request(
         )
     if resp.get("error_code") == Errors.UNSUPPORTED_VERSION:
         raise click.ClickException(
-            f"{where} does not serve {api.name}: topics are managed by the controller; "
-            "pass the controllers' addresses (controller.quorum.voters) or use --data-dir"
+            f"{where} does not serve {api.name}; "
+            "pass a broker's or the controllers' addresses (controller.quorum.voters) or use --data-dir"
         )
     if resp.get("error_code") == Errors.NOT_CONTROLLER:
         raise click.ClickException(
@@ -72,7 +75,8 @@ def _options(f: Any) -> Any:
     return click.option(
         "--bootstrap-server",
         default=None,
-        help="The controllers' host:port, comma-separated (any voter: requests reach the active one).",
+        help="Brokers' or controllers' host:port, comma-separated (any one will do: requests reach the "
+        "active controller through it).",
     )(f)
 
 
@@ -98,6 +102,9 @@ def topic() -> None:
 
 
 CONFIG_RESOURCE_TOPIC = 2
+CONFIG_SOURCE_TOPIC = 1
+# Shown on the Configs line whatever their source; any other config only when the topic sets it.
+ALWAYS_SHOWN_CONFIGS = ("min.insync.replicas", "unclean.leader.election.enable")
 
 # Kafka's internal topics (Topic.isInternal), which --exclude-internal leaves out.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -145,8 +152,13 @@ def _topic_configs(address: list[Voter], names: list[str]) -> dict[str, dict[str
     for r in resp.get("results", []):
         if r.get("error_code", 0) != 0:
             continue
+        # "default": not the topic's own value (Kafka's default or the controller's setting)
         out[r["resource_name"]] = {
-            c["name"]: {"value": c.get("value"), "default": bool(c.get("is_default"))} for c in r["configs"]
+            c["name"]: {
+                "value": c.get("value"),
+                "default": c.get("config_source", CONFIG_SOURCE_TOPIC) != CONFIG_SOURCE_TOPIC,
+            }
+            for c in r["configs"]
         }
     return out
 
@@ -313,7 +325,9 @@ def topic_describe(
     console = Console()
     for t in [] if filtered else topics:  # with a filter, kafka-topics prints the partitions alone
         shown = ", ".join(
-            f"{k}={v['value']}" + (" (default)" if v["default"] else "") for k, v in t["configs"].items()
+            f"{k}={v['value']}" + (" (default)" if v["default"] else "")
+            for k, v in t["configs"].items()
+            if k in ALWAYS_SHOWN_CONFIGS or not v["default"]
         )
         click.echo(f"Topic: {t['name']}\tPartitionCount: {len(t['partitions'])}\tConfigs: {shown or '-'}")
     table = Table()

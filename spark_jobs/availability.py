@@ -3,7 +3,8 @@ acknowledged, failed and left unknown, and the write stalls, each with its cause
 and the fault in force.
 
 - **Counts** come from the workload's ``attempts-<producer_id>.jsonl`` summary lines (``isrsim produce``,
-  ``chaos``, the demo); without them only ``acknowledged`` is known (from the acknowledgement journals).
+  ``chaos``, the demo), plus every record other clients got acknowledged (the leaders' ``acked.jsonl``):
+  those clients' failed sends are not journaled, so they count as intended once acknowledged.
 - A **stall** is a stretch of at least ``STALL_MS`` with no acknowledgement on a partition the workload was
   writing to: between two acknowledgements of the partition (or from the workload's start to the first)
   while a batch sent before the second was waiting, or after the last one while batches failed. A batch's
@@ -12,8 +13,8 @@ and the fault in force.
 - **Cause**, from the journals: ``leader_fenced`` (the controller fenced the partition's leader during the
   stall), ``no_leader`` (a new leader was elected during it), ``isr_shrink_wait`` (the ISR shrank during it:
   acks=all writes waited for a dead or slow follower to be dropped), ``controller_unreachable`` (a fault
-  cut the controller off), else ``unknown``. **Fault**: the fault window in force when the stall began
-  (else the first one overlapping it).
+  cut the controller off: its links, or those of a quorum's voter, named by its id), else ``unknown``.
+  **Fault**: the fault window in force when the stall began (else the first one overlapping it).
 
 Candidate gaps are found by Spark (a window per partition); the few stalls are classified on the driver
 from the journal events ``converge.collect_events`` already gathered.
@@ -161,8 +162,11 @@ def classify(stall: Stall, events: list[Event], windows: list[FaultWindow]) -> S
             isr = frozenset(e.isr)
         if e.event == "broker_fenced" and e.broker_id is not None and start - STALL_MS <= e.ts_ms:
             fenced.add(e.broker_id)
+    # The controller end of a link: ``controller``, or a voter of a quorum by its id (what chaos and
+    # `isrsim net` name on a quorum): the controllers that wrote journal lines.
+    voters = {str(e.owner) for e in events if e.source == "controller" and e.owner is not None}
     controller_cut = any(
-        "controller" in w.nodes
+        ("controller" in w.nodes or any(n in voters for n in w.nodes))
         and w.action in ("partition", "isolate", "loss", "delay")
         and _overlaps(w, start, end)
         for w in windows
@@ -210,31 +214,56 @@ def workload_attempts(spark: SparkSession, paths: list[str]) -> tuple[list[dict[
     return summaries, failed
 
 
+OTHER_CLIENTS_MEANING = (
+    "intended = what isrsim produce meant to write (its attempts journal) plus every record other clients "
+    "got acknowledged (the leaders' acked.jsonl): another client's failed or unanswered sends are not "
+    "journaled, so for those clients intended = acknowledged"
+)
+ONLY_OTHER_CLIENTS_MEANING = (
+    "no isrsim produce run wrote here: intended = acknowledged = every record the leaders journaled as "
+    "acknowledged (acked.jsonl); a client's failed or unanswered sends are not journaled, so the ratio "
+    "cannot show them"
+)
+
+
 def summarise(
-    summaries: list[dict[str, Any]], acknowledged_records: int, stalls: list[Stall], t0_ms: int
+    summaries: list[dict[str, Any]],
+    acknowledged_records: int,
+    stalls: list[Stall],
+    t0_ms: int,
+    other_records: int | None = None,
 ) -> dict[str, Any]:
-    """``report.json``'s ``availability``."""
-    intended: int | None = None
-    failed: int | None = None
-    unknown: int | None = None
-    ratio: float | None = None
-    if summaries:
-        intended = sum(int(s.get("intended") or 0) for s in summaries)
-        acknowledged = sum(int(s.get("acknowledged") or 0) for s in summaries)
-        failed = sum(int(s.get("failed") or 0) for s in summaries)
-        unknown = sum(int(s.get("unknown") or 0) for s in summaries)
-        ratio = round(acknowledged / intended, 4) if intended else None
+    """``report.json``'s ``availability``. ``acknowledged_records``: every acknowledged record, once (the
+    leaders' ``acked.jsonl`` and the workload's journal); ``other_records``: those no workload summary
+    counts (other clients': librdkafka, kafka-python, a Java client, the bench), all of
+    ``acknowledged_records`` when None and there is no summary."""
+    if other_records is None:
+        other_records = 0 if summaries else acknowledged_records
+    intended = sum(int(s.get("intended") or 0) for s in summaries) + other_records
+    acknowledged = sum(int(s.get("acknowledged") or 0) for s in summaries) + other_records
+    failed: int | None = sum(int(s.get("failed") or 0) for s in summaries) if summaries else None
+    unknown: int | None = sum(int(s.get("unknown") or 0) for s in summaries) if summaries else None
+    ratio = round(acknowledged / intended, 4) if intended else None
+    if summaries and other_records:
+        counted_by, meaning = "workload and acknowledgement journals", OTHER_CLIENTS_MEANING
+    elif summaries:
+        counted_by, meaning = (
+            "workload",
+            "intended = what isrsim produce meant to write (its attempts journal)",
+        )
     else:
-        acknowledged = acknowledged_records
+        counted_by, meaning = "acknowledgement journals", ONLY_OTHER_CLIENTS_MEANING
     rows = sorted(stalls, key=lambda s: (s.from_ms, s.topic, s.partition))
     longest = max(rows, key=lambda s: s.to_ms - s.from_ms, default=None)
     return {
-        "intended": intended,
+        "intended": intended if summaries or intended else None,
         "acknowledged": acknowledged,
         "failed": failed,
         "unknown": unknown,
         "acknowledged_ratio": ratio,
-        "counted_by": "workload" if summaries else "acknowledgement journals",
+        "counted_by": counted_by,
+        "other_clients_records": other_records,
+        "intended_means": meaning,
         "longest_stall_s": round(longest.seconds, 3) if longest else 0.0,
         "longest_stall": _row(longest, t0_ms) if longest else None,
         "stalls": [_row(s, t0_ms) for s in rows],
@@ -254,22 +283,32 @@ def _row(s: Stall, t0_ms: int) -> dict[str, Any]:
 
 
 def availability_sentence(availability: dict[str, Any] | None) -> str:
-    """``45 % of intended writes acknowledged; longest stall 21.3 s during partition 2 <-> 3``."""
-    if not availability:
-        return ""
-    parts = []
-    ratio = availability.get("acknowledged_ratio")
-    if ratio is not None:
-        parts.append(f"{ratio * 100:.0f} % of intended writes acknowledged")
-    elif availability.get("acknowledged"):
-        parts.append(f"{availability['acknowledged']:,} records acknowledged (intended unknown)")
-    longest = availability.get("longest_stall")
-    if longest:
-        during = f" during {longest['fault']}" if longest.get("fault") else ""
-        parts.append(f"longest stall {longest['seconds']:.1f} s{during}")
-    elif availability.get("acknowledged"):
-        parts.append("no write stall")
-    return "; ".join(parts)
+    """What the first line of the summary says of availability, always both figures SPEC names: the
+    acknowledged ratio and the longest stall, e.g. ``45 % of intended writes acknowledged; longest stall
+    21.3 s during partition 2 <-> 3`` (``longest stall 0.0 s`` when no write stalled)."""
+    a = availability or {}
+    ratio = a.get("acknowledged_ratio")
+    others = int(a.get("other_clients_records") or 0)
+    if ratio is not None and a.get("counted_by") == "acknowledgement journals":
+        said = (
+            f"{ratio * 100:.0f} % of intended writes acknowledged ({a.get('acknowledged', 0):,} records, all "
+            "by other clients than isrsim produce: intended = acknowledged, their failures are not journaled)"
+        )
+    elif ratio is not None and others:
+        said = (
+            f"{ratio * 100:.0f} % of intended writes acknowledged ({others:,} records by other clients, "
+            "counted as intended once acknowledged)"
+        )
+    elif ratio is not None:
+        said = f"{ratio * 100:.0f} % of intended writes acknowledged"
+    elif a.get("acknowledged"):
+        said = f"{a['acknowledged']:,} records acknowledged (intended unknown)"
+    else:
+        said = "acknowledged ratio unknown (no write intended or acknowledged)"
+    longest = a.get("longest_stall")
+    seconds = float(a.get("longest_stall_s") or 0.0)
+    during = f" during {longest['fault']}" if longest and longest.get("fault") else ""
+    return f"{said}; longest stall {seconds:.1f} s{during}"
 
 
 __all__ = [

@@ -77,6 +77,8 @@ class Inputs:
     derived: dict[str, DataFrame] = field(default_factory=dict)
     # When the cluster's final stop began (see ``_shutdown_facts``), found while loading.
     shutdown_start: int | None = None
+    # The controllers' metadata logs: one row per batch header (``broker`` = the voter's id), as ``batches``.
+    metadata_batches: DataFrame | None = None
 
     @property
     def max_replicas(self) -> int:
@@ -160,6 +162,14 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
                 InputProblem(str(r["file"]), f"{r['kind']}: {r['problem']} at position {r['position']}")
             )
     batches = segments.filter(F.col("kind") == "batch").drop("kind", "problem")
+    metadata_batches = pinned(
+        spark.read.format("isrsim-segments")
+        .option("verify_crc", str(verify_crc).lower())
+        .option("metadata", "true")
+        .load(root)
+        .filter(F.col("kind") == "batch")
+        .drop("kind", "problem")
+    )
 
     # ---- checkpoints and journals: parsed once and cached; what the driver needs of them in one action.
     checkpoints = pinned(spark.read.format("isrsim-checkpoints").load(root))
@@ -241,6 +251,7 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
         problems,
         notes,
         shutdown_start=None if shutdown_start is None else int(shutdown_start),
+        metadata_batches=metadata_batches,
     )
 
 

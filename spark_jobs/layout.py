@@ -31,6 +31,8 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 _BROKER_DIR = re.compile(r"^broker-(\d+)$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]{1,249})-(?P<partition>\d+)$")
 _SEGMENT = re.compile(r"^(\d{20})\.log$")
+METADATA_LOG_DIR = "__cluster_metadata-0"
+_CONTROLLER_DIR = re.compile(r"^controller-(\d+)$")
 # meta.properties is looked for this many levels below broker-<id>/.
 _MAX_DEPTH = 3
 
@@ -82,6 +84,9 @@ class ClusterLayout:
     acked_journals: list[str] = field(default_factory=list)
     broker_acked_journals: list[str] = field(default_factory=list)
     attempt_journals: list[str] = field(default_factory=list)  # workload/attempts-*.jsonl
+    # Each voter's metadata log (``__cluster_metadata-0`` under a controller's directory): ``broker`` is the
+    # controller's id, ``topic``/``partition`` are ``__cluster_metadata``/0.
+    metadata_segments: list[SegmentFile] = field(default_factory=list)
     problems: list[InputProblem] = field(default_factory=list)
 
     @property
@@ -184,6 +189,58 @@ def _scan_data_dir(layout: ClusterLayout, broker: int, data_dir: Path) -> None:
     layout.brokers.append(BrokerDir(broker, str(data_dir), tuple(partitions)))
 
 
+def _controller_id(controller: Path) -> int | None:
+    """A controller directory's node id: ``controller-<id>``, else its ``controller.properties``."""
+    m = _CONTROLLER_DIR.match(controller.name)
+    if m is not None:
+        return int(m.group(1))
+    for props in _find_files(controller, "controller.properties"):
+        try:
+            raw = read_properties(props).get("node.id")
+            return int(raw) if raw is not None else None
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+    return None
+
+
+def _find_dirs(directory: Path, name: str, depth: int = 0) -> list[Path]:
+    found: list[Path] = []
+    try:
+        entries = sorted(p for p in directory.iterdir() if p.is_dir())
+    except OSError:
+        return found
+    for entry in entries:
+        if entry.name == name:
+            found.append(entry)
+        elif depth < _MAX_DEPTH:
+            found.extend(_find_dirs(entry, name, depth + 1))
+    return found
+
+
+def _scan_metadata_log(layout: ClusterLayout, controller: Path) -> None:
+    """The segments of the controller's metadata log (``metadata.log.dir``/__cluster_metadata-0)."""
+    voter = _controller_id(controller)
+    if voter is None:
+        return
+    for log_dir in _find_dirs(controller, METADATA_LOG_DIR)[:1]:
+        try:
+            names = sorted(os.listdir(log_dir))
+        except OSError as exc:
+            layout.problems.append(InputProblem(str(log_dir), f"cannot list metadata log directory: {exc}"))
+            continue
+        segs = sorted((int(m.group(1)), name) for name in names if (m := _SEGMENT.match(name)))
+        for i, (base, name) in enumerate(segs):
+            path = log_dir / name
+            try:
+                size = path.stat().st_size
+            except OSError as exc:
+                layout.problems.append(InputProblem(str(path), f"cannot stat segment: {exc}"))
+                continue
+            layout.metadata_segments.append(
+                SegmentFile(voter, "__cluster_metadata", 0, str(path), base, size, i == len(segs) - 1)
+            )
+
+
 def discover(root: str | Path) -> ClusterLayout:
     """Every input file under ``root``. Problems are collected in ``layout.problems``."""
     root_path = Path(root)
@@ -231,6 +288,7 @@ def discover(root: str | Path) -> ClusterLayout:
         for controller in [root_path / "controller", *sorted(root_path.glob("controller-*"))]:
             if controller.is_dir():
                 add_journals(_find_files(controller, EVENTS_FILE), layout.controller_journals)
+                _scan_metadata_log(layout, controller)
     # The workload's journals: workload/, and any workload-<name>/ beside it (the compose report mounts a
     # host producer's journal directory as workload-host/, docs/docker.md).
     for workload in [root_path / "workload", *sorted(root_path.glob("workload-*"))]:

@@ -1,8 +1,10 @@
-"""The checks on the controller quorum (docs/controller.md), from the controllers' and brokers' journals.
+"""The checks on the controller quorum (docs/controller.md), from the controllers' and brokers' journals and
+the controllers' metadata logs.
 
 - ``one_leader_per_epoch``: no two controllers journaled ``quorum_state`` role ``leader`` for one epoch;
-- ``metadata_log_matching``: every committed metadata batch (``metadata_committed``: offset, CRC) is the
-  same on every voter that committed it (Raft's log matching, on what the quorum committed);
+- ``metadata_log_matching``: every committed metadata batch is the same on every voter: each voter's
+  metadata log on disk (``__cluster_metadata-0``), read below the offset its journal says it committed
+  (``metadata_committed``), and the journal lines themselves (Raft's log matching, on what was committed);
 - ``no_stale_controller_obeyed``: no broker applied a LEADER_AND_ISR or STOP_REPLICA (its
   ``became_leader``, ``became_follower`` and ``partition_stopped`` lines, which carry the request's
   ``controller_epoch``) whose controller epoch was lower than one it had already accepted in the same
@@ -70,40 +72,151 @@ def check_one_leader_per_epoch(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAM
 # ------------------------------------------------------------------------------------- metadata log matching
 
 
-def metadata_log_matching_violations(journal: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(committed offsets whose batches differ between voters, every committed offset)."""
-    committed = (
-        _controller(journal, "metadata_committed")
-        .filter(F.col("offset").isNotNull())
-        .groupBy("offset")
-        .agg(
-            F.array_sort(F.collect_set("crc")).alias("crcs"),
-            F.array_sort(F.collect_set("leader_epoch")).alias("leader_epochs"),
-            F.array_sort(F.collect_set("owner")).alias("voters"),
+def metadata_log_matching_violations(
+    journal: DataFrame, log_batches: DataFrame | None = None
+) -> tuple[DataFrame, DataFrame]:
+    """(committed metadata batches that differ, every committed batch compared: ``base_offset``).
+
+    What each voter committed: the batches it journaled as committed (``metadata_committed``: offset,
+    last offset, leader epoch, CRC), so its committed end is the last of them + 1. ``log_batches``: the
+    batch headers of every voter's metadata log on disk (``__cluster_metadata-0``; ``broker`` is the
+    voter); each voter's log is read below its own committed end (an uncommitted tail may differ, as Raft
+    allows). At each committed base offset every side (each voter's log and each voter's journal line)
+    must hold the same batch (last offset, leader epoch, CRC), the log's bytes must match their CRC, and
+    a voter with a metadata log must hold every batch below its committed end."""
+    committed = _controller(journal, "metadata_committed").filter(F.col("offset").isNotNull())
+    ends = committed.groupBy(F.col("owner").alias("voter")).agg(
+        (F.max(F.coalesce("last_offset", "offset")) + 1).alias("committed_end")
+    )
+    journal_sides = committed.select(
+        F.col("owner").alias("voter"),
+        F.col("offset").alias("base_offset"),
+        F.coalesce("last_offset", "offset").alias("last_offset"),
+        "leader_epoch",
+        "crc",
+        F.lit(True).alias("crc_ok"),
+        F.lit("journal").alias("side"),
+    )
+    sides = journal_sides
+    if log_batches is not None:
+        log_sides = (
+            log_batches.select(
+                F.col("broker").alias("voter"),
+                "base_offset",
+                "last_offset",
+                "leader_epoch",
+                "crc",
+                F.coalesce("crc_ok", F.lit(True)).alias("crc_ok"),
+                F.lit("log").alias("side"),
+            )
+            .join(ends, "voter")
+            .filter(F.col("last_offset") < F.col("committed_end"))
+            .drop("committed_end")
+        )
+        sides = sides.unionByName(log_sides)
+    by_offset = sides.groupBy("base_offset").agg(
+        F.array_sort(
+            F.collect_list(F.struct("voter", "side", "last_offset", "leader_epoch", "crc", "crc_ok"))
+        ).alias("sides"),
+        F.max("last_offset").alias("last_offset"),
+    )
+    distinct = F.size(
+        F.array_distinct(
+            F.transform("sides", lambda x: F.struct(x["last_offset"], x["leader_epoch"], x["crc"]))
         )
     )
-    return committed.filter((F.size("crcs") > 1) | (F.size("leader_epochs") > 1)), committed
+    bad_crc = F.exists("sides", lambda x: ~x["crc_ok"])
+    if log_batches is not None:
+        with_log = log_batches.select(F.col("broker").alias("voter")).distinct()
+        expected = with_log.join(ends, "voter")
+        holders = F.transform(F.filter("sides", lambda x: x["side"] == "log"), lambda x: x["voter"])
+        missing_df = (
+            by_offset.join(expected, F.col("base_offset") < F.col("committed_end"))
+            .filter(~F.array_contains(holders, F.col("voter")))
+            .groupBy("base_offset")
+            .agg(F.array_sort(F.collect_list("voter")).alias("missing_on"))
+        )
+        by_offset = by_offset.join(missing_df, "base_offset", "left")
+    else:
+        by_offset = by_offset.withColumn("missing_on", F.lit(None).cast("array<int>"))
+    problem = (
+        F.when(distinct > 1, F.lit("voters hold different committed batches at this offset"))
+        .when(bad_crc, F.lit("a committed batch's bytes do not match its CRC"))
+        .when(F.size(F.coalesce("missing_on", F.array().cast("array<int>"))) > 0, F.lit("missing"))
+    )
+    detail = F.array_join(
+        F.transform(
+            "sides",
+            lambda x: F.format_string(
+                "voter %d %s: %d-%d epoch %d crc %d%s",
+                x["voter"],
+                x["side"],
+                F.col("base_offset"),
+                x["last_offset"],
+                x["leader_epoch"],
+                x["crc"],
+                F.when(x["crc_ok"], F.lit("")).otherwise(F.lit(" (bytes fail the CRC)")),
+            ),
+        ),
+        "; ",
+    )
+    violations = (
+        by_offset.withColumn("problem", problem)
+        .filter(F.col("problem").isNotNull())
+        .select(
+            F.col("base_offset").alias("offset"),
+            "problem",
+            F.concat(
+                detail,
+                F.when(
+                    F.size(F.coalesce("missing_on", F.array().cast("array<int>"))) > 0,
+                    F.concat(
+                        F.lit("; missing on voter(s) "),
+                        F.array_join(F.col("missing_on").cast("array<string>"), ","),
+                    ),
+                ).otherwise(F.lit("")),
+            ).alias("detail"),
+            F.coalesce("missing_on", F.array().cast("array<int>")).alias("missing_on"),
+        )
+    )
+    return violations, by_offset.select("base_offset")
 
 
-def phrase_metadata_log_matching(got: dict[str, list[dict[str, Any]]]) -> CheckResult:
+def phrase_metadata_log_matching(
+    got: dict[str, list[dict[str, Any]]], *, voters_with_logs: int = 0
+) -> CheckResult:
     checked = int(single(got["offsets"]) or 0)
+    notes = []
+    if checked:
+        notes.append(
+            f"{checked} committed metadata batch(es) compared: each voter's metadata log on disk "
+            f"(__cluster_metadata-0 segments of {voters_with_logs} voter(s)) below what that voter journaled "
+            "as committed, and the voters' metadata_committed journal lines"
+        )
+        if not voters_with_logs:
+            notes.append("no voter's metadata log was found on disk: the journals alone were compared")
+    else:
+        notes.append("no committed metadata records journaled (a controller without a quorum?)")
     return finished(
         "metadata_log_matching",
         "Committed metadata log identical across voters",
-        "Every metadata batch a voter saw committed (metadata_committed) has the same CRC and leader epoch "
-        "on every voter that committed that offset.",
+        "Every committed metadata batch is the same on every voter: read from each voter's metadata log "
+        "(__cluster_metadata-0) up to the offset its journal says it committed, and from the voters' "
+        "metadata_committed journal lines, each batch has the same base and last offset, leader epoch and "
+        "CRC everywhere, its bytes match the CRC, and no voter misses one below its committed offset.",
         got,
         checked=checked or None,
-        notes=[] if checked else ["no committed metadata records journaled (a controller without a quorum?)"],
+        notes=notes,
     )
 
 
 def check_metadata_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    violations, offsets = metadata_log_matching_violations(inp.journal)
+    violations, offsets = metadata_log_matching_violations(inp.journal, inp.metadata_batches)
+    voters = len({s.broker for s in inp.layout.metadata_segments})
     got = collect_tables(
         {**violation_tables(violations, ["offset"], max_examples), "offsets": count_of(offsets)}
     )
-    return phrase_metadata_log_matching(got)
+    return phrase_metadata_log_matching(got, voters_with_logs=voters)
 
 
 # ------------------------------------------------------------------------------------- stale controller

@@ -347,7 +347,7 @@ def _availability_html(a: dict[str, Any] | None, t0_ms: int | None) -> str:
     ratio = a.get("acknowledged_ratio")
     head = (
         "<h2 id='availability'>Availability</h2>"
-        f"<p><b>{_e(availability_sentence(a) or 'nothing acknowledged')}</b></p>"
+        f"<p><b>{_e(availability_sentence(a))}</b></p>"
         "<table><tr><th>intended</th><th>acknowledged</th><th>failed</th><th>unknown</th>"
         "<th>acknowledged / intended</th><th>longest stall (s)</th></tr>"
         f"<tr><td class='num'>{n(a.get('intended'))}</td><td class='num'>{n(a.get('acknowledged'))}</td>"
@@ -407,16 +407,20 @@ def _say(
 
 
 def render_terminal(console: Console, report: dict[str, Any], out: Path) -> None:
-    """Plain lines (no table): a verdict line, a line per check, t0, the time to full ISR, the faults; long
-    lines wrap under their own indent at the console's width, with nothing padded."""
+    """Plain lines (no table): a verdict line (never wrapped), a line per check, t0, the time to full ISR,
+    the faults; the other long lines wrap under their own indent at the console's width, with nothing
+    padded."""
     style = {"valid": "green", "invalid": "bold red", "unknown": "yellow"}
     verdict = report["verdict"]
     counts = ", ".join(f"{n} {v}" for v, n in report.get("verdict_counts", {}).items() if n)
-    first = f"isrsim report: {verdict.upper()}  ({counts})"
-    said = availability_sentence(report.get("availability"))
-    if said:
-        first += f"; {said}"
-    _say(console, first, 2, "bold", (15, 15 + len(verdict), style.get(verdict, "")))
+    # SPEC 12: the first line names the verdict, the acknowledged ratio and the longest stall; it is never
+    # wrapped, so a reader (or a script) taking the first line of stdout gets all three.
+    first = (
+        f"isrsim report: {verdict.upper()}  ({counts}); {availability_sentence(report.get('availability'))}"
+    )
+    line = Text(first, style="bold")
+    line.stylize(style.get(verdict, ""), 15, 15 + len(verdict))
+    console.print(line, soft_wrap=True, highlight=False, crop=False, overflow="ignore")
     _say(console, f"  {VERDICT_WORDS.get(verdict, '')}", 2, "dim")
     t0 = report.get("t0_ms")
     for c in report["checks"]:

@@ -359,7 +359,9 @@ class SegmentsReader(DataSourceReader):  # type: ignore[misc]
         max_bytes: int,
         open_cost: int,
         min_partitions: int,
+        metadata: bool = False,
     ) -> None:
+        self.metadata = metadata
         self.root = root
         self.schema = schema
         self.verify_crc = verify_crc
@@ -368,9 +370,9 @@ class SegmentsReader(DataSourceReader):  # type: ignore[misc]
         self.min_partitions = min_partitions
 
     def partitions(self) -> Sequence[InputPartition]:
-        groups = pack_segments(
-            discover(self.root).segments, self.max_bytes, self.open_cost, self.min_partitions
-        )
+        layout = discover(self.root)
+        segments = layout.metadata_segments if self.metadata else layout.segments
+        groups = pack_segments(segments, self.max_bytes, self.open_cost, self.min_partitions)
         return [_SegmentPartition(tuple(g), self.verify_crc) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -385,7 +387,9 @@ class SegmentsReader(DataSourceReader):  # type: ignore[misc]
 
 class SegmentsDataSource(DataSource):  # type: ignore[misc]
     """``spark.read.format("isrsim-segments").load(root)``. Options: ``verify_crc`` (default true),
-    ``max_partition_bytes`` (default 128 MiB), ``open_cost_bytes`` (4 MiB), ``min_partitions`` (1)."""
+    ``max_partition_bytes`` (default 128 MiB), ``open_cost_bytes`` (4 MiB), ``min_partitions`` (1),
+    ``metadata`` (default false: the brokers' partitions; true: the controllers' metadata logs, one row
+    per batch with ``broker`` the voter's id)."""
 
     @classmethod
     def name(cls) -> str:
@@ -403,6 +407,7 @@ class SegmentsDataSource(DataSource):  # type: ignore[misc]
             int(o.get("max_partition_bytes", 128 << 20)),
             int(o.get("open_cost_bytes", 4 << 20)),
             int(o.get("min_partitions", 1)),
+            _bool_option(o, "metadata", False),
         )
 
 

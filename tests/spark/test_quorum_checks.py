@@ -94,8 +94,22 @@ def test_quorum_checks(spark: Any) -> None:
     assert rows(two, "epoch", "leaders") == [(2, [1001, 1002])]
     assert epochs.count() == 2
     differ, offsets = metadata_log_matching_violations(j)
-    assert rows(differ, "offset", "crcs", "voters") == [(1, [22, 23], [1000, 1002])]
+    assert rows(differ, "offset", "problem") == [
+        (1, "voters hold different committed batches at this offset")
+    ]
     assert offsets.count() == 2
+    # The voters' metadata logs on disk, each read below what its journal says it committed (1000: offsets
+    # 0-1; 1001: offset 0 only, so its uncommitted offset 1 is not compared): 1001's committed offset 0
+    # fails its CRC, 1000's log lacks its committed offset 1 and 1002 has no log.
+    logs = spark.createDataFrame(
+        [(1000, 0, 0, 1, 11, True), (1001, 0, 0, 1, 11, False), (1001, 1, 1, 1, 99, True)],
+        "broker INT, base_offset LONG, last_offset LONG, leader_epoch INT, crc LONG, crc_ok BOOLEAN",
+    )
+    differ, offsets = metadata_log_matching_violations(j, logs)
+    assert rows(differ, "offset", "problem", "missing_on") == [
+        (0, "a committed batch's bytes do not match its CRC", []),
+        (1, "voters hold different committed batches at this offset", [1000]),
+    ]
     stale, applied = stale_controller_obeyed_violations(j)
     assert rows(stale, "broker", "event", "controller_epoch", "highest_before") == [
         (1, "partition_stopped", 1, 2)

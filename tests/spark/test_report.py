@@ -110,6 +110,7 @@ def test_clean_run_passes_every_check(clean_run: Any) -> None:
     console = (outcome.out_dir.parent / "console.txt").read_text().splitlines()
     first = next(line for line in console if line.startswith("isrsim report:"))
     assert first.startswith("isrsim report: VALID  (14 valid); 100 % of intended writes acknowledged; ")
+    assert "; longest stall " in first and first.endswith(" s"), first
 
 
 def test_clean_run_reads_every_segment_and_tolerates_kill9_leftovers(clean_run: Any) -> None:
@@ -201,12 +202,14 @@ def test_unknown_where_nothing_could_be_checked(
     faults = checks["convergence"]["extra"]["faults"]
     assert [(f["kind"], f["broker"]) for f in faults if f["kind"] == "crash"] == [("crash", 1)]
     assert sorted(f["partition"] for f in faults if f["kind"] == "leader_change") == list(range(8))
-    # The summary: its verdict first, each check on its own line, no line past 80 columns, no Spark lines.
+    # The summary: its verdict first, whole on one line (SPEC 12: verdict, acknowledged ratio, longest
+    # stall; never wrapped), each check on its own line, no other line past 80 columns, no Spark lines.
     lines = result.output.splitlines()
-    assert "isrsim report: UNKNOWN" in result.output
+    verdict_line = next(line for line in lines if line.startswith("isrsim report: UNKNOWN"))
+    assert "; acknowledged ratio unknown" in verdict_line and "; longest stall 0.0 s" in verdict_line
     for name in unknown:
         assert "nothing to examine" in next(line for line in lines if f" {name} " in line)
-    assert max(len(line) for line in lines) <= 80
+    assert max(len(line) for line in lines if line != verdict_line) <= 80
     assert "log4j" not in result.output and "WARN" not in result.output
 
 

@@ -74,6 +74,13 @@ def test_each_stall_gets_its_cause_from_the_journals_and_the_fault_in_force() ->
         "controller_unreachable",
         "partition 2 <-> controller",
     )
+    # On a quorum the controller end is a voter's id (controller 1000 wrote the journal's lines).
+    isolated = [Window("isolate 1000", "isolate", ["1000"], T0 + 20_000, T0 + 30_000, "faults.jsonl")]
+    assert classify(stall(21_000, 24_000, 2), events, isolated).cause == "controller_unreachable"
+    partitioned = [
+        Window("partition 2 <-> 1001", "partition", ["2", "1001"], T0 + 20_000, None, "faults.jsonl")
+    ]
+    assert classify(stall(21_000, 24_000, 2), events, partitioned).cause == "unknown"  # 1001 is no voter here
     # The controller's shrink (it fenced a follower) carries no old_isr; journaled as the acks resume.
     fenced_follower = events_from_records(
         [
@@ -110,12 +117,36 @@ def test_counts_ratio_longest_stall_and_the_first_line() -> None:
     assert availability_sentence(a) == (
         "45 % of intended writes acknowledged; longest stall 21.3 s during partition 2 <-> 3"
     )
-    # Without the workload's counts (a Kafka client, the bench): the acknowledged records only.
+    # Only other clients (a Kafka client, the bench): every record the leaders journaled as acknowledged is
+    # counted, and intended is what they got acknowledged (their failures are not journaled), said so.
     b = summarise([], 5_000, [], T0)
     assert (b["intended"], b["acknowledged"], b["acknowledged_ratio"], b["longest_stall_s"]) == (
-        None,
         5_000,
-        None,
+        5_000,
+        1.0,
         0.0,
     )
-    assert availability_sentence(b) == "5,000 records acknowledged (intended unknown); no write stall"
+    assert b["counted_by"] == "acknowledgement journals" and "not journaled" in b["intended_means"]
+    assert availability_sentence(b) == (
+        "100 % of intended writes acknowledged (5,000 records, all by other clients than isrsim produce: "
+        "intended = acknowledged, their failures are not journaled); longest stall 0.0 s"
+    )
+    # isrsim produce and other clients: the others' acknowledged records count in both figures.
+    c = summarise(summaries, 30_000, [], T0, other_records=3_000)
+    assert (c["intended"], c["acknowledged"], c["failed"], c["acknowledged_ratio"]) == (
+        63_000,
+        30_000,
+        3_000,
+        0.4762,
+    )
+    assert c["counted_by"] == "workload and acknowledgement journals" and c["other_clients_records"] == 3_000
+    assert availability_sentence(c).startswith(
+        "48 % of intended writes acknowledged (3,000 records by other clients, counted as intended once "
+        "acknowledged); longest stall 0.0 s"
+    )
+    nothing = summarise([], 0, [], T0)
+    assert (nothing["intended"], nothing["acknowledged_ratio"]) == (None, None)
+    # SPEC 12: the ratio and the longest stall are always named, as figures.
+    assert availability_sentence(None) == (
+        "acknowledged ratio unknown (no write intended or acknowledged); longest stall 0.0 s"
+    )

@@ -107,6 +107,14 @@ def _report(verdicts: list[str]) -> dict[str, Any]:
         "verdict_counts": {v: verdicts.count(v) for v in ("valid", "invalid", "unknown")},
         "t0_ms": T0,
         "checks": checks,
+        "availability": {
+            "intended": 5000,
+            "acknowledged": 5000,
+            "acknowledged_ratio": 1.0,
+            "longest_stall_s": 0.0,
+            "longest_stall": None,
+            "stalls": [],
+        },
         "time_to_converge": {
             "overall": {"time_to_converge_ms": 350, "last_fault_end_s": 10.59, "converged_s": 10.94},
             "per_fault": [
@@ -146,7 +154,11 @@ def test_terminal_summary_fits_80_columns_in_a_log(
     render_terminal(console, _report(verdicts), Path("some/where/report"))
     text = buf.getvalue()
     lines = text.splitlines()
-    assert max(len(line) for line in lines) <= 80
+    # SPEC 12: the first line names the verdict, the acknowledged ratio and the longest stall, and is
+    # never wrapped; every other line fits 80 columns.
+    assert lines[0].endswith("; 100 % of intended writes acknowledged; longest stall 0.0 s"), lines[0]
+    assert len(lines[0]) > 80 and lines[1].startswith("  ") and "longest stall" not in lines[1]
+    assert max(len(line) for line in lines[1:]) <= 80
     assert not any(line != line.rstrip() for line in lines)  # no padding to the width in a log
     assert "\x1b[" not in text
     # Each check on its own line with its verdict; the first violation is there, its time in seconds.
