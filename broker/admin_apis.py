@@ -1,12 +1,14 @@
-"""What a broker answers for a Kafka client's admin requests (docs/clients.md): CreateTopics,
-DeleteTopics and DescribeConfigs are forwarded to the active controller (KIP-590, ``broker.forwarding``),
+"""What a broker answers for a client's admin requests (docs/clients.md), in either encoding: CreateTopics,
+DeleteTopics, DescribeConfigs and DescribeQuorum are forwarded to the active controller (KIP-590,
+``broker.forwarding``),
 DescribeCluster is answered from the broker's metadata cache, and a client's METADATA for a topic that does
 not exist creates it (Kafka's ``AutoTopicCreationManager``: ``auto.create.topics.enable``,
 ``num.partitions``, ``default.replication.factor``).
 
 The controller sees the broker's own principal on a forwarded request, so the client is authorized here
 first, as the controller would (Create on the cluster or the topic, Delete on the topic, DescribeConfigs on
-the topic); what it may not do is not forwarded and is answered TOPIC_AUTHORIZATION_FAILED.
+the topic, Describe on the cluster for DescribeQuorum); what it may not do is not forwarded and is answered
+TOPIC_AUTHORIZATION_FAILED (CLUSTER_AUTHORIZATION_FAILED for DescribeQuorum).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Any
 from broker.auth_helper import AuthHelper
 from broker.forwarding import ForwardingManager
 from broker.metadata_cache import MetadataCache
-from broker.request_channel import Request
+from broker.request_channel import Request, error_body
 from broker.security.acl import AclOperation, ResourceType
 from protocol import messages as m
+from protocol import raft_messages as rm
 from protocol.api_keys import ApiKeys
 from protocol.common import is_valid_topic_name
 from protocol.errors import Errors
@@ -254,6 +257,21 @@ class AdminApis:
             if wanted is None or e.name in wanted
         ]
         return result
+
+    # ------------------------------------------------------------------ DESCRIBE_QUORUM (55)
+
+    def handle_describe_quorum(self, request: Request, req: rm.DescribeQuorumRequest) -> None:
+        """Forwarded to the active controller, which leads the quorum (Kafka's broker forwards it too), after
+        Describe on the cluster is checked here."""
+        if not self.auth.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER):
+            why = f"Principal {request.principal} is not authorized to Describe the cluster"
+            request.complete(error_body(Errors.CLUSTER_AUTHORIZATION_FAILED, why))
+            return
+
+        def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
+            request.complete(answer if answer is not None else error_body(error, why))
+
+        self._forward(request, ApiKeys.DESCRIBE_QUORUM, req, 0, respond)
 
     # ------------------------------------------------------------------ DESCRIBE_CLUSTER (60)
 

@@ -1,6 +1,11 @@
 """Kafka's ``ForwardingManager`` (KIP-590): requests a broker does not decide itself (CreateTopics,
-DeleteTopics, DescribeConfigs, and the CreateTopics of auto-creation) go to the active controller over the
-broker's controller channel; the controller's answer is the client's answer.
+DeleteTopics, DescribeConfigs, DescribeQuorum, and the CreateTopics of auto-creation) go to the active
+controller over the broker's controller channel; the controller's answer is the client's answer.
+
+As Kafka's ``NodeToControllerChannelManager``, a request that meets a voter that is not the active
+controller (NOT_CONTROLLER, 41; for DescribeQuorum, NOT_LEADER_OR_FOLLOWER naming the leader) or a lost
+connection is sent again, to the leader it names or the next voter, after a short back-off, until its
+timeout: during an election a client waits for the new controller rather than failing at once.
 
 Each forwarded request runs as its own task in the manager's nursery, so a handler never waits on the
 controller. The broker authorizes the client before it forwards (the controller sees the broker's own
@@ -16,19 +21,44 @@ from typing import Any
 
 import trio
 
-from broker.lifecycle import CONTROLLER_UNREACHABLE, ControllerChannel
+from broker.backoff import ExponentialBackoff
+from broker.lifecycle import ControllerChannel, NotControllerError
 from protocol.api_keys import ApiKeys
+from protocol.client import ConnectionClosed
+from protocol.errors import Errors
 
 log = logging.getLogger(__name__)
 
 # The controller's answer (a docs/protocol.md body), or None when it could not be reached (and why).
 ForwardCallback = Callable[[dict[str, Any] | None, str], None]
 
+RETRY_BACKOFF_S = 0.05
+RETRY_BACKOFF_MAX_S = 1.0
+
+
+def quorum_leader_redirect(answer: dict[str, Any]) -> int | None:
+    """A DESCRIBE_QUORUM answer from a voter that is not the leader: the leader it names (-1: none known);
+    None for any other answer."""
+    try:
+        partition = answer["topics"][0]["partitions"][0]
+    except (KeyError, IndexError, TypeError):
+        return None
+    if partition.get("error_code") != Errors.NOT_LEADER_OR_FOLLOWER:
+        return None
+    return int(partition.get("leader_id", -1))
+
 
 class ForwardingManager:
-    def __init__(self, broker_id: int, channel: ControllerChannel) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        channel: ControllerChannel,
+        voter_ids: dict[int, tuple[str, int]] | None = None,
+    ) -> None:
         self.broker_id = broker_id
         self.channel = channel
+        # Each voter's address by id: where a DESCRIBE_QUORUM that names the leader goes next.
+        self.voter_ids = dict(voter_ids or {})
         self._nursery: trio.Nursery | None = None
         self.forwarded = 0
 
@@ -48,15 +78,37 @@ class ForwardingManager:
         nursery.start_soon(self._send, api_key, body, callback, timeout_s)
 
     async def _send(self, api_key: ApiKeys, body: Any, callback: ForwardCallback, timeout_s: float) -> None:
-        try:
-            response = await self.channel.request(api_key, body, timeout_s=timeout_s)
-        except CONTROLLER_UNREACHABLE as exc:
-            log.info("broker %d: %s not forwarded to the controller: %r", self.broker_id, api_key.name, exc)
-            response = None
-            why = f"the controller did not answer {api_key.name} in time"
-        else:
-            why = ""
+        response = await self._request(api_key, body, timeout_s)
+        why = "" if response is not None else f"the controller did not answer {api_key.name} in time"
         try:
             callback(response, why)
         except Exception:  # a bad answer fails this request, never the broker
             log.exception("broker %d: answering a forwarded %s failed", self.broker_id, api_key.name)
+
+    async def _request(self, api_key: ApiKeys, body: Any, timeout_s: float) -> dict[str, Any] | None:
+        """The active controller's answer, or None when none came within ``timeout_s``."""
+        backoff = ExponentialBackoff(RETRY_BACKOFF_S, RETRY_BACKOFF_MAX_S)
+        last: BaseException | str | None = None
+        with trio.move_on_after(timeout_s):
+            while True:
+                try:
+                    response = await self.channel.request(api_key, body, timeout_s=timeout_s)
+                except (NotControllerError, ConnectionClosed, OSError, trio.TooSlowError) as exc:
+                    last = exc
+                else:
+                    leader = quorum_leader_redirect(response) if api_key == ApiKeys.DESCRIBE_QUORUM else None
+                    if leader is None:
+                        return response
+                    last = f"the voter asked is not the quorum leader (leader {leader})"
+                    address = self.voter_ids.get(leader)
+                    if address is not None:
+                        self.channel.follow(address)
+                await trio.sleep(backoff.next_s())
+        log.info(
+            "broker %d: %s not forwarded to the controller within %.1f s: %r",
+            self.broker_id,
+            api_key.name,
+            timeout_s,
+            last,
+        )
+        return None

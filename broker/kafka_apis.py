@@ -59,9 +59,14 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
 # Kafka's internal topics (Metadata's is_internal).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
-# Served to Kafka's own clients only (docs/clients.md): isrsim's tools send these to the controller.
-KAFKA_ENCODING_ONLY_APIS = frozenset(
-    {ApiKeys.CREATE_TOPICS, ApiKeys.DELETE_TOPICS, ApiKeys.DESCRIBE_CONFIGS, ApiKeys.DESCRIBE_CLUSTER}
+# A client's admin requests, in either encoding (docs/clients.md): answered here or forwarded to the
+# active controller (KIP-590), so any broker's address does for them.
+ADMIN_APIS: tuple[ApiKeys, ...] = (
+    ApiKeys.CREATE_TOPICS,
+    ApiKeys.DELETE_TOPICS,
+    ApiKeys.DESCRIBE_CONFIGS,
+    ApiKeys.DESCRIBE_CLUSTER,
+    ApiKeys.DESCRIBE_QUORUM,
 )
 
 # What the principal needs on the cluster before these are handled at all (docs/security.md): the
@@ -86,7 +91,9 @@ class KafkaApis:
         # Where INIT_PRODUCER_ID's ids come from (set by the server).
         self.producer_id_manager: ProducerIdManager | None = None
         self.broker_id = replica_manager.broker_id
-        self.supported: dict[int, tuple[int, int]] = {int(k): m.SUPPORTED_VERSIONS[k] for k in BROKER_APIS}
+        self.supported: dict[int, tuple[int, int]] = {
+            int(k): m.SUPPORTED_VERSIONS[k] for k in (*BROKER_APIS, *ADMIN_APIS)
+        }
         self._handlers: dict[int, Callable[[Request, Any], None]] = {
             ApiKeys.PRODUCE: self.handle_produce,
             ApiKeys.FETCH: self.handle_fetch,
@@ -100,8 +107,7 @@ class KafkaApis:
             ApiKeys.DESCRIBE_REPLICA_STATE: self.handle_describe_replica_state,
             ApiKeys.INIT_PRODUCER_ID: self.handle_init_producer_id,
         }
-        # Kafka clients' admin requests (forwarded to the controller, KIP-590) and auto-creation: served in
-        # Kafka's encoding only (isrsim's own tools ask the controller).
+        # Clients' admin requests (forwarded to the controller, KIP-590) and auto-creation.
         self.admin = AdminApis(self.broker_id, replica_manager.metadata_cache, auth, "isrsim")
         self._handlers.update(
             {
@@ -109,6 +115,7 @@ class KafkaApis:
                 ApiKeys.DELETE_TOPICS: self.admin.handle_delete_topics,
                 ApiKeys.DESCRIBE_CONFIGS: self.admin.handle_describe_configs,
                 ApiKeys.DESCRIBE_CLUSTER: self.admin.handle_describe_cluster,
+                ApiKeys.DESCRIBE_QUORUM: self.admin.handle_describe_quorum,
             }
         )
         # The versions offered to a client in Kafka's encoding (docs/clients.md): those of the APIs served,
@@ -127,7 +134,7 @@ class KafkaApis:
 
     async def handle(self, request: Request) -> None:
         handler = self._handlers.get(request.api_key)
-        if handler is None or (request.api_key in KAFKA_ENCODING_ONLY_APIS and not request.kafka_encoding):
+        if handler is None:
             request.complete(
                 error_body(Errors.UNSUPPORTED_VERSION, f"api_key {request.api_key} is not served by a broker")
             )

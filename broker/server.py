@@ -323,7 +323,7 @@ class KafkaServer:
             self.broker_id, controller_channel, self.replica_manager.apply_topic_configs
         )
         self.replica_manager.topic_config_fetcher = self.topic_configs
-        self.forwarding = ForwardingManager(self.broker_id, controller_channel)
+        self.forwarding = ForwardingManager(self.broker_id, controller_channel, voter_ids)
         self.apis.admin.forwarding = self.forwarding
         self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
         self.replica_manager.broker_state = self._broker_state

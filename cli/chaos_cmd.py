@@ -156,7 +156,7 @@ def chaos(
             faults,
             max_down,
             [b.id for b in info.brokers],
-            [c.id for c in info.controllers] if info.quorum else [],
+            [c.id for c in info.controllers] if info.several_voters else [],
             targets=targets,
             allow_quorum_loss=allow_quorum_loss,
         )

@@ -142,8 +142,9 @@ def cluster_up(
         if isinstance(exc, ClusterError):
             raise _fail(exc) from None
         raise
+    n = len(info.controllers)
     quorum = (
-        f"{len(info.controllers)} controllers (active: {_active_said(info)})"
+        f"{n} controller{'s' if n > 1 else ''} (active: {_active_said(info)})"
         if info.quorum
         else "1 controller (no quorum)"
     )
@@ -158,7 +159,8 @@ def cluster_up(
         )
     where = "" if _is_default_root(data_dir) else f" --data-dir {data_dir}"
     click.echo(
-        f"next: isrsim topic create t --partitions 6 --replication-factor 3{where}; "
+        f"next: isrsim topic create t --partitions 6 --replication-factor {min(3, len(info.brokers))}"
+        f"{where}; "
         f"isrsim cluster status{where}"
     )
 
@@ -447,7 +449,7 @@ def _controller_entry(info: ClusterInfo, controller_id: int | None, active: bool
             assert view.voter.id is not None
             return info.controller_by_id(view.voter.id)
         if controller_id is None:
-            if info.quorum:
+            if info.several_voters:
                 ids = ", ".join(str(c.id) for c in info.controllers)
                 raise click.UsageError(f"name a controller: ID (one of {ids}) or --active")
             return info.controller
@@ -474,7 +476,7 @@ def controller_kill(controller_id: int | None, active: bool, sig: str, data_dir:
     if process_state(c.pid) == "paused" and sig == "TERM":
         send_signal(c.pid, signal.SIGCONT)
     if not send_signal(c.pid, signal.Signals[f"SIG{sig}"]):
-        again = f" {c.id}" if info.quorum else ""
+        again = f" {c.id}" if info.several_voters else ""
         raise click.ClickException(
             f"{_controller_said(info, c)} is not running; `isrsim controller restart{again}` starts it"
         )

@@ -28,9 +28,12 @@ def controller() -> None:
 def controller_start(config_file: Path | None, overrides: tuple[str, ...], log_level: str) -> None:
     """Run the controller in the foreground until SIGTERM/SIGINT (then it stops cleanly).
 
-    Its state (brokers, topics, leaders, ISRs, epochs) is kept in metadata.log.dir/cluster-metadata.json
-    and its journal in metadata.log.dir/events.jsonl. Brokers find it through controller.quorum.voters
-    (id@host:port).
+    With controller.quorum.voters (id@host:port,..., this node.id among them; one voter is a quorum of one)
+    it is a voter of the controller quorum: its state (brokers, topics, leaders, ISRs, epochs) is in the
+    metadata log, metadata.log.dir/__cluster_metadata-0, with its vote in metadata.log.dir/quorum-state;
+    it is the active controller while it leads the quorum. Without controller.quorum.voters it runs alone,
+    its state in metadata.log.dir/cluster-metadata.json. Its journal is metadata.log.dir/events.jsonl.
+    Brokers find it through their own controller.quorum.voters.
     """
     from broker import ConfigError, ControllerConfig, StateError, run_controller
     from cli.config_check import warn_unknown

@@ -124,65 +124,90 @@ def dump_segment(path: Path, with_records: bool = False) -> dict[str, Any]:
 
 
 @click.command("dump-log")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--files",
+    "files",
+    multiple=True,
+    metavar="FILE[,FILE...]",
+    help="Comma-separated segments, partition directories or index files (kafka-dump-log.sh --files).",
+)
 @click.option(
     "--print-data-log",
     is_flag=True,
     help="Also print each record: offset, timestamp, sizes, header keys, key and payload (decompressed).",
 )
 @OUTPUT_OPTION
-def dump_log(path: Path, print_data_log: bool, output: str) -> None:
-    """Print the batches of PATH: a segment (<base offset>.log) or a partition directory (every segment),
-    like kafka-dump-log.sh --files; or the entries of a .index or .timeindex file. Exits 1 if a batch is
-    corrupt or the file ends in a torn batch."""
-    if path.suffix in (".index", ".timeindex") and path.is_file():
-        index = dump_index(path)
-        if output == "json":
-            echo_json([index])
+def dump_log(paths: tuple[Path, ...], files: tuple[str, ...], print_data_log: bool, output: str) -> None:
+    """Print the batches of each PATH (or of each file of --files, comma-separated, as kafka-dump-log.sh
+    --files): a segment (<base offset>.log) or a partition directory (every segment); or the entries of a
+    .index or .timeindex file. Exits 1 if a batch is corrupt or a file ends in a torn batch."""
+    wanted = [*paths, *(Path(f.strip()) for item in files for f in item.split(",") if f.strip())]
+    if not wanted:
+        raise click.UsageError("name what to dump: PATH or --files FILE[,FILE...]")
+    dumps: list[dict[str, Any]] = []
+    for path in wanted:
+        if path.suffix in (".index", ".timeindex") and path.is_file():
+            dumps.append(dump_index(path))
         else:
-            click.echo(f"Dumping {index['file']}")
-            for e in index["entries"]:
-                if "timestamp" in e:
-                    click.echo(f"timestamp: {e['timestamp']} offset: {e['offset']}")
-                else:
-                    click.echo(f"offset: {e['offset']} position: {e['position']}")
-            if index["problem"]:
-                click.echo(f"Found a problem: {index['problem']}")
-        if index["problem"]:
-            raise click.ClickException(f"{path}: {index['problem']}")
-        return
-    dumps = [dump_segment(f, print_data_log) for f in segment_files(path)]
+            dumps += [dump_segment(f, print_data_log) for f in segment_files(path)]
     if output == "json":
         echo_json(dumps)
     else:
         for d in dumps:
-            click.echo(f"Dumping {d['file']}")
-            first = d["batches"][0]["base_offset"] if d["batches"] else Path(d["file"]).stem.lstrip("0") or 0
-            click.echo(f"Log starting offset: {first}")
-            for b in d["batches"]:
-                click.echo(
-                    f"baseOffset: {b['base_offset']} lastOffset: {b['last_offset']} count: {b['count']} "
-                    f"baseSequence: {b['base_sequence']} lastSequence: {b['last_sequence']} "
-                    f"producerId: {b['producer_id']} producerEpoch: {b['producer_epoch']} "
-                    f"partitionLeaderEpoch: {b['partition_leader_epoch']} "
-                    f"isTransactional: {str(b['is_transactional']).lower()} "
-                    f"isControl: {str(b['is_control']).lower()} position: {b['position']} "
-                    f"CreateTime: {b['create_time']} size: {b['size']} magic: {b['magic']} "
-                    f"compresscodec: {b['compresscodec']} crc: {b['crc']} "
-                    f"isvalid: {str(b['is_valid']).lower()}"
-                )
-                for r in b.get("records", []):
-                    keys = ",".join(r["header_keys"])
-                    key = f" key: {r['key']}" if r["key"] is not None else ""
-                    click.echo(
-                        f"| offset: {r['offset']} CreateTime: {r['create_time']} keySize: {r['key_size']} "
-                        f"valueSize: {r['value_size']} sequence: {r['sequence']} headerKeys: [{keys}]"
-                        f"{key} payload: {r['payload'] if r['payload'] is not None else ''}"
-                    )
-                if b.get("records_problem"):
-                    click.echo(f"| records cannot be read: {b['records_problem']}")
-            if d["problem"]:
-                click.echo(f"Found a problem at position {d['valid_bytes']}: {d['problem']}")
-    bad = [d["file"] for d in dumps if d["problem"] or not all(b["is_valid"] for b in d["batches"])]
+            if "entries" in d:
+                _print_index(d)
+            else:
+                _print_segment(d)
+    # An index that ends in part of an entry is named with its problem; segments with a bad batch together.
+    problems = [f"{d['file']}: {d['problem']}" for d in dumps if "entries" in d and d["problem"]]
+    bad = [
+        d["file"]
+        for d in dumps
+        if "batches" in d and (d["problem"] or not all(b["is_valid"] for b in d["batches"]))
+    ]
     if bad:
-        raise click.ClickException(f"corrupt or torn batches in {', '.join(bad)}")
+        problems.append(f"corrupt or torn batches in {', '.join(bad)}")
+    if problems:
+        raise click.ClickException("; ".join(problems))
+
+
+def _print_index(index: dict[str, Any]) -> None:
+    click.echo(f"Dumping {index['file']}")
+    for e in index["entries"]:
+        if "timestamp" in e:
+            click.echo(f"timestamp: {e['timestamp']} offset: {e['offset']}")
+        else:
+            click.echo(f"offset: {e['offset']} position: {e['position']}")
+    if index["problem"]:
+        click.echo(f"Found a problem: {index['problem']}")
+
+
+def _print_segment(d: dict[str, Any]) -> None:
+    click.echo(f"Dumping {d['file']}")
+    first = d["batches"][0]["base_offset"] if d["batches"] else Path(d["file"]).stem.lstrip("0") or 0
+    click.echo(f"Log starting offset: {first}")
+    for b in d["batches"]:
+        click.echo(
+            f"baseOffset: {b['base_offset']} lastOffset: {b['last_offset']} count: {b['count']} "
+            f"baseSequence: {b['base_sequence']} lastSequence: {b['last_sequence']} "
+            f"producerId: {b['producer_id']} producerEpoch: {b['producer_epoch']} "
+            f"partitionLeaderEpoch: {b['partition_leader_epoch']} "
+            f"isTransactional: {str(b['is_transactional']).lower()} "
+            f"isControl: {str(b['is_control']).lower()} position: {b['position']} "
+            f"CreateTime: {b['create_time']} size: {b['size']} magic: {b['magic']} "
+            f"compresscodec: {b['compresscodec']} crc: {b['crc']} "
+            f"isvalid: {str(b['is_valid']).lower()}"
+        )
+        for r in b.get("records", []):
+            keys = ",".join(r["header_keys"])
+            key = f" key: {r['key']}" if r["key"] is not None else ""
+            click.echo(
+                f"| offset: {r['offset']} CreateTime: {r['create_time']} keySize: {r['key_size']} "
+                f"valueSize: {r['value_size']} sequence: {r['sequence']} headerKeys: [{keys}]"
+                f"{key} payload: {r['payload'] if r['payload'] is not None else ''}"
+            )
+        if b.get("records_problem"):
+            click.echo(f"| records cannot be read: {b['records_problem']}")
+    if d["problem"]:
+        click.echo(f"Found a problem at position {d['valid_bytes']}: {d['problem']}")

@@ -84,7 +84,9 @@ def _run(
     except NetError as exc:
         raise click.ClickException(str(exc)) from None
     if no_change is not None and change.after == change.before:
-        raise click.ClickException(no_change)
+        # Nothing to do is not a failure (heal is a cleanup step): said, exit 0, nothing recorded.
+        click.echo(no_change)
+        return cluster, change
     if seed is not None:
         params = {**params, "seed": seed}
     if cluster.root is not None:
@@ -278,6 +280,8 @@ def net_heal(nodes: tuple[str, ...], data_dir: Path | None, bootstrap_server: st
         None,
         no_change=f"no network faults in force{where}; nothing to heal",
     )
+    if change.after == change.before:
+        return
     click.echo(f"healed {len(change.before) - len(change.after)} faulty link(s){where}")
 
 

@@ -130,7 +130,7 @@ async def gather(info: ClusterInfo, topic: str | None = None) -> StatusData:
                 nursery.start_soon(fetch, "metadata", c.host, c.port, ApiKeys.METADATA, {"topics": topics})
             for ctl in info.controllers:
                 if process_state(ctl.pid) == "running":
-                    key = f"f{CONTROLLER}" if not info.quorum else f"f{ctl.id}"
+                    key = f"f{CONTROLLER}" if not info.several_voters else f"f{ctl.id}"
                     nursery.start_soon(fetch, key, ctl.host, ctl.port, ApiKeys.NET_FAULTS, _DESCRIBE)
             for b in info.brokers:
                 if process_state(b.pid) == "running":

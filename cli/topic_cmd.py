@@ -1,4 +1,6 @@
-"""``isrsim topic create|describe|delete`` (kafka-topics), answered by the controller."""
+"""``isrsim topic create|describe|delete`` (kafka-topics), answered by the active controller: reached
+through any voter, or through any broker (which forwards CREATE_TOPICS, DELETE_TOPICS and DESCRIBE_CONFIGS
+to it and answers METADATA from its cache)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ from protocol import ApiKeys, Errors, error_name
 
 
 def _controller(data_dir: Path | None, bootstrap_server: str | None) -> list[Voter]:
-    """The controllers to ask: ``--bootstrap-server`` (one or more host:port, comma-separated), else every
-    controller of the cluster at ``--data-dir``; requests reach the active one through any of them."""
+    """Where to ask: ``--bootstrap-server`` (one or more host:port of brokers or controllers,
+    comma-separated), else every controller of the cluster at ``--data-dir``; requests reach the active
+    controller through any of them."""
     if bootstrap_server:
         try:
             addresses = [parse_address(a) for a in bootstrap_server.split(",") if a.strip()]
@@ -50,8 +53,8 @@ def _request(
         )
     if resp.get("error_code") == Errors.UNSUPPORTED_VERSION:
         raise click.ClickException(
-            f"{where} does not serve {api.name}: topics are managed by the controller; "
-            "pass the controllers' addresses (controller.quorum.voters) or use --data-dir"
+            f"{where} does not serve {api.name}; "
+            "pass a broker's or the controllers' addresses (controller.quorum.voters) or use --data-dir"
         )
     if resp.get("error_code") == Errors.NOT_CONTROLLER:
         raise click.ClickException(
@@ -72,7 +75,8 @@ def _options(f: Any) -> Any:
     return click.option(
         "--bootstrap-server",
         default=None,
-        help="The controllers' host:port, comma-separated (any voter: requests reach the active one).",
+        help="Brokers' or controllers' host:port, comma-separated (any one will do: requests reach the "
+        "active controller through it).",
     )(f)
 
 
@@ -99,15 +103,33 @@ def topic() -> None:
 
 CONFIG_RESOURCE_TOPIC = 2
 
+# Kafka's internal topics (Topic.isInternal), which --exclude-internal leaves out.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def _exclude_internal_option(f: Any) -> Any:
+    return click.option(
+        "--exclude-internal",
+        is_flag=True,
+        help="Leave out internal topics (__consumer_offsets ...), as kafka-topics --exclude-internal.",
+    )(f)
+
 
 @topic.command("list")
+@_exclude_internal_option
 @OUTPUT_OPTION
 @_options
-def topic_list(output: str, data_dir: Path | None, bootstrap_server: str | None) -> None:
-    """The topics' names, one per line (kafka-topics --list)."""
+def topic_list(
+    exclude_internal: bool, output: str, data_dir: Path | None, bootstrap_server: str | None
+) -> None:
+    """The topics' names, one per line (kafka-topics --list); internal ones too unless --exclude-internal."""
     address = _controller(data_dir, bootstrap_server)
     meta = _request(address, ApiKeys.METADATA, {"topics": None})
-    names = sorted(t["name"] for t in meta.get("topics", []) if t["error_code"] == 0)
+    names = sorted(
+        t["name"]
+        for t in meta.get("topics", [])
+        if t["error_code"] == 0 and not (exclude_internal and t["name"] in INTERNAL_TOPICS)
+    )
     if output == "json":
         echo_json(names)
     else:
@@ -131,6 +153,15 @@ def _topic_configs(address: list[Voter], names: list[str]) -> dict[str, dict[str
             c["name"]: {"value": c.get("value"), "default": bool(c.get("is_default"))} for c in r["configs"]
         }
     return out
+
+
+def _min_isr(configs: dict[str, dict[str, Any]]) -> int | None:
+    """A topic's ``min.insync.replicas`` as DESCRIBE_CONFIGS gave it (its own or the default)."""
+    value = configs.get("min.insync.replicas", {}).get("value")
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
 
 
 @topic.command("create")
@@ -197,6 +228,17 @@ def topic_create(
     help="Only partitions whose ISR is smaller than their replicas.",
 )
 @click.option("--unavailable-partitions", is_flag=True, help="Only partitions with no live leader.")
+@click.option(
+    "--under-min-isr-partitions",
+    is_flag=True,
+    help="Only partitions whose ISR is smaller than the topic's min.insync.replicas (or with no leader).",
+)
+@click.option(
+    "--at-min-isr-partitions",
+    is_flag=True,
+    help="Only partitions whose ISR size equals the topic's min.insync.replicas.",
+)
+@_exclude_internal_option
 @OUTPUT_OPTION
 @_options
 def topic_describe(
@@ -204,29 +246,52 @@ def topic_describe(
     topic_option: str | None,
     under_replicated_partitions: bool,
     unavailable_partitions: bool,
+    under_min_isr_partitions: bool,
+    at_min_isr_partitions: bool,
+    exclude_internal: bool,
     output: str,
     data_dir: Path | None,
     bootstrap_server: str | None,
 ) -> None:
     """Each topic's configs, then the leader, leader epoch, replicas and ISR of every partition
-    (kafka-topics --describe). With --under-replicated-partitions or --unavailable-partitions, only the
-    partitions that match, and nothing at all when none does (as kafka-topics)."""
+    (kafka-topics --describe). With --under-replicated-partitions, --unavailable-partitions,
+    --under-min-isr-partitions or --at-min-isr-partitions, only the partitions that match one of the
+    filters given, and nothing at all when none does (as kafka-topics)."""
     name = _one_name(name, topic_option, required=False)
-    filtered = under_replicated_partitions or unavailable_partitions
+    filtered = (
+        under_replicated_partitions
+        or unavailable_partitions
+        or under_min_isr_partitions
+        or at_min_isr_partitions
+    )
     address = _controller(data_dir, bootstrap_server)
     meta = _request(address, ApiKeys.METADATA, {"topics": None if name is None else [{"name": name}]})
     live = {b["node_id"] for b in meta.get("brokers", [])}
-    topics: list[dict[str, Any]] = []
+    described = []
     for t in sorted(meta.get("topics", []), key=lambda t: t["name"]):
         if t["error_code"] != 0:
             raise click.ClickException(
                 f"topic {t['name']}: {error_name(t['error_code'])}; `isrsim topic list` shows the topics"
             )
+        if not (exclude_internal and t["name"] in INTERNAL_TOPICS):
+            described.append(t)
+    configs = _topic_configs(address, [t["name"] for t in described])
+    topics: list[dict[str, Any]] = []
+    for t in described:
+        min_isr = _min_isr(configs.get(t["name"], {}))
         partitions = []
         for p in sorted(t["partitions"], key=lambda p: p["partition_index"]):
-            under = len(p["isr_nodes"]) < len(p["replica_nodes"])
-            unavailable = p["leader_id"] < 0 or p["leader_id"] not in live
-            if (under_replicated_partitions and not under) or (unavailable_partitions and not unavailable):
+            # kafka-topics' tests (TopicCommand.PartitionDescription); a partition shown matches one of the
+            # filters given.
+            isr = len(p["isr_nodes"])
+            no_leader = p["leader_id"] < 0
+            matches = (
+                (under_replicated_partitions and isr < len(p["replica_nodes"]))
+                or (unavailable_partitions and (no_leader or p["leader_id"] not in live))
+                or (under_min_isr_partitions and (no_leader or (min_isr is not None and isr < min_isr)))
+                or (at_min_isr_partitions and min_isr is not None and isr == min_isr)
+            )
+            if filtered and not matches:
                 continue
             partitions.append(
                 {
@@ -238,10 +303,7 @@ def topic_describe(
                     "offline": list(p.get("offline_replicas", [])),
                 }
             )
-        topics.append({"name": t["name"], "partitions": partitions})
-    configs = _topic_configs(address, [t["name"] for t in topics])
-    for t in topics:
-        t["configs"] = configs.get(t["name"], {})
+        topics.append({"name": t["name"], "partitions": partitions, "configs": configs.get(t["name"], {})})
     if filtered:
         topics = [t for t in topics if t["partitions"]]
     if output == "json":

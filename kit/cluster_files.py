@@ -1,6 +1,6 @@
-"""A cluster root on disk (docs/storage.md): ``cluster.json``, ``controller/`` (one controller) or
-``controller-<id>/`` (each voter of a controller quorum), ``broker-<id>/``, ``workload/``, and the properties
-files written there. (Its processes are started and signalled by
+"""A cluster root on disk (docs/storage.md): ``cluster.json``, ``controller-<id>/`` (each voter of the
+controller quorum; ``controller/`` in a root made before one-voter quorums), ``broker-<id>/``, ``workload/``,
+and the properties files written there. (Its processes are started and signalled by
 :mod:`kit.processes`.)"""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class ProcessEntry:
 class ClusterInfo:
     root: str
     cluster_id: str
-    # The first controller (the only one without a quorum): what code that predates the quorum reads.
+    # The first controller (the only one of a one-voter quorum): what code that predates the quorum reads.
     controller: ProcessEntry
     brokers: list[ProcessEntry] = field(default_factory=list)
     created_ms: int = 0
@@ -61,7 +61,16 @@ class ClusterInfo:
 
     @property
     def quorum(self) -> bool:
-        """Whether the controllers are the voters of a quorum (more than one controller)."""
+        """Whether the controllers are the voters of a Raft quorum (SPEC §11): every cluster `cluster up`
+        makes, a single controller included (a quorum of one voter, which elects itself). Only a root made
+        before one-voter quorums (one controller in ``controller/``, its state in ``cluster-metadata.json``)
+        runs its controller alone."""
+        return len(self.controllers) > 1 or bool(self.settings.get("quorum"))
+
+    @property
+    def several_voters(self) -> bool:
+        """Whether there is more than one controller. Network faults name each controller by its id only
+        then (a node that knows one voter names it ``controller``, as protocol.faults does)."""
         return len(self.controllers) > 1
 
     @property
@@ -81,7 +90,7 @@ class ClusterInfo:
         controller, a voter's id for each controller of a quorum."""
         if entry in self.brokers:
             return str(entry.id)
-        return str(entry.id) if self.quorum else "controller"
+        return str(entry.id) if self.several_voters else "controller"
 
     def broker(self, broker_id: int) -> ProcessEntry:
         for b in self.brokers:
@@ -122,10 +131,13 @@ class ClusterInfo:
         )
 
 
-def write_properties(path: Path, values: dict[str, Any], *, secret: bool = False) -> None:
-    """A properties file; ``secret`` (it holds a password): created with mode 0600."""
+def write_properties(
+    path: Path, values: dict[str, Any], *, apply_with: str, secret: bool = False
+) -> None:
+    """A properties file; ``apply_with``: the command that restarts its process (named in its first line);
+    ``secret`` (it holds a password): created with mode 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["# written by `isrsim cluster up`; edit and `isrsim broker restart` to apply"]
+    lines = [f"# written by `isrsim cluster up`; edit and `{apply_with}` to apply"]
     lines += [f"{k}={v}" for k, v in values.items()]
     text = "\n".join(lines) + "\n"
     if secret:

@@ -59,6 +59,8 @@ class VoterView:
     high_watermark: int = -1
     # At the leader: every voter's replica_id, log_end_offset, last_fetch_timestamp, last_caught_up_timestamp.
     voters: list[dict[str, Any]] = field(default_factory=list)
+    # Every voter's address as the one asked knows it (DESCRIBE_QUORUM's nodes), from any voter.
+    nodes: list[Voter] = field(default_factory=list)
 
     @property
     def is_leader(self) -> bool:
@@ -76,6 +78,31 @@ def voters_of(info: ClusterInfo) -> list[Voter]:
 
 def voter_of(entry: ProcessEntry) -> Voter:
     return Voter(entry.id, entry.host, entry.port, entry.pid)
+
+
+def _nodes(body: dict[str, Any]) -> list[Voter]:
+    out: list[Voter] = []
+    for node in body.get("nodes") or ():
+        try:
+            listener = node["listeners"][0]
+            out.append(Voter(int(node["node_id"]), str(listener["host"]), int(listener["port"])))
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+    return out
+
+
+def with_nodes(voters: list[Voter], nodes: list[Voter]) -> list[Voter]:
+    """``voters`` and the voters ``nodes`` adds (by address; an address without an id takes the node's)."""
+    out = list(voters)
+    by_address = {(v.host, v.port): i for i, v in enumerate(out)}
+    for node in nodes:
+        i = by_address.get((node.host, node.port))
+        if i is None:
+            by_address[(node.host, node.port)] = len(out)
+            out.append(node)
+        elif out[i].id is None:
+            out[i] = Voter(node.id, out[i].host, out[i].port, out[i].pid)
+    return out
 
 
 def _partition(body: dict[str, Any]) -> dict[str, Any] | None:
@@ -104,6 +131,7 @@ async def describe_voter(voter: Voter, timeout: float = PROBE_TIMEOUT_S) -> Vote
         epoch=int(part.get("leader_epoch", -1)),
         high_watermark=int(part.get("high_watermark", -1)),
         voters=list(part.get("current_voters") or []),
+        nodes=_nodes(body),
     )
 
 
@@ -156,20 +184,33 @@ async def ask_controller(
     wait_s: float = CONTROLLER_WAIT_S,
 ) -> tuple[dict[str, Any] | None, Voter]:
     """Sends one request to the active controller among ``voters`` and returns its answer and the voter that
-    gave it. One voter (or voters that are no quorum: a single controller, a broker) is asked directly, the
-    answer None if it does not answer. A quorum: the leader is found with DESCRIBE_QUORUM and asked; on no
-    leader, no answer or NOT_CONTROLLER (41) the search starts again until ``wait_s`` has passed, then
+    gave it. One address is asked directly (a single controller, a broker, which forwards what is the
+    controller's, or the active voter): the answer None if it does not answer; if it answers NOT_CONTROLLER
+    (41), the voters it names (DESCRIBE_QUORUM's nodes) are searched as a quorum is. A quorum: the leader is
+    found with DESCRIBE_QUORUM (a voter the ones asked name and that was not given is asked too) and asked;
+    on no leader, no answer or NOT_CONTROLLER the search starts again until ``wait_s`` has passed, then
     :class:`NoActiveController` is raised."""
     if len(voters) == 1:
-        return await ask(voters[0].host, voters[0].port, api_key, body, timeout), voters[0]
+        first = voters[0]
+        resp = await ask(first.host, first.port, api_key, body, timeout)
+        if resp is None or resp.get("error_code") != Errors.NOT_CONTROLLER:
+            return resp, first
+        view = await describe_voter(first)
+        if not with_nodes(voters, view.nodes)[1:]:
+            return resp, first  # no quorum to follow: the caller reports NOT_CONTROLLER
+        voters = with_nodes(voters, view.nodes)
     deadline = time.monotonic() + wait_s
     problem = ""
     while True:
         views = await describe_quorum(voters)
+        known = with_nodes(voters, [n for v in views for n in v.nodes])
+        if len(known) > len(voters):
+            voters = known  # the leader may be a voter that was not given: ask every one of them
+            continue
         leader = leader_of(views)
         if leader is None and views and not any(v.in_quorum for v in views):
             answered = [v for v in views if v.answered]
-            if answered:  # no quorum there (a single controller named twice, or brokers): ask as before
+            if answered:  # no quorum there (a single controller named twice): ask as before
                 target = answered[0].voter
                 return await ask(target.host, target.port, api_key, body, timeout), target
         if leader is not None:
@@ -177,10 +218,11 @@ async def ask_controller(
             resp = await ask(target.host, target.port, api_key, body, timeout)
             if resp is not None and resp.get("error_code") != Errors.NOT_CONTROLLER:
                 return resp, target
+            name = target.id if target.id is not None else target.address
             problem = (
-                f"the quorum leader {target.id} did not answer"
+                f"the quorum leader {name} did not answer"
                 if resp is None
-                else f"the quorum leader {target.id} is not active yet"
+                else f"the quorum leader {name} is not active yet"
             )
         else:
             problem = "no quorum leader (" + quorum_summary(views) + ")"
@@ -240,4 +282,5 @@ __all__ = [
     "find_active",
     "leader_of",
     "voters_of",
+    "with_nodes",
 ]

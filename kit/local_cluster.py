@@ -170,8 +170,9 @@ def create_layout(
     """Writes every process's config under ``root`` (``overrides`` already checked by
     :func:`check_overrides`) and returns the cluster, not yet saved. ``secure``: a CA, certificates, SCRAM
     users and SASL_SSL listeners everywhere, and ``<root>/client.properties`` (kit.security_files).
-    ``controllers``: one controller in ``controller/`` (no quorum), or that many voters of a quorum, ids
-    from 1000, each in ``controller-<id>/``, on ports fixed now (every voter and broker is told them all)."""
+    ``controllers``: that many voters of a Raft quorum (SPEC §11; one is a quorum of one, which elects
+    itself), ids from 1000, each in ``controller-<id>/``, on ports fixed now (every voter and broker is told
+    them all in ``controller.quorum.voters``)."""
     from broker import BrokerConfig, ControllerConfig
 
     root = root.resolve()
@@ -185,17 +186,14 @@ def create_layout(
     settings = dict(o.split("=", 1) for o in overrides)
     # Every node serves /metrics on a free port of its own, recorded in cluster.json (0 turns them off).
     metrics_off = settings.pop("metrics.port", None) == "0"
-    quorum = controllers > 1
     # One call for every port chosen now, so that no two of them are the same.
-    chosen = free_ports(
-        (0 if metrics_off else brokers + controllers) + (controllers if quorum and not base_port else 0)
-    )
+    chosen = free_ports((0 if metrics_off else brokers + controllers) + (0 if base_port else controllers))
     metrics_ports = [0] * (brokers + controllers) if metrics_off else chosen[: brokers + controllers]
-    ports = controller_ports(base_port, controllers, chosen[len(chosen) - controllers :] if quorum else [])
+    ports = controller_ports(base_port, controllers, chosen[len(chosen) - controllers :])
     controller_entries = []
     for n in range(controllers):
         cid = CONTROLLER_ID + n
-        cdir = root / (f"controller-{cid}" if quorum else "controller")
+        cdir = root / f"controller-{cid}"
         controller_entries.append(
             ProcessEntry(
                 id=cid,
@@ -222,16 +220,11 @@ def create_layout(
                 "listeners": f"{protocol}://127.0.0.1:{controller.port}",
                 "metadata.log.dir": cdir,
                 "metrics.port": controller.metrics_port,
-                **({"controller.quorum.voters": voters} if quorum else {}),
-                **(
-                    setup.node_settings(
-                        "controller" if not quorum else f"controller-{controller.id}", cdir, cdir
-                    )
-                    if setup
-                    else {}
-                ),
+                "controller.quorum.voters": voters,
+                **(setup.node_settings(f"controller-{controller.id}", cdir, cdir) if setup else {}),
                 **controller_settings,
             },
+            apply_with=f"isrsim controller restart {controller.id}",
             secret=setup is not None,
         )
     info = ClusterInfo(
@@ -242,6 +235,9 @@ def create_layout(
         settings={
             "brokers": brokers,
             "controllers": controllers,
+            # The controllers are the voters of a quorum, one voter included (a root made before that ran
+            # one controller alone in controller/: ClusterInfo.quorum).
+            "quorum": True,
             "base_port": base_port,
             "overrides": settings,
         },
@@ -285,6 +281,7 @@ def create_layout(
                 ),
                 **broker_settings,
             },
+            apply_with=f"isrsim broker restart {i}",
             secret=setup is not None,
         )
         info.brokers.append(entry)
@@ -292,13 +289,11 @@ def create_layout(
 
 
 def controller_ports(base_port: int, controllers: int, free: list[int] | None = None) -> list[int]:
-    """The controllers' ports: below the brokers' (base-port-1, base-port-2, ...). With base port 0 a single
-    controller takes an OS-assigned port when it starts; the voters of a quorum must know each other's
-    addresses before they start, so free ports (``free``, or found here) are chosen now."""
+    """The controllers' ports: below the brokers' (base-port-1, base-port-2, ...). With base port 0 free
+    ports (``free``, or found here) are chosen now: the voters of a quorum, even a quorum of one, are named
+    with their addresses in every voter's and broker's ``controller.quorum.voters`` before any starts."""
     if base_port:
         return [base_port - 1 - n for n in range(controllers)]
-    if controllers == 1:
-        return [0]
     return list(free) if free else free_ports(controllers)
 
 

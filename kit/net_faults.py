@@ -65,12 +65,16 @@ class NetCluster:
     nodes: dict[str, Node]
     root: Path | None = None
     names: list[str] = field(default_factory=list)
+    # Other names a node answers to: a single controller (the only voter of its quorum) is the node
+    # ``controller`` in every rule table, and its id names it too.
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.names = sorted(self.nodes, key=node_sort_key)
 
     def node(self, name: str) -> Node:
         name = normalize_node(name)
+        name = self.aliases.get(name, name)
         if name not in self.nodes:
             raise NetError(f"unknown node {name!r}: this cluster's nodes are {', '.join(self.names)}")
         return self.nodes[name]
@@ -94,15 +98,18 @@ def endpoint(cluster: NetCluster, name: str) -> str:
 
 
 def cluster_from_info(info: ClusterInfo) -> NetCluster:
-    """The cluster's nodes: the brokers by id, a single controller as ``controller``, each voter of a
-    controller quorum by its id (1000, 1001, ...)."""
+    """The cluster's nodes: the brokers by id, a single controller as ``controller`` (its id is taken for
+    it too), each voter of a controller quorum of several by its id (1000, 1001, ...)."""
     nodes: dict[str, Node] = {}
+    aliases: dict[str, str] = {}
     for c in info.controllers:
         name = info.node_name(c)
         nodes[name] = Node(name, c.host, c.port, process_state(c.pid))
+        if name != str(c.id):
+            aliases[str(c.id)] = name
     for b in info.brokers:
         nodes[str(b.id)] = Node(str(b.id), b.host, b.port, process_state(b.pid))
-    return NetCluster(nodes, Path(info.root))
+    return NetCluster(nodes, Path(info.root), aliases=aliases)
 
 
 def find_cluster(data_dir: Path | None, bootstrap_server: str | None) -> NetCluster:
@@ -214,7 +221,7 @@ async def change_faults(
             raise NetError(_down_reason(node))
     tables = await read_tables(cluster)
     for name in required:
-        if tables[normalize_node(name)] is None:
+        if tables[cluster.node(name).name] is None:
             raise NetError(_down_reason(cluster.node(name)))
     before = FaultSet.merge(t for t in tables.values() if t is not None)
     try:

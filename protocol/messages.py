@@ -515,6 +515,7 @@ KAFKA_SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKeys.DESCRIBE_CONFIGS: (1, 4),
     ApiKeys.SASL_AUTHENTICATE: (0, 2),
     ApiKeys.DESCRIBE_CLUSTER: (0, 1),
+    ApiKeys.DESCRIBE_QUORUM: (0, 2),
 }
 # Advertised but refused (UNSUPPORTED_VERSION) when used.
 KAFKA_REFUSED_VERSIONS: dict[int, tuple[int, int]] = {ApiKeys.PRODUCE: (0, 2)}

@@ -23,8 +23,10 @@ DESCRIBE_QUORUM (55)
     ``{topics[{topic_name, partitions[{partition_index}]}]}`` -> ``{error_code, topics[{topic_name,
     partitions[{partition_index, error_code, leader_id, leader_epoch, high_watermark,
     current_voters[{replica_id, log_end_offset, last_fetch_timestamp, last_caught_up_timestamp}],
-    observers[...]}]}]}``. Only the leader answers; another voter says NOT_LEADER_OR_FOLLOWER (6) and names
-    the leader it knows. Timestamps are wall-clock ms (-1: never).
+    observers[...]}]}], nodes[{node_id, listeners[{name, host, port}]}]}`` (``nodes``: every voter's
+    address, as version 2 answers). Only the leader answers; another voter says NOT_LEADER_OR_FOLLOWER (6),
+    names the leader it knows and lists ``nodes`` too, so a client can go to the leader. Timestamps are
+    wall-clock ms (-1: never); the leader describes itself as of now.
 
 Error codes: FENCED_LEADER_EPOCH (74) for an older epoch, UNKNOWN_LEADER_EPOCH (75) for a newer one,
 NOT_LEADER_OR_FOLLOWER (6), INCONSISTENT_VOTER_SET (94) from a non-voter, INCONSISTENT_CLUSTER_ID (104).
@@ -250,6 +252,7 @@ class ReplicaStateDescription:
 class DescribeQuorumResponsePartition:
     partition_index: Int32 = 0
     error_code: Int16 = 0
+    error_message: str | None = None
     leader_id: Int32 = -1
     leader_epoch: Int32 = -1
     high_watermark: Int64 = -1
@@ -264,9 +267,24 @@ class DescribeQuorumResponseTopic:
 
 
 @dataclass(slots=True, kw_only=True)
+class DescribeQuorumResponseListener:
+    name: str
+    host: str
+    port: Int32
+
+
+@dataclass(slots=True, kw_only=True)
+class DescribeQuorumResponseNode:
+    node_id: Int32
+    listeners: list[DescribeQuorumResponseListener] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
 class DescribeQuorumResponse:
     error_code: Int16 = 0
+    error_message: str | None = None
     topics: list[DescribeQuorumResponseTopic] = field(default_factory=list)
+    nodes: list[DescribeQuorumResponseNode] = field(default_factory=list)
 
 
 RAFT_REQUEST_TYPES: dict[ApiKeys, type] = {

@@ -57,7 +57,7 @@ def phrase_one_leader_per_epoch(got: dict[str, list[dict[str, Any]]]) -> CheckRe
         "No two controllers were the Raft leader (quorum_state role leader) in the same epoch.",
         got,
         checked=checked or None,
-        notes=[] if checked else ["no controller quorum journaled a leader (a single controller?)"],
+        notes=[] if checked else ["no controller quorum journaled a leader (a controller without a quorum?)"],
     )
 
 
@@ -196,7 +196,7 @@ def phrase_metadata_log_matching(
         if not voters_with_logs:
             notes.append("no voter's metadata log was found on disk: the journals alone were compared")
     else:
-        notes.append("no committed metadata records journaled (a single controller?)")
+        notes.append("no committed metadata records journaled (a controller without a quorum?)")
     return finished(
         "metadata_log_matching",
         "Committed metadata log identical across voters",

@@ -58,7 +58,8 @@ CONTROLLER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "metadata.log.dir",
         parse_str,
         "./isrsim-controller",
-        "The controller's directory: cluster-metadata.json and events.jsonl.",
+        "The controller's directory: the metadata log __cluster_metadata-0 and quorum-state (a voter), "
+        "or cluster-metadata.json (a controller without voters), and events.jsonl.",
     ),
     ConfigKey("broker.session.timeout.ms", parse_int, 9000, "A broker silent this long is fenced.", 1),
     ConfigKey(
@@ -106,8 +107,8 @@ CONTROLLER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "controller.quorum.voters",
         parse_str,
         "",
-        "The controller quorum, id@host:port,... (this controller among them); empty = a single controller "
-        "without a quorum (its state in cluster-metadata.json).",
+        "The controller quorum, id@host:port,... (this controller among them; one voter is a quorum of one); "
+        "empty = a controller that runs alone, without a quorum (its state in cluster-metadata.json).",
     ),
     ConfigKey(
         "controller.quorum.election.timeout.ms",

@@ -27,6 +27,7 @@ from broker.controller.channel_manager import ControllerChannelManager
 from broker.controller.config import ControllerConfig
 from broker.controller.controller_metrics import ControllerMetrics
 from broker.controller.core import ControllerCore, ControllerSettings, Effects
+from broker.controller.describe import metadata_response
 from broker.controller.quorum import RAFT_APIS, RaftManager
 from broker.controller.request_batch import OutboundRequest
 from broker.controller.security_control import SecurityControl
@@ -72,6 +73,23 @@ CONTROLLER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
     ApiKeys.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKeys.ALLOCATE_PRODUCER_IDS,
+)
+
+# What a controller's listener serves in Kafka's encoding (docs/clients.md): the APIs of Kafka's
+# ApiMessageType whose listeners include "controller" that isrsim's controller answers (SASL_HANDSHAKE and
+# SASL_AUTHENTICATE are the socket server's), at the versions brokers serve them, and a voter of a quorum
+# serves DESCRIBE_QUORUM too. METADATA as well: Kafka's controller listener lacks it, but isrsim's controller
+# answers it in msgpack and SPEC section 10 has a listener serve the same in both encodings (so
+# `kcat -b <controller> -L` lists the cluster). The voters' own VOTE, BEGIN/END_QUORUM_EPOCH and FETCH, and
+# the brokers' BROKER_REGISTRATION / BROKER_HEARTBEAT / ALTER_PARTITION / ALLOCATE_PRODUCER_IDS, whose
+# bodies are isrsim's own, stay msgpack only.
+CONTROLLER_KAFKA_APIS: tuple[ApiKeys, ...] = (
+    ApiKeys.METADATA,
+    ApiKeys.API_VERSIONS,
+    ApiKeys.CREATE_TOPICS,
+    ApiKeys.DELETE_TOPICS,
+    ApiKeys.DESCRIBE_CONFIGS,
+    ApiKeys.DESCRIBE_CLUSTER,
 )
 
 # What the principal needs on the cluster before these are handled (docs/security.md). The rest:
@@ -161,6 +179,9 @@ class KafkaController:
         self.apis.supported.update(SASL_API_VERSIONS)
         if self.voters:
             self.apis.supported.update(RAFT_API_VERSIONS)
+            self.apis.kafka_supported[int(ApiKeys.DESCRIBE_QUORUM)] = m.KAFKA_SUPPORTED_VERSIONS[
+                ApiKeys.DESCRIBE_QUORUM
+            ]
         self.request_channel: RequestChannel = (
             QuorumRequestChannel(config.get_int("queued.max.requests"))
             if self.voters
@@ -194,7 +215,10 @@ class KafkaController:
             faults=self.faults,
             security=listener_security,
             credential_store=self.credential_store,
+            kafka_supported=self.apis.kafka_supported,
         )
+        # The socket server adds SASL's Kafka versions: ApiVersions lists what it serves.
+        self.apis.kafka_supported = self.socket_server.kafka_supported
         self.socket_server.net_faults_check = self.auth.net_faults_check
         self.metrics = ControllerMetrics(
             CONTROLLER_APIS, lambda: None if self.core is None else self.core.state
@@ -288,6 +312,7 @@ class KafkaController:
                 emit=lambda name, fields: journal.emit(name, **fields),
                 clock_ms=self.clock_ms,
                 rng=self.rng,
+                listener_name=self.listeners[0].name,
             )
         # The controller channel's connects (tasks started below inherit this) see network faults.
         current_faults.set(self.faults)
@@ -623,6 +648,10 @@ class ControllerApis:
         self.supported: dict[int, tuple[int, int]] = {
             int(k): m.SUPPORTED_VERSIONS[k] for k in CONTROLLER_APIS
         }
+        # What a Kafka-encoded connection is offered (docs/clients.md).
+        self.kafka_supported: dict[int, tuple[int, int]] = {
+            int(k): m.KAFKA_SUPPORTED_VERSIONS[k] for k in CONTROLLER_KAFKA_APIS
+        }
 
     async def handle(self, request: Request) -> None:
         key = ApiKeys(request.api_key)
@@ -631,9 +660,14 @@ class ControllerApis:
             await self._raft_api(c.raft, key, request)
             return
         if key == ApiKeys.API_VERSIONS:
-            request.complete(to_body(self._api_versions()))
+            request.complete(to_body(self._api_versions(request.kafka_encoding)))
             return
         if c.raft is not None and c.core is None:
+            if key == ApiKeys.METADATA and request.kafka_encoding and c.raft.latest_state is not None:
+                # A Kafka client's METADATA at a voter that is not active: the last committed state, as a
+                # broker answers from its metadata cache (a client cannot follow NOT_CONTROLLER here).
+                self._committed_metadata(request, c.raft.latest_state)
+                return
             request.complete(error_body(Errors.NOT_CONTROLLER, self._not_controller_message()))
             return
         try:
@@ -676,6 +710,8 @@ class ControllerApis:
         elif key == ApiKeys.METADATA:
             response = core.metadata(body, c.answer_listener(request))
             response.topics = c.auth.filter_metadata_topics(request, body.topics is not None, response.topics)
+            if request.kafka_encoding:
+                response = _kafka_client_metadata(response, c.config.cluster_id)
         elif key == ApiKeys.DESCRIBE_CLUSTER:
             response = core.describe_cluster(c.answer_listener(request))
         elif key == ApiKeys.DESCRIBE_CONFIGS:
@@ -683,7 +719,7 @@ class ControllerApis:
         elif key in SECURITY_APIS:
             response = self._security_api(key, body)
         else:
-            response = self._api_versions()
+            response = self._api_versions(request.kafka_encoding)
         committed = await c.commit_effects()
         if committed is None:
             request.complete(error_body(Errors.NOT_CONTROLLER, self._not_controller_message()))
@@ -695,15 +731,28 @@ class ControllerApis:
                 for sent, event in done:
                     if sent.api_key in (ApiKeys.LEADER_AND_ISR, ApiKeys.STOP_REPLICA):
                         await event.wait()
-        request.complete(to_body(response))
+        request.complete(response if isinstance(response, dict) else to_body(response))
 
-    def _api_versions(self) -> m.ApiVersionsResponse:
+    def _api_versions(self, kafka_encoding: bool = False) -> m.ApiVersionsResponse:
+        supported = self.kafka_supported if kafka_encoding else self.supported
         return m.ApiVersionsResponse(
             api_keys=[
                 m.ApiVersionsResponseApiKey(api_key=k, min_version=lo, max_version=hi)
-                for k, (lo, hi) in sorted(self.supported.items())
+                for k, (lo, hi) in sorted(supported.items())
             ]
         )
+
+    def _committed_metadata(self, request: Request, latest_state: dict[str, Any]) -> None:
+        c = self.controller
+        try:
+            body: m.MetadataRequest = from_body(m.MetadataRequest, request.body)
+        except InvalidRequestError as exc:
+            request.complete(error_body(Errors.INVALID_REQUEST, exc.message))
+            return
+        state = ClusterState.from_json(latest_state)
+        response = metadata_response(state, c.controller_id, body, c.answer_listener(request))
+        response.topics = c.auth.filter_metadata_topics(request, body.topics is not None, response.topics)
+        request.complete(_kafka_client_metadata(response, c.config.cluster_id))
 
     def _not_controller_message(self) -> str:
         c = self.controller
@@ -814,6 +863,20 @@ class ControllerApis:
         return response
 
 
+def _kafka_client_metadata(response: m.MetadataResponse, cluster_id: str) -> dict[str, Any]:
+    """METADATA as a Kafka client reads it from a controller: the cluster id, internal topics marked, and as
+    the controller a live broker (the lowest id), which forwards what is meant for the controller (KIP-590),
+    as brokers answer; the controllers are on no client's list of brokers."""
+    brokers = sorted(b.node_id for b in response.brokers)
+    response.controller_id = brokers[0] if brokers else -1
+    body = to_body(response)
+    body["cluster_id"] = cluster_id
+    for topic in body["topics"]:
+        if topic["name"] in ("__consumer_offsets", "__transaction_state"):
+            topic["is_internal"] = True
+    return body
+
+
 SECURITY_APIS = (*ACL_APIS, ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKeys.ALTER_USER_SCRAM_CREDENTIALS)
 
 
@@ -833,4 +896,4 @@ async def run_controller(config: ControllerConfig) -> None:
             nursery.cancel_scope.cancel()
 
 
-__all__ = ["CONTROLLER_APIS", "ControllerApis", "KafkaController", "run_controller"]
+__all__ = ["CONTROLLER_APIS", "CONTROLLER_KAFKA_APIS", "ControllerApis", "KafkaController", "run_controller"]

@@ -432,7 +432,7 @@ class ControllerCore:
                         why,
                         error.name,
                     )
-                elif list(data.new_isr) != p.isr:
+                elif sorted(data.new_isr) != sorted(p.isr):
                     p.isr = list(data.new_isr)
                     p.partition_epoch += 1
                     p.controller_epoch = self.state.controller_epoch

@@ -183,9 +183,13 @@ def validate_alter_partition(
 
     A leader epoch above the controller's, or a partition epoch above it, means this controller is
     behind: NOT_CONTROLLER. An older leader epoch: FENCED_LEADER_EPOCH. Not the leader: INVALID_REQUEST.
-    An older partition epoch: INVALID_UPDATE_VERSION. An ISR with unknown or repeated replicas or without
-    the leader: INVALID_REQUEST. A member other than the leader that may not be in an ISR:
-    INELIGIBLE_REPLICA."""
+    An older partition epoch: INVALID_UPDATE_VERSION, unless the partition already has the proposed ISR: then
+    the proposal is a retry of a change this controller made but whose answer the leader never got (lost on
+    the network, or a failover between the change and its answer), and it is answered NONE with the current
+    state (Kafka's ``LeaderAndIsr.equalsAllowStalePartitionEpoch``, checked before the partition epoch "to
+    maintain idempotency"), so the leader learns the ISR and partition epoch it missed. An ISR with unknown
+    or repeated replicas or without the leader: INVALID_REQUEST. A member other than the leader that may not
+    be in an ISR: INELIGIBLE_REPLICA."""
     if leader_epoch > p.leader_epoch:
         return Errors.NOT_CONTROLLER, (
             f"leader epoch {leader_epoch} is newer than the controller's {p.leader_epoch}"
@@ -198,6 +202,8 @@ def validate_alter_partition(
         return Errors.FENCED_LEADER_EPOCH, f"leader epoch {leader_epoch} is older than {p.leader_epoch}"
     if broker_id != p.leader:
         return Errors.INVALID_REQUEST, f"broker {broker_id} is not the leader (leader is {p.leader})"
+    if partition_epoch < p.partition_epoch and sorted(new_isr) == sorted(p.isr):
+        return Errors.NONE, ""  # already in the proposed state: the retry gets the current one
     if partition_epoch < p.partition_epoch:
         return Errors.INVALID_UPDATE_VERSION, (
             f"partition epoch {partition_epoch} is older than {p.partition_epoch}"

@@ -66,9 +66,12 @@ class RaftManager:
         emit: Emit,
         clock_ms: Callable[[], int] = monotonic_ms,
         rng: random.Random | None = None,
+        listener_name: str = "CONTROLLER",
     ) -> None:
         self.node_id = node_id
         self.voters = voters
+        # The listener the voters reach each other on (DESCRIBE_QUORUM's nodes name it).
+        self.listener_name = listener_name
         self.cluster_id = cluster_id
         self.emit = emit
         self.clock_ms = clock_ms
@@ -267,7 +270,7 @@ class RaftManager:
     async def handle(self, key: ApiKeys, body: dict[str, Any]) -> dict[str, Any]:
         """The answer to another voter's VOTE, BEGIN/END_QUORUM_EPOCH or FETCH, or to DESCRIBE_QUORUM."""
         if key == ApiKeys.DESCRIBE_QUORUM:
-            described = self.client.describe_quorum()
+            described = self.client.describe_quorum(self.clock_ms())
             offset = wall_clock_ms() - self.clock_ms()
             described = dataclasses.replace(
                 described,
@@ -281,7 +284,7 @@ class RaftManager:
                     for v in described.current_voters
                 ],
             )
-            return wire.describe_quorum_to_wire(described)
+            return wire.describe_quorum_to_wire(described, self.voters, self.listener_name)
         request, cluster_id, sender = wire.request_from_wire(key, body)
         if cluster_id is not None and cluster_id != self.cluster_id:
             return wire.error_response(

@@ -657,26 +657,24 @@ class KafkaRaftClient:
 
     # ------------------------------------------------------------------------------------ describe
 
-    def describe_quorum(self) -> rm.DescribeQuorumResponse:
+    def describe_quorum(self, now_ms: int) -> rm.DescribeQuorumResponse:
+        """Kafka's ``LeaderState.describeQuorum``: each voter as the leader last saw it, except the leader
+        itself, which is described as it is now (its log end offset, and ``now_ms`` as both its last fetch
+        and last caught-up time, as Kafka's ``describeReplicaState`` reports the local replica)."""
         leader = self.leader_state
         if leader is None:
             return rm.DescribeQuorumResponse(
                 int(Errors.NOT_LEADER_OR_FOLLOWER), self.leader_id, self.epoch, self.high_watermark
             )
+        voters: list[rm.ReplicaDescription] = []
+        for replica_id, s in sorted(leader.voter_states.items()):
+            if replica_id == self.local_id:
+                voters.append(rm.ReplicaDescription(replica_id, self.log.end_offset, now_ms, now_ms))
+                continue
+            end_offset = s.end_offset if s.end_offset is not None else -1
+            voters.append(rm.ReplicaDescription(replica_id, end_offset, s.last_fetch_ms, s.last_caught_up_ms))
         return rm.DescribeQuorumResponse(
-            int(Errors.NONE),
-            self.local_id,
-            leader.epoch,
-            self.high_watermark,
-            [
-                rm.ReplicaDescription(
-                    s.replica_id,
-                    s.end_offset if s.end_offset is not None else -1,
-                    s.last_fetch_ms,
-                    s.last_caught_up_ms,
-                )
-                for _, s in sorted(leader.voter_states.items())
-            ],
+            int(Errors.NONE), self.local_id, leader.epoch, self.high_watermark, voters
         )
 
 

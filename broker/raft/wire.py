@@ -4,12 +4,13 @@ correlation id kept beside the wire's."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from broker.raft import messages as rm
 from protocol import raft_messages as wm
 from protocol.api_keys import ApiKeys
-from protocol.errors import InvalidRequestError
+from protocol.errors import Errors, InvalidRequestError
 from protocol.schema import from_body, to_body
 
 
@@ -221,7 +222,19 @@ def error_response(key: ApiKeys, error_code: int, leader_id: int, epoch: int) ->
     return response_to_wire(key, response, error_code)
 
 
-def describe_quorum_to_wire(described: rm.DescribeQuorumResponse) -> dict[str, Any]:
+def describe_quorum_to_wire(
+    described: rm.DescribeQuorumResponse,
+    voters: Mapping[int, tuple[str, int]] | None = None,
+    listener_name: str = "CONTROLLER",
+) -> dict[str, Any]:
+    """The DESCRIBE_QUORUM answer; ``nodes`` lists every voter's address (DescribeQuorum v2's ``nodes``,
+    on the listener the voters speak to each other on), on an error answer too, so a client can find the
+    leader it names."""
+    error_message = None
+    if described.error_code == Errors.NOT_LEADER_OR_FOLLOWER:
+        error_message = "this voter is not the quorum leader" + (
+            f"; the leader is {described.leader_id}" if described.leader_id >= 0 else "; no leader is known"
+        )
     return to_body(
         wm.DescribeQuorumResponse(
             topics=[
@@ -229,6 +242,7 @@ def describe_quorum_to_wire(described: rm.DescribeQuorumResponse) -> dict[str, A
                     partitions=[
                         wm.DescribeQuorumResponsePartition(
                             error_code=described.error_code,
+                            error_message=error_message,
                             leader_id=described.leader_id,
                             leader_epoch=described.leader_epoch,
                             high_watermark=described.high_watermark,
@@ -244,7 +258,14 @@ def describe_quorum_to_wire(described: rm.DescribeQuorumResponse) -> dict[str, A
                         )
                     ]
                 )
-            ]
+            ],
+            nodes=[
+                wm.DescribeQuorumResponseNode(
+                    node_id=node_id,
+                    listeners=[wm.DescribeQuorumResponseListener(name=listener_name, host=host, port=port)],
+                )
+                for node_id, (host, port) in sorted((voters or {}).items())
+            ],
         )
     )
 

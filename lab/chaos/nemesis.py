@@ -87,10 +87,11 @@ class Nemesis:
         return step.describe() if nodes is None else replace(step, nodes=nodes).describe()
 
     async def _resolve(self, step: FaultStep) -> tuple[list[str], int | None]:
-        """The nodes ``step`` acts on, and the voter its ``controller`` end names on a quorum (None when it
-        names none): the active controller now. Raises ClusterError when there is none, or when isolating it
-        would leave fewer than a majority of the voters up."""
-        if CONTROLLER not in step.nodes or not self.info.quorum:
+        """The nodes ``step`` acts on, and the voter its ``controller`` end names on a quorum of several (None
+        when it names none): the active controller now. Raises ClusterError when there is none, or when
+        isolating it would leave fewer than a majority of the voters up. A sole voter is the node
+        ``controller`` itself (as the network faults name it), faulted as a single controller was."""
+        if CONTROLLER not in step.nodes or not self.info.several_voters:
             return list(step.nodes), None
         try:
             view = await find_active(voters_of(self.info), wait_s=ACTIVE_WAIT_S)
@@ -274,7 +275,7 @@ class Nemesis:
         """Resumes paused brokers, heals every network fault, restarts stopped brokers. Returns what it did
         (nothing when every step ended as planned)."""
         done: list[str] = []
-        controllers = self.info.controllers if self.info.quorum else []
+        controllers = self.info.controllers if self.info.several_voters else []
         for c in controllers:
             if process_state(c.pid) == "paused":
                 send_signal(c.pid, signal.SIGCONT)

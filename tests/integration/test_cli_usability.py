@@ -302,10 +302,11 @@ def test_cluster_up_is_all_or_nothing(tmp_path: Path) -> None:
         check=False,
     )  # fmt: skip
     assert proc.returncode == 1
-    assert "stopped the controller" in proc.stderr
+    assert "stopped controller 1000" in proc.stderr
     info = ClusterInfo.load(root)
     assert info.controller.pid is None and all(b.pid is None for b in info.brokers)
-    started = events(root / "controller" / "events.jsonl", "controller_started")
+    # One controller is a one-voter quorum, laid out as N voters are (SPEC §11).
+    started = events(root / "controller-1000" / "events.jsonl", "controller_started")
     assert started and process_state(started[-1]["pid"]) == "stopped"
 
 

@@ -157,9 +157,27 @@ def test_producer_ids_come_from_durable_controller_blocks(cluster: Cluster) -> N
     cluster.cli("broker", "restart", "1")
     after = pid(1)
     assert after > seen and after % 1000 == 0, (after, seen)
-    (state_file,) = Path(cluster.info.controller.dir).rglob("cluster-metadata.json")
-    state = json.loads(state_file.read_text())
+    # The controller is a one-voter quorum (SPEC §11): the blocks are in its metadata log's
+    # ControllerState records.
+    state = last_controller_state(Path(cluster.info.controller.dir) / "__cluster_metadata-0")
     assert state["producer_ids"]["next_producer_id"] > after
+
+
+def last_controller_state(metadata_log: Path) -> dict[str, Any]:
+    """The cluster state of the last ControllerState record in a voter's metadata log (its segments)."""
+    import msgpack
+
+    states = []
+    for segment in sorted(metadata_log.glob("*.log")):
+        data = segment.read_bytes()
+        for pos, _ in iter_batches(data):
+            _, records = decode_records(data, pos)
+            for r in records:
+                value = msgpack.unpackb(r.value, raw=False)
+                if value.get("type") == "ControllerState":
+                    states.append(value["state"])
+    assert states, f"no ControllerState record in {metadata_log}"
+    return states[-1]
 
 
 def test_unmanaged_broker_never_reuses_producer_ids(broker_launcher: BrokerLauncher) -> None:

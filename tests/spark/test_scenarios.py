@@ -101,7 +101,9 @@ def _converged_as_the_journals_say(report: ReportOutcome, root: Path) -> None:
     overall = report.report["time_to_converge"]["overall"]
     converged, last_end = overall["converged_ms"], overall["last_fault_end_ms"]
     assert converged is not None and last_end is not None and converged >= last_end
-    lines = [json.loads(line) for line in (root / "controller" / "events.jsonl").open() if line.strip()]
+    # The scenario's one controller (a one-voter quorum, in controller-1000/).
+    (journal,) = root.glob("controller*/events.jsonl")
+    lines = [json.loads(line) for line in journal.open() if line.strip()]
     last_start = max(
         e["ts_ms"] for b in root.glob("broker-*") for e in _journal(b) if e["event"] == "broker_started"
     )

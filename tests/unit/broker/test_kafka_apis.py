@@ -108,8 +108,20 @@ async def test_body_that_does_not_match_the_schema_is_invalid_request(broker: Br
 
 
 async def test_api_not_served_by_a_broker_is_unsupported_version(broker: Broker) -> None:
-    body = response_body(await handle(broker, ApiKeys.CREATE_TOPICS, {}))
+    body = response_body(await handle(broker, ApiKeys.BROKER_HEARTBEAT, {}))
     assert body["error_code"] == Errors.UNSUPPORTED_VERSION == 35
+
+
+async def test_admin_apis_over_msgpack_go_to_the_controller(broker: Broker) -> None:
+    """CREATE_TOPICS and DESCRIBE_QUORUM are served in msgpack too (forwarded to the controller); a broker
+    with no controller to forward to says NOT_CONTROLLER."""
+    topic = {"name": "x", "num_partitions": 1, "replication_factor": 1}
+    created = response_body(
+        await handle(broker, ApiKeys.CREATE_TOPICS, {"topics": [topic], "timeout_ms": 1000})
+    )
+    assert created["topics"][0]["error_code"] == Errors.NOT_CONTROLLER
+    described = response_body(await handle(broker, ApiKeys.DESCRIBE_QUORUM, {}))
+    assert described["error_code"] == Errors.NOT_CONTROLLER
 
 
 # --------------------------------------------------------------------- LEADER_AND_ISR, STOP_REPLICA

@@ -51,12 +51,47 @@ def test_three_voters_each_told_every_voter(tmp_path: Path) -> None:
         loaded.controller_by_id(1005)
 
 
-def test_one_controller_keeps_the_single_controller_layout(tmp_path: Path) -> None:
+def test_one_controller_is_a_quorum_of_one_voter(tmp_path: Path) -> None:
+    # SPEC §11: --controllers 1 starts one voter of a Raft quorum, laid out as N voters are.
     info = create_layout(tmp_path / "root", 1, 0, (), controllers=1)
-    assert not info.quorum and Path(info.controller.dir).name == "controller"
-    # No quorum: the controller runs alone, the brokers still find it through controller.quorum.voters.
-    assert "controller.quorum.voters" not in properties(info.controller.config)
-    assert properties(info.brokers[0].config)["controller.quorum.voters"] == "1000@127.0.0.1:0"
+    info.save()
+    c = info.controller
+    assert info.quorum and not info.several_voters and [x.id for x in info.controllers] == [1000]
+    assert Path(c.dir).name == "controller-1000" and c.port > 0
+    voters = f"1000@127.0.0.1:{c.port}"
+    props = properties(c.config)
+    assert props["controller.quorum.voters"] == voters and props["node.id"] == "1000"
+    assert props["listeners"].endswith(f":{c.port}")
+    assert properties(info.brokers[0].config)["controller.quorum.voters"] == voters
+    assert not (tmp_path / "root" / "controller").exists()
+    raw = json.loads((tmp_path / "root" / "cluster.json").read_text())
+    assert [x["id"] for x in raw["controllers"]] == [1000] and raw["controller"] == raw["controllers"][0]
+    assert raw["settings"]["controllers"] == 1
+    loaded = ClusterInfo.load(tmp_path / "root")
+    assert loaded.quorum and loaded.quorum_voters == voters
+    # Network faults still name a sole controller `controller` (as its brokers and itself do).
+    assert loaded.node_name(loaded.controller) == "controller"
+
+
+def test_net_faults_take_a_sole_voters_id_for_controller(tmp_path: Path) -> None:
+    from kit.net_faults import NetError, cluster_from_info
+
+    one = cluster_from_info(create_layout(tmp_path / "one", 1, 0, (), controllers=1))
+    assert one.names == ["controller", "1"] and one.node("1000").name == "controller"
+    three = cluster_from_info(create_layout(tmp_path / "three", 1, 0, (), controllers=3))
+    assert three.names == ["1", "1000", "1001", "1002"] and three.node("1001").name == "1001"
+    with pytest.raises(NetError, match=r"unknown node .controller."):
+        three.node("controller")
+
+
+def test_a_root_made_before_one_voter_quorums_keeps_its_single_controller(tmp_path: Path) -> None:
+    info = create_layout(tmp_path / "root", 1, 9092, (), controllers=1)
+    info.save()
+    path = tmp_path / "root" / "cluster.json"
+    raw = json.loads(path.read_text())
+    del raw["settings"]["quorum"]  # a root made when one controller ran alone
+    path.write_text(json.dumps(raw))
+    assert not ClusterInfo.load(tmp_path / "root").quorum
 
 
 def test_a_cluster_json_without_controllers_loads_as_one_controller(tmp_path: Path) -> None:
@@ -73,7 +108,9 @@ def test_a_cluster_json_without_controllers_loads_as_one_controller(tmp_path: Pa
 def test_fixed_ports_go_below_the_brokers() -> None:
     assert controller_ports(9092, 3) == [9091, 9090, 9089]
     assert controller_ports(9092, 1) == [9091]
-    assert controller_ports(0, 1) == [0]
+    # With base port 0 even a single voter's port is chosen up front (it is named in the voters line).
+    (port,) = controller_ports(0, 1)
+    assert port > 0
 
 
 def test_an_existing_root_keeps_its_number_of_controllers(tmp_path: Path) -> None:

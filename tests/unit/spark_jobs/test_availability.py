@@ -74,6 +74,13 @@ def test_each_stall_gets_its_cause_from_the_journals_and_the_fault_in_force() ->
         "controller_unreachable",
         "partition 2 <-> controller",
     )
+    # On a quorum the controller end is a voter's id (controller 1000 wrote the journal's lines).
+    isolated = [Window("isolate 1000", "isolate", ["1000"], T0 + 20_000, T0 + 30_000, "faults.jsonl")]
+    assert classify(stall(21_000, 24_000, 2), events, isolated).cause == "controller_unreachable"
+    partitioned = [
+        Window("partition 2 <-> 1001", "partition", ["2", "1001"], T0 + 20_000, None, "faults.jsonl")
+    ]
+    assert classify(stall(21_000, 24_000, 2), events, partitioned).cause == "unknown"  # 1001 is no voter here
     # The controller's shrink (it fenced a follower) carries no old_isr; journaled as the acks resume.
     fenced_follower = events_from_records(
         [

@@ -122,6 +122,15 @@ class TestValidateAlterPartition:
     def test_older_partition_epoch(self) -> None:
         assert self.check(1, 4, 6, [1, 2, 3]) == Errors.INVALID_UPDATE_VERSION
 
+    def test_a_retry_of_a_change_already_made_gets_the_current_state(self) -> None:
+        # The leader proposed [1, 2] at partition epoch 6, the controller made it (epoch 7), the answer was
+        # lost and the leader asks again: not INVALID_UPDATE_VERSION (Kafka's
+        # equalsAllowStalePartitionEpoch), in any order of the members; the leader epoch is still checked.
+        assert self.check(1, 4, 6, [1, 2]) == Errors.NONE
+        assert self.check(1, 4, 3, [2, 1]) == Errors.NONE
+        assert self.check(1, 3, 6, [1, 2]) == Errors.FENCED_LEADER_EPOCH
+        assert self.check(2, 4, 6, [1, 2]) == Errors.INVALID_REQUEST
+
     def test_not_the_leader(self) -> None:
         assert self.check(2, 4, 7, [1, 2]) == Errors.INVALID_REQUEST
 

@@ -442,7 +442,7 @@ def test_describe_quorum_lists_the_voters() -> None:
     client, _, _ = make()
     elect(client, 0)
     client.handle_request(PEER1, rm.FetchRequest(1, PEER1, 1, 1, 1), 2100)
-    described = client.describe_quorum()
+    described = client.describe_quorum(2500)
     assert (described.error_code, described.leader_id, described.leader_epoch, described.high_watermark) == (
         0,
         LOCAL,
@@ -452,6 +452,20 @@ def test_describe_quorum_lists_the_voters() -> None:
     by_id = {v.replica_id: v for v in described.current_voters}
     assert by_id[PEER1].log_end_offset == 1 and by_id[PEER1].last_fetch_timestamp == 2100
     assert by_id[PEER2].log_end_offset == -1
+    assert (by_id[PEER2].last_fetch_timestamp, by_id[PEER2].last_caught_up_timestamp) == (-1, -1)
+
+
+def test_describe_quorum_reports_the_leader_itself_as_of_now() -> None:
+    """Kafka's LeaderState.describeReplicaState: the local replica is described with the current time
+    and its own log end offset, not the time its state was last updated."""
+    client, _, _ = make()
+    elect(client, 0)
+    client.handle_request(PEER1, rm.FetchRequest(1, PEER1, 1, 1, 1), 2100)
+    first = {v.replica_id: v for v in client.describe_quorum(2200).current_voters}[LOCAL]
+    later = {v.replica_id: v for v in client.describe_quorum(9000).current_voters}[LOCAL]
+    assert (first.last_fetch_timestamp, first.last_caught_up_timestamp) == (2200, 2200)
+    assert (later.last_fetch_timestamp, later.last_caught_up_timestamp) == (9000, 9000)
+    assert later.log_end_offset == client.log.end_offset
 
 
 def test_responses_nobody_waits_for_are_ignored() -> None:
