@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from broker.admin_apis import AdminApis
@@ -94,7 +94,7 @@ class KafkaApis:
         self.supported: dict[int, tuple[int, int]] = {
             int(k): m.SUPPORTED_VERSIONS[k] for k in (*BROKER_APIS, *ADMIN_APIS)
         }
-        self._handlers: dict[int, Callable[[Request, Any], None]] = {
+        self._handlers: dict[int, Callable[[Request, Any], Coroutine[Any, Any, None] | None]] = {
             ApiKeys.PRODUCE: self.handle_produce,
             ApiKeys.FETCH: self.handle_fetch,
             ApiKeys.LIST_OFFSETS: self.handle_list_offsets,
@@ -154,7 +154,9 @@ class KafkaApis:
             cluster_operation = CLUSTER_OPERATION_APIS.get(request.api_key)
             if cluster_operation is not None:
                 self.auth.authorize_cluster_operation(request, cluster_operation)
-            handler(request, body)
+            pending = handler(request, body)
+            if pending is not None:
+                await pending
         except KafkaError as exc:
             request.complete(error_body(exc.error, exc.message))
 
@@ -383,10 +385,14 @@ class KafkaApis:
         )
         return True
 
-    def handle_leader_and_isr(self, request: Request, req: m.LeaderAndIsrRequest) -> None:
+    def handle_leader_and_isr(
+        self, request: Request, req: m.LeaderAndIsrRequest
+    ) -> Coroutine[Any, Any, None] | None:
+        """Validated here; applied by the coroutine returned (it may wait for the disk), which ``handle``
+        awaits."""
         if self._stale_broker_epoch(req.broker_epoch, "LEADER_AND_ISR"):
             request.complete(to_body(m.LeaderAndIsrResponse(error_code=int(Errors.STALE_BROKER_EPOCH))))
-            return
+            return None
         invalid = _invalid_topic_partitions(req.topic_states)
         states = [
             (
@@ -406,22 +412,30 @@ class KafkaApis:
             for p in t.partition_states
         ]
         leaders = [BrokerEndpoint(b.broker_id, b.host_name, b.port) for b in req.live_leaders]
-        error, errors = self.replica_manager.become_leader_or_follower(
-            req.controller_id, req.controller_epoch, states, leaders
-        )
-        errors = _with_invalid(error, errors, invalid)
-        partition_errors = [
-            m.LeaderAndIsrResponsePartitionError(topic_name=tp[0], partition_index=tp[1], error_code=int(e))
-            for tp, e in errors.items()
-        ]
-        request.complete(
-            to_body(m.LeaderAndIsrResponse(error_code=int(error), partition_errors=partition_errors))
-        )
 
-    def handle_stop_replica(self, request: Request, req: m.StopReplicaRequest) -> None:
+        async def apply() -> None:
+            error, errors = await self.replica_manager.become_leader_or_follower_async(
+                req.controller_id, req.controller_epoch, states, leaders
+            )
+            errors = _with_invalid(error, errors, invalid)
+            partition_errors = [
+                m.LeaderAndIsrResponsePartitionError(
+                    topic_name=tp[0], partition_index=tp[1], error_code=int(e)
+                )
+                for tp, e in errors.items()
+            ]
+            request.complete(
+                to_body(m.LeaderAndIsrResponse(error_code=int(error), partition_errors=partition_errors))
+            )
+
+        return apply()
+
+    def handle_stop_replica(
+        self, request: Request, req: m.StopReplicaRequest
+    ) -> Coroutine[Any, Any, None] | None:
         if self._stale_broker_epoch(req.broker_epoch, "STOP_REPLICA"):
             request.complete(to_body(m.StopReplicaResponse(error_code=int(Errors.STALE_BROKER_EPOCH))))
-            return
+            return None
         invalid = _invalid_topic_partitions(req.topic_states)
         states = [
             ((t.topic_name, p.partition_index), p.leader_epoch, p.delete_partition)
@@ -429,15 +443,23 @@ class KafkaApis:
             if is_valid_topic_name(t.topic_name)
             for p in t.partition_states
         ]
-        error, errors = self.replica_manager.stop_replicas(req.controller_id, req.controller_epoch, states)
-        errors = _with_invalid(error, errors, invalid)
-        partition_errors = [
-            m.StopReplicaResponsePartitionError(topic_name=tp[0], partition_index=tp[1], error_code=int(e))
-            for tp, e in errors.items()
-        ]
-        request.complete(
-            to_body(m.StopReplicaResponse(error_code=int(error), partition_errors=partition_errors))
-        )
+
+        async def apply() -> None:
+            error, errors = await self.replica_manager.stop_replicas_async(
+                req.controller_id, req.controller_epoch, states
+            )
+            errors = _with_invalid(error, errors, invalid)
+            partition_errors = [
+                m.StopReplicaResponsePartitionError(
+                    topic_name=tp[0], partition_index=tp[1], error_code=int(e)
+                )
+                for tp, e in errors.items()
+            ]
+            request.complete(
+                to_body(m.StopReplicaResponse(error_code=int(error), partition_errors=partition_errors))
+            )
+
+        return apply()
 
     def handle_update_metadata(self, request: Request, req: m.UpdateMetadataRequest) -> None:
         if self._stale_broker_epoch(req.broker_epoch, "UPDATE_METADATA"):

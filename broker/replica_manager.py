@@ -17,6 +17,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+import trio
 
 from broker.delayed import DelayedOperationPurgatory
 from broker.delayed_ops import (
@@ -29,7 +32,7 @@ from broker.delayed_ops import (
 from broker.fetch_session_cache import CachedPartition, FetchSession
 from broker.follower_view import FollowerPartitionView
 from broker.journal import AckJournal
-from broker.log.checkpoint import group_commit
+from broker.log.checkpoint import already_durable, group_commit, write_all_atomically
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache, PartitionMetadata
 from broker.partition import IsrChange, LeaderAndIsrState, LogReadResult, Partition, TimestampAndOffset
@@ -119,6 +122,9 @@ class ReplicaManager:
         # Follower session fetches parked in the fetch purgatory, with their sessions' partitions.
         self._parked_session_fetches: list[tuple[DelayedFetch, Mapping[TopicPartition, CachedPartition]]] = []
         self.controller_epoch = 0
+        # Kafka's replicaStateChangeLock: LEADER_AND_ISR and STOP_REPLICA are applied one at a time (the
+        # former may wait for a disk write off the event loop; docs/performance.md).
+        self.state_change_lock = trio.Lock()
         # Called with (controller_id, controller_epoch) when a controller request raises the controller
         # epoch: a new active controller (the broker's link to the controller moves to it).
         self.controller_listeners: list[Callable[[int, int], None]] = []
@@ -194,6 +200,64 @@ class ReplicaManager:
         if raised:
             for listener in self.controller_listeners:
                 listener(controller_id, controller_epoch)
+
+    async def become_leader_or_follower_async(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        states: Sequence[tuple[TopicPartition, LeaderAndIsrState]],
+        live_leaders: Iterable[BrokerEndpoint],
+    ) -> tuple[Errors, dict[TopicPartition, Errors]]:
+        """:meth:`become_leader_or_follower` as the request handler runs it: the leader-epoch checkpoints of
+        the partitions it will lead in a new epoch are first made durable in a worker thread (fetchers of
+        those partitions stopped first, so their logs hold still), while the event loop goes on serving
+        everything else; then the request is applied, with those checkpoints already on disk. A partition
+        still becomes leader only once its checkpoint is durable, as before; what changes is that the
+        broker's other partitions, its fetchers and its heartbeats do not wait for the disk meanwhile."""
+        async with self.state_change_lock:
+            files = self._new_leader_checkpoints(controller_epoch, states)
+            if files:
+                with self.log_manager.failure_channel.guard(
+                    str(self.log_manager.log_dir), "writing leader-epoch checkpoints"
+                ):
+                    await trio.to_thread.run_sync(write_all_atomically, files, ".tmp-lai")
+            with already_durable(files):
+                return self.become_leader_or_follower(controller_id, controller_epoch, states, live_leaders)
+
+    def _new_leader_checkpoints(
+        self, controller_epoch: int, states: Sequence[tuple[TopicPartition, LeaderAndIsrState]]
+    ) -> dict[Path, str]:
+        """The checkpoint texts ``make_leader`` will write for the hosted partitions ``states`` makes this
+        broker lead in a newer epoch (the same checks as ``become_leader_or_follower``); their fetchers
+        are removed first (Kafka's ``makeLeaders`` does so too), so nothing appends meanwhile."""
+        if (
+            controller_epoch < self.controller_epoch
+            or self.log_manager.offline
+            or self.settings.truncation_mode is not TruncationMode.LEADER_EPOCH
+        ):
+            return {}
+        files: dict[Path, str] = {}
+        moving: list[tuple[Partition, LeaderAndIsrState]] = []
+        for tp, state in states:
+            partition = self.partitions.get(tp)
+            if (
+                partition is None
+                or state.leader != self.broker_id
+                or self.broker_id not in state.replicas
+                or state.leader_epoch <= partition.leader_epoch
+            ):
+                continue
+            moving.append((partition, state))
+        if moving:
+            self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in moving], shutdown_idle=False)
+        for partition, state in moving:
+            planned = partition.log.leader_epoch_cache.checkpoint_after_assign(
+                state.leader_epoch, partition.log_end_offset
+            )
+            if planned is not None:
+                checkpoint, text = planned
+                files[checkpoint.path] = text
+        return files
 
     def become_leader_or_follower(
         self,
@@ -378,6 +442,13 @@ class ReplicaManager:
             self._leadership_changed([(tp, epoch)], [])
 
     # ------------------------------------------------------------------ STOP_REPLICA
+
+    async def stop_replicas_async(
+        self, controller_id: int, controller_epoch: int, states: Sequence[tuple[TopicPartition, int, bool]]
+    ) -> tuple[Errors, dict[TopicPartition, Errors]]:
+        """:meth:`stop_replicas` after any LEADER_AND_ISR being applied (``state_change_lock``)."""
+        async with self.state_change_lock:
+            return self.stop_replicas(controller_id, controller_epoch, states)
 
     def stop_replicas(
         self, controller_id: int, controller_epoch: int, states: Sequence[tuple[TopicPartition, int, bool]]

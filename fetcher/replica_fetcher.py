@@ -76,6 +76,10 @@ class ReplicaFetch:
     request: FetchRequest
 
 
+class FetchAbandoned(Exception):
+    """The fetch in flight was given up because partitions were added while it was parked on the leader."""
+
+
 class ReplicaFetcher:
     def __init__(
         self,
@@ -97,6 +101,10 @@ class ReplicaFetcher:
         self.partitions = FetcherPartitions()
         self.session = FetchSessionHandler(leader.broker_endpoint.broker_id)
         self._changed = trio.Event()
+        # The FETCH in flight, while it waits for the leader's answer (a long poll of up to
+        # ``replica.fetch.wait.max.ms``); cancelled when partitions are added (``add_partitions``).
+        self._in_flight: trio.CancelScope | None = None
+        self.abandoned_fetches = 0
         self.fetch_requests = 0
         self.stats = stats if stats is not None else FetcherStats()
 
@@ -107,8 +115,16 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------ partitions (called synchronously)
 
     def add_partitions(self, initial: Mapping[TopicPartition, InitialFetchState]) -> None:
+        """New partitions (or new leader epochs) to fetch. A FETCH parked on the leader does not carry
+        them, and the leader answers a connection's requests in order, so waiting for it would delay
+        their first truncation and fetch by up to ``replica.fetch.wait.max.ms`` (a leadership that just
+        moved here, with nothing written to the partitions in flight, is the usual case): the fetch is
+        given up, and the connection with it, and the next round starts at once with a new fetch session
+        (Kafka's fetcher likewise never waits for a fetch in flight to change its partitions)."""
         self.partitions.add_partitions(initial)
         self._changed.set()
+        if self._in_flight is not None:
+            self._in_flight.cancel()
 
     def remove_partitions(self, tps: list[TopicPartition]) -> dict[TopicPartition, PartitionFetchState]:
         removed = self.partitions.remove_partitions(tps)
@@ -139,6 +155,8 @@ class ReplicaFetcher:
                     log.info("%s: connected to leader %d", self.name, self.leader_id)
                     while True:
                         await self.do_work()
+            except FetchAbandoned:
+                log.debug("%s: fetch abandoned for new partitions; reconnecting", self.name)
             except FetchFailed as exc:
                 log.info(
                     "%s: error talking to leader %s: %s; backing off %d ms",
@@ -340,7 +358,18 @@ class ReplicaFetcher:
             return
         self.fetch_requests += 1
         self.stats.requests += 1
-        response = await self.leader.fetch(fetch.request)
+        with trio.CancelScope() as scope:
+            self._in_flight = scope
+            try:
+                response = await self.leader.fetch(fetch.request)
+            finally:
+                self._in_flight = None
+        if scope.cancelled_caught:
+            # Partitions were added while this fetch waited on the leader (``add_partitions``): its answer
+            # will not be read, so the session starts again (a full fetch) on a new connection.
+            self.abandoned_fetches += 1
+            self.session.handle_error(None)
+            raise FetchAbandoned()
         await self.process_fetch_response(fetch.data, response)
 
     def _idle_wait_ms(self) -> int:

@@ -72,9 +72,9 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, tmp_suffix: str = ".tmp") -> None:
     """Replace ``path`` with ``text``: write ``<path>.tmp``, fsync, rename, fsync the directory."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(path.name + tmp_suffix)
     with open(tmp, "w", encoding="utf-8", newline="\n") as f:
         f.write(text)
         f.flush()
@@ -97,6 +97,9 @@ class _GroupCommit:
 
 
 _deferred: ContextVar[_GroupCommit | None] = ContextVar("deferred_checkpoints", default=None)
+# Checkpoint texts already made durable (by ``write_all_atomically`` run in a worker thread before a
+# LEADER_AND_ISR is applied): a group commit inside ``already_durable`` does not write them again.
+_durable: ContextVar[Mapping[Path, str] | None] = ContextVar("durable_checkpoints", default=None)
 
 
 def _open_group_commit() -> _GroupCommit | None:
@@ -138,22 +141,35 @@ def group_commit() -> Iterator[None]:
     finally:
         batch.open = False
         _deferred.reset(token)
-        write_all_atomically(batch.files)
+        durable = _durable.get() or {}
+        write_all_atomically({p: t for p, t in batch.files.items() if durable.get(p) != t})
 
 
-def write_all_atomically(files: Mapping[Path, str]) -> None:
-    """``write_atomically`` for several files at once: every ``<path>.tmp`` is written, one ``syncfs`` per
-    filesystem makes them durable, all are renamed over their files, and a second ``syncfs`` makes the
-    renames durable. A file whose directory is gone (its log was deleted meanwhile) is skipped."""
+@contextmanager
+def already_durable(files: Mapping[Path, str]) -> Iterator[None]:
+    """Inside, a group commit skips a checkpoint whose text is ``files[path]``: it is on disk, durable,
+    already (written with ``write_all_atomically`` before, off the event loop)."""
+    token = _durable.set(files)
+    try:
+        yield
+    finally:
+        _durable.reset(token)
+
+
+def write_all_atomically(files: Mapping[Path, str], tmp_suffix: str = ".tmp") -> None:
+    """``write_atomically`` for several files at once: every ``<path><tmp_suffix>`` is written, one
+    ``syncfs`` per filesystem makes them durable, all are renamed over their files, and a second ``syncfs``
+    makes the renames durable. A file whose directory is gone (its log was deleted meanwhile) is skipped.
+    Safe in a worker thread (a suffix of its own keeps it off the temp files of the event loop's writes)."""
     live = {path: text for path, text in files.items() if path.parent.is_dir()}
     if _syncfs is None or len(live) < GROUP_COMMIT_MIN_FILES:
         for path, text in live.items():
-            write_atomically(path, text)
+            write_atomically(path, text, tmp_suffix)
         return
     devices: dict[int, Path] = {}
     renames: list[tuple[Path, Path]] = []
     for path, text in live.items():
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = path.with_name(path.name + tmp_suffix)
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
             devices.setdefault(os.fstat(f.fileno()).st_dev, path.parent)
@@ -249,9 +265,14 @@ class LeaderEpochCheckpointFile:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
 
-    def write(self, entries: Sequence[EpochEntry]) -> None:
+    @staticmethod
+    def text(entries: Sequence[EpochEntry]) -> str:
+        """The file's text for ``entries``."""
         lines = [f"{e.epoch} {e.start_offset}" for e in entries]
-        text = _format(lines, len(lines))
+        return _format(lines, len(lines))
+
+    def write(self, entries: Sequence[EpochEntry]) -> None:
+        text = self.text(entries)
         batch = _open_group_commit()
         if batch is not None:
             batch.files[self.path] = text

@@ -153,6 +153,19 @@ class LeaderEpochFileCache:
         self._entries.clear()
         self._epochs.clear()
 
+    def checkpoint_after_assign(
+        self, epoch: int, start_offset: int
+    ) -> tuple[LeaderEpochCheckpointFile, str] | None:
+        """The checkpoint file and the text ``assign(epoch, start_offset)`` would write to it, without
+        changing anything; None if it would write nothing (no file, or no change)."""
+        if self._checkpoint is None or epoch < 0 or start_offset < 0:
+            return None
+        trial = LeaderEpochFileCache(None)
+        trial.assign_all(self._entries)
+        if not trial._assign(EpochEntry(epoch, start_offset)):
+            return None
+        return self._checkpoint, LeaderEpochCheckpointFile.text(trial._entries)
+
     def _flush(self) -> None:
         if self._checkpoint is not None:
             self._checkpoint.write(self._entries)

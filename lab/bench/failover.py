@@ -8,8 +8,11 @@ round-robin placement gives each broker N leaderships (N = 1 and 100).
 A prober writes to every partition the victim leads, as a producer would: one PRODUCE (acks=-1, one small
 batch per partition) per leader every ``PROBE_INTERVAL_S``, refreshing metadata after an error (at most
 every ``METADATA_BACKOFF_S``). The victim is killed with SIGKILL, or stopped cleanly with SIGTERM (the broker
-then moves its leaderships away through the controller first). A partition's unavailability is the time from
-the signal to the acknowledgement of the first request sent after it that succeeded; the figure is the
+then moves its leaderships away through the controller first). A partition's unavailability is the longest
+time without an acknowledgement from the signal until the first acknowledgement by another broker (the new
+leader), counting only requests sent after the signal: after SIGKILL that is the time to the first
+acknowledgement; after SIGTERM the victim may still acknowledge for a while (until its leadership moves),
+and what counts is the gap between its last acknowledgement and the new leader's first. The figure is the
 worst partition (every partition writable again), the median is in the details.
 """
 
@@ -148,7 +151,8 @@ class ManagedCluster(BenchCluster):
 class Prober:
     client: ClusterClient
     partitions: list[TopicPartition]
-    acks: dict[TopicPartition, list[tuple[float, float]]] = field(default_factory=dict)
+    # Per partition: (sent, acknowledged, by which broker), monotonic seconds.
+    acks: dict[TopicPartition, list[tuple[float, float, int]]] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     _in_flight: set[TopicPartition] = field(default_factory=set)
     _stale: bool = False
@@ -198,7 +202,7 @@ class Prober:
             for part in resp["responses"][0]["partition_responses"]:
                 tp = (topic, part["index"])
                 if part["error_code"] == Errors.NONE:
-                    self.acks.setdefault(tp, []).append((sent, now))
+                    self.acks.setdefault(tp, []).append((sent, now, leader))
                 else:
                     self._error(error_name(part["error_code"]))
         except (OSError, ConnectionClosed, trio.TooSlowError) as exc:
@@ -209,13 +213,20 @@ class Prober:
         finally:
             self._in_flight.difference_update(tps)
 
-    def recovered_after(self, t_kill: float) -> dict[TopicPartition, float]:
-        """Partition -> seconds from ``t_kill`` to the ack of its first successful request sent after it."""
+    def recovered_after(self, t_kill: float, victim: int) -> dict[TopicPartition, float]:
+        """Partition -> its unavailability in seconds: the longest gap between ``t_kill`` and the
+        acknowledgements of requests sent after it, up to the first acknowledgement by a broker other than
+        ``victim``. Partitions no other broker acknowledged yet are left out."""
         out = {}
         for tp in self.partitions:
-            after = [ack for sent, ack in self.acks.get(tp, []) if sent >= t_kill]
-            if after:
-                out[tp] = min(after) - t_kill
+            after = sorted((ack, by) for sent, ack, by in self.acks.get(tp, []) if sent >= t_kill)
+            last, worst = t_kill, 0.0
+            for ack, by in after:
+                worst = max(worst, ack - last)
+                last = ack
+                if by != victim:
+                    out[tp] = worst
+                    break
         return out
 
 
@@ -269,11 +280,11 @@ async def _case(ctx: BenchContext, n: int, mode: str, trial: int) -> dict[str, A
                 await cluster.find_active(RECOVERY_TIMEOUT_S, exclude=old)
                 takeover_ms = (time.monotonic() - t_controller) * 1000
             await async_wait_until(
-                lambda: len(prober.recovered_after(t_kill)) == len(prober.partitions),
+                lambda: len(prober.recovered_after(t_kill, victim)) == len(prober.partitions),
                 RECOVERY_TIMEOUT_S + SESSION_TIMEOUT_MS / 1000,
                 f"every partition led by broker {victim} to take writes again",
             )
-            recovered = prober.recovered_after(t_kill)
+            recovered = prober.recovered_after(t_kill, victim)
             await async_wait_until(lambda: not broker.is_running(), 30, f"broker {victim} to exit")
             nursery.cancel_scope.cancel()
     finally:

@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import trio
 
+from broker import replica_manager as rm_module
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
+from broker.log import checkpoint
 from broker.partition import LeaderAndIsrState
 from broker.replica_manager import FetchPartitionResult
 from protocol.api_keys import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -538,3 +541,36 @@ def test_shutdown_checkpoints_the_high_watermark_that_a_restart_resumes_from(tmp
     restarted.leader_and_isr(FOLLOWER, 2, [1, 0], [0, 1])
     partition = restarted.rm.partitions[TP]
     assert (partition.log_end_offset, partition.high_watermark) == (5, 3)
+
+
+def test_new_leader_epochs_are_made_durable_off_the_event_loop_before_they_are_applied(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The request handler's path: the checkpoint a new leadership writes is made durable in a worker thread
+    # first (the partition is not leading yet meanwhile), and the group commit does not write it again.
+    broker.leader_and_isr(FOLLOWER, 1, [1, 0], [0, 1])
+    threaded: list[dict[Path, str]] = []
+    grouped: list[dict[Path, str]] = []
+    real = checkpoint.write_all_atomically
+
+    def in_thread(files: dict[Path, str], suffix: str = ".tmp") -> None:
+        assert not broker.rm.partitions[TP].is_leader  # not leading before its epoch is durable
+        threaded.append(dict(files))
+        real(files, suffix)
+
+    def in_group(files: dict[Path, str], suffix: str = ".tmp") -> None:
+        grouped.append(dict(files))
+        real(files, suffix)
+
+    monkeypatch.setattr(rm_module, "write_all_atomically", in_thread)
+    monkeypatch.setattr(checkpoint, "write_all_atomically", in_group)
+    state = LeaderAndIsrState(LOCAL, 2, [0, 1], [0, 1])
+    result = trio.run(broker.rm.become_leader_or_follower_async, 1, 1, [(TP, state)], [endpoint(FOLLOWER)])
+    assert result == (Errors.NONE, {TP: Errors.NONE})
+    partition = broker.rm.partitions[TP]
+    assert partition.is_leader and partition.leader_epoch == 2
+    path = broker.log_dir / "t-0" / "leader-epoch-checkpoint"
+    assert threaded == [{path: "0\n1\n2 0\n"}]
+    assert grouped == [{}]
+    assert path.read_text() == "0\n1\n2 0\n"
+    assert TP in broker.fetchers.removed
