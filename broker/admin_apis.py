@@ -37,6 +37,11 @@ FORWARD_MARGIN_S = 30.0
 CONFIG_RESOURCE_BROKER = 4
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+# Topic configs whose default is a broker setting (Kafka's LogConfig synonyms) that isrsim's brokers have.
+TOPIC_CONFIG_BROKER_SYNONYMS = {
+    "segment.bytes": "log.segment.bytes",
+    "max.message.bytes": "message.max.bytes",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +213,8 @@ class AdminApis:
         req.resources = allowed
 
         def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
+            if answer is not None:
+                self._fill_broker_synonyms(answer)
             if answer is None:
                 answer = to_body(
                     m.DescribeConfigsResponse(
@@ -226,6 +233,19 @@ class AdminApis:
             request.complete(answer)
 
         self._forward(request, ApiKeys.DESCRIBE_CONFIGS, req, 0, respond)
+
+    def _fill_broker_synonyms(self, answer: dict[str, Any]) -> None:
+        """A topic config that is a broker setting's synonym (segment.bytes: log.segment.bytes,
+        max.message.bytes: message.max.bytes) and that the topic does not set takes this broker's value
+        when it is set here (STATIC_BROKER_CONFIG), as Kafka's broker describes a topic."""
+        mine = {e.name: e for e in self.broker_configs if not e.is_default}
+        for result in answer.get("results") or ():
+            if result.get("resource_type") != m.CONFIG_RESOURCE_TOPIC:
+                continue
+            for config in result.get("configs") or ():
+                entry = mine.get(TOPIC_CONFIG_BROKER_SYNONYMS.get(config.get("name", ""), ""))
+                if entry is not None and config.get("config_source") == DEFAULT_CONFIG:
+                    config.update(value=entry.value, config_source=STATIC_BROKER_CONFIG, is_default=False)
 
     def _describe_broker(self, request: Request, r: m.DescribeConfigsRequestResource) -> dict[str, Any]:
         result: dict[str, Any] = {

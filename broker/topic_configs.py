@@ -79,10 +79,14 @@ class TopicConfigFetcher:
                     )
                     continue
                 self.known.add(topic)
-                # Only the topic's own overrides: a default is the broker's own setting, as in Kafka.
+                # Only the topic's own values: for the rest the broker's own setting applies, as in Kafka.
                 self.apply(
                     topic,
-                    {c.name: c.value for c in result.configs if c.value is not None and not c.is_default},
+                    {
+                        c.name: c.value
+                        for c in result.configs
+                        if c.value is not None and c.config_source == cm.CONFIG_SOURCE_TOPIC
+                    },
                 )
 
     def forget(self, topic: str) -> None:

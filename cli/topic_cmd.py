@@ -102,6 +102,9 @@ def topic() -> None:
 
 
 CONFIG_RESOURCE_TOPIC = 2
+CONFIG_SOURCE_TOPIC = 1
+# Shown on the Configs line whatever their source; any other config only when the topic sets it.
+ALWAYS_SHOWN_CONFIGS = ("min.insync.replicas", "unclean.leader.election.enable")
 
 # Kafka's internal topics (Topic.isInternal), which --exclude-internal leaves out.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -149,8 +152,13 @@ def _topic_configs(address: list[Voter], names: list[str]) -> dict[str, dict[str
     for r in resp.get("results", []):
         if r.get("error_code", 0) != 0:
             continue
+        # "default": not the topic's own value (Kafka's default or the controller's setting)
         out[r["resource_name"]] = {
-            c["name"]: {"value": c.get("value"), "default": bool(c.get("is_default"))} for c in r["configs"]
+            c["name"]: {
+                "value": c.get("value"),
+                "default": c.get("config_source", CONFIG_SOURCE_TOPIC) != CONFIG_SOURCE_TOPIC,
+            }
+            for c in r["configs"]
         }
     return out
 
@@ -317,7 +325,9 @@ def topic_describe(
     console = Console()
     for t in [] if filtered else topics:  # with a filter, kafka-topics prints the partitions alone
         shown = ", ".join(
-            f"{k}={v['value']}" + (" (default)" if v["default"] else "") for k, v in t["configs"].items()
+            f"{k}={v['value']}" + (" (default)" if v["default"] else "")
+            for k, v in t["configs"].items()
+            if k in ALWAYS_SHOWN_CONFIGS or not v["default"]
         )
         click.echo(f"Topic: {t['name']}\tPartitionCount: {len(t['partitions'])}\tConfigs: {shown or '-'}")
     table = Table()

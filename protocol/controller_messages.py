@@ -389,6 +389,11 @@ class DescribeClusterResponse:
 
 # Kafka's ConfigResource types; the controller answers for topics.
 CONFIG_RESOURCE_TOPIC = 2
+# Kafka's DescribeConfigs config sources (ConfigEntry.ConfigSource): a topic's own value, a broker's static
+# setting (server.properties), Kafka's default.
+CONFIG_SOURCE_TOPIC = 1
+CONFIG_SOURCE_STATIC_BROKER = 4
+CONFIG_SOURCE_DEFAULT = 5
 
 
 @dataclass(slots=True, kw_only=True)
@@ -408,10 +413,15 @@ class DescribeConfigsRequest:
 
 @dataclass(slots=True, kw_only=True)
 class DescribeConfigsResponseConfig:
+    """``config_source``: CONFIG_SOURCE_TOPIC (the topic's own value), CONFIG_SOURCE_STATIC_BROKER or
+    CONFIG_SOURCE_DEFAULT; ``is_default`` is true for the last only, as Kafka's."""
+
     name: str
     value: str | None = None
     read_only: bool = False
     is_default: bool = False
+    config_source: Int8 = CONFIG_SOURCE_TOPIC
+    is_sensitive: bool = False
 
 
 @dataclass(slots=True, kw_only=True)
@@ -481,6 +491,9 @@ class BrokerHeartbeatResponse:
 
 __all__ = [
     "CONFIG_RESOURCE_TOPIC",
+    "CONFIG_SOURCE_DEFAULT",
+    "CONFIG_SOURCE_STATIC_BROKER",
+    "CONFIG_SOURCE_TOPIC",
     "AlterPartitionRequest",
     "AlterPartitionRequestPartition",
     "AlterPartitionRequestTopic",

@@ -33,7 +33,7 @@ from broker.controller.state import (
     PartitionState,
     TopicState,
 )
-from broker.controller.topics import TopicSettings, plan_topic
+from broker.controller.topics import KAFKA_TOPIC_CONFIG_DEFAULTS, TopicSettings, plan_topic
 from broker.producer_ids import generate_next_block
 from protocol import controller_messages as cm
 from protocol import messages as m
@@ -564,9 +564,11 @@ class ControllerCore:
         return metadata_response(self.state, self.controller_id, req, listener)
 
     def describe_configs(self, req: cm.DescribeConfigsRequest) -> cm.DescribeConfigsResponse:
-        """Topic configs: the topic's own values, else the controller's defaults (``is_default``)."""
+        """Topic configs as Kafka lists them (docs/clients.md): every topic config isrsim acts on, each with
+        its value and source: the topic's own (TOPIC_CONFIG), the controller's setting where it differs
+        from Kafka's default (STATIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG, ``is_default``)."""
         defaults = self.settings.topic_defaults
-        default_values = {
+        static = {
             "min.insync.replicas": str(defaults.min_insync_replicas),
             "unclean.leader.election.enable": str(defaults.unclean_leader_election_enable).lower(),
         }
@@ -583,21 +585,12 @@ class ControllerCore:
                 result.error_code = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 result.error_message = f"unknown topic {r.resource_name!r}"
             else:
-                # Every key with a default, and the topic's own overrides of keys without one here
-                # (compression.type, whose default ``producer`` is the brokers').
-                every = sorted(set(default_values) | set(topic.configs))
+                every = sorted(set(KAFKA_TOPIC_CONFIG_DEFAULTS) | set(topic.configs))
                 keys = every if r.configuration_keys is None else r.configuration_keys
                 for key in keys:
-                    if key in topic.configs:
-                        result.configs.append(
-                            cm.DescribeConfigsResponseConfig(name=key, value=topic.configs[key])
-                        )
-                    elif key in default_values:
-                        result.configs.append(
-                            cm.DescribeConfigsResponseConfig(
-                                name=key, value=default_values[key], is_default=True
-                            )
-                        )
+                    entry = _topic_config_entry(key, topic.configs, static)
+                    if entry is not None:
+                        result.configs.append(entry)
             results.append(result)
         return cm.DescribeConfigsResponse(results=results)
 
@@ -606,3 +599,24 @@ class ControllerCore:
 
 
 __all__ = ["ControllerCore", "ControllerSettings", "Effects", "JournalEvent"]
+
+
+def _topic_config_entry(
+    key: str, own: dict[str, str], static: dict[str, str]
+) -> cm.DescribeConfigsResponseConfig | None:
+    """One topic config as DescribeConfigs lists it; None for a key isrsim does not know."""
+    if key in own:
+        return cm.DescribeConfigsResponseConfig(
+            name=key, value=own[key], config_source=cm.CONFIG_SOURCE_TOPIC
+        )
+    default = KAFKA_TOPIC_CONFIG_DEFAULTS.get(key)
+    if default is None:
+        return None
+    value = static.get(key, default)
+    if value != default:
+        return cm.DescribeConfigsResponseConfig(
+            name=key, value=value, config_source=cm.CONFIG_SOURCE_STATIC_BROKER
+        )
+    return cm.DescribeConfigsResponseConfig(
+        name=key, value=value, is_default=True, config_source=cm.CONFIG_SOURCE_DEFAULT
+    )

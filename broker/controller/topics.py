@@ -38,6 +38,21 @@ def _check_compression_type(value: str) -> str | None:
     return None if value.strip().lower() in names else f"expected one of {', '.join(names)}"
 
 
+# The topic configs DescribeConfigs lists, with Kafka's defaults (LogConfig): the three above, which a topic
+# may set, and those whose behaviour isrsim has without a per-topic setting: logs are never compacted
+# (cleanup.policy=delete; isrsim deletes nothing either: no retention, docs/storage.md), timestamps are the
+# producer's (CreateTime only), and a batch's and a segment's limits are the brokers' message.max.bytes and
+# log.segment.bytes (a broker that forwards DescribeConfigs fills in its own when they are set).
+KAFKA_TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
+    "cleanup.policy": "delete",
+    "compression.type": "producer",
+    "max.message.bytes": "1048588",
+    "message.timestamp.type": "CreateTime",
+    "min.insync.replicas": "1",
+    "segment.bytes": "1073741824",
+    "unclean.leader.election.enable": "false",
+}
+
 TOPIC_CONFIGS = {
     "compression.type": _check_compression_type,
     "min.insync.replicas": _check_positive_int,
@@ -98,4 +113,11 @@ def plan_topic(
     return TopicPlan(assign_replicas_to_brokers(eligible, partitions, rf, rng), rf)
 
 
-__all__ = ["TOPIC_CONFIGS", "TopicPlan", "TopicSettings", "plan_topic", "validate_topic_configs"]
+__all__ = [
+    "KAFKA_TOPIC_CONFIG_DEFAULTS",
+    "TOPIC_CONFIGS",
+    "TopicPlan",
+    "TopicSettings",
+    "plan_topic",
+    "validate_topic_configs",
+]

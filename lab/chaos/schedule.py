@@ -324,7 +324,8 @@ def _place(
     nodes = [a]
     params: dict[str, Any] = {}
     if kind in ("partition", "delay", "loss"):
-        # A fault on the controllers' links needs every voter up to hold it (and to heal it).
+        # A fault on the controller's links falls on the active voter when it starts: none while a voter is
+        # down (which one leads is not known here, and a stopped or paused voter's table cannot change).
         voters_down = any(s.controllers for s in in_force)
         peers = (
             [b for b in free if b != a]

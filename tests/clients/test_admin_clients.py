@@ -141,3 +141,26 @@ def test_describe_a_brokers_own_configs(kafka_cluster: Cluster) -> None:
         configs["auto.create.topics.enable"].value == "true"
         and configs["auto.create.topics.enable"].is_default
     )
+
+
+def test_describe_a_topics_configs_lists_every_config_with_its_source(kafka_cluster: Cluster) -> None:
+    """As Kafka: every topic config isrsim acts on, with its value and source (the topic's own, a broker's
+    static setting, or Kafka's default)."""
+    from confluent_kafka.admin import ConfigSource
+
+    create(kafka_cluster, "configured", 1, 3, **{"compression.type": "gzip"})
+    client = admin(kafka_cluster)
+    [future] = client.describe_configs([ConfigResource("topic", "configured")], request_timeout=30).values()
+    configs = future.result(timeout=30)
+    shown = {name: (c.value, c.source, c.is_default) for name, c in configs.items()}
+    assert shown["compression.type"] == ("gzip", ConfigSource.DYNAMIC_TOPIC_CONFIG.value, False)
+    # the cluster's min.insync.replicas=2 is a static setting, not Kafka's default of 1
+    assert shown["min.insync.replicas"] == ("2", ConfigSource.STATIC_BROKER_CONFIG.value, False)
+    for name, value in {
+        "cleanup.policy": "delete",
+        "max.message.bytes": "1048588",
+        "message.timestamp.type": "CreateTime",
+        "segment.bytes": "1073741824",
+        "unclean.leader.election.enable": "false",
+    }.items():
+        assert shown[name] == (value, ConfigSource.DEFAULT_CONFIG.value, True), name

@@ -82,6 +82,10 @@ def test_every_scenario_passes_under_the_default_mode(
     assert outcome.root is not None
     report = _report(spark, outcome.root, tmp_path / "report")
     assert report.exit_code == EXIT_OK, _failed(report)
+    # The scenario's one controller is a one-voter quorum (SPEC §11): the quorum's checks examine it.
+    checks = {c["name"]: c for c in report.report["checks"]}
+    for check in ("one_leader_per_epoch", "metadata_log_matching"):
+        assert checks[check]["passed"] and checks[check]["checked"], checks[check]
     ev = gather(ClusterInfo.load(outcome.root), _replicas(outcome.root), TOPIC, PARTITION)
     assert ev.acked and not ev.lost_everywhere and not ev.missing_somewhere and not ev.diverged
     _converged_as_the_journals_say(report, outcome.root)

@@ -177,6 +177,50 @@ def test_describe_configs_gives_overrides_and_defaults() -> None:
     assert configs["min.insync.replicas"] == ("3", False)
     assert configs["unclean.leader.election.enable"] == ("false", True)
     assert all(c.is_default for c in plain.configs)
+    # Kafka's list: every topic config isrsim acts on, with Kafka's defaults and their sources
+    sources = {c.name: (c.value, c.config_source) for c in plain.configs}
+    assert sources == {
+        "cleanup.policy": ("delete", cm.CONFIG_SOURCE_DEFAULT),
+        "compression.type": ("producer", cm.CONFIG_SOURCE_DEFAULT),
+        "max.message.bytes": ("1048588", cm.CONFIG_SOURCE_DEFAULT),
+        "message.timestamp.type": ("CreateTime", cm.CONFIG_SOURCE_DEFAULT),
+        "min.insync.replicas": ("1", cm.CONFIG_SOURCE_DEFAULT),
+        "segment.bytes": ("1073741824", cm.CONFIG_SOURCE_DEFAULT),
+        "unclean.leader.election.enable": ("false", cm.CONFIG_SOURCE_DEFAULT),
+    }
+    assert {c.name: c.config_source for c in strict.configs}["min.insync.replicas"] == cm.CONFIG_SOURCE_TOPIC
+    (only,) = core.describe_configs(
+        cm.DescribeConfigsRequest(
+            resources=[
+                cm.DescribeConfigsRequestResource(
+                    resource_type=cm.CONFIG_RESOURCE_TOPIC,
+                    resource_name="plain",
+                    configuration_keys=["compression.type", "no.such.config"],
+                )
+            ]
+        )
+    ).results
+    assert [(c.name, c.value) for c in only.configs] == [("compression.type", "producer")]
     assert missing.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION and not missing.configs
     (broker,) = describe("1", resource_type=4)
     assert broker.error_code == Errors.INVALID_REQUEST and "only topics" in (broker.error_message or "")
+
+
+def test_describe_configs_names_the_controllers_own_setting_static() -> None:
+    """unclean.leader.election.enable=true on the controller differs from Kafka's default: the topic shows it
+    as a static broker setting, not a default and not the topic's own."""
+    core = live_core([1], unclean=True)
+    create_topic(core, "t", 1, 1)
+    (result,) = core.describe_configs(
+        cm.DescribeConfigsRequest(
+            resources=[
+                cm.DescribeConfigsRequestResource(resource_type=cm.CONFIG_RESOURCE_TOPIC, resource_name="t")
+            ]
+        )
+    ).results
+    entry = {c.name: c for c in result.configs}["unclean.leader.election.enable"]
+    assert (entry.value, entry.config_source, entry.is_default) == (
+        "true",
+        cm.CONFIG_SOURCE_STATIC_BROKER,
+        False,
+    )
