@@ -150,6 +150,10 @@ class Partition:
         # it answers; ``pending_isr`` is the proposal in flight. Unmanaged: the leader applies them itself.
         self.isr_proposer: Callable[[Partition, list[int], str], bool] | None = None
         self.pending_isr: list[int] | None = None
+        # Managed mode: whether a broker is registered, unfenced and not shutting down (the live brokers of
+        # the last UPDATE_METADATA): only those may join the ISR or hold the HW back as about to join it
+        # (Kafka's isReplicaIsrEligible, KIP-841). None: every assigned replica is eligible.
+        self.is_broker_eligible: Callable[[int], bool] | None = None
         self.remote_replicas: dict[int, ReplicaState] = {}
         self._high_watermark = min(max(high_watermark, log_.log_start_offset), log_.log_end_offset)
 
@@ -356,7 +360,9 @@ class Partition:
     # ------------------------------------------------------------------ leader: HW and ISR
 
     def _is_isr_eligible(self, broker_id: int) -> bool:
-        return broker_id in self.assigned_replicas
+        return broker_id in self.assigned_replicas and (
+            self.is_broker_eligible is None or self.is_broker_eligible(broker_id)
+        )
 
     @property
     def maximal_isr(self) -> list[int]:

@@ -180,6 +180,7 @@ class ReplicaManager:
             )
             if self._alter_submit is not None:
                 partition.isr_proposer = self._propose_isr
+                partition.is_broker_eligible = self._is_broker_eligible
             partition.log.compression_type = self.topic_compression.get(tp[0])
             self.partitions[tp] = partition
             if self.topic_config_fetcher is not None:
@@ -834,6 +835,12 @@ class ReplicaManager:
         self._alter_submit = submit
         for partition in self.partitions.values():
             partition.isr_proposer = self._propose_isr
+            partition.is_broker_eligible = self._is_broker_eligible
+
+    def _is_broker_eligible(self, broker_id: int) -> bool:
+        """Managed mode: a live broker of the last UPDATE_METADATA (registered, unfenced, not in controlled
+        shutdown) may join an ISR (Kafka's ``isReplicaIsrEligible``)."""
+        return self.metadata_cache.alive_broker(broker_id) is not None
 
     def _propose_isr(self, partition: Partition, new_isr: list[int], reason: str) -> bool:
         assert self._alter_submit is not None

@@ -383,6 +383,8 @@ class ControllerCore:
             reg.in_controlled_shutdown = True
             self._dirty = True
             self._emit("broker_shutting_down", broker_id=b, broker_epoch=reg.epoch)
+            # Every broker learns that it is going (UPDATE_METADATA leaves it out of the live brokers).
+            self._batch.add_update_metadata(self.live_brokers(), [])
         live, shutting = self.live_brokers(), self.shutting_down_brokers()
         for tp, p in self.state.all_partitions():
             if b not in p.replicas:

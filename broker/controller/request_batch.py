@@ -77,7 +77,10 @@ class RequestBatch:
                     for name, host, port in b.listeners
                 ],
             )
+            # A broker in controlled shutdown is left out, as KRaft's brokers treat it as not eligible for
+            # ISRs (KIP-841): leaders then stop waiting for it in their HW (broker/partition.py).
             for b in live
+            if not b.in_controlled_shutdown
         ]
         epoch = state.controller_epoch
         out: list[OutboundRequest] = []

@@ -574,3 +574,30 @@ def test_new_leader_epochs_are_made_durable_off_the_event_loop_before_they_are_a
     assert grouped == [{}]
     assert path.read_text() == "0\n1\n2 0\n"
     assert TP in broker.fetchers.removed
+
+
+def test_managed_leader_neither_waits_for_nor_adds_a_follower_the_controller_lists_as_not_live(
+    broker: Broker,
+) -> None:
+    # Managed: eligibility is the last UPDATE_METADATA's live brokers (a broker fenced or in controlled
+    # shutdown is left out). Broker 1 is caught up but not live: the HW does not wait for it and the leader
+    # does not propose it for the ISR.
+    proposals: list[list[int]] = []
+
+    def submit(tp: TopicPartition, epoch: int, isr: list[int], pe: int, cb: object) -> bool:
+        proposals.append(isr)
+        return True
+
+    broker.rm.enable_alter_partition(submit)
+    assert broker.rm.update_metadata(1, 1, [endpoint(LOCAL)], []) == Errors.NONE
+    broker.leader_and_isr(LOCAL, 1, [0], [0, 1])
+    broker.metadata_cache.update_brokers([endpoint(LOCAL)], replace=True)
+    fetch(broker, FOLLOWER, 0)  # caught up (nothing written yet)
+    answers = produce(broker, -1, 2)
+    [answer] = answers  # the HW moved to the leader's LEO without broker 1
+    assert answer.error == Errors.NONE and broker.rm.partitions[TP].high_watermark == 2
+    fetch(broker, FOLLOWER, 2)
+    assert proposals == []
+    broker.rm.update_metadata(1, 1, [endpoint(LOCAL), endpoint(FOLLOWER)], [])
+    fetch(broker, FOLLOWER, 2)
+    assert proposals == [[0, 1]]

@@ -211,6 +211,17 @@ class TestControlledShutdown:
         assert (p.leader, p.isr, p.leader_epoch) == (-1, [1], 5)
         assert core.state.brokers[1].in_controlled_shutdown
 
+    def test_every_broker_learns_the_shutting_down_broker_is_no_longer_live(self) -> None:
+        # UPDATE_METADATA leaves it out of the live brokers, so leaders stop counting it for their HW and
+        # ISR (KRaft's brokers see its controlled-shutdown state, KIP-841).
+        core = live_core([1, 2, 3])
+        self.shutdown(core, 3)
+        um = requests_by(core.drain(), ApiKeys.UPDATE_METADATA)
+        assert set(um) == {1, 2, 3}
+        for request in um.values():
+            assert isinstance(request.body, cm.UpdateMetadataRequest)
+            assert sorted(b.id for b in request.body.live_brokers) == [1, 2]
+
     def test_shutting_down_broker_may_not_rejoin_an_isr(self) -> None:
         core = live_core([1, 2])
         set_partition(core, "t", 0, PartitionState([1, 2], 1, 0, [1]))
