@@ -170,23 +170,7 @@ def _scan_data_dir(layout: ClusterLayout, broker: int, data_dir: Path) -> None:
             continue
         topic, partition = m.group("topic"), int(m.group("partition"))
         partitions.append(PartitionDir(broker, topic, partition, str(entry)))
-        try:
-            names = sorted(os.listdir(entry))
-        except OSError as exc:
-            layout.problems.append(InputProblem(str(entry), f"cannot list partition directory: {exc}"))
-            continue
-        segs = [(int(s.group(1)), name) for name in names if (s := _SEGMENT.match(name))]
-        segs.sort()
-        for i, (base, name) in enumerate(segs):
-            path = entry / name
-            try:
-                size = path.stat().st_size
-            except OSError as exc:
-                layout.problems.append(InputProblem(str(path), f"cannot stat segment: {exc}"))
-                continue
-            layout.segments.append(
-                SegmentFile(broker, topic, partition, str(path), base, size, i == len(segs) - 1)
-            )
+        layout.segments.extend(_segment_files(layout, entry, broker, topic, partition, "partition"))
     layout.brokers.append(BrokerDir(broker, str(data_dir), tuple(partitions)))
 
 
@@ -225,22 +209,32 @@ def _scan_metadata_log(layout: ClusterLayout, controller: Path) -> None:
         return
     layout.controller_ids.append(voter)
     for log_dir in _find_dirs(controller, METADATA_LOG_DIR)[:1]:
+        layout.metadata_segments.extend(
+            _segment_files(layout, log_dir, voter, "__cluster_metadata", 0, "metadata log")
+        )
+
+
+def _segment_files(
+    layout: ClusterLayout, directory: Path, node: int, topic: str, partition: int, what: str
+) -> list[SegmentFile]:
+    """The ``.log`` segments of one partition directory in offset order, the last one marked active; what
+    cannot be listed or stat'ed is a problem of the layout."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as exc:
+        layout.problems.append(InputProblem(str(directory), f"cannot list {what} directory: {exc}"))
+        return []
+    segs = sorted((int(m.group(1)), name) for name in names if (m := _SEGMENT.match(name)))
+    out: list[SegmentFile] = []
+    for i, (base, name) in enumerate(segs):
+        path = directory / name
         try:
-            names = sorted(os.listdir(log_dir))
+            size = path.stat().st_size
         except OSError as exc:
-            layout.problems.append(InputProblem(str(log_dir), f"cannot list metadata log directory: {exc}"))
+            layout.problems.append(InputProblem(str(path), f"cannot stat segment: {exc}"))
             continue
-        segs = sorted((int(m.group(1)), name) for name in names if (m := _SEGMENT.match(name)))
-        for i, (base, name) in enumerate(segs):
-            path = log_dir / name
-            try:
-                size = path.stat().st_size
-            except OSError as exc:
-                layout.problems.append(InputProblem(str(path), f"cannot stat segment: {exc}"))
-                continue
-            layout.metadata_segments.append(
-                SegmentFile(voter, "__cluster_metadata", 0, str(path), base, size, i == len(segs) - 1)
-            )
+        out.append(SegmentFile(node, topic, partition, str(path), base, size, i == len(segs) - 1))
+    return out
 
 
 def discover(root: str | Path) -> ClusterLayout:
