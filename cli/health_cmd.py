@@ -28,17 +28,9 @@ def health(address: str, timeout: float) -> None:
         raise click.ClickException(f"{address} did not answer API_VERSIONS within {timeout}s")
     apis = {k.get("api_key") for k in resp.get("api_keys", [])}
     said = ""
-    if int(ApiKeys.DESCRIBE_QUORUM) in apis:
-        quorum = trio.run(ask, host, port, ApiKeys.DESCRIBE_QUORUM, {}, timeout)
-        try:
-            part = (quorum or {})["topics"][0]["partitions"][0]
-        except (KeyError, IndexError, TypeError):
-            part = {}
-        leader, epoch = int(part.get("leader_id", -1)), int(part.get("leader_epoch", -1))
-        if leader < 0:
-            raise click.ClickException(f"{address} is a controller quorum voter that knows no leader yet")
-        said = f"; quorum leader {leader}, epoch {epoch}"
-    elif int(ApiKeys.DESCRIBE_REPLICA_STATE) in apis:
+    # A broker serves DESCRIBE_QUORUM too (it forwards it to the active controller): only a broker serves
+    # DESCRIBE_REPLICA_STATE, so that decides which it is.
+    if int(ApiKeys.DESCRIBE_REPLICA_STATE) in apis:
         # A broker: Kafka's BrokerState. One that does not say (denied, say) is taken as up.
         state = trio.run(ask, host, port, ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": []}, timeout)
         broker_state = str((state or {}).get("broker_state", "RUNNING"))
@@ -50,4 +42,14 @@ def health(address: str, timeout: float) -> None:
                 " (not yet registered and unfenced by the controller, or stopping)"
             )
         said = f"; broker {state.get('broker_id', -1)} RUNNING"
+    elif int(ApiKeys.DESCRIBE_QUORUM) in apis:
+        quorum = trio.run(ask, host, port, ApiKeys.DESCRIBE_QUORUM, {}, timeout)
+        try:
+            part = (quorum or {})["topics"][0]["partitions"][0]
+        except (KeyError, IndexError, TypeError):
+            part = {}
+        leader, epoch = int(part.get("leader_id", -1)), int(part.get("leader_epoch", -1))
+        if leader < 0:
+            raise click.ClickException(f"{address} is a controller quorum voter that knows no leader yet")
+        said = f"; quorum leader {leader}, epoch {epoch}"
     click.echo(f"{address} is up ({len(resp.get('api_keys', []))} APIs{said})")

@@ -13,8 +13,10 @@ and the fault in force.
 - **Cause**, from the journals: ``leader_fenced`` (the controller fenced the partition's leader during the
   stall), ``no_leader`` (a new leader was elected during it), ``isr_shrink_wait`` (the ISR shrank during it:
   acks=all writes waited for a dead or slow follower to be dropped), ``controller_unreachable`` (a fault
-  cut the controller off: its links, or those of a quorum's voter, named by its id), else ``unknown``.
-  **Fault**: the fault window in force when the stall began (else the first one overlapping it).
+  cut the cluster off its active controller: a network fault on "controller" or on a voter's id, a kill,
+  term or pause of the active controller, or a stretch with no quorum leader in the voters'
+  ``quorum_state`` journals), else ``unknown``. **Fault**: the fault window in force when the stall began
+  (else the first one overlapping it).
 
 Candidate gaps are found by Spark (a window per partition); the few stalls are classified on the driver
 from the journal events ``converge.collect_events`` already gathered.
@@ -28,7 +30,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from spark_jobs.converge import Event
+from spark_jobs.converge import Event, controller_fault, leaderless_periods, voter_ids
 from spark_jobs.converge import Window as FaultWindow
 
 STALL_MS = 1000
@@ -162,14 +164,12 @@ def classify(stall: Stall, events: list[Event], windows: list[FaultWindow]) -> S
             isr = frozenset(e.isr)
         if e.event == "broker_fenced" and e.broker_id is not None and start - STALL_MS <= e.ts_ms:
             fenced.add(e.broker_id)
-    # The controller end of a link: ``controller``, or a voter of a quorum by its id (what chaos and
-    # `isrsim net` name on a quorum): the controllers that wrote journal lines.
-    voters = {str(e.owner) for e in events if e.source == "controller" and e.owner is not None}
+    voters = voter_ids(events)
     controller_cut = any(
-        ("controller" in w.nodes or any(n in voters for n in w.nodes))
-        and w.action in ("partition", "isolate", "loss", "delay")
-        and _overlaps(w, start, end)
-        for w in windows
+        _overlaps(w, start, end) and controller_fault(w, events, voters) for w in windows
+    ) or any(
+        p_start <= end and start <= (p_end if p_end is not None else 2**62)
+        for p_start, p_end in leaderless_periods(events)
     )
     if leader is not None and leader in fenced:
         cause = "leader_fenced"

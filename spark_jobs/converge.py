@@ -33,6 +33,10 @@ from spark_jobs.fault_log import FaultBand
 
 ISR_EVENTS = ("became_leader", "isr_changed", "leader_elected")
 LIFE_EVENTS = ("broker_started", "broker_stopped", "broker_shutting_down", "broker_fenced", "broker_unfenced")
+# The controllers' own: who the active controller (the quorum leader) is, and when there is none.
+QUORUM_EVENTS = ("quorum_state", "controller_started", "controller_stopped")
+NET_ACTIONS = ("partition", "isolate", "delay", "loss")
+STOP_ACTIONS = ("kill", "term", "pause")
 TPKey = tuple[str, int]
 
 
@@ -55,6 +59,8 @@ class Event:
     clean: bool | None = None
     # The writer's last line at an earlier millisecond (a crashed broker's last sign of life).
     prev_ts_ms: int | None = None
+    role: str | None = None  # quorum_state: candidate / leader / follower / resigned (or unattached)
+    epoch: int | None = None  # quorum_state: the quorum epoch
 
     @property
     def tp(self) -> TPKey | None:
@@ -64,7 +70,9 @@ class Event:
 @dataclass
 class Window:
     """A fault window: ``label``, ``nodes`` (broker ids as strings, or "controller"), ``start_ms`` and
-    ``end_ms`` (None: still in force at the end), where it came from (``faults.jsonl`` or ``journal``)."""
+    ``end_ms`` (None: still in force at the end), where it came from (``faults.jsonl`` or ``journal``).
+    ``controller``: the fault is the controller's (a node is "controller" or a voter's id): it touches every
+    partition."""
 
     label: str
     action: str
@@ -75,9 +83,85 @@ class Window:
     converged_ms: int | None = None
     partitions: list[TPKey] = field(default_factory=list)
     ended_by: str | None = None
+    controller: bool = False
 
     def touches(self, replicas: Iterable[int]) -> bool:
-        return "controller" in self.nodes or any(str(b) in self.nodes for b in replicas)
+        return self.controller or "controller" in self.nodes or any(str(b) in self.nodes for b in replicas)
+
+
+def voter_ids(events: Iterable[Event], known: Iterable[int] = ()) -> frozenset[int]:
+    """The controllers' ids: every controller that journaled (and ``known``: cluster.json's, the
+    controllers' directories)."""
+    return frozenset(
+        {int(e.owner) for e in events if e.source == "controller" and e.owner is not None} | set(known)
+    )
+
+
+def is_controller_node(node: str, voters: Iterable[int]) -> bool:
+    """``node`` (as faults.jsonl names it) is the controller: "controller", or a voter's id."""
+    return node == "controller" or (node.isdigit() and int(node) in set(voters))
+
+
+def leaderless_periods(events: list[Event]) -> list[tuple[int, int | None]]:
+    """The stretches with no active controller, from the voters' ``quorum_state`` journals: from when the
+    quorum leader of an epoch stopped being it (its own journal: another role, a stop or a restart; or any
+    voter standing as candidate in a later epoch, as the others do once a killed or paused leader goes
+    silent) to the next ``role: leader``; and from the controllers' first line to the first leader. An
+    open one has no end (None). Nothing without quorum_state lines (a single controller)."""
+    ctrl = [e for e in events if e.source == "controller" and e.event in QUORUM_EVENTS]
+    if not any(e.event == "quorum_state" for e in ctrl):
+        return []
+    out: list[tuple[int, int | None]] = []
+    leader: tuple[int | None, int] | None = None
+    since: int | None = ctrl[0].ts_ms
+    for e in ctrl:
+        if e.event == "quorum_state" and e.role == "leader":
+            if since is not None:
+                out.append((since, e.ts_ms))
+                since = None
+            leader = (e.owner, e.epoch or 0)
+            continue
+        if leader is None:
+            continue
+        voter, epoch = leader
+        own = e.owner == voter and (e.event != "quorum_state" or e.role != "leader")
+        newer = e.event == "quorum_state" and e.role == "candidate" and (e.epoch or 0) > epoch
+        if own or newer:
+            since, leader = e.ts_ms, None
+    if since is not None:
+        out.append((since, None))
+    return out
+
+
+def active_controller_at(events: list[Event], ts_ms: int) -> int | None:
+    """The voter that was the quorum leader at ``ts_ms`` (its last ``role: leader`` before it, unless the
+    quorum had no leader then)."""
+    leader: int | None = None
+    for e in events:
+        if e.ts_ms > ts_ms:
+            break
+        if e.source == "controller" and e.event == "quorum_state" and e.role == "leader":
+            leader = e.owner
+    if leader is None:
+        return None
+    for start, end in leaderless_periods(events):
+        if start <= ts_ms and (end is None or ts_ms < end):
+            return None
+    return leader
+
+
+def controller_fault(w: Window, events: list[Event], voters: Iterable[int]) -> bool:
+    """``w`` cut the cluster off its active controller: a network fault on "controller" or a voter, or a
+    kill, term or pause of the voter that was the active controller when it began."""
+    on_voter = [n for n in w.nodes if is_controller_node(n, voters)]
+    if not on_voter:
+        return False
+    if w.action in NET_ACTIONS:
+        return True
+    if w.action in STOP_ACTIONS:
+        active = active_controller_at(events, w.start_ms)
+        return "controller" in on_voter or (active is not None and str(active) in on_voter)
+    return False
 
 
 def collect_events(journal: Any) -> list[Event]:
@@ -90,7 +174,7 @@ def collect_events(journal: Any) -> list[Event]:
     before = W.partitionBy("source", "owner").orderBy("ts_ms").rangeBetween(W.unboundedPreceding, -1)
     rows = (
         journal.withColumn("prev_ts_ms", F.max("ts_ms").over(before))
-        .filter(F.col("event").isin(*ISR_EVENTS, *LIFE_EVENTS))
+        .filter(F.col("event").isin(*ISR_EVENTS, *LIFE_EVENTS, *QUORUM_EVENTS))
         .select(
             "ts_ms",
             "seq",
@@ -106,6 +190,8 @@ def collect_events(journal: Any) -> list[Event]:
             "broker_id",
             "clean",
             "prev_ts_ms",
+            "role",
+            "epoch",
         )
         .collect()
     )
@@ -130,6 +216,8 @@ def collect_events(journal: Any) -> list[Event]:
                 broker_id=r["broker_id"],
                 clean=r["clean"],
                 prev_ts_ms=r["prev_ts_ms"],
+                role=r["role"],
+                epoch=r["epoch"],
             )
         )
     return sorted(out, key=lambda e: (e.ts_ms, e.seq))
@@ -161,7 +249,9 @@ def events_from_records(records: list[dict[str, Any]]) -> list[Event]:
 
 def event_from_record(rec: dict[str, Any], seq: int, prev_ts_ms: int | None = None) -> Event | None:
     """One journal line as an ``Event``; None for an event of no interest here."""
-    if rec.get("event") not in (*ISR_EVENTS, *LIFE_EVENTS) or not isinstance(rec.get("ts_ms"), int):
+    if rec.get("event") not in (*ISR_EVENTS, *LIFE_EVENTS, *QUORUM_EVENTS) or not isinstance(
+        rec.get("ts_ms"), int
+    ):
         return None
     source = "controller" if "controller_id" in rec else "broker"
     owner = rec.get("controller_id") if source == "controller" else rec.get("broker_id")
@@ -182,6 +272,8 @@ def event_from_record(rec: dict[str, Any], seq: int, prev_ts_ms: int | None = No
         broker_id=rec.get("broker_id") if source == "controller" else None,
         clean=rec.get("clean"),
         prev_ts_ms=prev_ts_ms,
+        role=rec.get("role"),
+        epoch=rec.get("epoch"),
     )
 
 
@@ -294,8 +386,13 @@ def _overlap(a: Window, b: Window) -> bool:
     return a.start_ms <= b_end and b.start_ms <= a_end
 
 
-def fault_windows(events: list[Event], bands: list[FaultBand], until_ms: int | None) -> list[Window]:
-    """Every window: the CLI's (``faults.jsonl``, instants left out) and the journals' own, by start."""
+def fault_windows(
+    events: list[Event], bands: list[FaultBand], until_ms: int | None, voters: Iterable[int] = ()
+) -> list[Window]:
+    """Every window: the CLI's (``faults.jsonl``, instants left out) and the journals' own, by start. A
+    window on "controller" or on a voter (``voters``, and every controller that journaled) is the
+    controller's."""
+    ids = voter_ids(events, voters)
     cli = [
         Window(
             band.label,
@@ -305,6 +402,7 @@ def fault_windows(events: list[Event], bands: list[FaultBand], until_ms: int | N
             band.end_ms,
             "faults.jsonl",
             ended_by=band.ended_by,
+            controller=any(is_controller_node(n, ids) for n in band.nodes),
         )
         for band in bands
         if not band.instant and (until_ms is None or band.start_ms < until_ms)

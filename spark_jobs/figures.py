@@ -28,6 +28,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from spark_jobs.converge import (
+    QUORUM_EVENTS,
     Event,
     Window,
     collect_events,
@@ -287,9 +288,9 @@ class Story:
 def build_story(inp: Inputs, bands: list[FaultBand], max_plots: int = 12) -> Story:
     events = collect_events(inp.journal)
     stop = final_stop_ms(events)
-    last_ts = max((e.ts_ms for e in events), default=0)
+    last_ts = max((e.ts_ms for e in events if e.event not in QUORUM_EVENTS), default=0)
     until = stop if stop is not None else last_ts + 1
-    windows = fault_windows(events, bands, stop)
+    windows = fault_windows(events, bands, stop, inp.layout.controller_ids)
     replicas: dict[tuple[str, int], list[int]] = defaultdict(list)
     for b in inp.layout.brokers:
         for p in b.partitions:

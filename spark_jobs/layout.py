@@ -87,6 +87,7 @@ class ClusterLayout:
     # Each voter's metadata log (``__cluster_metadata-0`` under a controller's directory): ``broker`` is the
     # controller's id, ``topic``/``partition`` are ``__cluster_metadata``/0.
     metadata_segments: list[SegmentFile] = field(default_factory=list)
+    controller_ids: list[int] = field(default_factory=list)  # the controllers' (voters') ids, from their dirs
     problems: list[InputProblem] = field(default_factory=list)
 
     @property
@@ -222,6 +223,7 @@ def _scan_metadata_log(layout: ClusterLayout, controller: Path) -> None:
     voter = _controller_id(controller)
     if voter is None:
         return
+    layout.controller_ids.append(voter)
     for log_dir in _find_dirs(controller, METADATA_LOG_DIR)[:1]:
         try:
             names = sorted(os.listdir(log_dir))

@@ -354,12 +354,13 @@ def _availability_html(a: dict[str, Any] | None, t0_ms: int | None) -> str:
         f"<td class='num'>{n(a.get('failed'))}</td><td class='num'>{n(a.get('unknown'))}</td>"
         f"<td class='num'>{'' if ratio is None else f'{ratio * 100:.1f} %'}</td>"
         f"<td class='num'>{a.get('longest_stall_s', 0):.1f}</td></tr></table>"
-        "<p class='muted'>Records, as the workload counted them (intended: what it meant to write by the "
-        "time it stopped; unknown: sent and neither acknowledged nor failed). A stall: at least 1 s with no "
+        f"<p class='muted'>Records ({_e(a.get('counted_by') or '')}): {_e(a.get('intended_means') or '')}. "
+        "Unknown: sent by isrsim produce and neither acknowledged nor failed. A stall: at least 1 s with no "
         "acknowledgement on a partition the workload was writing to; its cause is read from the journals "
         "(isr_shrink_wait: acks=all waited for the ISR to drop a follower; no_leader: a new leader was "
-        "elected during it; leader_fenced: the controller fenced the leader; controller_unreachable: a "
-        "fault cut the controller off). The stalls are marked in red on the throughput plot.</p>"
+        "elected during it; leader_fenced: the controller fenced the leader; controller_unreachable: the "
+        "cluster was cut off its active controller, or the quorum had no leader). The stalls are marked "
+        "in red on the throughput plot.</p>"
     )
     stalls = a.get("stalls") or []
     return head + (_table(stalls, t0_ms) if stalls else "<p class='muted'>no write stall</p>")

@@ -7,8 +7,10 @@ call into the core it applies the core's effects in this order: save the state (
 journal events, reset and fill the per-broker send queues of the :class:`ControllerChannelManager`. A
 timer task fences brokers whose heartbeats stopped.
 
-Everything runs on one trio thread and no ``await`` separates a core call from applying its effects, so
-the core needs no locks.
+Everything runs on one trio thread and no ``await`` separates a core call from taking its effects, so
+the core needs no locks. In a quorum the effects are then a metadata record first and are acted on once it
+is committed, for as long as that takes while this controller leads its epoch, and always in the order of
+the calls (see :meth:`KafkaController.commit_effects`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import random
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -112,10 +115,26 @@ CLUSTER_OPERATION_APIS: dict[ApiKeys, AclOperation] = {
     ApiKeys.FETCH: AclOperation.CLUSTER_ACTION,
     ApiKeys.DESCRIBE_QUORUM: AclOperation.DESCRIBE,
 }
-# How long a decision may wait for the quorum to commit it before the request is answered NOT_CONTROLLER.
+# A decision waits for the quorum to commit it for as long as this controller leads its epoch; every this
+# many seconds of waiting it logs a warning.
 COMMIT_TIMEOUT_S = 5.0
 QUORUM_REQUEST_KEYS = frozenset(int(k) for k in (*RAFT_APIS, ApiKeys.FETCH))
 ACL_APIS = (ApiKeys.DESCRIBE_ACLS, ApiKeys.CREATE_ACLS, ApiKeys.DELETE_ACLS)
+
+
+@dataclass(eq=False)
+class PendingEffects:
+    """A call's effects in a quorum, waiting for the metadata record they depend on to be committed:
+    ``offset`` is the last offset to commit first (-1: none), ``ticket`` their place in the order in which
+    effects are acted on (the order of the calls, hence of their records)."""
+
+    core: ControllerCore
+    effects: Effects
+    epoch: int
+    offset: int
+    ticket: int
+    decisions: list[str]
+    security: dict[str, Any] | None
 
 
 class QuorumRequestChannel(RequestChannel):
@@ -143,6 +162,7 @@ class KafkaController:
         *,
         clock_ms: Callable[[], int] = monotonic_ms,
         rng: random.Random | None = None,
+        commit_timeout_s: float = COMMIT_TIMEOUT_S,
     ) -> None:
         self.config = config
         self.controller_id = config.node_id
@@ -159,6 +179,15 @@ class KafkaController:
         self.raft: RaftManager | None = None
         self.active_epoch = -1
         self._nursery: trio.Nursery | None = None
+        # Waiting for commits (docs/controller.md): a warning every ``commit_timeout_s`` while a decision
+        # waits; the last offset this controller appended in its epoch; the order in which effects are
+        # acted on (tickets handed out when the record is appended; the first not yet acted on or given up).
+        self.commit_timeout_s = commit_timeout_s
+        self._last_appended = -1
+        self._next_ticket = 0
+        self._first_unresolved = 0
+        self._resolved: set[int] = set()
+        self._turn = trio.Event()
         self.channels = ControllerChannelManager(
             self.controller_id,
             request_timeout_s=config.get_int("controller.socket.timeout.ms") / 1000.0,
@@ -403,6 +432,7 @@ class KafkaController:
         epoch = raft.client.epoch
         state.controller_epoch = epoch
         self.active_epoch = epoch
+        self._last_appended = -1
         self.core = self._make_core(state)
         log.info(
             "controller %d is the active controller, epoch %d (state from metadata offset %d: %d broker(s), "
@@ -431,6 +461,10 @@ class KafkaController:
             self.controller_id,
             self.active_epoch,
         )
+        if self.raft is not None:
+            # Decisions still waiting for their commit give up now: the in-memory state they came from is
+            # gone, and the next active controller rebuilds from the committed log.
+            self.raft.notify_waiters()
         if self.journal is not None:
             self.journal.emit("controller_deactivated", controller_epoch=self.active_epoch)
         for broker_id, reg in sorted(core.state.brokers.items()):
@@ -486,7 +520,7 @@ class KafkaController:
                     broker_id,
                     core.settings.session_timeout_ms,
                 )
-            await self.commit_effects()
+            self.commit_effects_soon()
 
     def _load_security(self) -> SecurityMetadata:
         metadata = SecurityMetadata.load(SecurityMetadata.directory_of(self.directory))
@@ -583,39 +617,160 @@ class KafkaController:
 
     async def commit_effects(self) -> list[tuple[OutboundRequest, trio.Event]] | None:
         """With a quorum: the state after the core's last calls becomes a metadata record, and nothing is
-        journaled or sent to a broker until the quorum has committed it. None if it was not committed
-        (this controller lost its leadership, or no majority answered in time). Without a quorum:
-        :meth:`apply_effects`."""
+        journaled or sent to a broker until the quorum has committed it, however long that takes while this
+        controller leads the epoch. None if this controller lost its leadership (or stopped being active)
+        first: the next active controller rebuilds the state from the committed log and resends it.
+        Without a quorum: :meth:`apply_effects`."""
         if self.raft is None:
             return self.apply_effects()
         core = self.core
         if core is None:
             return None
+        pending = self.submit_effects(core.drain())
+        if pending is None:
+            return None
+        return await self.await_effects(pending)
+
+    def commit_effects_soon(self) -> None:
+        """:meth:`commit_effects` without waiting here: acted on at once if nothing is left to commit, else
+        by a task of its own once committed (the fencing timer goes on meanwhile)."""
+        if self.raft is None:
+            self.apply_effects()
+            return
+        core = self.core
+        if core is None:
+            return
         effects = core.drain()
+        if not (effects.dirty or effects.requests or effects.events or effects.resets):
+            return
+        pending = self.submit_effects(effects)
+        if pending is None:
+            return
+        if self.effects_ready(pending):
+            self.act_on(pending)
+        elif self._nursery is not None:
+            self._nursery.start_soon(self.await_effects, pending)
+        else:
+            self._resolve(pending.ticket)
+
+    def submit_effects(self, effects: Effects) -> PendingEffects | None:
+        """In a quorum, the first half of :meth:`commit_effects`, with no ``await`` after the core's call:
+        a state change is appended to the metadata log, and the effects get their place in the order in
+        which they will be acted on. Effects that change nothing (a METADATA answer, a resend) still wait
+        for every record appended before them: what they carry was read from the uncommitted state (Kafka's
+        read-only controller events wait for the highest pending offset the same way). None if this voter
+        no longer leads."""
+        raft = self._require_raft()
+        core = self._require_core()
+        epoch = self.active_epoch
+        decisions: list[str] = []
+        security: dict[str, Any] | None = None
+        offset = self._last_appended
         if effects.dirty:
-            epoch = self.active_epoch
             decisions = [name for name, _ in effects.events]
             working = self._require_security().metadata
             security = working.to_json() if working.version > 0 else None
-            security_version = working.version
-            if security_version != self._live_security.version:
+            if working.version != self._live_security.version:
                 decisions.append("security_metadata_changed")
             decisions = decisions or ["state"]
-            offsets = self.raft.append_state(decisions, core.state.to_json(), security)
-            if offsets is None or not await self.raft.wait_committed(offsets[1], epoch, COMMIT_TIMEOUT_S):
+            offsets = raft.append_state(decisions, core.state.to_json(), security)
+            if offsets is None:
                 log.warning(
-                    "controller %d: decisions %s were not committed in epoch %d; they are not acted on",
+                    "controller %d: decisions %s not appended: this voter no longer leads epoch %d; they are "
+                    "not acted on",
                     self.controller_id,
                     decisions,
                     epoch,
                 )
                 self._discard_uncommitted_security(core)
                 return None
-            if self.core is not core:
-                return None
+            offset = self._last_appended = offsets[1]
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        return PendingEffects(core, effects, epoch, offset, ticket, decisions, security)
+
+    def _still_current(self, pending: PendingEffects) -> bool:
+        """The core that made the effects is still the active one, leading the epoch it was made in."""
+        return self.core is pending.core and self.raft is not None and self.raft.leads(pending.epoch)
+
+    def effects_ready(self, pending: PendingEffects) -> bool:
+        """Everything the effects wait for is committed and every earlier call's effects were dealt with."""
+        raft = self._require_raft()
+        return (
+            self._first_unresolved == pending.ticket
+            and (pending.offset < 0 or raft.client.high_watermark > pending.offset)
+            and self._still_current(pending)
+        )
+
+    def act_on(self, pending: PendingEffects) -> list[tuple[OutboundRequest, trio.Event]]:
+        """Acts on committed effects whose turn it is (:meth:`effects_ready`)."""
+        try:
+            security = pending.security
             if security is not None and security != self._live_security.to_json():
                 self._apply_committed_security(SecurityMetadata.from_json(security))
-        return self._apply(core, effects)
+            return self._apply(pending.core, pending.effects)
+        finally:
+            self._resolve(pending.ticket)
+
+    async def await_effects(self, pending: PendingEffects) -> list[tuple[OutboundRequest, trio.Event]] | None:
+        """The second half of :meth:`commit_effects`: waits until what the effects depend on is committed
+        (a warning every ``commit_timeout_s`` meanwhile), then until every earlier call's effects were
+        acted on, and acts on them; None, acting on nothing, once this voter no longer leads the epoch or
+        the core was replaced (the next active controller rebuilds from the committed log and resends)."""
+        raft = self._require_raft()
+        try:
+            waited = 0.0
+            while pending.offset >= 0:
+                committed = await raft.wait_committed(
+                    pending.offset,
+                    pending.epoch,
+                    self.commit_timeout_s,
+                    still_wanted=lambda: self.core is pending.core,
+                )
+                if committed:
+                    break
+                if committed is not None:
+                    if pending.decisions:
+                        log.warning(
+                            "controller %d: decisions %s (metadata offset %d) were not committed while this "
+                            "controller led epoch %d; they are not acted on",
+                            self.controller_id,
+                            pending.decisions,
+                            pending.offset,
+                            pending.epoch,
+                        )
+                    if self.core is None or self.core is pending.core:
+                        self._discard_uncommitted_security(pending.core)
+                    return None
+                waited += self.commit_timeout_s
+                if pending.decisions:
+                    log.warning(
+                        "controller %d: decisions %s (metadata offset %d, epoch %d) not committed after "
+                        "%.1f s; they wait for the quorum while this controller leads the epoch",
+                        self.controller_id,
+                        pending.decisions,
+                        pending.offset,
+                        pending.epoch,
+                        waited,
+                    )
+            while self._first_unresolved != pending.ticket:
+                await self._turn.wait()
+            if not self._still_current(pending):
+                return None
+            return self.act_on(pending)
+        finally:
+            self._resolve(pending.ticket)
+
+    def _resolve(self, ticket: int) -> None:
+        """The effects with ``ticket`` were acted on or given up: the next ones may go."""
+        if ticket < self._first_unresolved:
+            return
+        self._resolved.add(ticket)
+        while self._first_unresolved in self._resolved:
+            self._resolved.discard(self._first_unresolved)
+            self._first_unresolved += 1
+        self._turn.set()
+        self._turn = trio.Event()
 
     def _discard_uncommitted_security(self, core: ControllerCore) -> None:
         """An ACL or credential change that was not committed is forgotten: back to the committed copy."""
@@ -720,11 +875,38 @@ class ControllerApis:
             response = self._security_api(key, body)
         else:
             response = self._api_versions(request.kafka_encoding)
-        committed = await c.commit_effects()
-        if committed is None:
+        if c.raft is None:
+            await self._answer(request, response, c.apply_effects(), wait_s)
+            return
+        # In a quorum the answer goes once what it depends on is committed. No ``await`` between the core's
+        # call and ``submit_effects``; if there is a commit to wait for, a task of its own answers (Kafka's
+        # controller completes the request's future when the offset is committed), so waiting requests hold
+        # no handler and the caller's own request timeout bounds how long it waits for the answer.
+        pending = c.submit_effects(core.drain())
+        if pending is None:
             request.complete(error_body(Errors.NOT_CONTROLLER, self._not_controller_message()))
             return
-        done = committed
+        if c.effects_ready(pending):
+            await self._answer(request, response, c.act_on(pending), wait_s)
+            return
+        nursery = c._nursery
+        if nursery is None:
+            await self._answer_once_committed(request, response, pending, wait_s)
+        else:
+            nursery.start_soon(self._answer_once_committed, request, response, pending, wait_s)
+
+    async def _answer_once_committed(
+        self, request: Request, response: Any, pending: PendingEffects, wait_s: float
+    ) -> None:
+        done = await self.controller.await_effects(pending)
+        if done is None:
+            request.complete(error_body(Errors.NOT_CONTROLLER, self._not_controller_message()))
+            return
+        await self._answer(request, response, done, wait_s)
+
+    async def _answer(
+        self, request: Request, response: Any, done: list[tuple[OutboundRequest, trio.Event]], wait_s: float
+    ) -> None:
         if wait_s > 0:
             # Like Kafka's CREATE_TOPICS / DELETE_TOPICS, answer once the replicas know (or at the timeout).
             with trio.move_on_after(wait_s):

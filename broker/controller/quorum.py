@@ -249,16 +249,33 @@ class RaftManager:
         self.wake()
         return offsets
 
-    async def wait_committed(self, last_offset: int, epoch: int, timeout_s: float) -> bool:
-        """True once ``last_offset`` is below the high watermark while this voter still leads ``epoch``."""
+    async def wait_committed(
+        self,
+        last_offset: int,
+        epoch: int,
+        timeout_s: float,
+        *,
+        still_wanted: Callable[[], bool] = lambda: True,
+    ) -> bool | None:
+        """True once ``last_offset`` is below the high watermark while this voter still leads ``epoch``;
+        False as soon as it no longer leads that epoch (or ``still_wanted()`` is false: the caller gave
+        up); None if neither happened within ``timeout_s`` (the caller may wait again)."""
         with trio.move_on_after(timeout_s):
             while True:
-                if self.client.epoch != epoch or not self.client.is_leader():
+                if not self.leads(epoch) or not still_wanted():
                     return False
                 if self.client.high_watermark > last_offset:
                     return True
                 await self._changed.wait()
-        return False
+        return None
+
+    def leads(self, epoch: int) -> bool:
+        """This voter is the leader of ``epoch``."""
+        return self.client.epoch == epoch and self.client.is_leader()
+
+    def notify_waiters(self) -> None:
+        """Wakes whoever waits in :meth:`wait_committed` or :meth:`wait_changed` to look again."""
+        self._notify_changed()
 
     def is_active(self) -> bool:
         """This voter leads and has committed an entry of its epoch (its LeaderChange)."""

@@ -182,3 +182,11 @@ def test_topic_commands_still_say_when_nothing_answers(quorum_cluster: Cluster) 
     out = run_cli("topic", "list", "--bootstrap-server", f"127.0.0.1:{port}", check=False, timeout=60)
     assert out.returncode == 1
     assert "did not answer" in out.stderr
+
+
+def test_health_still_tells_a_broker_from_a_voter(quorum_cluster: Cluster) -> None:
+    """Brokers now serve DESCRIBE_QUORUM (forwarded): the healthcheck still judges a broker by its state."""
+    leader_id, _ = roles(quorum_cluster)
+    assert "broker 1 RUNNING" in run_cli("health", address(quorum_cluster, 1)).stdout
+    voter = quorum_cluster.info.controllers[0]
+    assert f"quorum leader {leader_id}" in run_cli("health", f"{voter.host}:{voter.port}").stdout

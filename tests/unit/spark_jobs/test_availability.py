@@ -150,3 +150,42 @@ def test_counts_ratio_longest_stall_and_the_first_line() -> None:
     assert availability_sentence(None) == (
         "acknowledged ratio unknown (no write intended or acknowledged); longest stall 0.0 s"
     )
+
+
+def quorum(ts: int, voter: int, role: str, epoch: int, leader: int = -1) -> dict[str, Any]:
+    return ev(ts, controller_id=voter, event="quorum_state", role=role, epoch=epoch, leader_id=leader)
+
+
+# Three voters: 1000 leads epoch 1 from the start.
+QUORUM = [
+    quorum(0, 1000, "leader", 1, 1000),
+    quorum(1, 1001, "follower", 1, 1000),
+    quorum(1, 1002, "follower", 1, 1000),
+    *JOURNAL[:3],
+]
+
+
+def test_a_fault_on_a_voter_or_the_active_controller_makes_a_stall_controller_unreachable() -> None:
+    """faults.jsonl names a quorum's controllers by voter id, never "controller": a network fault on a voter,
+    or a kill / pause of the active controller, cut the cluster off its controller; a kill of a voter that
+    was not active does not."""
+    events = events_from_records(QUORUM)
+    cut = Window("partition 2 <-> 1000", "partition", ["2", "1000"], T0 + 20_000, T0 + 30_000, "faults.jsonl")
+    got = classify(stall(21_000, 24_000, 2), events, [cut])
+    assert (got.cause, got.fault) == ("controller_unreachable", "partition 2 <-> 1000")
+    active = Window("kill 1000", "kill", ["1000"], T0 + 20_000, T0 + 30_000, "faults.jsonl")
+    assert classify(stall(21_000, 24_000, 2), events, [active]).cause == "controller_unreachable"
+    paused = Window("pause 1000", "pause", ["1000"], T0 + 20_000, T0 + 30_000, "faults.jsonl")
+    assert classify(stall(21_000, 24_000, 2), events, [paused]).cause == "controller_unreachable"
+    standby = Window("kill 1001", "kill", ["1001"], T0 + 20_000, T0 + 30_000, "faults.jsonl")
+    assert classify(stall(21_000, 24_000, 2), events, [standby]).cause == "unknown"
+
+
+def test_a_stall_while_the_quorum_has_no_leader_is_controller_unreachable() -> None:
+    """From the voters' quorum_state journals: the leader of epoch 1 went silent (killed outside the CLI),
+    1001 stood in epoch 2 at 5 s and won at 7 s; a stall across that stretch had no active controller."""
+    events = events_from_records(
+        [*QUORUM, quorum(5_000, 1001, "candidate", 2), quorum(7_000, 1001, "leader", 2, 1001)]
+    )
+    assert classify(stall(4_000, 6_500, 2), events, []).cause == "controller_unreachable"
+    assert classify(stall(8_000, 9_500, 2), events, []).cause == "unknown"

@@ -145,3 +145,25 @@ def test_a_restarted_brokers_lines_in_the_millisecond_of_its_start_are_not_its_l
     lines.insert(lines.index(_started(3000, 3)), {"ts_ms": 3000, "broker_id": 3, "event": "became_follower"})
     windows = fault_windows(_events(lines), [], 9000)
     assert [(w.label, w.start_ms, w.end_ms) for w in windows] == [("crash 3", 900, 3000)]
+
+
+def test_a_fault_of_a_voter_is_the_controllers_and_touches_every_partition() -> None:
+    """faults.jsonl names a quorum's controllers by voter id: a kill of voter 1000 is a controller fault,
+    so every partition is judged after it, as after a fault of "controller"."""
+    lines = [
+        *_kill_run()[:3],
+        {"ts_ms": 1, "controller_id": 1000, "event": "quorum_state", "role": "leader", "epoch": 1},
+        _isr(100, [1, 2, 3], event="leader_elected"),
+        _isr(100, [2, 1, 3], partition=1, event="leader_elected"),
+    ]
+    bands = fault_bands(
+        [
+            {"ts_ms": 1000, "action": "kill", "nodes": ["1000"], "params": {"controller": True}},
+            {"ts_ms": 2000, "action": "restart", "nodes": ["1000"], "params": {"controller": True}},
+        ]
+    )
+    events = _events(lines)
+    windows = fault_windows(events, bands, None)
+    assert [(w.label, w.controller) for w in windows] == [("kill 1000", True)]
+    per_fault, _, _ = converge(windows, isr_history(events, REPLICAS), 9000)
+    assert per_fault[0]["partitions_touched"] == 2
