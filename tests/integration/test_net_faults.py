@@ -356,9 +356,17 @@ def test_an_isr_change_whose_answer_was_lost_is_answered_when_the_leader_retries
             timeout=30,
             message=lambda: f"{follower} back in the controller's ISR: {cluster.metadata('lost')}",
         )
-        events = [e for e in isr_events(cluster, leader, "lost") if e["ts_ms"] > healed_ms]
+        # The leader journals each ISR it applies once the controller's answer arrives, which may be a
+        # moment after the controller's metadata shows it.
+        def since_heal() -> list[dict[str, Any]]:
+            return [e for e in isr_events(cluster, leader, "lost") if e["ts_ms"] > healed_ms]
+
+        events = wait_until(
+            lambda: (found := since_heal()) and follower in found[-1]["isr"] and found,
+            timeout=30,
+            message=lambda: f"leader {leader} applying the ISR with {follower} again: {since_heal()}",
+        )
         assert [follower not in e["isr"] for e in events][:1] == [True], events
-        assert follower in events[-1]["isr"], events
     finally:
         prod.kill()
         prod.communicate()
