@@ -76,6 +76,10 @@ class ReplicaFetch:
     request: FetchRequest
 
 
+# The first wait before asking again a leader that does not know the follower's leader epoch yet.
+EPOCH_RETRY_FIRST_MS = 10
+
+
 class FetchAbandoned(Exception):
     """The fetch in flight was given up because partitions were added while it was parked on the leader."""
 
@@ -105,6 +109,9 @@ class ReplicaFetcher:
         # ``replica.fetch.wait.max.ms``); cancelled when partitions are added (``add_partitions``).
         self._in_flight: trio.CancelScope | None = None
         self.abandoned_fetches = 0
+        # The next wait of a partition whose leader answered UNKNOWN_LEADER_EPOCH (it is behind this
+        # follower's LEADER_AND_ISR), doubling from EPOCH_RETRY_FIRST_MS.
+        self._epoch_retry_ms: dict[TopicPartition, int] = {}
         self.fetch_requests = 0
         self.stats = stats if stats is not None else FetcherStats()
 
@@ -122,6 +129,8 @@ class ReplicaFetcher:
         given up, and the connection with it, and the next round starts at once with a new fetch session
         (Kafka's fetcher likewise never waits for a fetch in flight to change its partitions)."""
         self.partitions.add_partitions(initial)
+        for tp in initial:
+            self._epoch_retry_ms.pop(tp, None)
         self._changed.set()
         if self._in_flight is not None:
             self._in_flight.cancel()
@@ -250,9 +259,23 @@ class ReplicaFetcher:
         done = self._apply_truncations(result.fetch_offsets, reason, end_offsets)
         update_fetch_offset_and_maybe_mark_truncation_complete(states, done, self._latest_epoch)
         now = self.clock_ms()
+        for tp in done:
+            self._epoch_retry_ms.pop(tp, None)
+        behind: list[TopicPartition] = []
         for tp in result.partitions_with_error:
             self.rm.on_fetch_error(tp, end_offsets[tp].error_code, "OFFSET_FOR_LEADER_EPOCH error")
-        self.partitions.delay_partitions(result.partitions_with_error, self.settings.backoff_ms, now)
+            if end_offsets[tp].error_code == Errors.UNKNOWN_LEADER_EPOCH:
+                behind.append(tp)
+        # UNKNOWN_LEADER_EPOCH: the new leader has not applied the LEADER_AND_ISR that made it leader in this
+        # epoch yet (it writes its epoch checkpoint first; the followers' request is quicker): a retry soon
+        # finds it, so the wait starts short and doubles up to replica.fetch.backoff.ms. Other errors wait
+        # the whole backoff, as Kafka's fetcher does.
+        for tp in behind:
+            wait = self._epoch_retry_ms.get(tp, EPOCH_RETRY_FIRST_MS)
+            self._epoch_retry_ms[tp] = min(wait * 2, self.settings.backoff_ms)
+            self.partitions.delay_partitions([tp], min(wait, self.settings.backoff_ms), now)
+        others = [tp for tp in result.partitions_with_error if tp not in behind]
+        self.partitions.delay_partitions(others, self.settings.backoff_ms, now)
         for tp in result.partitions_to_fail:
             self._fail(tp, Errors.FENCED_LEADER_EPOCH, "fenced leader epoch in OFFSET_FOR_LEADER_EPOCH")
 
@@ -339,7 +362,7 @@ class ReplicaFetcher:
             forgotten.setdefault(topic, []).append(partition)
         return FetchRequest(
             replica_id=self.rm.broker_id,
-            max_wait_ms=self.settings.wait_max_ms,
+            max_wait_ms=self._max_wait_ms(),
             min_bytes=self.settings.min_bytes,
             max_bytes=self.settings.response_max_bytes,
             isolation_level=0,
@@ -371,6 +394,17 @@ class ReplicaFetcher:
             self.session.handle_error(None)
             raise FetchAbandoned()
         await self.process_fetch_response(fetch.data, response)
+
+    def _max_wait_ms(self) -> int:
+        """``replica.fetch.wait.max.ms``, or less when a partition left out of this request for a short
+        back-off (a leader behind this follower's epoch) is due sooner: the long poll would otherwise hold
+        its retry back (the leader answers this connection's requests in order)."""
+        wait = self.settings.wait_max_ms
+        now = self.clock_ms()
+        for state in self.partitions.partition_states.state_iterator():
+            if state.delay_until_ms is not None and state.delay_until_ms > now:
+                wait = min(wait, state.delay_until_ms - now)
+        return max(wait, 0)
 
     def _idle_wait_ms(self) -> int:
         """Nothing to fetch: how long to wait for a partition to become ready (or for a change)."""

@@ -139,6 +139,32 @@ async def test_partition_error_delays_only_that_partition_and_drops_it_from_the_
     assert logs[TP0].log_end_offset == 3
 
 
+async def test_a_leader_behind_the_followers_epoch_is_asked_again_soon_then_later(
+    world: World, autojump_clock: MockClock
+) -> None:
+    """UNKNOWN_LEADER_EPOCH in OFFSET_FOR_LEADER_EPOCH: the new leader has not applied its LEADER_AND_ISR yet
+    (the follower's was quicker). The partition waits 10 ms, then twice as long each time (up to the
+    back-off), instead of the whole back-off at once; once the leader has the epoch, truncation goes on."""
+    leader_log, follower_log = kip101_logs(world)
+    world.leader.leader_epochs[TP0] = 3  # still the old epoch
+    world.follow(TP0, follower_log, 4)
+    start = now_ms()
+    await world.do_work()
+    assert world.rm.error_codes(TP0) == [Errors.UNKNOWN_LEADER_EPOCH]
+    assert world.state(TP0).delay_until_ms == start + 10
+    await trio.sleep(0.01)
+    start = now_ms()
+    await world.do_work()
+    assert world.state(TP0).delay_until_ms == start + 20
+    # The leader applies its LEADER_AND_ISR: the next round truncates and fetches.
+    leader_log.leader_epoch_cache.assign(4, leader_log.log_end_offset)
+    world.leader.leader_epochs[TP0] = 4
+    await trio.sleep(0.02)
+    await world.do_work()
+    assert world.kinds() == [OFLE, OFLE, OFLE, FETCH]
+    assert world.rm.error_codes(TP0) == [Errors.UNKNOWN_LEADER_EPOCH, Errors.UNKNOWN_LEADER_EPOCH]
+
+
 async def test_corrupt_records_back_off_and_are_fetched_again(
     world: World, autojump_clock: MockClock
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from trio.testing import MockClock
 
 from fetcher.fetch_state import ReplicaState
+from fetcher.replica_fetcher import EPOCH_RETRY_FIRST_MS
 from fetcher.truncation import EpochEndOffset
 from protocol.api_keys import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from protocol.errors import Errors
@@ -179,7 +180,8 @@ async def test_same_leader_epoch_again_does_not_truncate_again_but_a_new_epoch_d
 async def test_unknown_leader_epoch_in_offset_for_leader_epoch_backs_off_and_retries(
     world: World, autojump_clock: MockClock
 ) -> None:
-    """The follower heard of epoch 4 before the leader did."""
+    """The follower heard of epoch 4 before the leader did: it asks again after EPOCH_RETRY_FIRST_MS (the
+    leader is about to apply its LEADER_AND_ISR), not after the whole back-off."""
     leader_log, follower_log = kip101_logs(world)
     partition = world.follow(TP0, follower_log, 4, hw=3)
     start = now_ms()
@@ -190,18 +192,18 @@ async def test_unknown_leader_epoch_in_offset_for_leader_epoch_backs_off_and_ret
     assert not world.rm.failed
     assert partition.truncations == []
     state = world.state(TP0)
-    assert (state.state, state.delay_until_ms) == (ReplicaState.TRUNCATING, start + BACKOFF_MS)
+    assert (state.state, state.delay_until_ms) == (ReplicaState.TRUNCATING, start + EPOCH_RETRY_FIRST_MS)
     view = world.fetcher.describe(TP0)
     assert view is not None and view.state == "delayed"
     # Nothing to do until the back-off is over: maybe_fetch sends nothing and waits it out.
     await world.fetcher.maybe_fetch()
     assert world.kinds() == [OFLE]
-    assert now_ms() == start + BACKOFF_MS
+    assert now_ms() == start + EPOCH_RETRY_FIRST_MS
 
     world.new_leader_epoch(TP0, 4)
     await world.do_work()
     assert world.kinds() == [OFLE, OFLE, FETCH]
-    assert world.leader.requests[1].at * 1000 >= start + BACKOFF_MS
+    assert world.leader.requests[1].at * 1000 >= start + EPOCH_RETRY_FIRST_MS
     assert [(t.offset, t.leo_after) for t in partition.truncations] == [(3, 3)]
     assert read_all(follower_log) == read_all(leader_log)
 
