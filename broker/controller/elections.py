@@ -76,16 +76,6 @@ def elect_offline_leader(
     return LeaderAndIsr(leader, isr, unclean)
 
 
-def elect_controlled_shutdown_leader(
-    p: PartitionState, live: Collection[int], shutting_down: Collection[int]
-) -> LeaderAndIsr | None:
-    """Kafka's controlled-shutdown election applied: the new ISR drops the brokers shutting down."""
-    leader = controlled_shutdown_partition_leader_election(p.replicas, p.isr, live, shutting_down)
-    if leader is None:
-        return None
-    return LeaderAndIsr(leader, [r for r in p.isr if r not in shutting_down])
-
-
 def controlled_shutdown_change(
     p: PartitionState, broker_id: int, live: Collection[int], shutting_down: Collection[int]
 ) -> LeaderAndIsr | None:
@@ -225,7 +215,6 @@ __all__ = [
     "assign_replicas_to_brokers",
     "controlled_shutdown_change",
     "controlled_shutdown_partition_leader_election",
-    "elect_controlled_shutdown_leader",
     "elect_offline_leader",
     "offline_partition_leader_election",
     "remove_replica_from_isr",

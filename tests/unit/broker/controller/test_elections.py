@@ -54,13 +54,30 @@ class TestControlledShutdownElection:
     def test_never_unclean(self) -> None:
         assert el.controlled_shutdown_partition_leader_election([1, 2, 3], [1], {1, 2, 3}, {1}) is None
 
-    def test_new_isr_drops_shutting_down(self) -> None:
-        p = PartitionState([1, 2, 3], 1, 0, [1, 2, 3])
-        assert el.elect_controlled_shutdown_leader(p, {1, 2, 3}, {1}) == el.LeaderAndIsr(2, [2, 3])
 
-    def test_dead_isr_member_not_elected(self) -> None:
+
+class TestControlledShutdownChange:
+    """KRaft's handleBrokerInControlledShutdown for one partition, without ELR."""
+
+    def test_leader_moves_to_the_next_live_isr_member_and_the_broker_leaves_the_isr(self) -> None:
         p = PartitionState([1, 2, 3], 1, 0, [1, 2, 3])
-        assert el.elect_controlled_shutdown_leader(p, {1, 3}, {1}) == el.LeaderAndIsr(3, [2, 3])
+        assert el.controlled_shutdown_change(p, 1, {1, 2, 3}, {1}) == el.LeaderAndIsr(2, [2, 3])
+
+    def test_a_dead_isr_member_is_not_elected(self) -> None:
+        p = PartitionState([1, 2, 3], 1, 0, [1, 2, 3])
+        assert el.controlled_shutdown_change(p, 1, {1, 3}, {1}) == el.LeaderAndIsr(3, [2, 3])
+
+    def test_a_follower_only_leaves_the_isr(self) -> None:
+        p = PartitionState([1, 2, 3], 1, 0, [1, 2, 3])
+        assert el.controlled_shutdown_change(p, 2, {1, 2, 3}, {2}) == el.LeaderAndIsr(1, [1, 3])
+
+    def test_the_last_isr_member_goes_leaving_no_leader_and_the_isr_kept(self) -> None:
+        p = PartitionState([1, 2], 1, 0, [1])
+        assert el.controlled_shutdown_change(p, 1, {1, 2}, {1}) == el.LeaderAndIsr(NO_LEADER, [1])
+
+    def test_nothing_to_change(self) -> None:
+        p = PartitionState([1, 2], 2, 0, [2])
+        assert el.controlled_shutdown_change(p, 1, {1, 2}, {1}) is None
 
 
 class TestRemoveReplicaFromIsr:
