@@ -234,7 +234,13 @@ class LibrdkafkaWorkload:
                 # What it meant to write: all of ``count``, or, stopped, what the rate called for by then.
                 stopped = stop is not None and stop.is_set()
                 due = min(count, int(rate * (loop_ended - start))) if rate and stopped else count
-                self.journal.summary(started_ms, rate, max(self.stats.records_sent, due), self.stats)
+                self.journal.summary(
+                    started_ms,
+                    rate,
+                    max(self.stats.records_sent, due),
+                    self.stats,
+                    client_id=str(self.config.get("client.id") or "") or None,
+                )
             if self.on_progress:
                 self.on_progress(self.stats)
         return self.stats

@@ -129,14 +129,23 @@ class AckJournal:
             }
         )
 
-    def summary(self, started_ms: int, rate: float | None, intended: int, stats: ProduceStats) -> None:
+    def summary(
+        self,
+        started_ms: int,
+        rate: float | None,
+        intended: int,
+        stats: ProduceStats,
+        client_id: str | None = None,
+    ) -> None:
         """The run's counts in records, written when it ends: ``unknown`` were sent and neither
-        acknowledged nor failed (in flight when the run was cut short)."""
+        acknowledged nor failed (in flight when the run was cut short). ``client_id``: the Kafka client's
+        ``client.id`` when the batches are journaled only by the leaders (acked.jsonl), so the report can
+        tell them from other clients' and count them once."""
         unknown = max(0, stats.records_sent - stats.records_acked - stats.records_failed)
         self._attempt(
             {"event": "summary", "started_ms": started_ms, "rate": rate, "intended": intended,
              "sent": stats.records_sent, "acknowledged": stats.records_acked, "failed": stats.records_failed,
-             "unknown": unknown}
+             "unknown": unknown, **({"client_id": client_id} if client_id else {})}
         )  # fmt: skip
 
     def _attempt(self, fields: dict[str, object]) -> None:

@@ -39,7 +39,7 @@ STEADY_FACTOR = 20
 ATTEMPTS_SCHEMA = (
     "ts_ms LONG, producer_id STRING, event STRING, topic STRING, partition INT, records LONG, sent_ms LONG, "
     "error STRING, started_ms LONG, rate DOUBLE, intended LONG, sent LONG, acknowledged LONG, failed LONG, "
-    "unknown LONG"
+    "unknown LONG, client_id STRING"
 )
 TP = ["topic", "partition"]
 CAUSES = ("isr_shrink_wait", "no_leader", "leader_fenced", "controller_unreachable", "unknown")

@@ -189,7 +189,13 @@ def test_offset_for_leader_epoch_for_a_consumer(cluster: Cluster) -> None:
                 ),
             ]
 
-    found, fenced, unknown = trio.run(exchange)
+    # The controller's metadata names the new leader a moment before that broker has applied its epoch;
+    # until then it answers UNKNOWN_LEADER_EPOCH (75), which Kafka's clients retry.
+    def answered() -> list[dict[str, Any]] | None:
+        got = trio.run(exchange)
+        return None if got[0]["topics"][0]["partitions"][0]["error_code"] == 75 else got
+
+    found, fenced, unknown = wait_until(answered, 30, message="the new leader knowing its epoch")
     part = found["topics"][0]["partitions"][0]
     assert (part["error_code"], part["leader_epoch"], part["end_offset"]) == (0, before["leader_epoch"], 10)
     assert fenced["topics"][0]["partitions"][0]["error_code"] == 74  # FENCED_LEADER_EPOCH
