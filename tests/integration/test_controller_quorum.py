@@ -9,7 +9,6 @@ it. The surviving voters' committed metadata logs agree record by record."""
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from kit.ports import free_ports
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from tests.integration.harness import (
@@ -33,17 +33,6 @@ from tests.integration.harness import (
 pytestmark = pytest.mark.integration
 
 IDS = (1000, 1001, 1002)
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 class Voter:

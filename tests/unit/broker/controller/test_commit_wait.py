@@ -10,7 +10,6 @@ it takes well under a second of the test; every wait is on a condition with a de
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +20,7 @@ import trio
 
 from broker.controller.config import ControllerConfig
 from broker.controller.controller import KafkaController
+from kit.ports import free_ports
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.faults import LinkFault
@@ -29,17 +29,6 @@ from tests.unit.waiting import wait_for
 
 IDS = (1, 2)
 COMMIT_TIMEOUT_S = 0.2
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 @asynccontextmanager
