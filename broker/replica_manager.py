@@ -15,7 +15,8 @@ fetches) go through the purgatories, whose reaper tasks the server runs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +53,8 @@ from protocol import messages as m
 from protocol.api_keys import DEBUGGING_REPLICA_ID
 from protocol.common import LEADER_DURING_DELETE, BrokerEndpoint, TopicPartition
 from protocol.compression import CompressionType
-from protocol.errors import Errors, InvalidRecordError, KafkaError, KafkaStorageError
+from protocol.errors import CorruptRecordError, Errors, InvalidRecordError, KafkaError, KafkaStorageError
+from protocol.records import iter_batches
 from protocol.replication import InitialFetchState, TruncationMode
 
 log = logging.getLogger(__name__)
@@ -915,6 +917,51 @@ class ReplicaManager:
         self._wake_fetches(tp)
 
     # ------------------------------------------------------------------ the fetchers' view (follower side)
+
+    @asynccontextmanager
+    async def follower_appends(self, appends: Mapping[TopicPartition, bytes]) -> AsyncIterator[None]:
+        """Inside, a replica fetcher appends ``appends`` (fetched records per partition). The leader-epoch
+        checkpoints those appends change (a batch of a new leader epoch: after every leader change) are
+        first made durable together, in a worker thread, as for a LEADER_AND_ISR: each append still finds
+        its epoch on disk before its data goes to the log (Kafka's ``assign`` flushes the checkpoint
+        first), but the event loop keeps serving meanwhile, and a fetch answer that moves 100 partitions
+        to a new epoch pays for two syncs instead of 200 fsyncs in a row on the loop."""
+        if not self._follower_append_checkpoints(appends):
+            yield  # nothing to make durable (the usual fetch: no new epoch)
+            return
+        guard = self.log_manager.failure_channel.guard
+        async with self.state_change_lock:
+            # Planned again: a LEADER_AND_ISR applied while this waited may have changed the caches.
+            files = self._follower_append_checkpoints(appends)
+            with guard(str(self.log_manager.log_dir), "writing leader-epoch checkpoints"):
+                await trio.to_thread.run_sync(write_all_atomically, files, ".tmp-fetch")
+        with (
+            already_durable(files),
+            guard(str(self.log_manager.log_dir), "writing leader-epoch checkpoints"),
+            group_commit(),
+        ):
+            yield
+
+    def _follower_append_checkpoints(self, appends: Mapping[TopicPartition, bytes]) -> dict[Path, str]:
+        files: dict[Path, str] = {}
+        if self.log_manager.offline:
+            return files
+        for tp, records in appends.items():
+            partition = self.partitions.get(tp)
+            if partition is None or partition.is_leader or not records:
+                continue
+            try:
+                starts = [
+                    (h.partition_leader_epoch, h.base_offset)
+                    for _, h in iter_batches(records, validate=False)
+                ]
+            except CorruptRecordError:
+                continue  # the append refuses it, and says why
+            planned = partition.log.leader_epoch_cache.checkpoint_after_assigns(starts)
+            if planned is not None:
+                checkpoint, text = planned
+                files[checkpoint.path] = text
+        return files
 
     def follower_partition(self, tp: TopicPartition) -> FollowerPartition | None:
         partition = self.partitions.get(tp)

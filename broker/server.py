@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -53,6 +54,7 @@ from protocol.common import BrokerEndpoint, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError, KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
+from protocol.record_codec import preload_fast_scan
 from protocol.sasl_messages import SASL_API_VERSIONS
 from protocol.schema import from_body
 from protocol.security import current_client_security
@@ -599,6 +601,7 @@ async def run_broker(config: BrokerConfig) -> int:
     group."""
     import signal
 
+    threading.Thread(target=preload_fast_scan, name="preload-record-reader", daemon=True).start()
     server = KafkaServer(config)
     server.load()
     try:

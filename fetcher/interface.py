@@ -7,6 +7,7 @@ The arrow goes one way: ``broker`` implements ``FollowerReplicaManager`` and own
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from protocol.common import TopicPartition
@@ -53,6 +54,11 @@ class FollowerReplicaManager(Protocol):
 
     def follower_partition(self, tp: TopicPartition) -> FollowerPartition | None:
         """The partition if this broker still follows it, else None (the fetcher drops it)."""
+        ...
+
+    def follower_appends(self, appends: Mapping[TopicPartition, bytes]) -> AbstractAsyncContextManager[None]:
+        """Entered before the fetcher appends ``appends`` (records per partition, from one FETCH answer):
+        may prepare them off the event loop (the broker makes the new leader epochs they carry durable)."""
         ...
 
     def on_fetch_error(self, tp: TopicPartition, error_code: int, message: str) -> None:

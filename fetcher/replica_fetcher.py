@@ -433,11 +433,12 @@ class ReplicaFetcher:
                 )
             return
         states = self.partitions.partition_states
-        with_error: list[TopicPartition] = []
-        for tp, pdata in partitions.items():
+
+        def current(tp: TopicPartition) -> PartitionFetchState | None:
+            """The partition's state if this answer is still for it: answers for partitions that moved
+            while the request was in flight (or while their appends were prepared) are dropped."""
             requested = data.session_partitions.get(tp)
             state = states.state_value(tp)
-            # Drop answers for partitions that moved while the request was in flight.
             if (
                 requested is None
                 or state is None
@@ -445,12 +446,30 @@ class ReplicaFetcher:
                 or state.current_leader_epoch != requested.current_leader_epoch
                 or state.state is not ReplicaState.FETCHING
             ):
-                continue
-            error = pdata.error_code
-            if error == Errors.NONE:
-                if not self._try_process_partition_data(tp, state, pdata):
+                return None
+            return state
+
+        with_error: list[TopicPartition] = []
+        appends = {
+            tp: pdata.records
+            for tp, pdata in partitions.items()
+            if pdata.error_code == Errors.NONE and pdata.records and current(tp) is not None
+        }
+        async with self.rm.follower_appends(appends):
+            for tp, pdata in partitions.items():
+                state = current(tp)
+                if (
+                    state is not None
+                    and pdata.error_code == Errors.NONE
+                    and not self._try_process_partition_data(tp, state, pdata)
+                ):
                     with_error.append(tp)
-            elif error == Errors.OFFSET_OUT_OF_RANGE:
+        for tp, pdata in partitions.items():
+            state = current(tp)
+            error = pdata.error_code
+            if state is None or error == Errors.NONE:
+                continue
+            if error == Errors.OFFSET_OUT_OF_RANGE:
                 if not await self._handle_out_of_range(tp, state):
                     with_error.append(tp)
             elif error == Errors.FENCED_LEADER_EPOCH:

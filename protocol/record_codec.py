@@ -395,6 +395,14 @@ def _c_reader() -> Any:
     return _CRecordBatch
 
 
+def preload_fast_scan() -> bool:
+    """Loads the C reader now (whether it is installed). A broker does so in a thread as it starts: loaded
+    on first use instead, the import would stall the event loop for a tenth of a second at the first batch
+    the broker validates as leader, which is, after a failover, the moment its new partitions take their
+    first writes."""
+    return _c_reader() is not None
+
+
 def __getattr__(name: str) -> Any:
     if name == "FAST_SCAN_AVAILABLE":  # whether the C reader is installed (it is loaded to answer)
         return _c_reader() is not None

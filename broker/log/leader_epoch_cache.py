@@ -158,11 +158,27 @@ class LeaderEpochFileCache:
     ) -> tuple[LeaderEpochCheckpointFile, str] | None:
         """The checkpoint file and the text ``assign(epoch, start_offset)`` would write to it, without
         changing anything; None if it would write nothing (no file, or no change)."""
-        if self._checkpoint is None or epoch < 0 or start_offset < 0:
+        return self.checkpoint_after_assigns([(epoch, start_offset)])
+
+    def checkpoint_after_assigns(
+        self, assigns: Iterable[tuple[int, int]]
+    ) -> tuple[LeaderEpochCheckpointFile, str] | None:
+        """:meth:`checkpoint_after_assign` for ``assign(epoch, start_offset)`` of each pair in turn (the
+        batches of one follower append)."""
+        if self._checkpoint is None:
             return None
-        trial = LeaderEpochFileCache(None)
-        trial.assign_all(self._entries)
-        if not trial._assign(EpochEntry(epoch, start_offset)):
+        trial: LeaderEpochFileCache | None = None
+        for epoch, start_offset in assigns:
+            if epoch < 0 or start_offset < 0:
+                continue
+            if trial is None:
+                latest = self._entries[-1] if self._entries else None
+                if latest is not None and latest.epoch == epoch and latest.start_offset <= start_offset:
+                    continue  # the common case: a batch of the current epoch changes nothing
+                trial = LeaderEpochFileCache(None)
+                trial.assign_all(self._entries)
+            trial._assign(EpochEntry(epoch, start_offset))
+        if trial is None or trial._entries == self._entries:
             return None
         return self._checkpoint, LeaderEpochCheckpointFile.text(trial._entries)
 

@@ -27,6 +27,9 @@ from kit.processes import BrokerProcess, async_wait_until, launch
 from protocol import ApiKeys
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The log level of the benchmark's brokers and controllers (``ISRSIM_BENCH_LOG_LEVEL=DEBUG`` with
+# ``--keep`` to see what a figure is made of).
+LOG_LEVEL = os.environ.get("ISRSIM_BENCH_LOG_LEVEL", "WARNING")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -75,7 +78,7 @@ class BenchBroker(BrokerProcess):
             log_path=self.dir / "broker.log",
             overrides=overrides,
             journal_dir=self.dir,
-            log_level="WARNING",
+            log_level=LOG_LEVEL,
             cwd=REPO_ROOT,
         )
 

@@ -31,6 +31,7 @@ from kit.cluster_client import ClientError, ClusterClient
 from kit.ports import free_ports
 from kit.processes import ControllerProcess, async_wait_until
 from lab.bench.cluster import (
+    LOG_LEVEL,
     BenchCluster,
     BenchError,
     request,
@@ -76,7 +77,7 @@ class ManagedCluster(BenchCluster):
                     "min.insync.replicas": "2",
                 },
                 node_id=node_id,
-                log_level="WARNING",
+                log_level=LOG_LEVEL,
             )
             for node_id, port in zip(CONTROLLER_IDS, ports, strict=True)
         }

@@ -4,6 +4,7 @@ from disk (what the Spark job reads)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from broker.replica_manager import FetchPartitionResult
 from protocol.api_keys import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from protocol.common import TopicPartition
 from protocol.errors import Errors, KafkaError
+from protocol.records import build_simple_batch
 from protocol.replication import FetchStateView, InitialFetchState
 
 from .broker_support import LAG_MS, LOCAL, TP, Broker, batch, endpoint, record_count
@@ -543,18 +545,18 @@ def test_shutdown_checkpoints_the_high_watermark_that_a_restart_resumes_from(tmp
     assert (partition.log_end_offset, partition.high_watermark) == (5, 3)
 
 
-def test_new_leader_epochs_are_made_durable_off_the_event_loop_before_they_are_applied(
-    broker: Broker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The request handler's path: the checkpoint a new leadership writes is made durable in a worker thread
-    # first (the partition is not leading yet meanwhile), and the group commit does not write it again.
-    broker.leader_and_isr(FOLLOWER, 1, [1, 0], [0, 1])
+def record_checkpoint_writes(
+    monkeypatch: pytest.MonkeyPatch, before_thread_write: Callable[[], None]
+) -> tuple[list[dict[Path, str]], list[dict[Path, str]]]:
+    """The leader-epoch checkpoints the replica manager makes durable in a worker thread, and those its
+    group commits write on the event loop (both still written); ``before_thread_write`` runs before each
+    thread write."""
     threaded: list[dict[Path, str]] = []
     grouped: list[dict[Path, str]] = []
     real = checkpoint.write_all_atomically
 
     def in_thread(files: dict[Path, str], suffix: str = ".tmp") -> None:
-        assert not broker.rm.partitions[TP].is_leader  # not leading before its epoch is durable
+        before_thread_write()
         threaded.append(dict(files))
         real(files, suffix)
 
@@ -564,6 +566,20 @@ def test_new_leader_epochs_are_made_durable_off_the_event_loop_before_they_are_a
 
     monkeypatch.setattr(rm_module, "write_all_atomically", in_thread)
     monkeypatch.setattr(checkpoint, "write_all_atomically", in_group)
+    return threaded, grouped
+
+
+def test_new_leader_epochs_are_made_durable_off_the_event_loop_before_they_are_applied(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The request handler's path: the checkpoint a new leadership writes is made durable in a worker thread
+    # first (the partition is not leading yet meanwhile), and the group commit does not write it again.
+    broker.leader_and_isr(FOLLOWER, 1, [1, 0], [0, 1])
+
+    def not_leading_yet() -> None:
+        assert not broker.rm.partitions[TP].is_leader
+
+    threaded, grouped = record_checkpoint_writes(monkeypatch, not_leading_yet)
     state = LeaderAndIsrState(LOCAL, 2, [0, 1], [0, 1])
     result = trio.run(broker.rm.become_leader_or_follower_async, 1, 1, [(TP, state)], [endpoint(FOLLOWER)])
     assert result == (Errors.NONE, {TP: Errors.NONE})
@@ -574,6 +590,39 @@ def test_new_leader_epochs_are_made_durable_off_the_event_loop_before_they_are_a
     assert grouped == [{}]
     assert path.read_text() == "0\n1\n2 0\n"
     assert TP in broker.fetchers.removed
+
+
+def test_a_follower_append_in_a_new_leader_epoch_finds_the_epoch_durable_first_written_off_the_loop(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A replica fetcher's appends: the epoch a fetched batch starts is made durable in a worker thread
+    # before the batch is appended (Kafka's assign flushes first), and the group commit around the
+    # appends writes nothing again; batches of an epoch already in the cache need no write at all.
+    broker.leader_and_isr(FOLLOWER, 3, [1, 0], [0, 1])
+    view = broker.rm.follower_partition(TP)
+    assert view is not None
+    leo_at_write: list[int] = []
+    threaded, grouped = record_checkpoint_writes(
+        monkeypatch, lambda: leo_at_write.append(view.log_end_offset)
+    )
+
+    def records(base_offset: int, epoch: int) -> bytes:
+        return build_simple_batch([b"a", b"b"], base_offset=base_offset, partition_leader_epoch=epoch)
+
+    async def append(data: bytes) -> None:
+        async with broker.rm.follower_appends({TP: data}):
+            view.append_as_follower(data)
+
+    path = broker.log_dir / "t-0" / "leader-epoch-checkpoint"
+    trio.run(append, records(0, 2))
+    assert threaded == [{path: "0\n1\n2 0\n"}] and grouped == [{}]
+    trio.run(append, records(2, 2))  # the same epoch: nothing to write
+    assert len(threaded) == 1 and grouped == [{}]
+    trio.run(append, records(4, 3))
+    assert threaded[1] == {path: "0\n2\n2 0\n3 4\n"} and grouped == [{}, {}]
+    assert path.read_text() == "0\n2\n2 0\n3 4\n"
+    assert leo_at_write == [0, 4]  # each written before its batch was appended
+    assert view.latest_epoch() == 3 and view.log_end_offset == 6
 
 
 def test_managed_leader_neither_waits_for_nor_adds_a_follower_the_controller_lists_as_not_live(

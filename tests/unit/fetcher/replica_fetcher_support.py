@@ -13,6 +13,8 @@ sockets (the leader side is ``mock_leader_endpoint.MockLeaderEndPoint``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,9 +156,14 @@ class FakeReplicaManager:
     fetch_errors: list[tuple[TopicPartition, int, str]] = field(default_factory=list)
     failed: list[tuple[TopicPartition, str]] = field(default_factory=list)
     fatal: list[tuple[TopicPartition, str]] = field(default_factory=list)
+    prepared_appends: list[dict[TopicPartition, bytes]] = field(default_factory=list)
 
     def follower_partition(self, tp: TopicPartition) -> FakeFollowerPartition | None:
         return self.partitions.get(tp)
+
+    def follower_appends(self, appends: Mapping[TopicPartition, bytes]) -> AbstractAsyncContextManager[None]:
+        self.prepared_appends.append(dict(appends))
+        return nullcontext()
 
     def on_fetch_error(self, tp: TopicPartition, error_code: int, message: str) -> None:
         self.fetch_errors.append((tp, error_code, message))

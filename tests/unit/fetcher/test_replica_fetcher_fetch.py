@@ -4,11 +4,15 @@ partition moved while the request was in flight."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import trio
 from trio.testing import MockClock
 
 from fetcher.fetch_state import ReplicaState
+from protocol.common import TopicPartition
 from protocol.messages import FetchResponse
 from tests.unit.fetcher.mock_leader_endpoint import FETCH, SeenRequest
 from tests.unit.fetcher.replica_fetcher_support import (
@@ -168,3 +172,34 @@ async def test_high_watermark_comes_from_the_leader_clamped_to_the_log_end_and_l
     assert (follower_log.log_end_offset, partition.high_watermark, world.state(TP0).lag) == (15, 10, 0)
     # ... and follows the leader's log start offset (up to its HW).
     assert follower_log.log_start_offset == 5
+
+
+async def test_the_appends_of_an_answer_are_prepared_before_they_are_made_and_rechecked_after(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """The replica manager prepares one answer's appends together (the broker makes their new leader
+    epochs durable off the event loop) before any is made; a partition removed while that was awaited is
+    not appended."""
+    world = make_world(tmp_path)
+    followers = {}
+    for tp in (TP0, TP1):
+        leader_log = world.leader_log(tp, 1)
+        write(leader_log, 1, 4, tag=0)
+        followers[tp] = world.follower_log(tp)
+        world.follow(tp, followers[tp], 1)
+    prepared: list[tuple[dict[TopicPartition, bytes], dict[TopicPartition, int]]] = []
+
+    @asynccontextmanager
+    async def follower_appends(appends: Mapping[TopicPartition, bytes]) -> AsyncIterator[None]:
+        prepared.append((dict(appends), {tp: log.log_end_offset for tp, log in followers.items()}))
+        await trio.sleep(0.01)  # e.g. a worker thread's fsyncs
+        world.fetcher.remove_partitions([TP1])  # a LEADER_AND_ISR meanwhile
+        yield
+
+    world.rm.follower_appends = follower_appends  # type: ignore[method-assign]
+    await world.do_work()
+
+    [(appends, leos)] = prepared
+    assert sorted(appends) == [TP0, TP1] and all(appends.values())
+    assert leos == {TP0: 0, TP1: 0}  # nothing appended before
+    assert (followers[TP0].log_end_offset, followers[TP1].log_end_offset) == (4, 0)

@@ -55,7 +55,6 @@ class TestControlledShutdownElection:
         assert el.controlled_shutdown_partition_leader_election([1, 2, 3], [1], {1, 2, 3}, {1}) is None
 
 
-
 class TestControlledShutdownChange:
     """KRaft's handleBrokerInControlledShutdown for one partition, without ELR."""
 
