@@ -122,11 +122,6 @@ class AdminApis:
             for t in req.topics
             if t.name not in names
         ]
-        if req.validate_only:
-            known = self.cache.topics()
-            results = [_validate_topic(t, known) for t in allowed]
-            request.complete(to_body(m.CreateTopicsResponse(topics=results + refused)))
-            return
         if not allowed:
             request.complete(to_body(m.CreateTopicsResponse(topics=refused)))
             return
@@ -367,27 +362,6 @@ class AdminApis:
         if configured > 0:
             return configured
         return max(1, min(3, len(self.cache.brokers)))
-
-
-def _validate_topic(t: m.CreateTopicsRequestTopic, known: dict[str, Any]) -> m.CreateTopicsResponseTopic:
-    """CreateTopics with validate_only: what creating would say, without creating."""
-    if not is_valid_topic_name(t.name):
-        error, why = Errors.INVALID_TOPIC_EXCEPTION, f"{t.name!r} is not a valid topic name"
-    elif t.name in known:
-        error, why = Errors.TOPIC_ALREADY_EXISTS, f"Topic {t.name!r} already exists."
-    elif t.num_partitions == 0 or t.num_partitions < -1:
-        error, why = (
-            Errors.INVALID_PARTITIONS,
-            f"Number of partitions must be positive, got {t.num_partitions}",
-        )
-    elif t.replication_factor == 0 or t.replication_factor < -1:
-        error, why = (
-            Errors.INVALID_REPLICATION_FACTOR,
-            f"Replication factor must be positive, got {t.replication_factor}",
-        )
-    else:
-        return m.CreateTopicsResponseTopic(name=t.name)
-    return m.CreateTopicsResponseTopic(name=t.name, error_code=int(error), error_message=why)
 
 
 __all__ = ["AdminApis", "AutoCreateSettings", "BrokerConfigEntry", "broker_config_entries"]

@@ -233,8 +233,7 @@ class CreateTopicsRequestTopic:
 
 @dataclass(slots=True, kw_only=True)
 class CreateTopicsRequest:
-    """validate_only (Kafka's): check and answer, create nothing (a broker answers it without the
-    controller)."""
+    """validate_only (Kafka's): the controller checks and answers as for a creation, and creates nothing."""
 
     topics: list[CreateTopicsRequestTopic]
     timeout_ms: Int32 = field(default=60000, metadata=NON_NEGATIVE)
@@ -242,10 +241,27 @@ class CreateTopicsRequest:
 
 
 @dataclass(slots=True, kw_only=True)
+class CreateTopicsResponseConfig:
+    """One effective config of a created topic (Kafka's CreatableTopicConfigs, CreateTopics v5+)."""
+
+    name: str
+    value: str | None = None
+    read_only: bool = False
+    config_source: Int8 = -1
+    is_sensitive: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
 class CreateTopicsResponseTopic:
+    """A success carries the topic's partitions, replication factor and effective configs, as Kafka's
+    (KIP-525); -1 and no configs otherwise."""
+
     name: str
     error_code: Int16 = 0
     error_message: str | None = None
+    num_partitions: Int32 = -1
+    replication_factor: Int16 = -1
+    configs: list[CreateTopicsResponseConfig] = field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -511,6 +527,7 @@ __all__ = [
     "CreateTopicsRequest",
     "CreateTopicsRequestTopic",
     "CreateTopicsResponse",
+    "CreateTopicsResponseConfig",
     "CreateTopicsResponseTopic",
     "DeleteRecordsRequest",
     "DeleteRecordsRequestPartition",

@@ -465,31 +465,76 @@ class ControllerCore:
     # ------------------------------------------------------------------------ topics
 
     def create_topics(self, req: cm.CreateTopicsRequest) -> cm.CreateTopicsResponse:
+        """Kafka's ControllerApis.createTopics: a name given more than once is answered once, INVALID_REQUEST,
+        and not created; every other topic gets its full checks. ``validate_only`` runs the same checks
+        (replication factor against the live brokers, configs) and creates nothing. A success carries the
+        partitions, replication factor and effective configs (CreateTopics v5+, KIP-525)."""
         counts: dict[str, int] = {}
         for t in req.topics:
             counts[t.name] = counts.get(t.name, 0) + 1
         out: list[cm.CreateTopicsResponseTopic] = []
         for t in req.topics:
-            error, message = (
-                (Errors.INVALID_REQUEST, f"topic {t.name!r} appears more than once in the request")
-                if counts[t.name] > 1
-                else self._create_topic(t)
+            if counts[t.name] > 1:
+                continue
+            error, message = self._create_topic(t, validate_only=req.validate_only)
+            result = cm.CreateTopicsResponseTopic(
+                name=t.name, error_code=int(error), error_message=message if error != Errors.NONE else None
             )
-            out.append(
-                cm.CreateTopicsResponseTopic(
-                    name=t.name,
-                    error_code=int(error),
-                    error_message=message if error != Errors.NONE else None,
-                )
+            if error == Errors.NONE:
+                self._describe_created(t, result)
+            out.append(result)
+        out.extend(
+            cm.CreateTopicsResponseTopic(
+                name=name, error_code=int(Errors.INVALID_REQUEST), error_message="Duplicate topic name."
             )
+            for name, count in counts.items()
+            if count > 1
+        )
         return cm.CreateTopicsResponse(topics=out)
 
-    def _create_topic(self, t: cm.CreateTopicsRequestTopic) -> tuple[Errors, str]:
-        plan = plan_topic(
-            t, self.state, self.settings.topic_defaults, sorted(self.eligible_brokers()), self.rng
-        )
+    def _describe_created(self, t: cm.CreateTopicsRequestTopic, result: cm.CreateTopicsResponseTopic) -> None:
+        defaults = self.settings.topic_defaults
+        topic = self.state.topics.get(t.name)
+        if topic is not None:
+            result.num_partitions = len(topic.partitions)
+            result.replication_factor = len(topic.partitions[0].replicas) if topic.partitions else -1
+        else:  # validate_only: what creating would have made
+            result.num_partitions = defaults.num_partitions if t.num_partitions == -1 else t.num_partitions
+            result.replication_factor = (
+                defaults.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+            )
+        static = self._static_topic_configs()
+        for key in sorted(set(KAFKA_TOPIC_CONFIG_DEFAULTS) | set(t.configs)):
+            entry = _topic_config_entry(key, t.configs, static)
+            if entry is not None:
+                result.configs.append(
+                    cm.CreateTopicsResponseConfig(
+                        name=entry.name,
+                        value=entry.value,
+                        read_only=entry.read_only,
+                        config_source=entry.config_source,
+                        is_sensitive=entry.is_sensitive,
+                    )
+                )
+
+    def _static_topic_configs(self) -> dict[str, str]:
+        """The controller's settings that stand in for a topic config the topic does not set."""
+        defaults = self.settings.topic_defaults
+        return {
+            "min.insync.replicas": str(defaults.min_insync_replicas),
+            "unclean.leader.election.enable": str(defaults.unclean_leader_election_enable).lower(),
+        }
+
+    def _create_topic(
+        self, t: cm.CreateTopicsRequestTopic, *, validate_only: bool = False
+    ) -> tuple[Errors, str]:
+        # validate_only plans with a throwaway generator so that checking leaves later assignments alone
+        rng = random.Random(0) if validate_only else self.rng
+        plan = plan_topic(t, self.state, self.settings.topic_defaults, sorted(self.eligible_brokers()), rng)
         if isinstance(plan, tuple):
             return plan
+        if validate_only:
+            return Errors.NONE, ""
         assignment = plan.assignment
         partitions, rf = len(assignment), plan.replication_factor
         epoch = self.state.controller_epoch
@@ -567,11 +612,7 @@ class ControllerCore:
         """Topic configs as Kafka lists them (docs/clients.md): every topic config isrsim acts on, each with
         its value and source: the topic's own (TOPIC_CONFIG), the controller's setting where it differs
         from Kafka's default (STATIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG, ``is_default``)."""
-        defaults = self.settings.topic_defaults
-        static = {
-            "min.insync.replicas": str(defaults.min_insync_replicas),
-            "unclean.leader.election.enable": str(defaults.unclean_leader_election_enable).lower(),
-        }
+        static = self._static_topic_configs()
         results: list[cm.DescribeConfigsResponseResult] = []
         for r in req.resources:
             result = cm.DescribeConfigsResponseResult(

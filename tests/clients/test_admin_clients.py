@@ -164,3 +164,67 @@ def test_describe_a_topics_configs_lists_every_config_with_its_source(kafka_clus
         "unclean.leader.election.enable": "false",
     }.items():
         assert shown[name] == (value, ConfigSource.DEFAULT_CONFIG.value, True), name
+
+
+def test_validate_only_gets_every_check_a_creation_gets(kafka_cluster: Cluster) -> None:
+    """Kafka's controller checks validate_only as a creation (replication factor against the registered
+    brokers, configs) and creates nothing."""
+    client = admin(kafka_cluster)
+    futures = client.create_topics(
+        [
+            NewTopic("checked-rf", num_partitions=1, replication_factor=5),
+            NewTopic(
+                "checked-config", num_partitions=1, replication_factor=1, config={"min.insync.replicas": "x"}
+            ),
+            NewTopic("checked-ok", num_partitions=2, replication_factor=3),
+        ],
+        validate_only=True,
+        request_timeout=30,
+    )
+    with pytest.raises(Exception, match=r"INVALID_REPLICATION_FACTOR"):
+        futures["checked-rf"].result(timeout=60)
+    with pytest.raises(Exception, match=r"INVALID_CONFIG"):
+        futures["checked-config"].result(timeout=60)
+    assert futures["checked-ok"].result(timeout=60) is None
+    assert not {"checked-rf", "checked-config", "checked-ok"} & set(client.list_topics(timeout=10).topics)
+
+
+def test_a_name_twice_in_one_create_topics_is_one_invalid_request(kafka_cluster: Cluster) -> None:
+    """Kafka answers a repeated name once, INVALID_REQUEST, and creates the other topics; librdkafka refuses
+    an answer that names a topic twice."""
+    client = admin(kafka_cluster)
+    futures = client.create_topics(
+        [
+            NewTopic("twice", num_partitions=1, replication_factor=1),
+            NewTopic("once", num_partitions=1, replication_factor=1),
+            NewTopic("twice", num_partitions=1, replication_factor=1),
+        ],
+        request_timeout=30,
+    )
+    with pytest.raises(Exception, match=r"INVALID_REQUEST"):
+        futures["twice"].result(timeout=60)
+    assert futures["once"].result(timeout=60) is None
+    wait_until(lambda: "once" in client.list_topics(timeout=10).topics, 30)
+    assert "twice" not in client.list_topics(timeout=10).topics
+
+
+def test_kafka_python_create_topics_answer_describes_the_topic(kafka_cluster: Cluster) -> None:
+    """CreateTopics v5+ (KIP-525): the answer carries the partitions, replication factor and configs the
+    topic was made with, defaults filled in, for a creation and for validate_only alike."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    client = KafkaAdminClient(bootstrap_servers=bootstrap(kafka_cluster), request_timeout_ms=30000)
+    try:
+        for validate_only in (True, False):
+            answer = client.create_topics(
+                [KpNewTopic("described", -1, 2, topic_configs={"compression.type": "lz4"})],
+                validate_only=validate_only,
+            )
+            [topic] = answer["topics"]
+            assert topic["error_code"] == 0
+            assert (topic["num_partitions"], topic["replication_factor"]) == (1, 2)
+            configs = {name: c["value"] for name, c in topic["configs"].items()}  # keyed by name
+            assert configs["compression.type"] == "lz4" and configs["min.insync.replicas"] == "2"
+    finally:
+        client.close()

@@ -89,9 +89,57 @@ def test_existing_and_duplicate_names() -> None:
     assert create_topic(core, "t", 1, 1).error_code == 0
     assert create_topic(core, "t", 1, 1).error_code == Errors.TOPIC_ALREADY_EXISTS
     topic = cm.CreateTopicsRequestTopic(name="u", num_partitions=1, replication_factor=1)
-    resp = core.create_topics(cm.CreateTopicsRequest(topics=[topic, topic]))
-    assert [t.error_code for t in resp.topics] == [Errors.INVALID_REQUEST] * 2
-    assert "u" not in core.state.topics
+    other = cm.CreateTopicsRequestTopic(name="v", num_partitions=1, replication_factor=1)
+    resp = core.create_topics(cm.CreateTopicsRequest(topics=[topic, other, topic]))
+    # Kafka's ControllerApis answers a repeated name once (a client reads one result per topic)
+    assert [(t.name, t.error_code) for t in resp.topics] == [("v", 0), ("u", Errors.INVALID_REQUEST)]
+    assert resp.topics[1].error_message == "Duplicate topic name."
+    assert "u" not in core.state.topics and "v" in core.state.topics
+
+
+def test_a_created_topic_is_described_in_the_answer() -> None:
+    """CreateTopics v5+ (KIP-525): partitions, replication factor and every effective config with its
+    source; an error carries -1 and no configs."""
+    core = live_core([1, 2, 3])
+    topic = cm.CreateTopicsRequestTopic(
+        name="t", num_partitions=4, replication_factor=2, configs={"min.insync.replicas": "2"}
+    )
+    bad = cm.CreateTopicsRequestTopic(name="u", num_partitions=1, replication_factor=9)
+    made, failed = core.create_topics(cm.CreateTopicsRequest(topics=[topic, bad])).topics
+    assert (made.num_partitions, made.replication_factor) == (4, 2)
+    configs = {c.name: (c.value, c.config_source) for c in made.configs}
+    assert configs["min.insync.replicas"] == ("2", cm.CONFIG_SOURCE_TOPIC)
+    assert configs["compression.type"] == ("producer", cm.CONFIG_SOURCE_DEFAULT)
+    assert (failed.num_partitions, failed.replication_factor, failed.configs) == (-1, -1, [])
+
+
+@pytest.mark.parametrize(
+    ("partitions", "rf", "configs", "error"),
+    [
+        (1, 4, {}, Errors.INVALID_REPLICATION_FACTOR),
+        (1, 1, {"min.insync.replicas": "x"}, Errors.INVALID_CONFIG),
+        (0, 1, {}, Errors.INVALID_PARTITIONS),
+        (2, 3, {}, Errors.NONE),
+    ],
+)
+def test_validate_only_checks_as_a_creation_and_creates_nothing(
+    partitions: int, rf: int, configs: dict[str, str], error: Errors
+) -> None:
+    """Kafka's controller runs every check of a creation for validate_only (the replication factor against
+    the registered brokers, the configs), then writes nothing."""
+    core = live_core([1, 2, 3])
+    core.drain()
+    rng_state = core.rng.getstate()
+    topic = cm.CreateTopicsRequestTopic(
+        name="t", num_partitions=partitions, replication_factor=rf, configs=configs
+    )
+    (got,) = core.create_topics(cm.CreateTopicsRequest(topics=[topic], validate_only=True)).topics
+    assert got.error_code == error
+    if error == Errors.NONE:
+        assert (got.num_partitions, got.replication_factor) == (2, 3)
+    assert core.state.topics == {} and core.rng.getstate() == rng_state
+    effects = core.drain()
+    assert not effects.dirty and not events_named(effects, "topic_created")
 
 
 def test_delete_stops_and_deletes_replicas_and_waits_for_fenced_brokers() -> None:
