@@ -157,8 +157,16 @@ class FetchSessionHandler:
 
     def handle_error(self, error: BaseException | None = None) -> None:
         """The request could not be sent or its response was lost: close the session on the next request and
-        ask for a new one."""
-        log.info("Error sending fetch request %s to node %d: %r", self.next_metadata, self.node_id, error)
+        ask for a new one. Without ``error`` the fetcher gave the request up itself (partitions were added
+        while it waited on the leader): not an error, so it is logged at DEBUG."""
+        if error is None:
+            log.debug(
+                "Fetch request %s to node %d given up; a new session follows",
+                self.next_metadata,
+                self.node_id,
+            )
+        else:
+            log.info("Error sending fetch request %s to node %d: %r", self.next_metadata, self.node_id, error)
         self.next_metadata = self.next_metadata.next_close_existing_attempt_new()
 
 

@@ -1,6 +1,6 @@
 """Scenario 4: producer-visible unavailability when a leader goes away.
 
-Each case runs on a fresh managed cluster: a controller and three brokers
+Each case runs on a fresh managed cluster: a quorum of three controllers and three brokers
 (``broker.session.timeout.ms`` and ``broker.heartbeat.interval.ms`` below), a topic with replication factor
 3 and ``min.insync.replicas=2`` created through the controller with 3 x N partitions, so that the controller's
 round-robin placement gives each broker N leaderships (N = 1 and 100).
@@ -14,12 +14,18 @@ leader), counting only requests sent after the signal: after SIGKILL that is the
 acknowledgement; after SIGTERM the victim may still acknowledge for a while (until its leadership moves),
 and what counts is the gap between its last acknowledgement and the new leader's first. The figure is the
 worst partition (every partition writable again), the median is in the details.
+
+Two more kinds of case time the controller quorum: the active controller killed first and a broker with it
+(the broker's failure is handled by the controller elected after it), and the active controller alone taken
+away by SIGKILL, SIGSTOP or a network isolation from every node and client, timed until another voter
+answers as the active controller.
 """
 
 from __future__ import annotations
 
 import signal
 import statistics
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +34,7 @@ from typing import Any
 import trio
 
 from kit.cluster_client import ClientError, ClusterClient
+from kit.net_faults import NetCluster, Node, change_faults
 from kit.ports import free_ports
 from kit.processes import ControllerProcess, async_wait_until
 from lab.bench.cluster import (
@@ -47,7 +54,10 @@ ELECTION_TIMEOUT_MS = 1000  # controller.quorum.election.timeout.ms (Kafka's def
 PROBE_INTERVAL_S = 0.01
 METADATA_BACKOFF_S = 0.02
 RECOVERY_TIMEOUT_S = 60.0
+FETCH_TIMEOUT_MS = 2000  # controller.quorum.fetch.timeout.ms (Kafka's default)
 CONTROLLER_THEN_SIGKILL = "controller_then_sigkill"
+# How the active controller is taken away in the takeover cases.
+TAKEOVER_MODES = ("sigkill", "pause", "isolate")
 
 
 class ManagedCluster(BenchCluster):
@@ -141,6 +151,18 @@ class ManagedCluster(BenchCluster):
         topic = resp["topics"][0]
         if topic["error_code"] != 0:
             raise BenchError(f"CREATE_TOPICS {name}: {topic['error_code']} {topic.get('error_message')}")
+
+    def net_cluster(self) -> NetCluster:
+        """The running nodes as ``isrsim net`` names them: voters and brokers by id."""
+        nodes = {
+            str(node_id): Node(str(node_id), *controller.address, "running")
+            for node_id, controller in self.controllers.items()
+            if controller.is_running()
+        }
+        for broker_id, broker in self.brokers.items():
+            if broker.is_running():
+                nodes[str(broker_id)] = Node(str(broker_id), broker.host, broker.port, "running")
+        return NetCluster(nodes)
 
     def close(self) -> None:
         super().close()
@@ -303,6 +325,37 @@ async def _case(ctx: BenchContext, n: int, mode: str, trial: int) -> dict[str, A
     }
 
 
+async def _takeover_case(ctx: BenchContext, mode: str, trial: int) -> float:
+    """Milliseconds from taking the active controller away (SIGKILL, SIGSTOP, or a network isolation from
+    every node and client) until another voter answers as the active controller."""
+    cluster = ManagedCluster(ctx.scenario_dir("failover") / f"takeover-{mode}-{trial}")
+    paused: subprocess.Popen[bytes] | None = None
+    try:
+        ctx.step(f"controller takeover ({mode}): starting 3 controllers and 3 brokers")
+        await cluster.start_controller()
+        await cluster.start([1, 2, 3])
+        await cluster.wait_registered([1, 2, 3])
+        old = cluster.active_id
+        proc = cluster.controllers[old].proc
+        assert proc is not None
+        ctx.step(f"controller takeover ({mode}): taking the active controller {old} away")
+        started = time.monotonic()
+        if mode == "sigkill":
+            proc.send_signal(signal.SIGKILL)
+        elif mode == "pause":
+            proc.send_signal(signal.SIGSTOP)
+            paused = proc
+        else:
+            net = cluster.net_cluster()
+            await change_faults(net, lambda faults: faults.isolate(str(old), net.names), required=[str(old)])
+        await cluster.find_active(RECOVERY_TIMEOUT_S, exclude=old)
+        return (time.monotonic() - started) * 1000
+    finally:
+        if paused is not None:
+            paused.send_signal(signal.SIGCONT)
+        cluster.close()
+
+
 async def run(ctx: BenchContext, result: ScenarioResult) -> None:
     p = ctx.params
     cases: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -315,6 +368,26 @@ async def run(ctx: BenchContext, result: ScenarioResult) -> None:
     for trial in range(p.failover_repeats):
         cases.setdefault((CONTROLLER_THEN_SIGKILL, n), []).append(
             await _case(ctx, n, CONTROLLER_THEN_SIGKILL, trial)
+        )
+    takeovers = {
+        mode: [await _takeover_case(ctx, mode, trial) for trial in range(p.failover_repeats)]
+        for mode in TAKEOVER_MODES
+    }
+    # KRaft's bound for a leader that stops answering: the followers notice after their fetch timeout, and
+    # at worst split their votes once (they stand together) and wait a randomized election timeout (1-2 s).
+    bound = FETCH_TIMEOUT_MS + 2 * ELECTION_TIMEOUT_MS
+    for mode, times in takeovers.items():
+        trials = f", median of {len(times)} runs" if len(times) > 1 else ""
+        result.add(
+            Figure(
+                f"controller_takeover_{mode}_ms",
+                f"(4) active controller {'isolated' if mode == 'isolate' else mode}: new active controller",
+                statistics.median(times),
+                "ms",
+                Target("<=", bound, f"<= fetch timeout + 2 x election timeout ({bound} ms)"),
+                note=f"from the fault until another voter answers{trials}; the followers stand after their "
+                f"fetch timeout ({FETCH_TIMEOUT_MS} ms), then at most one split vote",
+            )
         )
     for (mode, n), runs in cases.items():
         worst = statistics.median(r["worst_ms"] for r in runs)
@@ -353,4 +426,6 @@ async def run(ctx: BenchContext, result: ScenarioResult) -> None:
         "probe_interval_ms": PROBE_INTERVAL_S * 1000,
         "metadata_backoff_ms": METADATA_BACKOFF_S * 1000,
         "cases": {f"{mode}-{n}": runs for (mode, n), runs in cases.items()},
+        "controller_quorum_fetch_timeout_ms": FETCH_TIMEOUT_MS,
+        "controller_takeover_ms": takeovers,
     }
