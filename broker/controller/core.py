@@ -572,9 +572,16 @@ class ControllerCore:
         return Errors.NONE, ""
 
     def delete_topics(self, req: cm.DeleteTopicsRequest) -> cm.DeleteTopicsResponse:
+        """A name given more than once is answered once, INVALID_REQUEST, and not deleted (Kafka's
+        ControllerApis.deleteTopics); the others are deleted."""
+        counts: dict[str, int] = {}
+        for name in req.topic_names:
+            counts[name] = counts.get(name, 0) + 1
         out: list[cm.DeleteTopicsResponseTopic] = []
         live = self.live_brokers()
         for name in req.topic_names:
+            if counts[name] > 1:
+                continue
             topic = self.state.topics.pop(name, None)
             if topic is None:
                 out.append(
@@ -601,6 +608,13 @@ class ControllerCore:
                 "topic_deleted", topic=name, partitions=len(topic.partitions), pending_brokers=sorted(waiting)
             )
             out.append(cm.DeleteTopicsResponseTopic(name=name))
+        out.extend(
+            cm.DeleteTopicsResponseTopic(
+                name=name, error_code=int(Errors.INVALID_REQUEST), error_message="Duplicate topic name."
+            )
+            for name, count in counts.items()
+            if count > 1
+        )
         return cm.DeleteTopicsResponse(responses=out)
 
     # ------------------------------------------------------------------------ descriptions

@@ -228,3 +228,16 @@ def test_kafka_python_create_topics_answer_describes_the_topic(kafka_cluster: Cl
             assert configs["compression.type"] == "lz4" and configs["min.insync.replicas"] == "2"
     finally:
         client.close()
+
+
+def test_a_name_twice_in_one_delete_topics_is_one_invalid_request(kafka_cluster: Cluster) -> None:
+    """As CreateTopics: the repeated name is answered once, INVALID_REQUEST, and stays; the others go."""
+    create(kafka_cluster, "kept", 1, 1)
+    create(kafka_cluster, "gone", 1, 1)
+    client = admin(kafka_cluster)
+    futures = client.delete_topics(["kept", "gone", "kept"], request_timeout=30)
+    with pytest.raises(Exception, match=r"INVALID_REQUEST"):
+        futures["kept"].result(timeout=60)
+    assert futures["gone"].result(timeout=60) is None
+    wait_until(lambda: "gone" not in client.list_topics(timeout=10).topics, 30)
+    assert "kept" in client.list_topics(timeout=10).topics

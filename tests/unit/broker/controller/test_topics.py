@@ -142,6 +142,16 @@ def test_validate_only_checks_as_a_creation_and_creates_nothing(
     assert not effects.dirty and not events_named(effects, "topic_created")
 
 
+def test_a_name_twice_in_delete_topics_is_answered_once_and_not_deleted() -> None:
+    core = live_core([1])
+    for name in ("t", "u"):
+        assert create_topic(core, name, 1, 1).error_code == 0
+    resp = core.delete_topics(cm.DeleteTopicsRequest(topic_names=["t", "u", "t"]))
+    assert [(r.name, r.error_code) for r in resp.responses] == [("u", 0), ("t", Errors.INVALID_REQUEST)]
+    assert resp.responses[1].error_message == "Duplicate topic name."
+    assert set(core.state.topics) == {"t"}
+
+
 def test_delete_stops_and_deletes_replicas_and_waits_for_fenced_brokers() -> None:
     core = live_core([1, 2])
     assert create_topic(core, "t", 2, 2).error_code == 0
