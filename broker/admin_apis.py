@@ -295,16 +295,19 @@ class AdminApis:
             m.DescribeClusterResponseBroker(broker_id=b.broker_id, host=b.host, port=b.port)
             for b in sorted(self.cache.brokers_on(request.listener_name), key=lambda b: b.broker_id)
         ]
-        request.complete(
-            to_body(
-                m.DescribeClusterResponse(
-                    # a live broker, as KRaft brokers answer clients (this one forwards, KIP-590)
-                    cluster_id=self.cluster_id,
-                    controller_id=self.broker_id,
-                    brokers=brokers,
-                )
+        body = to_body(
+            m.DescribeClusterResponse(
+                # a live broker, as KRaft brokers answer clients (this one forwards, KIP-590)
+                cluster_id=self.cluster_id,
+                controller_id=self.broker_id,
+                brokers=brokers,
             )
         )
+        if req.include_cluster_authorized_operations:
+            body["cluster_authorized_operations"] = self.auth.authorized_operations(
+                request, ResourceType.CLUSTER
+            )
+        request.complete(body)
 
     # ------------------------------------------------------------------ auto-creation on METADATA
 

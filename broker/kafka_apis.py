@@ -367,6 +367,16 @@ class KafkaApis:
             for topic in body["topics"]:
                 if topic["name"] in INTERNAL_TOPICS:
                     topic["is_internal"] = True  # Kafka's, from version 1
+                if req.include_topic_authorized_operations and topic["error_code"] != int(
+                    Errors.TOPIC_AUTHORIZATION_FAILED
+                ):
+                    topic["topic_authorized_operations"] = self.auth.authorized_operations(
+                        request, ResourceType.TOPIC, topic["name"]
+                    )
+            if req.include_cluster_authorized_operations:
+                body["cluster_authorized_operations"] = self.auth.authorized_operations(
+                    request, ResourceType.CLUSTER
+                )
         request.complete(body)
 
     # ------------------------------------------------------------------ controller requests

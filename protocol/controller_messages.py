@@ -381,7 +381,10 @@ class AlterPartitionResponse:
 
 @dataclass(slots=True, kw_only=True)
 class DescribeClusterRequest:
-    pass
+    """include_cluster_authorized_operations (Kafka's): a broker's answer then carries the principal's
+    authorized operations on the cluster."""
+
+    include_cluster_authorized_operations: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

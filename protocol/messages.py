@@ -228,6 +228,9 @@ class MetadataRequest:
 
     topics: list[MetadataRequestTopic] | None = None
     allow_auto_topic_creation: bool = True
+    # Kafka's (v8+; the cluster's v8-10): the answer then carries the principal's authorized operations
+    include_cluster_authorized_operations: bool = False
+    include_topic_authorized_operations: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

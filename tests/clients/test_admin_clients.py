@@ -241,3 +241,48 @@ def test_a_name_twice_in_one_delete_topics_is_one_invalid_request(kafka_cluster:
     assert futures["gone"].result(timeout=60) is None
     wait_until(lambda: "gone" not in client.list_topics(timeout=10).topics, 30)
     assert "kept" in client.list_topics(timeout=10).topics
+
+
+def test_authorized_operations_when_asked(kafka_cluster: Cluster) -> None:
+    """describe_topics / describe_cluster / describe_consumer_groups with include_authorized_operations: as
+    Kafka without an authorizer, every operation the resource type supports; not asked, none."""
+    from confluent_kafka import TopicCollection
+    from kafka.admin import KafkaAdminClient
+
+    create(kafka_cluster, "with-ops", 1, 1)
+    client = admin(kafka_cluster)
+    topic = client.describe_topics(TopicCollection(["with-ops"]), include_authorized_operations=True)
+    ops = topic["with-ops"].result(timeout=30).authorized_operations
+    assert sorted(o.name for o in ops) == [
+        "ALTER",
+        "ALTER_CONFIGS",
+        "CREATE",
+        "DELETE",
+        "DESCRIBE",
+        "DESCRIBE_CONFIGS",
+        "READ",
+        "WRITE",
+    ]
+    cluster = client.describe_cluster(include_authorized_operations=True).result(timeout=30)
+    assert sorted(o.name for o in cluster.authorized_operations) == [
+        "ALTER",
+        "ALTER_CONFIGS",
+        "CLUSTER_ACTION",
+        "CREATE",
+        "DESCRIBE",
+        "DESCRIBE_CONFIGS",
+        "IDEMPOTENT_WRITE",
+    ]
+    group = client.describe_consumer_groups(["no-such-group"], include_authorized_operations=True)
+    ops = group["no-such-group"].result(timeout=30).authorized_operations
+    assert sorted(o.name for o in ops) == ["DELETE", "DESCRIBE", "READ"]
+    plain = client.describe_topics(TopicCollection(["with-ops"]))["with-ops"].result(timeout=30)
+    assert plain.authorized_operations is None
+
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap(kafka_cluster), request_timeout_ms=30000)
+    try:
+        assert "IDEMPOTENT_WRITE" in kp.describe_cluster()["authorized_operations"]
+        [described] = kp.describe_topics(["with-ops"])
+        assert "WRITE" in described["authorized_operations"]
+    finally:
+        kp.close()
