@@ -176,6 +176,42 @@ class AdminApis:
 
         self._forward(request, ApiKeys.DELETE_TOPICS, req, req.timeout_ms, respond)
 
+    # ------------------------------------------------------------------ CREATE_PARTITIONS (37)
+
+    def handle_create_partitions(self, request: Request, req: m.CreatePartitionsRequest) -> None:
+        """Alter on each topic (else TOPIC_AUTHORIZATION_FAILED for it), then forwarded to the controller."""
+        names = [t.name for t in req.topics]
+        allowed = self.auth.authorized_topics(request, AclOperation.ALTER, names)
+        refused = [
+            m.CreatePartitionsTopicResult(
+                name=name,
+                error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED),
+                error_message=f"Principal {request.principal} is not authorized to Alter topic {name!r}",
+            )
+            for name in dict.fromkeys(names)
+            if name not in allowed
+        ]
+        topics = [t for t in req.topics if t.name in allowed]
+        if not topics:
+            request.complete(to_body(m.CreatePartitionsResponse(results=refused)))
+            return
+        req.topics = topics
+
+        def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
+            if answer is None:
+                answer = to_body(
+                    m.CreatePartitionsResponse(
+                        results=[
+                            m.CreatePartitionsTopicResult(name=n, error_code=int(error), error_message=why)
+                            for n in dict.fromkeys(t.name for t in topics)
+                        ]
+                    )
+                )
+            answer["results"] = list(answer.get("results") or []) + [to_body(r) for r in refused]
+            request.complete(answer)
+
+        self._forward(request, ApiKeys.CREATE_PARTITIONS, req, req.timeout_ms, respond)
+
     # ------------------------------------------------------------------ DESCRIBE_CONFIGS (32)
 
     def handle_describe_configs(self, request: Request, req: m.DescribeConfigsRequest) -> None:

@@ -18,6 +18,11 @@ CREATE_TOPICS (19), client -> controller
 DELETE_TOPICS (20), client -> controller
     ``{topic_names[], timeout_ms}`` -> ``{responses[{name, error_code, error_message}]}``.
     UNKNOWN_TOPIC_OR_PARTITION (3).
+CREATE_PARTITIONS (37), client -> controller (Kafka's)
+    ``{topics[{name, count, assignments: nil | [{broker_ids[]}]}], timeout_ms, validate_only}`` ->
+    ``{throttle_time_ms, results[{name, error_code, error_message}]}``. UNKNOWN_TOPIC_OR_PARTITION (3),
+    INVALID_PARTITIONS (37) for a count that is not an increase, INVALID_REPLICATION_FACTOR (38),
+    INVALID_REPLICA_ASSIGNMENT (39), INVALID_REQUEST (42) for a name given twice.
 DELETE_RECORDS (21), client -> partition leader (Kafka's)
     ``{topics[{name, partitions[{partition_index, offset}]}], timeout_ms}`` ->
     ``{throttle_time_ms, topics[{name, partitions[{partition_index, low_watermark, error_code}]}]}``;
@@ -267,6 +272,44 @@ class CreateTopicsResponseTopic:
 @dataclass(slots=True, kw_only=True)
 class CreateTopicsResponse:
     topics: list[CreateTopicsResponseTopic] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------ CREATE_PARTITIONS (37)
+
+
+@dataclass(slots=True, kw_only=True)
+class CreatePartitionsAssignment:
+    broker_ids: list[Int32]
+
+
+@dataclass(slots=True, kw_only=True)
+class CreatePartitionsTopic:
+    """``count``: the topic's new number of partitions; ``assignments``: the replicas of each new
+    partition (nil: the controller assigns them, as for a new topic)."""
+
+    name: str
+    count: Int32
+    assignments: list[CreatePartitionsAssignment] | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class CreatePartitionsRequest:
+    topics: list[CreatePartitionsTopic]
+    timeout_ms: Int32 = field(default=60000, metadata=NON_NEGATIVE)
+    validate_only: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class CreatePartitionsTopicResult:
+    name: str
+    error_code: Int16 = 0
+    error_message: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class CreatePartitionsResponse:
+    throttle_time_ms: Int32 = 0
+    results: list[CreatePartitionsTopicResult] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------------- DELETE_TOPICS (20)
@@ -527,6 +570,11 @@ __all__ = [
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
     "ControlledShutdownResponsePartition",
+    "CreatePartitionsAssignment",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
+    "CreatePartitionsTopic",
+    "CreatePartitionsTopicResult",
     "CreateTopicsRequest",
     "CreateTopicsRequestTopic",
     "CreateTopicsResponse",

@@ -493,6 +493,14 @@ def _error_response(
                 if isinstance(t, Mapping)
             ]
         }
+    if api_key == ApiKeys.CREATE_PARTITIONS:
+        return {
+            "results": [
+                {"name": t.get("name"), "error_code": code, "error_message": message}
+                for t in request.get("topics") or ()
+                if isinstance(t, Mapping)
+            ]
+        }
     if api_key == ApiKeys.DELETE_TOPICS:
         names = list(request.get("topic_names") or ()) + [
             t.get("name") for t in request.get("topics") or () if isinstance(t, Mapping)

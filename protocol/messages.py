@@ -416,6 +416,7 @@ REQUEST_TYPES: dict[ApiKeys, type] = {
     ApiKeys.API_VERSIONS: ApiVersionsRequest,
     ApiKeys.CREATE_TOPICS: cm.CreateTopicsRequest,
     ApiKeys.DELETE_TOPICS: cm.DeleteTopicsRequest,
+    ApiKeys.CREATE_PARTITIONS: cm.CreatePartitionsRequest,
     ApiKeys.DELETE_RECORDS: cm.DeleteRecordsRequest,
     ApiKeys.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochRequest,
     ApiKeys.ALTER_PARTITION: cm.AlterPartitionRequest,
@@ -440,6 +441,7 @@ RESPONSE_TYPES: dict[ApiKeys, type] = {
     ApiKeys.API_VERSIONS: ApiVersionsResponse,
     ApiKeys.CREATE_TOPICS: cm.CreateTopicsResponse,
     ApiKeys.DELETE_TOPICS: cm.DeleteTopicsResponse,
+    ApiKeys.CREATE_PARTITIONS: cm.CreatePartitionsResponse,
     ApiKeys.DELETE_RECORDS: cm.DeleteRecordsResponse,
     ApiKeys.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochResponse,
     ApiKeys.ALTER_PARTITION: cm.AlterPartitionResponse,
@@ -517,6 +519,7 @@ KAFKA_SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKeys.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKeys.DESCRIBE_CONFIGS: (1, 4),
     ApiKeys.SASL_AUTHENTICATE: (0, 2),
+    ApiKeys.CREATE_PARTITIONS: (0, 3),
     ApiKeys.DESCRIBE_CLUSTER: (0, 1),
     ApiKeys.DESCRIBE_QUORUM: (0, 2),
 }

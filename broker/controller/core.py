@@ -571,6 +571,117 @@ class ControllerCore:
         self._batch.add_update_metadata(live, [(t.name, i) for i in topic.partitions])
         return Errors.NONE, ""
 
+    def create_partitions(self, req: cm.CreatePartitionsRequest) -> cm.CreatePartitionsResponse:
+        """Kafka's CreatePartitions (KRaft's ReplicationControlManager.createPartitions): a topic grows to
+        ``count`` partitions, the new ones assigned as a new topic's (or as the request's ``assignments``
+        say), with the topic's replication factor; each new partition is led by its first replica, with every
+        replica in its ISR. A name given twice is answered once, INVALID_REQUEST; ``validate_only`` checks
+        and changes nothing."""
+        counts: dict[str, int] = {}
+        for t in req.topics:
+            counts[t.name] = counts.get(t.name, 0) + 1
+        out: list[cm.CreatePartitionsTopicResult] = []
+        for t in req.topics:
+            if counts[t.name] > 1:
+                continue
+            error, message = self._create_partitions(t, validate_only=req.validate_only)
+            out.append(
+                cm.CreatePartitionsTopicResult(
+                    name=t.name,
+                    error_code=int(error),
+                    error_message=message if error != Errors.NONE else None,
+                )
+            )
+        out.extend(
+            cm.CreatePartitionsTopicResult(
+                name=name, error_code=int(Errors.INVALID_REQUEST), error_message="Duplicate topic name."
+            )
+            for name, count in counts.items()
+            if count > 1
+        )
+        return cm.CreatePartitionsResponse(results=out)
+
+    def _create_partitions(self, t: cm.CreatePartitionsTopic, *, validate_only: bool) -> tuple[Errors, str]:
+        topic = self.state.topics.get(t.name)
+        if topic is None:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {t.name!r}"
+        current = len(topic.partitions)
+        if t.count < current:
+            return Errors.INVALID_PARTITIONS, (
+                f"The topic {t.name} currently has {current} partition(s); {t.count} would not be an "
+                "increase."
+            )
+        if t.count == current:
+            return Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s)."
+        added = t.count - current
+        rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+        eligible = sorted(self.eligible_brokers())
+        if t.assignments is not None:
+            if len(t.assignments) != added:
+                return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                    f"Attempted to add {added} additional partition(s), but only {len(t.assignments)} "
+                    "assignment(s) were specified."
+                )
+            assignment: dict[int, list[int]] = {}
+            for i, a in enumerate(t.assignments):
+                replicas = list(a.broker_ids)
+                if len(set(replicas)) != len(replicas):
+                    return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                        f"The manual partition assignment {replicas} names a broker more than once."
+                    )
+                if len(replicas) != rf:
+                    return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                        f"The manual partition assignment includes a partition with {len(replicas)} "
+                        f"replica(s), but this is not consistent with previous partitions, which have {rf} "
+                        "replica(s)."
+                    )
+                unusable = [b for b in replicas if b not in eligible]
+                if unusable:
+                    return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                        f"The manual partition assignment includes broker(s) {unusable}, which are not "
+                        f"registered, live and unfenced (usable: {eligible})."
+                    )
+                assignment[current + i] = replicas
+        else:
+            if rf > len(eligible):
+                return Errors.INVALID_REPLICATION_FACTOR, (
+                    f"replication factor {rf} is larger than the {len(eligible)} available broker(s) "
+                    f"{eligible}"
+                )
+            rng = random.Random(0) if validate_only else self.rng
+            assignment = el.assign_replicas_to_brokers(eligible, added, rf, rng, start_partition_id=current)
+        if validate_only:
+            return Errors.NONE, ""
+        epoch = self.state.controller_epoch
+        for i, r in assignment.items():
+            topic.partitions[i] = PartitionState(list(r), r[0], 0, list(r), 0, epoch)
+        self._dirty = True
+        self._emit(
+            "partitions_created",
+            topic=t.name,
+            partitions=t.count,
+            previous_partitions=current,
+            assignment={str(i): r for i, r in assignment.items()},
+        )
+        live = self.live_brokers()
+        for i in sorted(assignment):
+            p = topic.partitions[i]
+            self._emit(
+                "leader_elected",
+                topic=t.name,
+                partition=i,
+                leader_id=p.leader,
+                previous_leader_id=NO_LEADER,
+                leader_epoch=p.leader_epoch,
+                isr=list(p.isr),
+                partition_epoch=p.partition_epoch,
+                unclean=False,
+                reason="new_partition",
+            )
+            self._batch.add_leader_and_isr(p.replicas, (t.name, i), is_new=True)
+        self._batch.add_update_metadata(live, [(t.name, i) for i in sorted(assignment)])
+        return Errors.NONE, ""
+
     def delete_topics(self, req: cm.DeleteTopicsRequest) -> cm.DeleteTopicsResponse:
         """A name given more than once is answered once, INVALID_REQUEST, and not deleted (Kafka's
         ControllerApis.deleteTopics); the others are deleted."""

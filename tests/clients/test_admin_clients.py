@@ -286,3 +286,66 @@ def test_authorized_operations_when_asked(kafka_cluster: Cluster) -> None:
         assert "WRITE" in described["authorized_operations"]
     finally:
         kp.close()
+
+
+def test_create_partitions_grows_a_topic_that_clients_then_use(kafka_cluster: Cluster) -> None:
+    """AdminClient create_partitions (Kafka's CreatePartitions, forwarded to the controller): the new
+    partitions get leaders and the topic's replication factor, a producer and a consumer use them; a count
+    that is not an increase is INVALID_PARTITIONS, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, a manual
+    assignment of another size INVALID_REPLICA_ASSIGNMENT; validate_only changes nothing."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewPartitions
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewPartitions as KpNewPartitions
+
+    create(kafka_cluster, "growing", 2, 3)
+    client = admin(kafka_cluster)
+
+    def partitions() -> dict[int, tuple[int, list[int], list[int]]]:
+        topic = client.list_topics("growing", timeout=10).topics["growing"]
+        return {p.id: (p.leader, p.replicas, p.isrs) for p in topic.partitions.values()}
+
+    assert (
+        client.create_partitions([NewPartitions("growing", 4)], request_timeout=30)["growing"].result(60)
+        is None
+    )
+    wait_until(lambda: len(partitions()) == 4, 30)
+    for leader, replicas, isr in partitions().values():
+        assert len(replicas) == 3 and leader in replicas and sorted(isr) == sorted(replicas)
+
+    def refused(new: NewPartitions, **kw: bool) -> str:
+        with pytest.raises(Exception) as caught:
+            client.create_partitions([new], request_timeout=30, **kw)[new.topic].result(60)
+        return str(caught.value)
+
+    assert "INVALID_PARTITIONS" in refused(NewPartitions("growing", 4))
+    assert "INVALID_PARTITIONS" in refused(NewPartitions("growing", 3))
+    assert "UNKNOWN_TOPIC" in refused(NewPartitions("no-such-topic", 3))
+    assert "INVALID_REPLICA_ASSIGNMENT" in refused(NewPartitions("growing", 5, replica_assignment=[[1, 2]]))
+    checked = client.create_partitions([NewPartitions("growing", 9)], validate_only=True, request_timeout=30)
+    assert checked["growing"].result(60) is None
+    assert len(partitions()) == 4
+
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap(kafka_cluster), request_timeout_ms=30000)
+    try:
+        [result] = kp.create_partitions({"growing": KpNewPartitions(5)}).results
+        assert result.error_code == 0
+    finally:
+        kp.close()
+    wait_until(lambda: len(partitions()) == 5, 30)
+    delivered: list[tuple[int, int]] = []
+    producer = Producer({"bootstrap.servers": bootstrap(kafka_cluster), "acks": "all"})
+    producer.produce(
+        "growing",
+        value=b"new",
+        partition=4,
+        on_delivery=lambda e, m: delivered.append((m.partition(), m.offset())),
+    )
+    assert producer.flush(30) == 0 and delivered == [(4, 0)]
+    consumer = Consumer({"bootstrap.servers": bootstrap(kafka_cluster), "group.id": "growing-reader"})
+    try:
+        consumer.assign([TopicPartition("growing", 4, 0)])
+        message = consumer.poll(30)
+        assert message is not None and message.error() is None and message.value() == b"new"
+    finally:
+        consumer.close()
