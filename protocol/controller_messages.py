@@ -227,12 +227,23 @@ class ControlledShutdownResponse:
 
 
 @dataclass(slots=True, kw_only=True)
+class CreateTopicsRequestAssignment:
+    """A manual assignment (Kafka's CreatableReplicaAssignment): partition ``partition_index`` on
+    ``broker_ids``, the first its leader."""
+
+    partition_index: Int32
+    broker_ids: list[Int32]
+
+
+@dataclass(slots=True, kw_only=True)
 class CreateTopicsRequestTopic:
-    """num_partitions / replication_factor -1 mean the controller's defaults, as in Kafka."""
+    """num_partitions / replication_factor -1 mean the controller's defaults, as in Kafka. ``assignments``
+    (Kafka's): the replicas of every partition, given instead of the two counts (which are then -1)."""
 
     name: str
     num_partitions: Int32
     replication_factor: Int16
+    assignments: list[CreateTopicsRequestAssignment] = field(default_factory=list)
     configs: dict[str, str] = field(default_factory=dict)
 
 
@@ -576,6 +587,7 @@ __all__ = [
     "CreatePartitionsTopic",
     "CreatePartitionsTopicResult",
     "CreateTopicsRequest",
+    "CreateTopicsRequestAssignment",
     "CreateTopicsRequestTopic",
     "CreateTopicsResponse",
     "CreateTopicsResponseConfig",

@@ -498,6 +498,9 @@ class ControllerCore:
         if topic is not None:
             result.num_partitions = len(topic.partitions)
             result.replication_factor = len(topic.partitions[0].replicas) if topic.partitions else -1
+        elif t.assignments:  # validate_only with a manual assignment
+            result.num_partitions = len(t.assignments)
+            result.replication_factor = len(t.assignments[0].broker_ids)
         else:  # validate_only: what creating would have made
             result.num_partitions = defaults.num_partitions if t.num_partitions == -1 else t.num_partitions
             result.replication_factor = (
@@ -538,9 +541,12 @@ class ControllerCore:
         assignment = plan.assignment
         partitions, rf = len(assignment), plan.replication_factor
         epoch = self.state.controller_epoch
+        # a manual assignment may name brokers that are not usable now: the ISR is the usable ones
+        eligible = self.eligible_brokers()
+        isrs = {i: [b for b in r if b in eligible] for i, r in assignment.items()}
         topic = TopicState(
             t.name,
-            {i: PartitionState(list(r), r[0], 0, list(r), 0, epoch) for i, r in assignment.items()},
+            {i: PartitionState(list(r), isrs[i][0], 0, isrs[i], 0, epoch) for i, r in assignment.items()},
             dict(t.configs),
         )
         self.state.topics[t.name] = topic

@@ -97,6 +97,8 @@ def plan_topic(
         return Errors.TOPIC_ALREADY_EXISTS, (
             f"topic {t.name!r} is being deleted: waiting for broker(s) {waiting} to come back"
         )
+    if t.assignments:
+        return _manual_plan(t, state, eligible)
     partitions = defaults.num_partitions if t.num_partitions == -1 else t.num_partitions
     if partitions <= 0:
         return Errors.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {partitions}"
@@ -111,6 +113,66 @@ def plan_topic(
             f"replication factor {rf} is larger than the {len(eligible)} available broker(s) {eligible}"
         )
     return TopicPlan(assign_replicas_to_brokers(eligible, partitions, rf, rng), rf)
+
+
+def _manual_plan(
+    t: cm.CreateTopicsRequestTopic, state: ClusterState, eligible: list[int]
+) -> TopicPlan | tuple[Errors, str]:
+    """Kafka's checks of a manual assignment (ReplicationControlManager.createTopic): the counts left at -1,
+    each partition once with a non-empty list of distinct registered brokers, one replication factor, the
+    partitions numbered 0..n-1, and at least one usable broker in each (the ISR is the usable ones)."""
+    if t.replication_factor != -1:
+        return Errors.INVALID_REQUEST, (
+            "A manual partition assignment was specified, but replication factor was not set to -1."
+        )
+    if t.num_partitions != -1:
+        return Errors.INVALID_REQUEST, (
+            "A manual partition assignment was specified, but numPartitions was not set to -1."
+        )
+    bad_config = validate_topic_configs(t.configs)
+    if bad_config is not None:
+        return Errors.INVALID_CONFIG, bad_config
+    assignment: dict[int, list[int]] = {}
+    rf = -1
+    for a in t.assignments:
+        replicas = list(a.broker_ids)
+        if a.partition_index in assignment:
+            return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                f"Found multiple manual partition assignments for partition {a.partition_index}"
+            )
+        if not replicas:
+            return (
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        for b in replicas:
+            if replicas.count(b) > 1:
+                return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                    f"The manual partition assignment includes the broker {b} more than once."
+                )
+            if b not in state.brokers:
+                return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                    f"The manual partition assignment includes broker {b}, but no such broker is registered."
+                )
+        if rf == -1:
+            rf = len(replicas)
+        elif len(replicas) != rf:
+            return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but "
+                f"this is not consistent with previous partitions, which have {rf} replica(s)."
+            )
+        if not any(b in eligible for b in replicas):
+            return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                f"All brokers specified in the manual partition assignment for partition {a.partition_index} "
+                "are fenced or in controlled shutdown."
+            )
+        assignment[a.partition_index] = replicas
+    if sorted(assignment) != list(range(len(assignment))):
+        return (
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    return TopicPlan(assignment, rf)
 
 
 __all__ = [

@@ -349,3 +349,45 @@ def test_create_partitions_grows_a_topic_that_clients_then_use(kafka_cluster: Cl
         assert message is not None and message.error() is None and message.value() == b"new"
     finally:
         consumer.close()
+
+
+def test_create_topics_with_a_manual_replica_assignment(kafka_cluster: Cluster) -> None:
+    """NewTopic(replica_assignment=...) places each partition's replicas as given, the first the leader
+    (Kafka's CreatableReplicaAssignment); an inconsistent one is INVALID_REPLICA_ASSIGNMENT."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    client = admin(kafka_cluster)
+    futures = client.create_topics(
+        [NewTopic("placed", 3, replica_assignment=[[3, 1], [2, 3], [1, 2]])], request_timeout=30
+    )
+    assert futures["placed"].result(timeout=60) is None
+
+    def placed() -> dict[int, tuple[list[int], int]]:
+        topic = client.list_topics("placed", timeout=10).topics["placed"]
+        return {p.id: (p.replicas, p.leader) for p in topic.partitions.values()}
+
+    wait_until(lambda: len(placed()) == 3, 30)
+    assert placed() == {0: ([3, 1], 3), 1: ([2, 3], 2), 2: ([1, 2], 1)}
+    uneven = client.create_topics(
+        [NewTopic("uneven", 2, replica_assignment=[[3, 1], [2]])], request_timeout=30
+    )
+    with pytest.raises(Exception, match=r"INVALID_REPLICA_ASSIGNMENT"):
+        uneven["uneven"].result(timeout=60)
+
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap(kafka_cluster), request_timeout_ms=30000)
+    try:
+        answer = kp.create_topics(
+            [KpNewTopic("placed-kp", -1, -1, replica_assignments={0: [1, 2, 3], 1: [2, 3, 1]})]
+        )
+        [topic] = answer["topics"]
+        assert (topic["error_code"], topic["num_partitions"], topic["replication_factor"]) == (0, 2, 3)
+
+        def replicas() -> dict[int, list[int]]:
+            [described] = kp.describe_topics(["placed-kp"])
+            return {p["partition_index"]: p["replica_nodes"] for p in described["partitions"]}
+
+        wait_until(lambda: len(replicas()) == 2, 30)
+        assert replicas() == {0: [1, 2, 3], 1: [2, 3, 1]}
+    finally:
+        kp.close()

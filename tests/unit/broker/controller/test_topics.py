@@ -361,3 +361,67 @@ def test_describe_configs_names_the_controllers_own_setting_static() -> None:
         cm.CONFIG_SOURCE_STATIC_BROKER,
         False,
     )
+
+
+def manual(
+    name: str, assignments: dict[int, list[int]], partitions: int = -1, rf: int = -1
+) -> cm.CreateTopicsRequestTopic:
+    return cm.CreateTopicsRequestTopic(
+        name=name,
+        num_partitions=partitions,
+        replication_factor=rf,
+        assignments=[
+            cm.CreateTopicsRequestAssignment(partition_index=i, broker_ids=b) for i, b in assignments.items()
+        ],
+    )
+
+
+def test_a_manual_assignment_places_the_replicas_as_given() -> None:
+    core = live_core([1, 2, 3])
+    (got,) = core.create_topics(
+        cm.CreateTopicsRequest(topics=[manual("m", {0: [3, 1], 1: [2, 3], 2: [3, 1]})])
+    ).topics
+    assert (got.error_code, got.num_partitions, got.replication_factor) == (0, 3, 2)
+    parts = core.state.topics["m"].partitions
+    assert {i: (p.replicas, p.leader, p.isr) for i, p in parts.items()} == {
+        0: ([3, 1], 3, [3, 1]),
+        1: ([2, 3], 2, [2, 3]),
+        2: ([3, 1], 3, [3, 1]),
+    }
+
+
+def test_a_manual_assignment_with_a_fenced_broker_leaves_it_out_of_the_isr() -> None:
+    core = live_core([1, 2, 3])
+    heartbeat(core, 1, now_ms=SESSION_MS)
+    heartbeat(core, 2, now_ms=SESSION_MS)
+    core.tick(SESSION_MS + 1)  # 3 fenced
+    (got,) = core.create_topics(cm.CreateTopicsRequest(topics=[manual("m", {0: [3, 1]})])).topics
+    assert got.error_code == 0
+    p = core.state.topics["m"].partitions[0]
+    assert (p.replicas, p.leader, p.isr) == ([3, 1], 1, [1])
+    (only_fenced,) = core.create_topics(cm.CreateTopicsRequest(topics=[manual("n", {0: [3]})])).topics
+    assert only_fenced.error_code == Errors.INVALID_REPLICA_ASSIGNMENT
+
+
+@pytest.mark.parametrize(
+    ("assignments", "partitions", "rf", "error"),
+    [
+        ({0: [1, 2]}, -1, 2, Errors.INVALID_REQUEST),  # counts and an assignment together
+        ({0: [1, 2]}, 1, -1, Errors.INVALID_REQUEST),
+        ({0: [1, 2], 2: [2, 3]}, -1, -1, Errors.INVALID_REPLICA_ASSIGNMENT),  # not 0..n-1
+        ({0: [1, 2], 1: [2]}, -1, -1, Errors.INVALID_REPLICA_ASSIGNMENT),  # replication factors differ
+        ({0: [1, 1]}, -1, -1, Errors.INVALID_REPLICA_ASSIGNMENT),
+        ({0: [1, 9]}, -1, -1, Errors.INVALID_REPLICA_ASSIGNMENT),  # not registered
+        ({0: []}, -1, -1, Errors.INVALID_REPLICA_ASSIGNMENT),
+    ],
+)
+def test_manual_assignment_errors(
+    assignments: dict[int, list[int]], partitions: int, rf: int, error: Errors
+) -> None:
+    core = live_core([1, 2, 3])
+    core.drain()
+    (got,) = core.create_topics(
+        cm.CreateTopicsRequest(topics=[manual("m", assignments, partitions, rf)])
+    ).topics
+    assert got.error_code == error and got.error_message
+    assert "m" not in core.state.topics and not core.drain().dirty
