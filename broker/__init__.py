@@ -12,6 +12,8 @@ move; tests/unit/test_layers.py keeps code outside the package from reaching pas
   metadata file cannot be used).
 - Security metadata for the ``acl`` and ``user`` commands: Kafka's ACL types (``AclBinding``,
   ``AclOperation`` ...) and ``salted_password`` (what ALTER_USER_SCRAM_CREDENTIALS carries).
+- ``slow_step_instruments()``: for ``trio.run(..., instruments=...)`` of a node, the event-loop stall log
+  that ``ISRSIM_SLOW_STEP_MS`` turns on (none otherwise).
 - Reading what brokers leave on disk: ``read_journal`` (``events.jsonl``), the Kafka checkpoint files
   ``OffsetCheckpointFile`` and ``LeaderEpochCheckpointFile`` (``CheckpointError``).
 
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from broker.security.credentials import CredentialStore, ScramCredential, write_secret_file
     from broker.security.security_metadata import SCRAM_MECHANISM_TYPES, salted_password
     from broker.server import run_broker
+    from broker.slow_steps import slow_step_instruments
 
 # Each exported name and the module that defines it (the imports above say the same to type checkers;
 # tests/unit/test_layers.py checks that the two agree).
@@ -83,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "SCRAM_MECHANISM_TYPES": "broker.security.security_metadata",
     "salted_password": "broker.security.security_metadata",
     "run_broker": "broker.server",
+    "slow_step_instruments": "broker.slow_steps",
 }
 
 __all__ = [
@@ -114,6 +118,7 @@ __all__ = [
     "run_broker",
     "run_controller",
     "salted_password",
+    "slow_step_instruments",
     "write_secret_file",
 ]
 

@@ -69,7 +69,7 @@ def _own_frames(frame: object) -> str:
     return "".join(own[-12:] or lines[-6:]).rstrip()
 
 
-def from_environment() -> list[trio.abc.Instrument]:
+def slow_step_instruments() -> list[trio.abc.Instrument]:
     """The instruments to pass to ``trio.run``: a :class:`SlowSteps` if ``ISRSIM_SLOW_STEP_MS`` is set to a
     positive number, else none."""
     raw = os.environ.get(ENV, "").strip()

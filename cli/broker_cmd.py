@@ -47,7 +47,7 @@ def broker_start(
     UPDATE_METADATA from any client, and its leaders manage their own ISR. node.id is accepted for
     broker.id (KRaft's name).
     """
-    from broker import BrokerConfig, ConfigError, LogDirLoadError, run_broker, slow_steps
+    from broker import BrokerConfig, ConfigError, LogDirLoadError, run_broker, slow_step_instruments
     from cli.config_check import warn_unknown
 
     items = list(overrides)
@@ -63,7 +63,7 @@ def broker_start(
     setup_logging(log_level, f"broker {config.broker_id}")
     try:
         try:
-            status = trio.run(run_broker, config, instruments=slow_steps.from_environment())
+            status = trio.run(run_broker, config, instruments=slow_step_instruments())
         except BaseExceptionGroup as group:
             # A listener that cannot bind fails inside the server's task group: raise it alone.
             bind_errors, rest = group.split(OSError)

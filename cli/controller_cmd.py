@@ -35,7 +35,7 @@ def controller_start(config_file: Path | None, overrides: tuple[str, ...], log_l
     its state in metadata.log.dir/cluster-metadata.json. Its journal is metadata.log.dir/events.jsonl.
     Brokers find it through their own controller.quorum.voters.
     """
-    from broker import ConfigError, ControllerConfig, StateError, run_controller, slow_steps
+    from broker import ConfigError, ControllerConfig, StateError, run_controller, slow_step_instruments
     from cli.config_check import warn_unknown
 
     try:
@@ -49,7 +49,7 @@ def controller_start(config_file: Path | None, overrides: tuple[str, ...], log_l
         stream=sys.stderr,
     )
     try:
-        trio.run(run_controller, config, instruments=slow_steps.from_environment())
+        trio.run(run_controller, config, instruments=slow_step_instruments())
     except StateError as exc:
         raise click.ClickException(str(exc)) from None
     except ConfigError as exc:  # TLS / SASL settings are checked as the controller is built

@@ -396,10 +396,10 @@ def _c_reader() -> Any:
 
 
 def preload_fast_scan() -> bool:
-    """Loads the C reader now (whether it is installed). A broker does so in a thread as it starts: loaded
-    on first use instead, the import would stall the event loop for a tenth of a second at the first batch
-    the broker validates as leader, which is, after a failover, the moment its new partitions take their
-    first writes."""
+    """Loads the C reader now (whether it is installed). A broker (and a controller, for its metadata log)
+    does so in a thread as it starts: loaded on first use instead, the import would stall the event loop for
+    a tenth of a second at the first batch the node validates as leader, which is, after a failover, the
+    moment its new partitions (or the new active controller's records) take their first writes."""
     return _c_reader() is not None
 
 

@@ -47,11 +47,11 @@ def test_a_step_that_holds_the_loop_is_logged_with_its_task_and_where_it_was(
 
 def test_it_is_enabled_by_the_environment_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(slow_steps.ENV, raising=False)
-    assert slow_steps.from_environment() == []
+    assert slow_steps.slow_step_instruments() == []
     monkeypatch.setenv(slow_steps.ENV, "0")
-    assert slow_steps.from_environment() == []
+    assert slow_steps.slow_step_instruments() == []
     monkeypatch.setenv(slow_steps.ENV, "fast")
-    assert slow_steps.from_environment() == []
+    assert slow_steps.slow_step_instruments() == []
     monkeypatch.setenv(slow_steps.ENV, "25")
-    [instrument] = slow_steps.from_environment()
+    [instrument] = slow_steps.slow_step_instruments()
     assert isinstance(instrument, SlowSteps) and instrument.threshold_s == 0.025
