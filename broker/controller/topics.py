@@ -92,6 +92,9 @@ def plan_topic(
         return Errors.INVALID_TOPIC_EXCEPTION, bad_name
     if t.name in state.topics:
         return Errors.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
+    colliding = _colliding_topic(t.name, state)
+    if colliding is not None:
+        return Errors.INVALID_TOPIC_EXCEPTION, f"Topic '{t.name}' collides with existing topic: {colliding}"
     waiting = sorted(b for b, tps in state.pending_deletions.items() if any(tp[0] == t.name for tp in tps))
     if waiting:
         return Errors.TOPIC_ALREADY_EXISTS, (
@@ -113,6 +116,15 @@ def plan_topic(
             f"replication factor {rf} is larger than the {len(eligible)} available broker(s) {eligible}"
         )
     return TopicPlan(assign_replicas_to_brokers(eligible, partitions, rf, rng), rf)
+
+
+def _colliding_topic(name: str, state: ClusterState) -> str | None:
+    """Kafka refuses a name that equals an existing topic's once '.' and '_' are taken as one character
+    (Topic.hasCollision: their metric names would be the same); the least such name, or None."""
+    if "." not in name and "_" not in name:
+        return None
+    unified = name.replace(".", "_")
+    return min((other for other in state.topics if other.replace(".", "_") == unified), default=None)
 
 
 def _manual_plan(

@@ -391,3 +391,14 @@ def test_create_topics_with_a_manual_replica_assignment(kafka_cluster: Cluster) 
         assert replicas() == {0: [1, 2, 3], 1: [2, 3, 1]}
     finally:
         kp.close()
+
+
+def test_a_topic_name_colliding_through_dot_and_underscore_is_refused(kafka_cluster: Cluster) -> None:
+    """As Kafka: `orders.eu` exists, so `orders_eu` (same metric names) is INVALID_TOPIC_EXCEPTION (17)."""
+    create(kafka_cluster, "orders.eu", 1, 1)
+    client = admin(kafka_cluster)
+    futures = client.create_topics([NewTopic("orders_eu", 1, 1)], request_timeout=30)
+    with pytest.raises(Exception, match=r"collides with existing topic: orders\.eu") as caught:
+        futures["orders_eu"].result(timeout=60)
+    assert "TOPIC_EXCEPTION" in str(caught.value)
+    assert "orders_eu" not in client.list_topics(timeout=10).topics

@@ -425,3 +425,17 @@ def test_manual_assignment_errors(
     ).topics
     assert got.error_code == error and got.error_message
     assert "m" not in core.state.topics and not core.drain().dirty
+
+
+def test_a_name_that_collides_with_a_topic_once_dot_and_underscore_are_one_is_refused() -> None:
+    """Kafka's Topic.hasCollision: `a.b` and `a_b` would share metric names, so the second is refused."""
+    core = live_core([1])
+    assert create_topic(core, "metrics.in", 1, 1).error_code == 0
+    for name in ("metrics_in", "metrics.in"):
+        got = create_topic(core, name, 1, 1)
+        if name == "metrics.in":
+            assert got.error_code == Errors.TOPIC_ALREADY_EXISTS
+        else:
+            assert got.error_code == Errors.INVALID_TOPIC_EXCEPTION
+            assert got.error_message == "Topic 'metrics_in' collides with existing topic: metrics.in"
+    assert create_topic(core, "metrics-in", 1, 1).error_code == 0  # '-' is not one of them
