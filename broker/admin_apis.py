@@ -122,11 +122,6 @@ class AdminApis:
             for t in req.topics
             if t.name not in names
         ]
-        if req.validate_only:
-            known = self.cache.topics()
-            results = [_validate_topic(t, known) for t in allowed]
-            request.complete(to_body(m.CreateTopicsResponse(topics=results + refused)))
-            return
         if not allowed:
             request.complete(to_body(m.CreateTopicsResponse(topics=refused)))
             return
@@ -180,6 +175,42 @@ class AdminApis:
             request.complete(answer)
 
         self._forward(request, ApiKeys.DELETE_TOPICS, req, req.timeout_ms, respond)
+
+    # ------------------------------------------------------------------ CREATE_PARTITIONS (37)
+
+    def handle_create_partitions(self, request: Request, req: m.CreatePartitionsRequest) -> None:
+        """Alter on each topic (else TOPIC_AUTHORIZATION_FAILED for it), then forwarded to the controller."""
+        names = [t.name for t in req.topics]
+        allowed = self.auth.authorized_topics(request, AclOperation.ALTER, names)
+        refused = [
+            m.CreatePartitionsTopicResult(
+                name=name,
+                error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED),
+                error_message=f"Principal {request.principal} is not authorized to Alter topic {name!r}",
+            )
+            for name in dict.fromkeys(names)
+            if name not in allowed
+        ]
+        topics = [t for t in req.topics if t.name in allowed]
+        if not topics:
+            request.complete(to_body(m.CreatePartitionsResponse(results=refused)))
+            return
+        req.topics = topics
+
+        def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
+            if answer is None:
+                answer = to_body(
+                    m.CreatePartitionsResponse(
+                        results=[
+                            m.CreatePartitionsTopicResult(name=n, error_code=int(error), error_message=why)
+                            for n in dict.fromkeys(t.name for t in topics)
+                        ]
+                    )
+                )
+            answer["results"] = list(answer.get("results") or []) + [to_body(r) for r in refused]
+            request.complete(answer)
+
+        self._forward(request, ApiKeys.CREATE_PARTITIONS, req, req.timeout_ms, respond)
 
     # ------------------------------------------------------------------ DESCRIBE_CONFIGS (32)
 
@@ -300,16 +331,19 @@ class AdminApis:
             m.DescribeClusterResponseBroker(broker_id=b.broker_id, host=b.host, port=b.port)
             for b in sorted(self.cache.brokers_on(request.listener_name), key=lambda b: b.broker_id)
         ]
-        request.complete(
-            to_body(
-                m.DescribeClusterResponse(
-                    # a live broker, as KRaft brokers answer clients (this one forwards, KIP-590)
-                    cluster_id=self.cluster_id,
-                    controller_id=self.broker_id,
-                    brokers=brokers,
-                )
+        body = to_body(
+            m.DescribeClusterResponse(
+                # a live broker, as KRaft brokers answer clients (this one forwards, KIP-590)
+                cluster_id=self.cluster_id,
+                controller_id=self.broker_id,
+                brokers=brokers,
             )
         )
+        if req.include_cluster_authorized_operations:
+            body["cluster_authorized_operations"] = self.auth.authorized_operations(
+                request, ResourceType.CLUSTER
+            )
+        request.complete(body)
 
     # ------------------------------------------------------------------ auto-creation on METADATA
 
@@ -367,27 +401,6 @@ class AdminApis:
         if configured > 0:
             return configured
         return max(1, min(3, len(self.cache.brokers)))
-
-
-def _validate_topic(t: m.CreateTopicsRequestTopic, known: dict[str, Any]) -> m.CreateTopicsResponseTopic:
-    """CreateTopics with validate_only: what creating would say, without creating."""
-    if not is_valid_topic_name(t.name):
-        error, why = Errors.INVALID_TOPIC_EXCEPTION, f"{t.name!r} is not a valid topic name"
-    elif t.name in known:
-        error, why = Errors.TOPIC_ALREADY_EXISTS, f"Topic {t.name!r} already exists."
-    elif t.num_partitions == 0 or t.num_partitions < -1:
-        error, why = (
-            Errors.INVALID_PARTITIONS,
-            f"Number of partitions must be positive, got {t.num_partitions}",
-        )
-    elif t.replication_factor == 0 or t.replication_factor < -1:
-        error, why = (
-            Errors.INVALID_REPLICATION_FACTOR,
-            f"Replication factor must be positive, got {t.replication_factor}",
-        )
-    else:
-        return m.CreateTopicsResponseTopic(name=t.name)
-    return m.CreateTopicsResponseTopic(name=t.name, error_code=int(error), error_message=why)
 
 
 __all__ = ["AdminApis", "AutoCreateSettings", "BrokerConfigEntry", "broker_config_entries"]

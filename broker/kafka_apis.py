@@ -64,6 +64,7 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 ADMIN_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.CREATE_TOPICS,
     ApiKeys.DELETE_TOPICS,
+    ApiKeys.CREATE_PARTITIONS,
     ApiKeys.DESCRIBE_CONFIGS,
     ApiKeys.DESCRIBE_CLUSTER,
     ApiKeys.DESCRIBE_QUORUM,
@@ -113,6 +114,7 @@ class KafkaApis:
             {
                 ApiKeys.CREATE_TOPICS: self.admin.handle_create_topics,
                 ApiKeys.DELETE_TOPICS: self.admin.handle_delete_topics,
+                ApiKeys.CREATE_PARTITIONS: self.admin.handle_create_partitions,
                 ApiKeys.DESCRIBE_CONFIGS: self.admin.handle_describe_configs,
                 ApiKeys.DESCRIBE_CLUSTER: self.admin.handle_describe_cluster,
                 ApiKeys.DESCRIBE_QUORUM: self.admin.handle_describe_quorum,
@@ -367,6 +369,16 @@ class KafkaApis:
             for topic in body["topics"]:
                 if topic["name"] in INTERNAL_TOPICS:
                     topic["is_internal"] = True  # Kafka's, from version 1
+                if req.include_topic_authorized_operations and topic["error_code"] != int(
+                    Errors.TOPIC_AUTHORIZATION_FAILED
+                ):
+                    topic["topic_authorized_operations"] = self.auth.authorized_operations(
+                        request, ResourceType.TOPIC, topic["name"]
+                    )
+            if req.include_cluster_authorized_operations:
+                body["cluster_authorized_operations"] = self.auth.authorized_operations(
+                    request, ResourceType.CLUSTER
+                )
         request.complete(body)
 
     # ------------------------------------------------------------------ controller requests

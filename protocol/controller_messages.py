@@ -18,6 +18,11 @@ CREATE_TOPICS (19), client -> controller
 DELETE_TOPICS (20), client -> controller
     ``{topic_names[], timeout_ms}`` -> ``{responses[{name, error_code, error_message}]}``.
     UNKNOWN_TOPIC_OR_PARTITION (3).
+CREATE_PARTITIONS (37), client -> controller (Kafka's)
+    ``{topics[{name, count, assignments: nil | [{broker_ids[]}]}], timeout_ms, validate_only}`` ->
+    ``{throttle_time_ms, results[{name, error_code, error_message}]}``. UNKNOWN_TOPIC_OR_PARTITION (3),
+    INVALID_PARTITIONS (37) for a count that is not an increase, INVALID_REPLICATION_FACTOR (38),
+    INVALID_REPLICA_ASSIGNMENT (39), INVALID_REQUEST (42) for a name given twice.
 DELETE_RECORDS (21), client -> partition leader (Kafka's)
     ``{topics[{name, partitions[{partition_index, offset}]}], timeout_ms}`` ->
     ``{throttle_time_ms, topics[{name, partitions[{partition_index, low_watermark, error_code}]}]}``;
@@ -233,8 +238,7 @@ class CreateTopicsRequestTopic:
 
 @dataclass(slots=True, kw_only=True)
 class CreateTopicsRequest:
-    """validate_only (Kafka's): check and answer, create nothing (a broker answers it without the
-    controller)."""
+    """validate_only (Kafka's): the controller checks and answers as for a creation, and creates nothing."""
 
     topics: list[CreateTopicsRequestTopic]
     timeout_ms: Int32 = field(default=60000, metadata=NON_NEGATIVE)
@@ -242,15 +246,70 @@ class CreateTopicsRequest:
 
 
 @dataclass(slots=True, kw_only=True)
+class CreateTopicsResponseConfig:
+    """One effective config of a created topic (Kafka's CreatableTopicConfigs, CreateTopics v5+)."""
+
+    name: str
+    value: str | None = None
+    read_only: bool = False
+    config_source: Int8 = -1
+    is_sensitive: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
 class CreateTopicsResponseTopic:
+    """A success carries the topic's partitions, replication factor and effective configs, as Kafka's
+    (KIP-525); -1 and no configs otherwise."""
+
+    name: str
+    error_code: Int16 = 0
+    error_message: str | None = None
+    num_partitions: Int32 = -1
+    replication_factor: Int16 = -1
+    configs: list[CreateTopicsResponseConfig] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class CreateTopicsResponse:
+    topics: list[CreateTopicsResponseTopic] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------ CREATE_PARTITIONS (37)
+
+
+@dataclass(slots=True, kw_only=True)
+class CreatePartitionsAssignment:
+    broker_ids: list[Int32]
+
+
+@dataclass(slots=True, kw_only=True)
+class CreatePartitionsTopic:
+    """``count``: the topic's new number of partitions; ``assignments``: the replicas of each new
+    partition (nil: the controller assigns them, as for a new topic)."""
+
+    name: str
+    count: Int32
+    assignments: list[CreatePartitionsAssignment] | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class CreatePartitionsRequest:
+    topics: list[CreatePartitionsTopic]
+    timeout_ms: Int32 = field(default=60000, metadata=NON_NEGATIVE)
+    validate_only: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class CreatePartitionsTopicResult:
     name: str
     error_code: Int16 = 0
     error_message: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)
-class CreateTopicsResponse:
-    topics: list[CreateTopicsResponseTopic] = field(default_factory=list)
+class CreatePartitionsResponse:
+    throttle_time_ms: Int32 = 0
+    results: list[CreatePartitionsTopicResult] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------------- DELETE_TOPICS (20)
@@ -365,7 +424,10 @@ class AlterPartitionResponse:
 
 @dataclass(slots=True, kw_only=True)
 class DescribeClusterRequest:
-    pass
+    """include_cluster_authorized_operations (Kafka's): a broker's answer then carries the principal's
+    authorized operations on the cluster."""
+
+    include_cluster_authorized_operations: bool = False
 
 
 @dataclass(slots=True, kw_only=True)
@@ -508,9 +570,15 @@ __all__ = [
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
     "ControlledShutdownResponsePartition",
+    "CreatePartitionsAssignment",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
+    "CreatePartitionsTopic",
+    "CreatePartitionsTopicResult",
     "CreateTopicsRequest",
     "CreateTopicsRequestTopic",
     "CreateTopicsResponse",
+    "CreateTopicsResponseConfig",
     "CreateTopicsResponseTopic",
     "DeleteRecordsRequest",
     "DeleteRecordsRequestPartition",

@@ -345,7 +345,7 @@ class DescribeGroupsResponseGroup:
     protocol_type: str = ""
     protocol_data: str = ""
     members: list[DescribeGroupsResponseMember] = field(default_factory=list)
-    # authorized_operations (v3+) is left out: Kafka's default, -2147483648, "not requested" (docs/groups.md).
+    # authorized_operations (v3+): added to a Kafka-encoded answer when the request asks for it.
 
 
 @dataclass(slots=True, kw_only=True)

@@ -257,7 +257,15 @@ def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, di
 _Reader = Callable[[Any], dict[str, Any]]
 _readers: dict[tuple[type, int, int], _Reader] = {}
 
-_PLAIN, _STRUCT, _STRUCTS, _NAME_VALUES = range(4)
+_PLAIN, _STRUCT, _STRUCTS, _NAME_VALUES, _BITFIELD = range(5)
+# Kafka's names of the authorized-operations bit fields (Metadata's topics and cluster, DescribeCluster,
+# DescribeGroups' groups) and the value meaning "not requested"
+_AUTHORIZED_OPERATIONS = (
+    "authorized_operations",
+    "topic_authorized_operations",
+    "cluster_authorized_operations",
+)
+_NOT_REQUESTED = -(2**31)
 
 
 def _strip_optional(tp: Any) -> Any:
@@ -346,6 +354,14 @@ def _writer(data_class: Any, kstruct: Any, version: int) -> _Writer:
     return writer
 
 
+def _bit_positions(value: int) -> set[int] | None:
+    """Kafka's int32 bit field of authorized operations as the library holds it (the set bit positions;
+    None for Kafka's "not requested", -2147483648)."""
+    if value == _NOT_REQUESTED:
+        return None
+    return {bit for bit in range(32) if value & (1 << bit)}
+
+
 def _build_writer(data_class: Any, kstruct: Any, version: int) -> _Writer:
     steps: list[tuple[str, int, _Writer | None]] = []
     for name, kfield in kstruct.fields.items():
@@ -355,12 +371,21 @@ def _build_writer(data_class: Any, kstruct: Any, version: int) -> _Writer:
             steps.append((name, _STRUCTS, _writer(kfield.data_class, kfield, version)))
         elif kfield.is_struct():
             steps.append((name, _STRUCT, _writer(kfield.data_class, kfield, version)))
+        elif getattr(kfield, "_type_str", None) == "bitfield":
+            steps.append((name, _BITFIELD, None))
         else:
             steps.append((name, _PLAIN, None))
 
     def write(body: Mapping[str, Any]) -> Any:
         values: dict[str, Any] = {}
         for name, kind, sub in steps:
+            if kind == _BITFIELD:
+                # the library names Kafka's topic_/cluster_authorized_operations `authorized_operations`
+                # and holds the bit positions; a body carries Kafka's names and the int32
+                found = [body[k] for k in _AUTHORIZED_OPERATIONS if k in body]
+                if found:
+                    values[name] = _bit_positions(int(found[0]))
+                continue
             if name not in body:
                 continue
             value = body[name]
@@ -463,6 +488,14 @@ def _error_response(
     if api_key == ApiKeys.CREATE_TOPICS:
         return {
             "topics": [
+                {"name": t.get("name"), "error_code": code, "error_message": message}
+                for t in request.get("topics") or ()
+                if isinstance(t, Mapping)
+            ]
+        }
+    if api_key == ApiKeys.CREATE_PARTITIONS:
+        return {
+            "results": [
                 {"name": t.get("name"), "error_code": code, "error_message": message}
                 for t in request.get("topics") or ()
                 if isinstance(t, Mapping)

@@ -228,6 +228,9 @@ class MetadataRequest:
 
     topics: list[MetadataRequestTopic] | None = None
     allow_auto_topic_creation: bool = True
+    # Kafka's (v8+; the cluster's v8-10): the answer then carries the principal's authorized operations
+    include_cluster_authorized_operations: bool = False
+    include_topic_authorized_operations: bool = False
 
 
 @dataclass(slots=True, kw_only=True)
@@ -413,6 +416,7 @@ REQUEST_TYPES: dict[ApiKeys, type] = {
     ApiKeys.API_VERSIONS: ApiVersionsRequest,
     ApiKeys.CREATE_TOPICS: cm.CreateTopicsRequest,
     ApiKeys.DELETE_TOPICS: cm.DeleteTopicsRequest,
+    ApiKeys.CREATE_PARTITIONS: cm.CreatePartitionsRequest,
     ApiKeys.DELETE_RECORDS: cm.DeleteRecordsRequest,
     ApiKeys.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochRequest,
     ApiKeys.ALTER_PARTITION: cm.AlterPartitionRequest,
@@ -437,6 +441,7 @@ RESPONSE_TYPES: dict[ApiKeys, type] = {
     ApiKeys.API_VERSIONS: ApiVersionsResponse,
     ApiKeys.CREATE_TOPICS: cm.CreateTopicsResponse,
     ApiKeys.DELETE_TOPICS: cm.DeleteTopicsResponse,
+    ApiKeys.CREATE_PARTITIONS: cm.CreatePartitionsResponse,
     ApiKeys.DELETE_RECORDS: cm.DeleteRecordsResponse,
     ApiKeys.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochResponse,
     ApiKeys.ALTER_PARTITION: cm.AlterPartitionResponse,
@@ -514,6 +519,7 @@ KAFKA_SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKeys.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKeys.DESCRIBE_CONFIGS: (1, 4),
     ApiKeys.SASL_AUTHENTICATE: (0, 2),
+    ApiKeys.CREATE_PARTITIONS: (0, 3),
     ApiKeys.DESCRIBE_CLUSTER: (0, 1),
     ApiKeys.DESCRIBE_QUORUM: (0, 2),
 }

@@ -67,6 +67,7 @@ CONTROLLER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.API_VERSIONS,
     ApiKeys.CREATE_TOPICS,
     ApiKeys.DELETE_TOPICS,
+    ApiKeys.CREATE_PARTITIONS,
     ApiKeys.ALTER_PARTITION,
     ApiKeys.DESCRIBE_CLUSTER,
     ApiKeys.DESCRIBE_CONFIGS,
@@ -93,6 +94,7 @@ CONTROLLER_KAFKA_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.API_VERSIONS,
     ApiKeys.CREATE_TOPICS,
     ApiKeys.DELETE_TOPICS,
+    ApiKeys.CREATE_PARTITIONS,
     ApiKeys.DESCRIBE_CONFIGS,
     ApiKeys.DESCRIBE_CLUSTER,
 )
@@ -864,6 +866,9 @@ class ControllerApis:
         elif key == ApiKeys.DELETE_TOPICS:
             response = self._delete_topics(request, body)
             wait_s = body.timeout_ms / 1000.0
+        elif key == ApiKeys.CREATE_PARTITIONS:
+            response = self._create_partitions(request, body)
+            wait_s = body.timeout_ms / 1000.0
         elif key == ApiKeys.METADATA:
             response = core.metadata(body, c.answer_listener(request))
             response.topics = c.auth.filter_metadata_topics(request, body.topics is not None, response.topics)
@@ -995,6 +1000,25 @@ class ControllerApis:
                 name=name,
                 error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED),
                 error_message=f"Principal {request.principal} is not authorized to Delete topic {name!r}",
+            )
+            for name in refused
+        )
+        return response
+
+    def _create_partitions(
+        self, request: Request, req: m.CreatePartitionsRequest
+    ) -> m.CreatePartitionsResponse:
+        """Alter on each topic, else TOPIC_AUTHORIZATION_FAILED for it (Kafka's createPartitions)."""
+        names = [t.name for t in req.topics]
+        allowed = self.controller.auth.authorized_topics(request, AclOperation.ALTER, names)
+        refused = sorted(set(names) - allowed)
+        req.topics = [t for t in req.topics if t.name in allowed]
+        response = self.controller._require_core().create_partitions(req)
+        response.results.extend(
+            m.CreatePartitionsTopicResult(
+                name=name,
+                error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED),
+                error_message=f"Principal {request.principal} is not authorized to Alter topic {name!r}",
             )
             for name in refused
         )

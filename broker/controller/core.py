@@ -465,31 +465,76 @@ class ControllerCore:
     # ------------------------------------------------------------------------ topics
 
     def create_topics(self, req: cm.CreateTopicsRequest) -> cm.CreateTopicsResponse:
+        """Kafka's ControllerApis.createTopics: a name given more than once is answered once, INVALID_REQUEST,
+        and not created; every other topic gets its full checks. ``validate_only`` runs the same checks
+        (replication factor against the live brokers, configs) and creates nothing. A success carries the
+        partitions, replication factor and effective configs (CreateTopics v5+, KIP-525)."""
         counts: dict[str, int] = {}
         for t in req.topics:
             counts[t.name] = counts.get(t.name, 0) + 1
         out: list[cm.CreateTopicsResponseTopic] = []
         for t in req.topics:
-            error, message = (
-                (Errors.INVALID_REQUEST, f"topic {t.name!r} appears more than once in the request")
-                if counts[t.name] > 1
-                else self._create_topic(t)
+            if counts[t.name] > 1:
+                continue
+            error, message = self._create_topic(t, validate_only=req.validate_only)
+            result = cm.CreateTopicsResponseTopic(
+                name=t.name, error_code=int(error), error_message=message if error != Errors.NONE else None
             )
-            out.append(
-                cm.CreateTopicsResponseTopic(
-                    name=t.name,
-                    error_code=int(error),
-                    error_message=message if error != Errors.NONE else None,
-                )
+            if error == Errors.NONE:
+                self._describe_created(t, result)
+            out.append(result)
+        out.extend(
+            cm.CreateTopicsResponseTopic(
+                name=name, error_code=int(Errors.INVALID_REQUEST), error_message="Duplicate topic name."
             )
+            for name, count in counts.items()
+            if count > 1
+        )
         return cm.CreateTopicsResponse(topics=out)
 
-    def _create_topic(self, t: cm.CreateTopicsRequestTopic) -> tuple[Errors, str]:
-        plan = plan_topic(
-            t, self.state, self.settings.topic_defaults, sorted(self.eligible_brokers()), self.rng
-        )
+    def _describe_created(self, t: cm.CreateTopicsRequestTopic, result: cm.CreateTopicsResponseTopic) -> None:
+        defaults = self.settings.topic_defaults
+        topic = self.state.topics.get(t.name)
+        if topic is not None:
+            result.num_partitions = len(topic.partitions)
+            result.replication_factor = len(topic.partitions[0].replicas) if topic.partitions else -1
+        else:  # validate_only: what creating would have made
+            result.num_partitions = defaults.num_partitions if t.num_partitions == -1 else t.num_partitions
+            result.replication_factor = (
+                defaults.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+            )
+        static = self._static_topic_configs()
+        for key in sorted(set(KAFKA_TOPIC_CONFIG_DEFAULTS) | set(t.configs)):
+            entry = _topic_config_entry(key, t.configs, static)
+            if entry is not None:
+                result.configs.append(
+                    cm.CreateTopicsResponseConfig(
+                        name=entry.name,
+                        value=entry.value,
+                        read_only=entry.read_only,
+                        config_source=entry.config_source,
+                        is_sensitive=entry.is_sensitive,
+                    )
+                )
+
+    def _static_topic_configs(self) -> dict[str, str]:
+        """The controller's settings that stand in for a topic config the topic does not set."""
+        defaults = self.settings.topic_defaults
+        return {
+            "min.insync.replicas": str(defaults.min_insync_replicas),
+            "unclean.leader.election.enable": str(defaults.unclean_leader_election_enable).lower(),
+        }
+
+    def _create_topic(
+        self, t: cm.CreateTopicsRequestTopic, *, validate_only: bool = False
+    ) -> tuple[Errors, str]:
+        # validate_only plans with a throwaway generator so that checking leaves later assignments alone
+        rng = random.Random(0) if validate_only else self.rng
+        plan = plan_topic(t, self.state, self.settings.topic_defaults, sorted(self.eligible_brokers()), rng)
         if isinstance(plan, tuple):
             return plan
+        if validate_only:
+            return Errors.NONE, ""
         assignment = plan.assignment
         partitions, rf = len(assignment), plan.replication_factor
         epoch = self.state.controller_epoch
@@ -526,10 +571,128 @@ class ControllerCore:
         self._batch.add_update_metadata(live, [(t.name, i) for i in topic.partitions])
         return Errors.NONE, ""
 
+    def create_partitions(self, req: cm.CreatePartitionsRequest) -> cm.CreatePartitionsResponse:
+        """Kafka's CreatePartitions (KRaft's ReplicationControlManager.createPartitions): a topic grows to
+        ``count`` partitions, the new ones assigned as a new topic's (or as the request's ``assignments``
+        say), with the topic's replication factor; each new partition is led by its first replica, with every
+        replica in its ISR. A name given twice is answered once, INVALID_REQUEST; ``validate_only`` checks
+        and changes nothing."""
+        counts: dict[str, int] = {}
+        for t in req.topics:
+            counts[t.name] = counts.get(t.name, 0) + 1
+        out: list[cm.CreatePartitionsTopicResult] = []
+        for t in req.topics:
+            if counts[t.name] > 1:
+                continue
+            error, message = self._create_partitions(t, validate_only=req.validate_only)
+            out.append(
+                cm.CreatePartitionsTopicResult(
+                    name=t.name,
+                    error_code=int(error),
+                    error_message=message if error != Errors.NONE else None,
+                )
+            )
+        out.extend(
+            cm.CreatePartitionsTopicResult(
+                name=name, error_code=int(Errors.INVALID_REQUEST), error_message="Duplicate topic name."
+            )
+            for name, count in counts.items()
+            if count > 1
+        )
+        return cm.CreatePartitionsResponse(results=out)
+
+    def _create_partitions(self, t: cm.CreatePartitionsTopic, *, validate_only: bool) -> tuple[Errors, str]:
+        topic = self.state.topics.get(t.name)
+        if topic is None:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {t.name!r}"
+        current = len(topic.partitions)
+        if t.count < current:
+            return Errors.INVALID_PARTITIONS, (
+                f"The topic {t.name} currently has {current} partition(s); {t.count} would not be an "
+                "increase."
+            )
+        if t.count == current:
+            return Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s)."
+        added = t.count - current
+        rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+        eligible = sorted(self.eligible_brokers())
+        if t.assignments is not None:
+            if len(t.assignments) != added:
+                return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                    f"Attempted to add {added} additional partition(s), but only {len(t.assignments)} "
+                    "assignment(s) were specified."
+                )
+            assignment: dict[int, list[int]] = {}
+            for i, a in enumerate(t.assignments):
+                replicas = list(a.broker_ids)
+                if len(set(replicas)) != len(replicas):
+                    return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                        f"The manual partition assignment {replicas} names a broker more than once."
+                    )
+                if len(replicas) != rf:
+                    return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                        f"The manual partition assignment includes a partition with {len(replicas)} "
+                        f"replica(s), but this is not consistent with previous partitions, which have {rf} "
+                        "replica(s)."
+                    )
+                unusable = [b for b in replicas if b not in eligible]
+                if unusable:
+                    return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                        f"The manual partition assignment includes broker(s) {unusable}, which are not "
+                        f"registered, live and unfenced (usable: {eligible})."
+                    )
+                assignment[current + i] = replicas
+        else:
+            if rf > len(eligible):
+                return Errors.INVALID_REPLICATION_FACTOR, (
+                    f"replication factor {rf} is larger than the {len(eligible)} available broker(s) "
+                    f"{eligible}"
+                )
+            rng = random.Random(0) if validate_only else self.rng
+            assignment = el.assign_replicas_to_brokers(eligible, added, rf, rng, start_partition_id=current)
+        if validate_only:
+            return Errors.NONE, ""
+        epoch = self.state.controller_epoch
+        for i, r in assignment.items():
+            topic.partitions[i] = PartitionState(list(r), r[0], 0, list(r), 0, epoch)
+        self._dirty = True
+        self._emit(
+            "partitions_created",
+            topic=t.name,
+            partitions=t.count,
+            previous_partitions=current,
+            assignment={str(i): r for i, r in assignment.items()},
+        )
+        live = self.live_brokers()
+        for i in sorted(assignment):
+            p = topic.partitions[i]
+            self._emit(
+                "leader_elected",
+                topic=t.name,
+                partition=i,
+                leader_id=p.leader,
+                previous_leader_id=NO_LEADER,
+                leader_epoch=p.leader_epoch,
+                isr=list(p.isr),
+                partition_epoch=p.partition_epoch,
+                unclean=False,
+                reason="new_partition",
+            )
+            self._batch.add_leader_and_isr(p.replicas, (t.name, i), is_new=True)
+        self._batch.add_update_metadata(live, [(t.name, i) for i in sorted(assignment)])
+        return Errors.NONE, ""
+
     def delete_topics(self, req: cm.DeleteTopicsRequest) -> cm.DeleteTopicsResponse:
+        """A name given more than once is answered once, INVALID_REQUEST, and not deleted (Kafka's
+        ControllerApis.deleteTopics); the others are deleted."""
+        counts: dict[str, int] = {}
+        for name in req.topic_names:
+            counts[name] = counts.get(name, 0) + 1
         out: list[cm.DeleteTopicsResponseTopic] = []
         live = self.live_brokers()
         for name in req.topic_names:
+            if counts[name] > 1:
+                continue
             topic = self.state.topics.pop(name, None)
             if topic is None:
                 out.append(
@@ -556,6 +719,13 @@ class ControllerCore:
                 "topic_deleted", topic=name, partitions=len(topic.partitions), pending_brokers=sorted(waiting)
             )
             out.append(cm.DeleteTopicsResponseTopic(name=name))
+        out.extend(
+            cm.DeleteTopicsResponseTopic(
+                name=name, error_code=int(Errors.INVALID_REQUEST), error_message="Duplicate topic name."
+            )
+            for name, count in counts.items()
+            if count > 1
+        )
         return cm.DeleteTopicsResponse(responses=out)
 
     # ------------------------------------------------------------------------ descriptions
@@ -567,11 +737,7 @@ class ControllerCore:
         """Topic configs as Kafka lists them (docs/clients.md): every topic config isrsim acts on, each with
         its value and source: the topic's own (TOPIC_CONFIG), the controller's setting where it differs
         from Kafka's default (STATIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG, ``is_default``)."""
-        defaults = self.settings.topic_defaults
-        static = {
-            "min.insync.replicas": str(defaults.min_insync_replicas),
-            "unclean.leader.election.enable": str(defaults.unclean_leader_election_enable).lower(),
-        }
+        static = self._static_topic_configs()
         results: list[cm.DescribeConfigsResponseResult] = []
         for r in req.resources:
             result = cm.DescribeConfigsResponseResult(

@@ -378,7 +378,14 @@ class GroupApis:
                     ],
                 )
             )
-        request.complete(to_body(g.DescribeGroupsResponse(groups=out)))
+        body = to_body(g.DescribeGroupsResponse(groups=out))
+        if req.include_authorized_operations:  # Kafka's v3+: for each group the principal may Describe
+            for group in body["groups"]:
+                if group["error_code"] != int(Errors.GROUP_AUTHORIZATION_FAILED):
+                    group["authorized_operations"] = self.auth.authorized_operations(
+                        request, ResourceType.GROUP, group["group_id"]
+                    )
+        request.complete(body)
 
     # ------------------------------------------------------------------ DeleteGroups
 

@@ -164,3 +164,188 @@ def test_describe_a_topics_configs_lists_every_config_with_its_source(kafka_clus
         "unclean.leader.election.enable": "false",
     }.items():
         assert shown[name] == (value, ConfigSource.DEFAULT_CONFIG.value, True), name
+
+
+def test_validate_only_gets_every_check_a_creation_gets(kafka_cluster: Cluster) -> None:
+    """Kafka's controller checks validate_only as a creation (replication factor against the registered
+    brokers, configs) and creates nothing."""
+    client = admin(kafka_cluster)
+    futures = client.create_topics(
+        [
+            NewTopic("checked-rf", num_partitions=1, replication_factor=5),
+            NewTopic(
+                "checked-config", num_partitions=1, replication_factor=1, config={"min.insync.replicas": "x"}
+            ),
+            NewTopic("checked-ok", num_partitions=2, replication_factor=3),
+        ],
+        validate_only=True,
+        request_timeout=30,
+    )
+    with pytest.raises(Exception, match=r"INVALID_REPLICATION_FACTOR"):
+        futures["checked-rf"].result(timeout=60)
+    with pytest.raises(Exception, match=r"INVALID_CONFIG"):
+        futures["checked-config"].result(timeout=60)
+    assert futures["checked-ok"].result(timeout=60) is None
+    assert not {"checked-rf", "checked-config", "checked-ok"} & set(client.list_topics(timeout=10).topics)
+
+
+def test_a_name_twice_in_one_create_topics_is_one_invalid_request(kafka_cluster: Cluster) -> None:
+    """Kafka answers a repeated name once, INVALID_REQUEST, and creates the other topics; librdkafka refuses
+    an answer that names a topic twice."""
+    client = admin(kafka_cluster)
+    futures = client.create_topics(
+        [
+            NewTopic("twice", num_partitions=1, replication_factor=1),
+            NewTopic("once", num_partitions=1, replication_factor=1),
+            NewTopic("twice", num_partitions=1, replication_factor=1),
+        ],
+        request_timeout=30,
+    )
+    with pytest.raises(Exception, match=r"INVALID_REQUEST"):
+        futures["twice"].result(timeout=60)
+    assert futures["once"].result(timeout=60) is None
+    wait_until(lambda: "once" in client.list_topics(timeout=10).topics, 30)
+    assert "twice" not in client.list_topics(timeout=10).topics
+
+
+def test_kafka_python_create_topics_answer_describes_the_topic(kafka_cluster: Cluster) -> None:
+    """CreateTopics v5+ (KIP-525): the answer carries the partitions, replication factor and configs the
+    topic was made with, defaults filled in, for a creation and for validate_only alike."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    client = KafkaAdminClient(bootstrap_servers=bootstrap(kafka_cluster), request_timeout_ms=30000)
+    try:
+        for validate_only in (True, False):
+            answer = client.create_topics(
+                [KpNewTopic("described", -1, 2, topic_configs={"compression.type": "lz4"})],
+                validate_only=validate_only,
+            )
+            [topic] = answer["topics"]
+            assert topic["error_code"] == 0
+            assert (topic["num_partitions"], topic["replication_factor"]) == (1, 2)
+            configs = {name: c["value"] for name, c in topic["configs"].items()}  # keyed by name
+            assert configs["compression.type"] == "lz4" and configs["min.insync.replicas"] == "2"
+    finally:
+        client.close()
+
+
+def test_a_name_twice_in_one_delete_topics_is_one_invalid_request(kafka_cluster: Cluster) -> None:
+    """As CreateTopics: the repeated name is answered once, INVALID_REQUEST, and stays; the others go."""
+    create(kafka_cluster, "kept", 1, 1)
+    create(kafka_cluster, "gone", 1, 1)
+    client = admin(kafka_cluster)
+    futures = client.delete_topics(["kept", "gone", "kept"], request_timeout=30)
+    with pytest.raises(Exception, match=r"INVALID_REQUEST"):
+        futures["kept"].result(timeout=60)
+    assert futures["gone"].result(timeout=60) is None
+    wait_until(lambda: "gone" not in client.list_topics(timeout=10).topics, 30)
+    assert "kept" in client.list_topics(timeout=10).topics
+
+
+def test_authorized_operations_when_asked(kafka_cluster: Cluster) -> None:
+    """describe_topics / describe_cluster / describe_consumer_groups with include_authorized_operations: as
+    Kafka without an authorizer, every operation the resource type supports; not asked, none."""
+    from confluent_kafka import TopicCollection
+    from kafka.admin import KafkaAdminClient
+
+    create(kafka_cluster, "with-ops", 1, 1)
+    client = admin(kafka_cluster)
+    topic = client.describe_topics(TopicCollection(["with-ops"]), include_authorized_operations=True)
+    ops = topic["with-ops"].result(timeout=30).authorized_operations
+    assert sorted(o.name for o in ops) == [
+        "ALTER",
+        "ALTER_CONFIGS",
+        "CREATE",
+        "DELETE",
+        "DESCRIBE",
+        "DESCRIBE_CONFIGS",
+        "READ",
+        "WRITE",
+    ]
+    cluster = client.describe_cluster(include_authorized_operations=True).result(timeout=30)
+    assert sorted(o.name for o in cluster.authorized_operations) == [
+        "ALTER",
+        "ALTER_CONFIGS",
+        "CLUSTER_ACTION",
+        "CREATE",
+        "DESCRIBE",
+        "DESCRIBE_CONFIGS",
+        "IDEMPOTENT_WRITE",
+    ]
+    group = client.describe_consumer_groups(["no-such-group"], include_authorized_operations=True)
+    ops = group["no-such-group"].result(timeout=30).authorized_operations
+    assert sorted(o.name for o in ops) == ["DELETE", "DESCRIBE", "READ"]
+    plain = client.describe_topics(TopicCollection(["with-ops"]))["with-ops"].result(timeout=30)
+    assert plain.authorized_operations is None
+
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap(kafka_cluster), request_timeout_ms=30000)
+    try:
+        assert "IDEMPOTENT_WRITE" in kp.describe_cluster()["authorized_operations"]
+        [described] = kp.describe_topics(["with-ops"])
+        assert "WRITE" in described["authorized_operations"]
+    finally:
+        kp.close()
+
+
+def test_create_partitions_grows_a_topic_that_clients_then_use(kafka_cluster: Cluster) -> None:
+    """AdminClient create_partitions (Kafka's CreatePartitions, forwarded to the controller): the new
+    partitions get leaders and the topic's replication factor, a producer and a consumer use them; a count
+    that is not an increase is INVALID_PARTITIONS, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, a manual
+    assignment of another size INVALID_REPLICA_ASSIGNMENT; validate_only changes nothing."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewPartitions
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewPartitions as KpNewPartitions
+
+    create(kafka_cluster, "growing", 2, 3)
+    client = admin(kafka_cluster)
+
+    def partitions() -> dict[int, tuple[int, list[int], list[int]]]:
+        topic = client.list_topics("growing", timeout=10).topics["growing"]
+        return {p.id: (p.leader, p.replicas, p.isrs) for p in topic.partitions.values()}
+
+    assert (
+        client.create_partitions([NewPartitions("growing", 4)], request_timeout=30)["growing"].result(60)
+        is None
+    )
+    wait_until(lambda: len(partitions()) == 4, 30)
+    for leader, replicas, isr in partitions().values():
+        assert len(replicas) == 3 and leader in replicas and sorted(isr) == sorted(replicas)
+
+    def refused(new: NewPartitions, **kw: bool) -> str:
+        with pytest.raises(Exception) as caught:
+            client.create_partitions([new], request_timeout=30, **kw)[new.topic].result(60)
+        return str(caught.value)
+
+    assert "INVALID_PARTITIONS" in refused(NewPartitions("growing", 4))
+    assert "INVALID_PARTITIONS" in refused(NewPartitions("growing", 3))
+    assert "UNKNOWN_TOPIC" in refused(NewPartitions("no-such-topic", 3))
+    assert "INVALID_REPLICA_ASSIGNMENT" in refused(NewPartitions("growing", 5, replica_assignment=[[1, 2]]))
+    checked = client.create_partitions([NewPartitions("growing", 9)], validate_only=True, request_timeout=30)
+    assert checked["growing"].result(60) is None
+    assert len(partitions()) == 4
+
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap(kafka_cluster), request_timeout_ms=30000)
+    try:
+        [result] = kp.create_partitions({"growing": KpNewPartitions(5)}).results
+        assert result.error_code == 0
+    finally:
+        kp.close()
+    wait_until(lambda: len(partitions()) == 5, 30)
+    delivered: list[tuple[int, int]] = []
+    producer = Producer({"bootstrap.servers": bootstrap(kafka_cluster), "acks": "all"})
+    producer.produce(
+        "growing",
+        value=b"new",
+        partition=4,
+        on_delivery=lambda e, m: delivered.append((m.partition(), m.offset())),
+    )
+    assert producer.flush(30) == 0 and delivered == [(4, 0)]
+    consumer = Consumer({"bootstrap.servers": bootstrap(kafka_cluster), "group.id": "growing-reader"})
+    try:
+        consumer.assign([TopicPartition("growing", 4, 0)])
+        message = consumer.poll(30)
+        assert message is not None and message.error() is None and message.value() == b"new"
+    finally:
+        consumer.close()

@@ -121,7 +121,13 @@ async def test_controller_process(controller_process: ControllerProcess) -> None
             ApiKeys.CREATE_TOPICS,
             {"topics": [{"name": "t", "num_partitions": 2, "replication_factor": 1}], "timeout_ms": 5000},
         )
-        assert created["topics"] == [{"name": "t", "error_code": 0, "error_message": None}]
+        [made] = created["topics"]
+        assert (made["name"], made["error_code"], made["error_message"]) == ("t", 0, None)
+        # what was made, as Kafka's CreateTopics v5+ answers (KIP-525)
+        assert (made["num_partitions"], made["replication_factor"]) == (2, 1)
+        assert {"name": "compression.type", "value": "producer"}.items() <= next(
+            c for c in made["configs"] if c["name"] == "compression.type"
+        ).items()
         states = fake.leader_and_isr()  # answered once the broker had it
         assert sorted(p["partition_index"] for p in states) == [0, 1]
         assert all(p["leader"] == 1 and p["isr"] == [1] and p["is_new"] for p in states)

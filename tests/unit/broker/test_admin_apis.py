@@ -150,17 +150,24 @@ async def test_create_topics_without_an_answer_times_out(broker: Broker) -> None
     assert kafka_answer(request)["topics"][0]["error_code"] == Errors.REQUEST_TIMED_OUT
 
 
-async def test_create_topics_validate_only_creates_nothing(broker: Broker) -> None:
-    topics = [
-        {"name": "ok", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": {}},
-        {"name": "no way", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": {}},
-        {"name": "zero", "num_partitions": 0, "replication_factor": 1, "assignments": [], "configs": {}},
-    ]
+async def test_create_topics_validate_only_is_checked_by_the_controller(broker: Broker) -> None:
+    """As Kafka's broker, validate_only goes to the controller with the rest (only it knows the registered
+    brokers a replication factor is checked against); the answer is the controller's."""
+    topics = [{"name": "ok", "num_partitions": 1, "replication_factor": 5, "assignments": [], "configs": {}}]
     request = kafka_request(19, 7, {"topics": topics, "validate_only": True})
     await broker.apis.handle(request)
-    assert forwarding(broker).sent == []
-    errors = {t["name"]: t["error_code"] for t in kafka_answer(request)["topics"]}
-    assert errors == {"ok": 0, "no way": Errors.INVALID_TOPIC_EXCEPTION, "zero": Errors.INVALID_PARTITIONS}
+    [(api, body, callback)] = forwarding(broker).sent
+    assert api == ApiKeys.CREATE_TOPICS and body.validate_only
+    callback(
+        {
+            "topics": [
+                {"name": "ok", "error_code": int(Errors.INVALID_REPLICATION_FACTOR), "error_message": "5 > 3"}
+            ]
+        },
+        "",
+    )
+    [answer] = kafka_answer(request)["topics"]
+    assert (answer["name"], answer["error_code"]) == ("ok", Errors.INVALID_REPLICATION_FACTOR)
 
 
 async def test_without_a_controller_create_topics_is_not_controller(broker: Broker) -> None:

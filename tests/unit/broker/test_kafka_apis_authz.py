@@ -450,3 +450,47 @@ def test_net_faults_needs_alter_on_the_cluster(authz: StandardAuthorizer) -> Non
     authz.replace_acls([allow(str(ALICE), AclOperation.ALTER, CLUSTER_NAME, ResourceType.CLUSTER)])
     assert auth.net_faults_check(request) is None
     assert AuthHelper(None).net_faults_check(request) is None
+
+
+def test_authorized_operations_are_the_supported_ones_allowed(
+    authz: StandardAuthorizer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's ``authorizedOperations``: the resource type's supported operations the principal may perform,
+    bit N for operation code N; READ implies DESCRIBE; nothing logged for the denials; no authorizer: all."""
+    auth = AuthHelper(authz)
+    request = make_request(ApiKeys.METADATA, m.MetadataRequest(topics=None))
+    conn: Any = request.connection
+    conn.principal, conn.address = ALICE, "127.0.0.1"
+    authz.replace_acls([allow(str(ALICE), AclOperation.READ)])
+    with caplog.at_level("INFO", logger="kafka.authorizer.logger"):
+        bits = auth.authorized_operations(request, ResourceType.TOPIC, "t")
+    assert bits == (1 << AclOperation.READ) | (1 << AclOperation.DESCRIBE)
+    assert not caplog.records
+    assert auth.authorized_operations(request, ResourceType.TOPIC, "other") == 0
+    every_topic_op = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ .. ALTER_CONFIGS, not 9 or 12
+    assert AuthHelper(None).authorized_operations(request, ResourceType.TOPIC, "t") == every_topic_op
+    assert AuthHelper(None).authorized_operations(request, ResourceType.GROUP, "g") == sum(
+        1 << op for op in (3, 6, 8)
+    )
+
+
+async def test_metadata_names_a_topics_authorized_operations_when_asked(
+    broker: Broker, authz: StandardAuthorizer
+) -> None:
+    """Metadata v8+ with include_topic_authorized_operations, in Kafka's encoding: the principal's
+    operations on each topic it may describe; not asked, Kafka's "not requested"."""
+    from tests.unit.broker.test_admin_apis import kafka_answer, kafka_request
+
+    await handle(broker, ADMIN, ApiKeys.UPDATE_METADATA, update_metadata(["t"]))
+    authz.replace_acls([allow(str(ALICE), AclOperation.WRITE)])
+    answers = []
+    for asked in (True, False):
+        request = kafka_request(
+            3, 12, {"topics": [{"name": "t"}], "include_topic_authorized_operations": asked}
+        )
+        conn: Any = request.connection
+        conn.principal, conn.address = ALICE, "127.0.0.1"
+        await broker.apis.handle(request)
+        [topic] = kafka_answer(request)["topics"]
+        answers.append(topic["authorized_operations"])  # the library's name; the bit positions
+    assert answers == [{int(AclOperation.WRITE), int(AclOperation.DESCRIBE)}, None]

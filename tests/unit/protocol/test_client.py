@@ -69,7 +69,12 @@ async def test_request_round_trip_over_tcp() -> None:
         resp = await conn.request(ApiKeys.FETCH, {"x": [1, b"\x00"]})
         assert resp == {"api_key": 1, "client_id": "t1", "echo": {"x": [1, b"\x00"]}}
         resp = await conn.request(ApiKeys.METADATA, MetadataRequest(topics=[MetadataRequestTopic(name="a")]))
-        assert resp["echo"] == {"topics": [{"name": "a"}], "allow_auto_topic_creation": True}
+        assert resp["echo"] == {
+            "topics": [{"name": "a"}],
+            "allow_auto_topic_creation": True,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        }
         assert conn.in_flight == 0
     assert conn.closed
     with pytest.raises(ConnectionClosed):

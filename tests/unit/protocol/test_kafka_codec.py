@@ -119,6 +119,7 @@ KNOWN_DIFFERENCES = {
     (ApiKeys.DELETE_TOPICS, "request"): ["topic_names"],  # v6: topics[{name, topic_id}]
     (ApiKeys.DESCRIBE_CONFIGS, "response"): ["results.configs.is_default"],  # v0 only in Kafka
     (ApiKeys.DESCRIBE_CLUSTER, "response"): ["brokers.fenced"],  # is_fenced, from v2
+    (ApiKeys.METADATA, "request"): ["include_cluster_authorized_operations"],  # v8-10 only
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from broker.controller.core import ControllerCore
 from broker.controller.state import EPOCH_DURING_DELETE
 from protocol import controller_messages as cm
 from protocol import messages as m
@@ -89,9 +90,145 @@ def test_existing_and_duplicate_names() -> None:
     assert create_topic(core, "t", 1, 1).error_code == 0
     assert create_topic(core, "t", 1, 1).error_code == Errors.TOPIC_ALREADY_EXISTS
     topic = cm.CreateTopicsRequestTopic(name="u", num_partitions=1, replication_factor=1)
-    resp = core.create_topics(cm.CreateTopicsRequest(topics=[topic, topic]))
-    assert [t.error_code for t in resp.topics] == [Errors.INVALID_REQUEST] * 2
-    assert "u" not in core.state.topics
+    other = cm.CreateTopicsRequestTopic(name="v", num_partitions=1, replication_factor=1)
+    resp = core.create_topics(cm.CreateTopicsRequest(topics=[topic, other, topic]))
+    # Kafka's ControllerApis answers a repeated name once (a client reads one result per topic)
+    assert [(t.name, t.error_code) for t in resp.topics] == [("v", 0), ("u", Errors.INVALID_REQUEST)]
+    assert resp.topics[1].error_message == "Duplicate topic name."
+    assert "u" not in core.state.topics and "v" in core.state.topics
+
+
+def test_a_created_topic_is_described_in_the_answer() -> None:
+    """CreateTopics v5+ (KIP-525): partitions, replication factor and every effective config with its
+    source; an error carries -1 and no configs."""
+    core = live_core([1, 2, 3])
+    topic = cm.CreateTopicsRequestTopic(
+        name="t", num_partitions=4, replication_factor=2, configs={"min.insync.replicas": "2"}
+    )
+    bad = cm.CreateTopicsRequestTopic(name="u", num_partitions=1, replication_factor=9)
+    made, failed = core.create_topics(cm.CreateTopicsRequest(topics=[topic, bad])).topics
+    assert (made.num_partitions, made.replication_factor) == (4, 2)
+    configs = {c.name: (c.value, c.config_source) for c in made.configs}
+    assert configs["min.insync.replicas"] == ("2", cm.CONFIG_SOURCE_TOPIC)
+    assert configs["compression.type"] == ("producer", cm.CONFIG_SOURCE_DEFAULT)
+    assert (failed.num_partitions, failed.replication_factor, failed.configs) == (-1, -1, [])
+
+
+@pytest.mark.parametrize(
+    ("partitions", "rf", "configs", "error"),
+    [
+        (1, 4, {}, Errors.INVALID_REPLICATION_FACTOR),
+        (1, 1, {"min.insync.replicas": "x"}, Errors.INVALID_CONFIG),
+        (0, 1, {}, Errors.INVALID_PARTITIONS),
+        (2, 3, {}, Errors.NONE),
+    ],
+)
+def test_validate_only_checks_as_a_creation_and_creates_nothing(
+    partitions: int, rf: int, configs: dict[str, str], error: Errors
+) -> None:
+    """Kafka's controller runs every check of a creation for validate_only (the replication factor against
+    the registered brokers, the configs), then writes nothing."""
+    core = live_core([1, 2, 3])
+    core.drain()
+    rng_state = core.rng.getstate()
+    topic = cm.CreateTopicsRequestTopic(
+        name="t", num_partitions=partitions, replication_factor=rf, configs=configs
+    )
+    (got,) = core.create_topics(cm.CreateTopicsRequest(topics=[topic], validate_only=True)).topics
+    assert got.error_code == error
+    if error == Errors.NONE:
+        assert (got.num_partitions, got.replication_factor) == (2, 3)
+    assert core.state.topics == {} and core.rng.getstate() == rng_state
+    effects = core.drain()
+    assert not effects.dirty and not events_named(effects, "topic_created")
+
+
+def test_a_name_twice_in_delete_topics_is_answered_once_and_not_deleted() -> None:
+    core = live_core([1])
+    for name in ("t", "u"):
+        assert create_topic(core, name, 1, 1).error_code == 0
+    resp = core.delete_topics(cm.DeleteTopicsRequest(topic_names=["t", "u", "t"]))
+    assert [(r.name, r.error_code) for r in resp.responses] == [("u", 0), ("t", Errors.INVALID_REQUEST)]
+    assert resp.responses[1].error_message == "Duplicate topic name."
+    assert set(core.state.topics) == {"t"}
+
+
+def grow(
+    core: ControllerCore,
+    name: str,
+    count: int,
+    *,
+    assignments: list[cm.CreatePartitionsAssignment] | None = None,
+    validate_only: bool = False,
+) -> cm.CreatePartitionsTopicResult:
+    topic = cm.CreatePartitionsTopic(name=name, count=count, assignments=assignments)
+    request = cm.CreatePartitionsRequest(topics=[topic], validate_only=validate_only)
+    (result,) = core.create_partitions(request).results
+    return result
+
+
+def test_create_partitions_adds_led_partitions_with_the_topics_replication_factor() -> None:
+    core = live_core([1, 2, 3])
+    assert create_topic(core, "t", 2, 2).error_code == 0
+    core.drain()
+    got = grow(core, "t", 5)
+    assert (got.error_code, got.error_message) == (0, None)
+    parts = core.state.topics["t"].partitions
+    assert sorted(parts) == [0, 1, 2, 3, 4]
+    for i in (2, 3, 4):
+        p = parts[i]
+        assert len(p.replicas) == 2 and p.leader == p.replicas[0] and p.isr == p.replicas
+        assert p.leader_epoch == 0
+    effects = core.drain()
+    assert effects.dirty
+    [event] = events_named(effects, "partitions_created")
+    assert (event["partitions"], event["previous_partitions"]) == (5, 2)
+    assert sorted(e["partition"] for e in events_named(effects, "leader_elected")) == [2, 3, 4]
+    lair = requests_by(effects, ApiKeys.LEADER_AND_ISR)
+    new = {tp for request in lair.values() for tp in lair_partitions(request)}
+    assert new == {("t", 2), ("t", 3), ("t", 4)}
+    assert set(requests_by(effects, ApiKeys.UPDATE_METADATA)) == {1, 2, 3}
+
+
+@pytest.mark.parametrize(
+    ("count", "assignments", "error"),
+    [
+        (2, None, Errors.INVALID_PARTITIONS),  # not an increase
+        (1, None, Errors.INVALID_PARTITIONS),
+        (3, [], Errors.INVALID_REPLICA_ASSIGNMENT),  # one partition added, no assignment
+        (3, [[1]], Errors.INVALID_REPLICA_ASSIGNMENT),  # not the topic's replication factor
+        (3, [[1, 1]], Errors.INVALID_REPLICA_ASSIGNMENT),
+        (3, [[1, 9]], Errors.INVALID_REPLICA_ASSIGNMENT),  # no such broker
+    ],
+)
+def test_create_partitions_errors(count: int, assignments: list[list[int]] | None, error: Errors) -> None:
+    core = live_core([1, 2, 3])
+    assert create_topic(core, "t", 2, 2).error_code == 0
+    core.drain()
+    given = (
+        None if assignments is None else [cm.CreatePartitionsAssignment(broker_ids=a) for a in assignments]
+    )
+    got = grow(core, "t", count, assignments=given)
+    assert got.error_code == error and got.error_message
+    assert sorted(core.state.topics["t"].partitions) == [0, 1]
+    assert not core.drain().dirty
+
+
+def test_create_partitions_unknown_topic_validate_only_assignment_and_duplicates() -> None:
+    core = live_core([1, 2, 3])
+    assert create_topic(core, "t", 1, 3).error_code == 0
+    core.drain()
+    assert grow(core, "nope", 2).error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert grow(core, "t", 4, validate_only=True).error_code == 0
+    assert sorted(core.state.topics["t"].partitions) == [0] and not core.drain().dirty
+    given = [cm.CreatePartitionsAssignment(broker_ids=[3, 1, 2])]
+    assert grow(core, "t", 2, assignments=given).error_code == 0
+    assert core.state.topics["t"].partitions[1].replicas == [3, 1, 2]
+    assert core.state.topics["t"].partitions[1].leader == 3
+    twice = cm.CreatePartitionsTopic(name="t", count=5)
+    resp = core.create_partitions(cm.CreatePartitionsRequest(topics=[twice, twice]))
+    assert [(r.name, r.error_code) for r in resp.results] == [("t", Errors.INVALID_REQUEST)]
+    assert sorted(core.state.topics["t"].partitions) == [0, 1]
 
 
 def test_delete_stops_and_deletes_replicas_and_waits_for_fenced_brokers() -> None:
