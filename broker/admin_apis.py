@@ -294,7 +294,8 @@ class AdminApis:
             result["error_code"] = int(Errors.CLUSTER_AUTHORIZATION_FAILED)
             result["error_message"] = f"Principal {request.principal} is not authorized to DescribeConfigs"
             return result
-        wanted = None if r.configuration_keys is None else set(r.configuration_keys)
+        # no keys, null or empty, means every key (Kafka's ConfigHelper.describeConfigs)
+        wanted = set(r.configuration_keys) if r.configuration_keys else None
         result["configs"] = [
             {
                 "name": e.name,

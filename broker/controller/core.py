@@ -758,7 +758,8 @@ class ControllerCore:
                 result.error_message = f"unknown topic {r.resource_name!r}"
             else:
                 every = sorted(set(KAFKA_TOPIC_CONFIG_DEFAULTS) | set(topic.configs))
-                keys = every if r.configuration_keys is None else r.configuration_keys
+                # no keys, null or empty, means every key (Kafka's ConfigHelper.describeConfigs)
+                keys = r.configuration_keys or every
                 for key in keys:
                     entry = _topic_config_entry(key, topic.configs, static)
                     if entry is not None:

@@ -402,3 +402,26 @@ def test_a_topic_name_colliding_through_dot_and_underscore_is_refused(kafka_clus
         futures["orders_eu"].result(timeout=60)
     assert "TOPIC_EXCEPTION" in str(caught.value)
     assert "orders_eu" not in client.list_topics(timeout=10).topics
+
+
+def test_describe_configs_with_an_empty_key_list_lists_every_config(kafka_cluster: Cluster) -> None:
+    """Kafka's ConfigHelper reads an empty configuration_keys as a null one: every config (kafka-python sends
+    an empty list for ConfigResource(configs={}))."""
+    from kafka.admin import ConfigResource as KpConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    create(kafka_cluster, "all-keys", 1, 1)
+    broker = kafka_cluster.info.brokers[0]
+    kp = KafkaAdminClient(bootstrap_servers=f"{broker.host}:{broker.port}", request_timeout_ms=30000)
+    try:
+        for resource, name in (
+            (ConfigResourceType.TOPIC, "all-keys"),
+            (ConfigResourceType.BROKER, str(broker.id)),
+        ):
+            asked = kp.describe_configs([KpConfigResource(resource, name, configs={})], config_filter="all")
+            plain = kp.describe_configs([KpConfigResource(resource, name)], config_filter="all")
+            kind = resource.name.lower()
+            assert len(plain[kind][name]) > 0
+            assert set(asked[kind][name]) == set(plain[kind][name])
+    finally:
+        kp.close()

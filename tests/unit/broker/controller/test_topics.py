@@ -338,6 +338,17 @@ def test_describe_configs_gives_overrides_and_defaults() -> None:
         )
     ).results
     assert [(c.name, c.value) for c in only.configs] == [("compression.type", "producer")]
+    # an empty list of keys is every key, as a null one (Kafka's ConfigHelper.describeConfigs)
+    (every,) = core.describe_configs(
+        cm.DescribeConfigsRequest(
+            resources=[
+                cm.DescribeConfigsRequestResource(
+                    resource_type=cm.CONFIG_RESOURCE_TOPIC, resource_name="plain", configuration_keys=[]
+                )
+            ]
+        )
+    ).results
+    assert [c.name for c in every.configs] == [c.name for c in plain.configs]
     assert missing.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION and not missing.configs
     (broker,) = describe("1", resource_type=4)
     assert broker.error_code == Errors.INVALID_REQUEST and "only topics" in (broker.error_message or "")
