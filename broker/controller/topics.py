@@ -13,6 +13,9 @@ from protocol import controller_messages as cm
 from protocol.common import validate_topic_name
 from protocol.errors import Errors
 
+# KRaft's metadata log: not a topic a client may create
+CLUSTER_METADATA_TOPIC_NAME = "__cluster_metadata"
+
 
 @dataclass(frozen=True, slots=True)
 class TopicSettings:
@@ -90,6 +93,11 @@ def plan_topic(
     bad_name = validate_topic_name(t.name)
     if bad_name is not None:
         return Errors.INVALID_TOPIC_EXCEPTION, bad_name
+    if t.name == CLUSTER_METADATA_TOPIC_NAME:  # the quorum's own log (Kafka's ControllerApis)
+        return (
+            Errors.INVALID_REQUEST,
+            f"Creation of internal topic {CLUSTER_METADATA_TOPIC_NAME} is prohibited.",
+        )
     if t.name in state.topics:
         return Errors.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
     colliding = _colliding_topic(t.name, state)

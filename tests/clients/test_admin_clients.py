@@ -425,3 +425,12 @@ def test_describe_configs_with_an_empty_key_list_lists_every_config(kafka_cluste
             assert set(asked[kind][name]) == set(plain[kind][name])
     finally:
         kp.close()
+
+
+def test_the_cluster_metadata_topic_may_not_be_created(kafka_cluster: Cluster) -> None:
+    """Kafka's ControllerApis refuses __cluster_metadata (the quorum's own log) with INVALID_REQUEST."""
+    client = admin(kafka_cluster)
+    futures = client.create_topics([NewTopic("__cluster_metadata", 1, 1)], request_timeout=30)
+    with pytest.raises(Exception, match=r"INVALID_REQUEST.*prohibited"):
+        futures["__cluster_metadata"].result(timeout=60)
+    assert "__cluster_metadata" not in client.list_topics(timeout=10).topics

@@ -450,3 +450,11 @@ def test_a_name_that_collides_with_a_topic_once_dot_and_underscore_are_one_is_re
             assert got.error_code == Errors.INVALID_TOPIC_EXCEPTION
             assert got.error_message == "Topic 'metrics_in' collides with existing topic: metrics.in"
     assert create_topic(core, "metrics-in", 1, 1).error_code == 0  # '-' is not one of them
+
+
+def test_the_cluster_metadata_topic_may_not_be_created() -> None:
+    core = live_core([1])
+    got = create_topic(core, "__cluster_metadata", 1, 1)
+    assert got.error_code == Errors.INVALID_REQUEST
+    assert got.error_message == "Creation of internal topic __cluster_metadata is prohibited."
+    assert create_topic(core, "__other", 1, 1).error_code == 0
