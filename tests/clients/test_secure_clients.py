@@ -61,3 +61,39 @@ def test_wrong_password_is_refused(secure_cluster: Cluster, tmp_path: Path) -> N
     out = kcat("-F", str(bad), "-b", f"{broker.host}:{broker.port}", "-L", "-m", "3", timeout=30)
     assert out.returncode != 0
     assert "Authentication failed" in out.stderr
+
+
+def test_authorized_operations_are_what_the_acls_allow(secure_cluster: Cluster) -> None:
+    """Kafka's authorizedOperations with the authorizer on: a user allowed only Read on a topic is told
+    Read and Describe (Read implies it), and may not grow it (CreatePartitions needs Alter); the admin
+    (a super user) is told every operation."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import NewPartitions
+
+    admin_props = client_properties(secure_cluster)
+    admin = AdminClient({"bootstrap.servers": bootstrap(secure_cluster), **admin_props})
+    assert admin.create_topics([NewTopic("guarded", 1, 3)], request_timeout=30)["guarded"].result(60) is None
+    secure_cluster.cli("user", "add", "reader", "--password", "reader-secret")
+    secure_cluster.cli(
+        "acl", "add", "--topic", "guarded", "--allow-principal", "User:reader", "--operation", "Read"
+    )
+    reader = AdminClient(
+        {
+            "bootstrap.servers": bootstrap(secure_cluster),
+            **admin_props,
+            "sasl.username": "reader",
+            "sasl.password": "reader-secret",
+        }
+    )
+
+    def operations(client: AdminClient) -> list[str]:
+        topic = client.describe_topics(TopicCollection(["guarded"]), include_authorized_operations=True)
+        return sorted(o.name for o in topic["guarded"].result(timeout=30).authorized_operations)
+
+    wait_until(lambda: operations(reader) == ["DESCRIBE", "READ"], 30)
+    assert len(operations(admin)) == 8
+    refused = reader.create_partitions([NewPartitions("guarded", 2)], request_timeout=30)
+    with pytest.raises(Exception, match=r"TOPIC_AUTHORIZATION_FAILED"):
+        refused["guarded"].result(timeout=60)
+    grown = admin.create_partitions([NewPartitions("guarded", 2)], request_timeout=30)
+    assert grown["guarded"].result(timeout=60) is None
