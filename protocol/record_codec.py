@@ -399,8 +399,13 @@ def preload_fast_scan() -> bool:
     """Loads the C reader now (whether it is installed). A broker (and a controller, for its metadata log)
     does so in a thread as it starts: loaded on first use instead, the import would stall the event loop for
     a tenth of a second at the first batch the node validates as leader, which is, after a failover, the
-    moment its new partitions (or the new active controller's records) take their first writes."""
-    return _c_reader() is not None
+    moment its new partitions (or the new active controller's records) take their first writes. False if
+    it is not installed, or could not be loaded now (say, no file descriptor was left to read it with): the
+    first use then tries again."""
+    try:
+        return _c_reader() is not None
+    except Exception:
+        return False
 
 
 def __getattr__(name: str) -> Any:
