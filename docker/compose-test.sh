@@ -54,4 +54,6 @@ if ((runtime_mb > RUNTIME_MAX_MB || report_mb > REPORT_MAX_MB)); then
 fi
 
 phase "the compose clusters"
-"$BIN/pytest" -q -s -p no:cacheprovider -m compose tests/integration/test_compose_engine.py
+# The engine's clusters, and the same compose file run as local processes (that one needs no engine; it is
+# here rather than in `make test` to hold that suite's time).
+"$BIN/pytest" -q -s -p no:cacheprovider -m compose tests/integration/test_compose.py tests/integration/test_compose_engine.py

@@ -267,6 +267,8 @@ def test_compose_file_shape() -> None:
     assert (REPO_ROOT / ".dockerignore").exists()
 
 
+# In `make compose-test` (CI runs it after `make test`), to hold the default suite's time.
+@pytest.mark.compose
 @pytest.mark.timeout(1200)  # a cluster, a workload, a kill and restart, then the report (itself up to 600 s)
 def test_compose_services_form_a_working_cluster(compose: LocalCompose) -> None:
     for c in CONTROLLERS:

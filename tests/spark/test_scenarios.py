@@ -67,11 +67,11 @@ def _failed(outcome: ReportOutcome) -> set[str]:
     "name",
     [
         "kip-101-lost-write",
-        "kip-279-divergence",
         # Kept for `make scenarios` (in CI after `make test`) to hold the default suite's time: the zombie
-        # leader is covered end to end by tests/integration/test_cluster.py's zombie-leader test, and
-        # KIP-101's divergence runs the same fix (truncation by leader epoch) as kip-101-lost-write above.
+        # leader is covered end to end by tests/integration/test_cluster.py's zombie-leader test, and the
+        # divergences run the same fix (truncation by leader epoch) as kip-101-lost-write above.
         pytest.param("kip-101-divergence", marks=pytest.mark.scenarios),
+        pytest.param("kip-279-divergence", marks=pytest.mark.scenarios),
         pytest.param("zombie-leader", marks=pytest.mark.scenarios),
     ],
 )
