@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -469,9 +470,7 @@ class ControllerCore:
         and not created; every other topic gets its full checks. ``validate_only`` runs the same checks
         (replication factor against the live brokers, configs) and creates nothing. A success carries the
         partitions, replication factor and effective configs (CreateTopics v5+, KIP-525)."""
-        counts: dict[str, int] = {}
-        for t in req.topics:
-            counts[t.name] = counts.get(t.name, 0) + 1
+        counts = Counter(t.name for t in req.topics)
         out: list[cm.CreateTopicsResponseTopic] = []
         for t in req.topics:
             if counts[t.name] > 1:
@@ -559,11 +558,17 @@ class ControllerCore:
             assignment={str(i): r for i, r in assignment.items()},
             configs=dict(t.configs),
         )
-        live = self.live_brokers()
-        for i, p in sorted(topic.partitions.items()):
+        self._announce_new_partitions(t.name, topic, sorted(topic.partitions))
+        return Errors.NONE, ""
+
+    def _announce_new_partitions(self, name: str, topic: TopicState, indices: list[int]) -> None:
+        """Journals the first election of each new partition ``indices`` of ``name`` and sends its replicas
+        their LEADER_AND_ISR (``is_new``), then every live broker the metadata."""
+        for i in indices:
+            p = topic.partitions[i]
             self._emit(
                 "leader_elected",
-                topic=t.name,
+                topic=name,
                 partition=i,
                 leader_id=p.leader,
                 previous_leader_id=NO_LEADER,
@@ -573,9 +578,8 @@ class ControllerCore:
                 unclean=False,
                 reason="new_partition",
             )
-            self._batch.add_leader_and_isr(p.replicas, (t.name, i), is_new=True)
-        self._batch.add_update_metadata(live, [(t.name, i) for i in topic.partitions])
-        return Errors.NONE, ""
+            self._batch.add_leader_and_isr(p.replicas, (name, i), is_new=True)
+        self._batch.add_update_metadata(self.live_brokers(), [(name, i) for i in indices])
 
     def create_partitions(self, req: cm.CreatePartitionsRequest) -> cm.CreatePartitionsResponse:
         """Kafka's CreatePartitions (KRaft's ReplicationControlManager.createPartitions): a topic grows to
@@ -583,9 +587,7 @@ class ControllerCore:
         say), with the topic's replication factor; each new partition is led by its first replica, with every
         replica in its ISR. A name given twice is answered once, INVALID_REQUEST; ``validate_only`` checks
         and changes nothing."""
-        counts: dict[str, int] = {}
-        for t in req.topics:
-            counts[t.name] = counts.get(t.name, 0) + 1
+        counts = Counter(t.name for t in req.topics)
         out: list[cm.CreatePartitionsTopicResult] = []
         for t in req.topics:
             if counts[t.name] > 1:
@@ -669,31 +671,13 @@ class ControllerCore:
             previous_partitions=current,
             assignment={str(i): r for i, r in assignment.items()},
         )
-        live = self.live_brokers()
-        for i in sorted(assignment):
-            p = topic.partitions[i]
-            self._emit(
-                "leader_elected",
-                topic=t.name,
-                partition=i,
-                leader_id=p.leader,
-                previous_leader_id=NO_LEADER,
-                leader_epoch=p.leader_epoch,
-                isr=list(p.isr),
-                partition_epoch=p.partition_epoch,
-                unclean=False,
-                reason="new_partition",
-            )
-            self._batch.add_leader_and_isr(p.replicas, (t.name, i), is_new=True)
-        self._batch.add_update_metadata(live, [(t.name, i) for i in sorted(assignment)])
+        self._announce_new_partitions(t.name, topic, sorted(assignment))
         return Errors.NONE, ""
 
     def delete_topics(self, req: cm.DeleteTopicsRequest) -> cm.DeleteTopicsResponse:
         """A name given more than once is answered once, INVALID_REQUEST, and not deleted (Kafka's
         ControllerApis.deleteTopics); the others are deleted."""
-        counts: dict[str, int] = {}
-        for name in req.topic_names:
-            counts[name] = counts.get(name, 0) + 1
+        counts = Counter(req.topic_names)
         out: list[cm.DeleteTopicsResponseTopic] = []
         live = self.live_brokers()
         for name in req.topic_names:
