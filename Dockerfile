@@ -29,6 +29,11 @@ FROM base AS venv
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY protocol ./protocol
+COPY server ./server
+COPY storage ./storage
+COPY raft ./raft
+COPY controller ./controller
+COPY coordinator ./coordinator
 COPY broker ./broker
 COPY fetcher ./fetcher
 COPY kit ./kit

@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The node packages: what a broker or a controller runs (mypy strict, ruff format).
+NODE_PACKAGES := protocol server storage raft controller coordinator broker fetcher
 
 .PHONY: venv kcat test lint unit integration clients spark scenarios demo bench bench-smoke chaos secure compose-test clean
 
@@ -15,8 +17,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check protocol broker fetcher kit lab cli spark_jobs tests
-	$(BIN)/ruff format --check protocol broker fetcher
+	$(BIN)/ruff check $(NODE_PACKAGES) kit lab cli spark_jobs tests
+	$(BIN)/ruff format --check $(NODE_PACKAGES)
 	$(BIN)/mypy
 
 # tests/clients drive real Kafka clients; kcat is Debian's package, installed here when it is missing.

@@ -17,17 +17,17 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from broker.auth_helper import AuthHelper
 from broker.forwarding import ForwardingManager
 from broker.metadata_cache import MetadataCache
-from broker.request_channel import Request, error_body
-from broker.security.acl import AclOperation, ResourceType
 from protocol import messages as m
 from protocol import raft_messages as rm
 from protocol.api_keys import ApiKeys
 from protocol.common import is_valid_topic_name
 from protocol.errors import Errors
 from protocol.schema import to_body
+from server.auth_helper import AuthHelper
+from server.request_channel import Request, error_body
+from server.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 import trio
 
-from broker.backoff import ExponentialBackoff
-from broker.lifecycle import CONTROLLER_UNREACHABLE, ControllerChannel
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
 from protocol.common import TopicPartition, error_name
 from protocol.errors import Errors
 from protocol.schema import from_body
+from server.backoff import ExponentialBackoff
+from server.controller_channel import CONTROLLER_UNREACHABLE, ControllerChannel
 
 log = logging.getLogger(__name__)
 

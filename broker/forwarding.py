@@ -21,11 +21,11 @@ from typing import Any
 
 import trio
 
-from broker.backoff import ExponentialBackoff
-from broker.lifecycle import ControllerChannel, NotControllerError
 from protocol.api_keys import ApiKeys
 from protocol.client import ConnectionClosed
 from protocol.errors import Errors
+from server.backoff import ExponentialBackoff
+from server.controller_channel import ControllerChannel, NotControllerError
 
 log = logging.getLogger(__name__)
 

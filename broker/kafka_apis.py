@@ -9,17 +9,13 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from broker.admin_apis import AdminApis
-from broker.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
-from broker.group.group_apis import GroupApis
+from broker.group_apis import GroupApis
 from broker.metadata_cache import PartitionMetadata
 from broker.partition import LeaderAndIsrState
 from broker.producer_id_manager import ProducerIdManager
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
-from broker.request_channel import Request, error_body
-from broker.security.acl import AclOperation, ResourceType
-from broker.security.security_metadata import BrokerSecurityMetadata
 from protocol import messages as m
 from protocol import producer_id_messages as pim
 from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, ApiKeys
@@ -27,6 +23,10 @@ from protocol.common import BrokerEndpoint, TopicPartition, is_valid_topic_name
 from protocol.errors import Errors, InvalidRequestError, KafkaError
 from protocol.fetch_request import FetchRequestPartitionData
 from protocol.schema import from_body, to_body
+from server.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
+from server.request_channel import Request, error_body
+from server.security.acl import AclOperation, ResourceType
+from server.security.security_metadata import BrokerSecurityMetadata
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ BROKER_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.API_VERSIONS,
     ApiKeys.OFFSET_FOR_LEADER_EPOCH,
     ApiKeys.DESCRIBE_REPLICA_STATE,
-    # Consumer groups (broker/group/), answered once the server enables them (``enable_groups``).
+    # Consumer groups (coordinator/group/), answered once the server enables them (``enable_groups``).
     ApiKeys.FIND_COORDINATOR,
     ApiKeys.JOIN_GROUP,
     ApiKeys.SYNC_GROUP,

@@ -11,7 +11,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from broker.log.log import MAX_TIMESTAMP, NO_TIMESTAMP, Log, LogAppendInfo
 from protocol.api_keys import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -22,6 +21,7 @@ from protocol.api_keys import (
 from protocol.common import TopicPartition
 from protocol.errors import Errors, KafkaError, OffsetOutOfRangeError
 from protocol.replication import TruncationMode
+from storage.log import MAX_TIMESTAMP, NO_TIMESTAMP, Log, LogAppendInfo
 
 log = logging.getLogger(__name__)
 

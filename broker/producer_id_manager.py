@@ -23,14 +23,14 @@ from pathlib import Path
 
 import trio
 
-from broker.lifecycle import CONTROLLER_UNREACHABLE, ControllerChannel
-from broker.log.checkpoint import write_atomically
-from broker.producer_ids import EMPTY_BLOCK, ProducerIdsBlock, ProducerIdsRecord, generate_next_block
 from protocol.api_keys import ApiKeys
 from protocol.common import error_name
 from protocol.errors import Errors, KafkaError
 from protocol.producer_id_messages import AllocateProducerIdsRequest, AllocateProducerIdsResponse
 from protocol.schema import from_body
+from server.controller_channel import CONTROLLER_UNREACHABLE, ControllerChannel
+from server.producer_ids import EMPTY_BLOCK, ProducerIdsBlock, ProducerIdsRecord, generate_next_block
+from storage.checkpoint import write_atomically
 
 log = logging.getLogger(__name__)
 

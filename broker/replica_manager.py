@@ -32,13 +32,11 @@ from broker.delayed_ops import (
 )
 from broker.fetch_session_cache import CachedPartition, FetchSession
 from broker.follower_view import FollowerPartitionView
-from broker.journal import AckJournal
-from broker.log.checkpoint import already_durable, group_commit, write_all_atomically
-from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache, PartitionMetadata
 from broker.partition import IsrChange, LeaderAndIsrState, LogReadResult, Partition, TimestampAndOffset
 from broker.replica_state_listener import ReplicaStateListener
 from broker.topic_configs import TopicConfigFetcher
+from coordinator.partition_writer import LeadershipListener
 from fetcher.interface import (
     FetcherManagerLike,
     FollowerPartition,
@@ -56,6 +54,9 @@ from protocol.compression import CompressionType
 from protocol.errors import CorruptRecordError, Errors, InvalidRecordError, KafkaError, KafkaStorageError
 from protocol.records import iter_batches
 from protocol.replication import InitialFetchState, TruncationMode
+from server.journal import AckJournal
+from storage.checkpoint import already_durable, group_commit, write_all_atomically
+from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +67,6 @@ AlterSubmit = Callable[[TopicPartition, int, list[int], int, AlterCallback], boo
 
 # Topics only the brokers write (Kafka's ``Topic.isInternal``).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
-
-# (partitions now led here with their leader epochs, partitions no longer led here)
-LeadershipListener = Callable[[list[tuple[TopicPartition, int]], list[TopicPartition]], None]
 
 
 def topic_compression(value: str | None) -> CompressionType | None:

@@ -10,10 +10,10 @@ which the broker calls every ``journal.offsets.interval.ms`` and at clean stop.
 
 from __future__ import annotations
 
-from broker.journal import Journal, OffsetsJournal
 from broker.metrics.replica_metrics import ReplicaManagerMetrics
 from broker.partition import IsrChange, Partition
 from protocol.common import TopicPartition, error_name
+from server.journal import Journal, OffsetsJournal
 
 
 class ReplicaStateListener:

@@ -15,37 +15,23 @@ import trio
 
 from broker.admin_apis import AutoCreateSettings, broker_config_entries
 from broker.alter_partition import AlterPartitionManager
-from broker.auth_helper import AuthHelper, build_authorizer
 from broker.config import KEYS_BY_NAME, BrokerConfig
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
 from broker.forwarding import ForwardingManager
-from broker.group.coordinator import GroupCoordinator, OffsetsTopicConfig
-from broker.group.coordinator_core import GroupConfig
-from broker.group.group_apis import GroupApis
-from broker.group.group_metrics import GroupCoordinatorCollector
-from broker.journal import AckJournal, Journal
+from broker.group_apis import GroupApis
 from broker.kafka_apis import BROKER_APIS, KafkaApis
-from broker.lifecycle import CONTROLLER_UNREACHABLE, BrokerLifecycleManager, ControllerChannel
-from broker.log.log import LogConfig
-from broker.log_manager import LogDirLoadError, LogManager
-from broker.memory_pool import ConnectionQuotas, MemoryPool
+from broker.lifecycle import BrokerLifecycleManager
 from broker.metadata_cache import MetadataCache
 from broker.metrics.broker_metrics import BrokerMetrics
-from broker.metrics.http_server import MetricsHttpServer
-from broker.network import SocketServer
 from broker.producer_id_manager import ProducerIdManager, controller_block_source, local_block_source
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
-from broker.request_channel import RequestChannel, RequestHandlerPool
-from broker.security.listener_security import (
-    inter_broker_client_security,
-    listener_securities,
-    load_credential_store,
-)
-from broker.security.security_metadata import BrokerSecurityMetadata, SecurityMetadata
 from broker.topic_configs import TopicConfigFetcher
+from coordinator.group.coordinator import GroupCoordinator, OffsetsTopicConfig
+from coordinator.group.coordinator_core import GroupConfig
+from coordinator.group.group_metrics import GroupCoordinatorCollector
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
 from protocol import controller_messages as cm
@@ -58,6 +44,21 @@ from protocol.record_codec import preload_fast_scan
 from protocol.sasl_messages import SASL_API_VERSIONS
 from protocol.schema import from_body
 from protocol.security import current_client_security
+from server.auth_helper import AuthHelper, build_authorizer
+from server.controller_channel import CONTROLLER_UNREACHABLE, ControllerChannel
+from server.journal import AckJournal, Journal
+from server.memory_pool import ConnectionQuotas, MemoryPool
+from server.metrics.http_server import MetricsHttpServer
+from server.network import SocketServer
+from server.request_channel import RequestChannel, RequestHandlerPool
+from server.security.listener_security import (
+    inter_broker_client_security,
+    listener_securities,
+    load_credential_store,
+)
+from server.security.security_metadata import BrokerSecurityMetadata, SecurityMetadata
+from storage.log import LogConfig
+from storage.log_manager import LogDirLoadError, LogManager
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +217,9 @@ class KafkaServer:
             self.journal,
             clock_ms=wall_clock_ms,
         )
-        self.apis.enable_groups(GroupApis(self.group_coordinator, self.auth))
+        self.apis.enable_groups(
+            GroupApis(self.group_coordinator, self.auth, self.replica_manager.metadata_cache)
+        )
         self.metrics.registry.register(GroupCoordinatorCollector(self.group_coordinator.core))
 
     def _build_security(self) -> None:

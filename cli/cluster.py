@@ -115,8 +115,9 @@ def cluster_up(
     is checked before anything is written, and if a process fails to start, those started are stopped (and
     a root made by this command is removed).
     """
-    from broker import BrokerConfig, ControllerConfig
+    from broker import BrokerConfig
     from cli.config_check import warn_unknown
+    from controller import ControllerConfig
 
     # The processes inherit this environment: a misspelt ISRSIM_ variable is said here, not only in a log.
     warn_unknown("cluster up", [], [*BrokerConfig.KEYS, *BrokerConfig.ALIASES, *ControllerConfig.KEYS])

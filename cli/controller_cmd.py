@@ -35,8 +35,9 @@ def controller_start(config_file: Path | None, overrides: tuple[str, ...], log_l
     its state in metadata.log.dir/cluster-metadata.json. Its journal is metadata.log.dir/events.jsonl.
     Brokers find it through their own controller.quorum.voters.
     """
-    from broker import ConfigError, ControllerConfig, StateError, run_controller, slow_step_instruments
+    from broker import ConfigError, slow_step_instruments
     from cli.config_check import warn_unknown
+    from controller import ControllerConfig, StateError, run_controller
 
     try:
         config = ControllerConfig.load(config_file, list(overrides))

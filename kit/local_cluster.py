@@ -173,7 +173,8 @@ def create_layout(
     ``controllers``: that many voters of a Raft quorum (SPEC §11; one is a quorum of one, which elects
     itself), ids from 1000, each in ``controller-<id>/``, on ports fixed now (every voter and broker is told
     them all in ``controller.quorum.voters``)."""
-    from broker import BrokerConfig, ControllerConfig
+    from broker import BrokerConfig
+    from controller import ControllerConfig
 
     root = root.resolve()
     setup = None
@@ -321,7 +322,8 @@ _RESERVED_KEYS = {
 
 def _for_controller(key: str) -> bool:
     """Whether an override goes to the controller: a key only it has, or one it shares with the brokers."""
-    from broker import BrokerConfig, ControllerConfig
+    from broker import BrokerConfig
+    from controller import ControllerConfig
 
     return key in ControllerConfig.KEYS and (key in _CONTROLLER_SHARED_KEYS or key not in BrokerConfig.KEYS)
 
@@ -329,7 +331,8 @@ def _for_controller(key: str) -> bool:
 def check_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
     """Every ``--override`` as key -> value, each key known and each value valid for the processes it goes
     to; a ClusterError names the first problem. Nothing is written before this passes."""
-    from broker import BrokerConfig, ConfigError, ControllerConfig
+    from broker import BrokerConfig, ConfigError
+    from controller import ControllerConfig
 
     settings: dict[str, str] = {}
     for item in overrides:

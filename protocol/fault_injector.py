@@ -1,7 +1,7 @@
 """The trio side of network faults: one :class:`FaultInjector` per node process applies its
 :class:`~protocol.faults.FaultTable` where the process's traffic passes.
 
-* The socket server (``broker.network``) asks :meth:`FaultInjector.inbound` for every request frame it
+* The socket server (``server.network``) asks :meth:`FaultInjector.inbound` for every request frame it
   reads and :meth:`FaultInjector.outbound` for every response frame it is about to write; the peer is named
   by the request's ``client_id`` (:func:`protocol.faults.node_of_client_id`). A dropped request is never
   handled, a dropped response never written: the sender's request times out, the connection stays open.

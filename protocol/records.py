@@ -25,7 +25,7 @@ Because the CRC starts at ``attributes`` a leader may rewrite ``base_offset`` an
 
 Followers, recovery and reads work on headers only: :func:`validate_batch` checks the header, the size and
 the CRC without looking at the records. A leader also checks the records themselves before it appends
-(``broker.log.log_validator``, Kafka's ``LogValidator``); :func:`decode_records` is for tools and tests that
+(``storage.log_validator``, Kafka's ``LogValidator``); :func:`decode_records` is for tools and tests that
 need the records.
 """
 
@@ -304,7 +304,7 @@ def offset_range_problem(header: BatchHeader) -> str | None:
 def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Check the batch at ``pos`` without decoding its records: :func:`check_framing`, and dense offset
     deltas (``last_offset_delta + 1 == records_count >= 1``). Raises :class:`CorruptRecordError` naming the
-    position and the problem. (A leader validates more, records included: ``broker.log.log_validator``.)"""
+    position and the problem. (A leader validates more, records included: ``storage.log_validator``.)"""
     header = check_framing(buf, pos)
     problem = offset_range_problem(header)
     if problem is not None:

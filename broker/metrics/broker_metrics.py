@@ -15,13 +15,13 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session_cache import FetchSessionCache
-from broker.log_manager import LogManager
-from broker.metrics.network_metrics import SocketServerCollector
 from broker.metrics.replica_metrics import ReplicaManagerMetrics
-from broker.metrics.request_metrics import RequestMetrics
-from broker.network import SocketServer
-from broker.request_channel import RequestChannel
 from fetcher.fetcher_manager import ReplicaFetcherManager
+from server.metrics.network_metrics import SocketServerCollector
+from server.metrics.request_metrics import RequestMetrics
+from server.network import SocketServer
+from server.request_channel import RequestChannel
+from storage.log_manager import LogManager
 
 # Kafka's ReplicaFetcherManager metrics carry clientId=Replica.
 REPLICA_CLIENT_ID = "Replica"

@@ -37,12 +37,12 @@ from typing import Any
 
 import trio
 
-from broker.journal import read_journal
 from kit import processes
 from kit.node_query import request as node_request
 from kit.processes import WaitTimeout, isrsim_command
 from protocol.client import open_connection
 from protocol.framing import FrameDecoder, decode_response, encode_request
+from server.journal import read_journal
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 20.0

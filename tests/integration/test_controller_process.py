@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import trio
 
-from broker.network import SocketServer
-from broker.request_channel import Request, RequestChannel, RequestHandlerPool
 from kit import processes
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
+from server.network import SocketServer
+from server.request_channel import Request, RequestChannel, RequestHandlerPool
 from tests.integration.harness import REPO_ROOT, async_wait_until, request
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import trio
 
-from broker.group.offsets_log import GroupLoader
+from coordinator.group.offsets_log import GroupLoader
 from protocol.api_keys import ApiKeys
 from protocol.client import open_connection
 from protocol.errors import Errors

@@ -12,11 +12,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from broker.journal import Journal, read_journal
-from broker.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
-from broker.log.log import Log, LogConfig
 from kit.processes import BrokerProcess, isrsim_command
 from protocol.records import build_simple_batch, iter_batches
+from server.journal import Journal, read_journal
+from storage.checkpoint import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
+from storage.log import Log, LogConfig
 
 TOPIC = "t"
 PARTITIONS = 8

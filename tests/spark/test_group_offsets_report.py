@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from broker.log.log import Log, LogConfig
 from kit.cluster_files import ClusterInfo
 from protocol.api_keys import ApiKeys
 from protocol.group_records import partition_for_group
@@ -22,6 +21,7 @@ from spark_jobs import group_checks
 from spark_jobs.inputs import load_inputs
 from spark_jobs.layout import discover
 from spark_jobs.report_job import EXIT_OK, ReportOutcome, run_report
+from storage.log import Log, LogConfig
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import events, wait_until
 

@@ -19,8 +19,6 @@ import pytest
 from rich.console import Console
 
 from broker.config import KEYS_BY_NAME
-from broker.log.checkpoint import OffsetCheckpointFile
-from broker.log.log import Log, LogConfig
 from kit.cluster_files import ClusterInfo
 from lab.scenarios import Outcome, play
 from lab.scenarios.evidence import gather
@@ -30,6 +28,8 @@ from spark_jobs import checks
 from spark_jobs.inputs import load_inputs
 from spark_jobs.layout import discover
 from spark_jobs.report_job import EXIT_FAILED, EXIT_OK, ReportOutcome, run_report
+from storage.checkpoint import OffsetCheckpointFile
+from storage.log import Log, LogConfig
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -1,7 +1,8 @@
 """The packages' layering, read from the source with ``ast`` (nothing is imported).
 
-The arrow goes one way: ``cli`` -> ``lab`` -> ``kit`` -> ``spark_jobs`` and ``broker`` -> ``fetcher`` ->
-``protocol``. The applications (the command line, the lab, the kit and the report) reach ``broker``,
+The arrow goes one way, as Kafka's gradle modules: ``cli`` -> ``lab`` -> ``kit`` -> ``spark_jobs``; the nodes
+``broker`` and ``controller`` over ``coordinator``, ``raft``, ``fetcher``, ``storage`` and ``server``, and
+everything over ``protocol``. The applications (the command line, the lab, the kit and the report) reach ``broker``,
 ``fetcher``, ``protocol`` and ``spark_jobs`` only through their front doors (the package's ``__init__``, or
 a module listed in ``FRONT_DOORS``), so the packages' insides can move without breaking them; and only
 ``cli`` speaks click. And no module imports itself back, however far round: every import counts, including
@@ -21,17 +22,40 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("protocol", "fetcher", "broker", "spark_jobs", "kit", "lab", "cli")
+PACKAGES = (
+    "protocol",
+    "server",
+    "storage",
+    "raft",
+    "fetcher",
+    "coordinator",
+    "controller",
+    "broker",
+    "spark_jobs",
+    "kit",
+    "lab",
+    "cli",
+)
 
 # What each package may import from the others (a package always may import from itself).
 ALLOWED: dict[str, frozenset[str]] = {
     "protocol": frozenset(),
+    # What both node kinds run on (socket server, request channel, config base, security, metrics).
+    "server": frozenset({"protocol"}),
+    # The log: segments, indexes, checkpoints, epoch cache, producer state.
+    "storage": frozenset({"protocol"}),
+    # The quorum's Raft core over a log.
+    "raft": frozenset({"protocol", "storage"}),
     "fetcher": frozenset({"protocol"}),
-    "broker": frozenset({"protocol", "fetcher"}),
+    # Coordinators over an internal topic, written through the broker's PartitionWriter.
+    "coordinator": frozenset({"protocol", "server", "storage"}),
+    "controller": frozenset({"protocol", "server", "storage", "raft"}),
+    # The broker never imports the controller: they talk over the wire.
+    "broker": frozenset({"protocol", "server", "storage", "fetcher", "coordinator"}),
     "spark_jobs": frozenset({"protocol", "broker"}),
-    "kit": frozenset({"protocol", "broker", "spark_jobs"}),
-    "lab": frozenset({"protocol", "broker", "spark_jobs", "kit"}),
-    "cli": frozenset({"protocol", "broker", "spark_jobs", "kit", "lab"}),
+    "kit": frozenset({"protocol", "broker", "controller", "spark_jobs"}),
+    "lab": frozenset({"protocol", "broker", "controller", "spark_jobs", "kit"}),
+    "cli": frozenset({"protocol", "broker", "controller", "spark_jobs", "kit", "lab"}),
 }
 
 # The applications: they use the library packages only through their front doors.
@@ -39,7 +63,7 @@ APPLICATIONS = frozenset({"cli", "lab", "kit", "spark_jobs"})
 
 # Only the command line speaks click: the kit and the lab are libraries (their errors carry a message, which
 # ``cli.main`` shows as click shows its own).
-CLICK_FREE = frozenset({"protocol", "fetcher", "broker", "spark_jobs", "kit", "lab"})
+CLICK_FREE = frozenset(set(PACKAGES) - {"cli"})
 
 # The modules of a package that an application may import: its ``__init__`` (the package name), which
 # exports what applications need, and any module designed to be used from outside. (``kit`` and ``lab`` have
@@ -49,22 +73,27 @@ FRONT_DOORS: dict[str, frozenset[str]] = {
     "protocol": frozenset({"protocol"}),
     "fetcher": frozenset({"fetcher"}),
     "broker": frozenset({"broker"}),
+    "controller": frozenset({"controller"}),
+    "server": frozenset(),
+    "storage": frozenset(),
+    "raft": frozenset(),
+    "coordinator": frozenset(),
     "spark_jobs": frozenset({"spark_jobs.report_job"}),
 }
 
 # Shells: modules that do I/O around a core, and the only modules that may import them. The socket server
-# (``broker.network``) reads requests into ``broker.request_channel`` and writes the answers back; the core
+# (``server.network``) reads requests into ``server.request_channel`` and writes the answers back; the core
 # that answers them (``KafkaApis``, the authorizer's helper, the request metrics) imports the channel, never
 # the server. Only the processes that own a server build it, and only the metrics that read its gauges
 # look at it.
 SHELLS: dict[str, frozenset[str]] = {
-    "broker.network": frozenset(
+    "server.network": frozenset(
         {
             "broker.server",
-            "broker.controller.controller",
+            "controller.controller",
             "broker.metrics.broker_metrics",
-            "broker.controller.controller_metrics",
-            "broker.metrics.network_metrics",
+            "controller.controller_metrics",
+            "server.metrics.network_metrics",
         }
     ),
 }
@@ -187,7 +216,7 @@ def import_cycles() -> list[frozenset[str]]:
 
 
 def file_parts(module: str) -> tuple[str, ...]:
-    """A module's path without ``.py``: ``broker/config``, ``broker/controller/__init__``."""
+    """A module's path without ``.py``: ``broker/config``, ``controller/__init__``."""
     return MODULES[module].relative_to(ROOT).with_suffix("").parts
 
 
@@ -295,7 +324,7 @@ def test_only_the_owners_import_a_shell(shell: str) -> None:
     ]
     assert not wrong, (
         f"{shell} is a shell; only {sorted(SHELLS[shell])} may import it. Import what the core needs from "
-        "the module below it (broker.request_channel: Request, RequestChannel, the handler pool):\n"
+        "the module below it (server.request_channel: Request, RequestChannel, the handler pool):\n"
         + "\n".join(wrong)
     )
 
@@ -333,7 +362,7 @@ def test_no_import_cycles() -> None:
 
 
 def test_no_folder_cycles() -> None:
-    """Inside a package, a folder is one unit: ``broker/security/`` may use ``broker/config.py``, or the
+    """Inside a package, a folder is one unit: ``server/security/`` may use ``broker/config.py``, or the
     other way round, but not both (nor round a longer loop of folders and modules)."""
     cycles = folder_cycles()
     assert not cycles, (
@@ -343,12 +372,12 @@ def test_no_folder_cycles() -> None:
 
 
 def test_the_folder_cycle_finder_finds_folder_cycles() -> None:
-    # broker/controller/ imports broker/journal.py; an import back would tie the two together.
-    broker = folder_graphs()[("broker",)]
-    assert "journal" in broker["controller/"]
-    assert "controller/" not in broker["journal"]
-    broker["journal"].add("controller/")
-    assert any({"controller/", "journal"} <= cycle for cycle in strongly_connected(broker) if len(cycle) > 1)
+    # security/ imports config.py; an import back would tie the two together.
+    server = folder_graphs()[("server",)]
+    assert "config" in server["security/"]
+    assert "security/" not in server["config"]
+    server["config"].add("security/")
+    assert any({"security/", "config"} <= cycle for cycle in strongly_connected(server) if len(cycle) > 1)
 
 
 def test_the_cycle_finder_finds_cycles() -> None:
@@ -357,8 +386,8 @@ def test_the_cycle_finder_finds_cycles() -> None:
 
 
 def test_relative_and_from_imports_resolve_to_modules() -> None:
-    edges = {e.imported for e in GRAPH["broker.controller.config"]}
-    assert "broker.config" in edges
+    edges = {e.imported for e in GRAPH["controller.config"]}
+    assert "server.config" in edges
     # ``from protocol import controller_messages as cm`` is an import of the module, not of the package.
     users = [m for m, es in GRAPH.items() if any(e.imported == "protocol.controller_messages" for e in es)]
     assert users

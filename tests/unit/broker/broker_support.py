@@ -1,7 +1,7 @@
 """A broker core without sockets for the replica manager and KafkaApis tests: a real ``LogManager`` over
 ``tmp_path``, a real ``ReplicaManager`` with its purgatories, listener and journal, ``KafkaApis`` with a real
 ``FetchManager``, all on one ``MockTime``; a fetcher manager that records what it is told; and requests
-that go through the real frame and header codecs into a ``broker.request_channel.Request`` whose response is
+that go through the real frame and header codecs into a ``server.request_channel.Request`` whose response is
 read back from its frame."""
 
 from __future__ import annotations
@@ -15,16 +15,11 @@ from typing import Any, TypeVar
 from broker.delayed import DelayedOperationPurgatory
 from broker.fetch_session import FetchManager
 from broker.fetch_session_cache import FetchSessionCache
-from broker.journal import Journal, read_journal
 from broker.kafka_apis import KafkaApis
-from broker.log.log import LogConfig
-from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
 from broker.partition import LeaderAndIsrState
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
-from broker.request_channel import Request
-from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.common import BrokerEndpoint, MockTime, TopicPartition
@@ -33,6 +28,11 @@ from protocol.framing import decode_request, decode_response, encode_request
 from protocol.records import build_simple_batch, iter_batches
 from protocol.replication import FetchStateView, InitialFetchState, TruncationMode
 from protocol.schema import from_body, to_body
+from server.journal import Journal, read_journal
+from server.request_channel import Request
+from server.security.principal import ANONYMOUS, KafkaPrincipal
+from storage.log import LogConfig
+from storage.log_manager import LogManager
 
 T = TypeVar("T")
 

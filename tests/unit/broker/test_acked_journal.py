@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
-from broker.journal import AckJournal, read_journal
 from protocol.common import TopicPartition
 from protocol.errors import Errors
 from protocol.records import build_simple_batch, iter_batches
+from server.journal import AckJournal, read_journal
 
 from .broker_support import LOCAL, TP, Broker, batch
 

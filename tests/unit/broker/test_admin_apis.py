@@ -10,14 +10,14 @@ from typing import Any, cast
 import pytest
 
 from broker.forwarding import ForwardCallback, ForwardingManager
-from broker.lifecycle import ControllerChannel
-from broker.request_channel import Request
 from protocol import kafka_codec
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.framing import decode_request, encode_request
 from protocol.schema import to_body
+from server.controller_channel import ControllerChannel
+from server.request_channel import Request
 from tests.unit.broker.broker_support import Broker, InMemoryConnection
 
 BODY_TYPES = {int(k): v for k, v in m.REQUEST_TYPES.items()}

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig, ConfigError, parse_listener, parse_properties
+from broker.config import BrokerConfig
+from server.config import ConfigError, parse_listener, parse_properties
 
 
 def load(

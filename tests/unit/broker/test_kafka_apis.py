@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from broker.request_channel import Request
 from protocol import messages as m
 from protocol.api_keys import DEBUGGING_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKeys
 from protocol.errors import Errors
+from server.request_channel import Request
 
 from .broker_support import (
     LOCAL,

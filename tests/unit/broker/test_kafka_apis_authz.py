@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 
-from broker.auth_helper import AuthHelper
-from broker.request_channel import Request
-from broker.security.acl import (
+from protocol import messages as m
+from protocol.api_keys import ApiKeys
+from protocol.errors import Errors
+from server.auth_helper import AuthHelper
+from server.request_channel import Request
+from server.security.acl import (
     CLUSTER_NAME,
     AccessControlEntry,
     AclBinding,
@@ -25,13 +28,10 @@ from broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from broker.security.authorizer import StandardAuthorizer
-from broker.security.credentials import CredentialStore, ScramCredential
-from broker.security.principal import ANONYMOUS, KafkaPrincipal
-from broker.security.security_metadata import BrokerSecurityMetadata, SecurityMetadata
-from protocol import messages as m
-from protocol.api_keys import ApiKeys
-from protocol.errors import Errors
+from server.security.authorizer import StandardAuthorizer
+from server.security.credentials import CredentialStore, ScramCredential
+from server.security.principal import ANONYMOUS, KafkaPrincipal
+from server.security.security_metadata import BrokerSecurityMetadata, SecurityMetadata
 
 from .broker_support import (
     TP,

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from broker.log.checkpoint import EpochEntry
-from broker.log.log import Log, LogConfig
 from broker.partition import LeaderAndIsrState, Partition
 from protocol.common import MockTime
 from protocol.errors import Errors, KafkaError, OffsetOutOfRangeError
 from protocol.records import build_simple_batch, iter_batches
+from storage.checkpoint import EpochEntry
+from storage.log import Log, LogConfig
 
 LAG_MS = 100  # replica.lag.time.max.ms, as in Kafka's IsrExpirationTest
 LEADER = 0

@@ -44,12 +44,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from broker.partition import LeaderAndIsrState, Partition
 from broker.replica_manager import AlterCallback
-from broker.request_channel import Request
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.common import TopicPartition
 from protocol.errors import Errors, OffsetOutOfRangeError
 from protocol.records import iter_batches
+from server.request_channel import Request
 
 from .broker_support import (
     LAG_MS,

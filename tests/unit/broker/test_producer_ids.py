@@ -13,23 +13,23 @@ import pytest
 import trio
 import trio.testing
 
-from broker.controller.state import ClusterState, load_state, save_state
 from broker.producer_id_manager import (
     LOCAL_BLOCK_FILE,
     UNMANAGED_RANGE_SIZE,
     ProducerIdManager,
     local_block_source,
 )
-from broker.producer_ids import (
+from controller.state import ClusterState, load_state, save_state
+from protocol import producer_id_messages as pim
+from protocol.api_keys import ApiKeys
+from protocol.errors import Errors, KafkaError
+from server.producer_ids import (
     PRODUCER_ID_BLOCK_SIZE,
     ProducerIdsBlock,
     ProducerIdsRecord,
     generate_next_block,
 )
-from protocol import producer_id_messages as pim
-from protocol.api_keys import ApiKeys
-from protocol.errors import Errors, KafkaError
-from tests.unit.broker.controller.support import live_core, register
+from tests.unit.controller.support import live_core, register
 from tests.unit.waiting import wait_for
 
 from .broker_support import Broker, make_request, response

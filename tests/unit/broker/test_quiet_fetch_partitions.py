@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.request_channel import Request
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.common import TopicPartition
 from protocol.errors import Errors
+from server.request_channel import Request
 
 from .broker_support import LAG_MS, Broker, batch, make_request, produce_request, record_count, response
 

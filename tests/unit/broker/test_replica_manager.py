@@ -12,7 +12,6 @@ import trio
 
 from broker import replica_manager as rm_module
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
-from broker.log import checkpoint
 from broker.partition import LeaderAndIsrState
 from broker.replica_manager import FetchPartitionResult
 from protocol.api_keys import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -20,6 +19,7 @@ from protocol.common import TopicPartition
 from protocol.errors import Errors, KafkaError
 from protocol.records import build_simple_batch
 from protocol.replication import FetchStateView, InitialFetchState
+from storage import checkpoint
 
 from .broker_support import LAG_MS, LOCAL, TP, Broker, batch, endpoint, record_count
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig, ConfigError
+from broker.config import BrokerConfig
 from protocol.errors import Errors
 from protocol.replication import TruncationMode
+from server.config import ConfigError
 
 from .broker_support import LOCAL, TP, Broker, batch
 from .test_replica_manager import fetch

@@ -129,7 +129,7 @@ def test_dump_log_prints_records_of_compressed_batches_as_kafka_dump_log(tmp_pat
 
 
 def test_dump_log_prints_kafkas_index_files(tmp_path: Path) -> None:
-    from broker.log.log import Log, LogConfig
+    from storage.log import Log, LogConfig
 
     log = Log.open(tmp_path / "t-0", "t", 0, LogConfig(), log_start_offset=0, recovery_point=0)
     for i in range(4):
@@ -144,7 +144,7 @@ def test_dump_log_prints_kafkas_index_files(tmp_path: Path) -> None:
 
 def test_dump_log_takes_kafkas_files_option_comma_separated(tmp_path: Path) -> None:
     # kafka-dump-log.sh --files a.log,b.index: every file in turn, segments and index files alike.
-    from broker.log.log import Log, LogConfig
+    from storage.log import Log, LogConfig
 
     segment = _segment(tmp_path)
     log = Log.open(tmp_path / "u-0", "u", 0, LogConfig(), log_start_offset=0, recovery_point=0)

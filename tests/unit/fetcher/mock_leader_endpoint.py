@@ -28,7 +28,6 @@ import trio
 
 from broker.fetch_session import FetchManager, PartitionResponseData
 from broker.fetch_session_cache import FetchSessionCache
-from broker.log.log import Log
 from fetcher.truncation import EpochData, EpochEndOffset
 from protocol.api_keys import (
     EARLIEST_TIMESTAMP,
@@ -46,6 +45,7 @@ from protocol.messages import (
     FetchRequestPartition,
     FetchResponse,
 )
+from storage.log import Log
 
 OFLE = ApiKeys.OFFSET_FOR_LEADER_EPOCH
 FETCH = ApiKeys.FETCH

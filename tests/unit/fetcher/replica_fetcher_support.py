@@ -21,7 +21,6 @@ from typing import Any
 
 import trio
 
-from broker.log.log import Log, LogConfig
 from fetcher.fetch_state import PartitionFetchState
 from fetcher.replica_fetcher import FetcherSettings, ReplicaFetcher
 from fetcher.truncation import initial_fetch_offset
@@ -29,6 +28,7 @@ from protocol.api_keys import ApiKeys
 from protocol.common import TopicPartition
 from protocol.records import build_simple_batch, iter_batches
 from protocol.replication import AppendResult, InitialFetchState, TruncationMode
+from storage.log import Log, LogConfig
 from tests.unit.fetcher.mock_leader_endpoint import MockLeaderEndPoint
 
 TP0: TopicPartition = ("topic", 0)

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from fetcher.fetch_state import FetcherPartitions, ReplicaState
 from fetcher.truncation import (
     EpochData,
@@ -27,6 +26,7 @@ from protocol.api_keys import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from protocol.common import BrokerEndpoint, TopicPartition
 from protocol.errors import Errors
 from protocol.replication import InitialFetchState
+from storage.leader_epoch_cache import LeaderEpochFileCache
 
 LEADER = BrokerEndpoint(1, "leader.invalid", 9092)
 T1P0: TopicPartition = ("topic1", 0)

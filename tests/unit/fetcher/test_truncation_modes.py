@@ -16,7 +16,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from fetcher.fetch_state import FetcherPartitions, ReplicaState
 from fetcher.truncation import (
     EpochEndOffset,
@@ -34,6 +33,7 @@ from protocol.api_keys import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from protocol.common import BrokerEndpoint, TopicPartition
 from protocol.errors import Errors
 from protocol.replication import InitialFetchState, TruncationMode
+from storage.leader_epoch_cache import LeaderEpochFileCache
 
 TP: TopicPartition = ("t", 0)
 DEFAULT = TruncationMode.LEADER_EPOCH

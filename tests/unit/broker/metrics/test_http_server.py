@@ -8,7 +8,7 @@ from prometheus_client import Gauge
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import CollectorRegistry
 
-from broker.metrics.http_server import MetricsHttpServer
+from server.metrics.http_server import MetricsHttpServer
 
 
 async def http(port: int, request: bytes) -> tuple[str, dict[str, str], bytes]:

@@ -6,11 +6,11 @@ import math
 
 from prometheus_client.registry import CollectorRegistry
 
-from broker.memory_pool import MemoryPool
-from broker.metrics.network_metrics import SocketServerCollector
-from broker.network import SocketServer
-from broker.request_channel import RequestChannel
 from protocol.api_keys import ApiKeys
+from server.memory_pool import MemoryPool
+from server.metrics.network_metrics import SocketServerCollector
+from server.network import SocketServer
+from server.request_channel import RequestChannel
 from tests.unit.broker.broker_support import make_request
 
 

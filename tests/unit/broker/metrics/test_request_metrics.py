@@ -8,10 +8,10 @@ import trio.testing
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from broker.metrics.request_metrics import RequestMetrics, request_name
-from broker.metrics.window import RESERVOIR_SIZE, LatencyWindow
-from broker.request_channel import Request
 from protocol.api_keys import ApiKeys
+from server.metrics.request_metrics import RequestMetrics, request_name
+from server.metrics.window import RESERVOIR_SIZE, LatencyWindow
+from server.request_channel import Request
 from tests.unit.broker.broker_support import fetch_request, make_request
 
 KEYS = (ApiKeys.PRODUCE, ApiKeys.FETCH, ApiKeys.OFFSET_FOR_LEADER_EPOCH)

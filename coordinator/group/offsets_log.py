@@ -1,0 +1,141 @@
+"""What the coordinator writes to and reads back from ``__consumer_offsets``: record batches of offset
+commits and group metadata (built with ``protocol.records``, so they are whatever record format the log
+holds), and the replay of a partition into the groups it holds (Kafka's ``loadGroupsAndOffsets``: the last
+record of a key wins, a tombstone deletes it). Pure: the shell hands the batches over."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from coordinator.group.coordinator_core import LoadedGroup
+from coordinator.group.group_metadata import OffsetAndMetadata
+from protocol.common import TopicPartition
+from protocol.errors import CorruptRecordError
+from protocol.group_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
+from protocol.records import Buffer, Record, build_batch, decode_records, read_header
+
+log = logging.getLogger(__name__)
+
+
+def offset_commit_batch(
+    group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata], timestamp_ms: int
+) -> bytes:
+    """One batch with a record per committed partition (Kafka's ``storeOffsets``)."""
+    records = [
+        Record(
+            offset_delta=i,
+            timestamp_delta=0,
+            key=encode_offset_commit_key(OffsetCommitKey(group_id, tp[0], tp[1])),
+            value=encode_offset_commit_value(
+                OffsetCommitValue(
+                    offset=o.offset,
+                    leader_epoch=o.leader_epoch,
+                    metadata=o.metadata,
+                    commit_timestamp=o.commit_timestamp_ms if o.commit_timestamp_ms >= 0 else timestamp_ms,
+                )
+            ),
+        )
+        for i, (tp, o) in enumerate(offsets.items())
+    ]
+    return build_batch(records, base_timestamp=timestamp_ms)
+
+
+def group_metadata_batch(group_id: str, value: GroupMetadataValue | None, timestamp_ms: int) -> bytes:
+    """One batch with the group's metadata record (a tombstone when ``value`` is None)."""
+    record = Record(
+        offset_delta=0,
+        timestamp_delta=0,
+        key=encode_group_metadata_key(GroupMetadataKey(group_id)),
+        value=None if value is None else encode_group_metadata_value(value),
+    )
+    return build_batch([record], base_timestamp=timestamp_ms)
+
+
+def tombstones_batch(
+    group_id: str, offsets: list[TopicPartition], group_tombstone: bool, timestamp_ms: int
+) -> bytes:
+    """One batch of tombstones (Kafka's ``cleanupGroupMetadata``): a record with a null value per removed
+    offset, then the group's metadata when the group is deleted."""
+    keys = [encode_offset_commit_key(OffsetCommitKey(group_id, tp[0], tp[1])) for tp in offsets]
+    if group_tombstone:
+        keys.append(encode_group_metadata_key(GroupMetadataKey(group_id)))
+    records = [Record(offset_delta=i, timestamp_delta=0, key=key, value=None) for i, key in enumerate(keys)]
+    return build_batch(records, base_timestamp=timestamp_ms)
+
+
+@dataclass
+class GroupLoader:
+    """Folds the batches of one ``__consumer_offsets`` partition, oldest first, into its groups."""
+
+    groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
+    removed_groups: set[str] = field(default_factory=set)
+    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
+    records: int = 0
+    skipped: int = 0
+
+    def add_batches(self, buf: Buffer) -> None:
+        """Whole batches, as the log holds them. A batch whose records cannot be read, or a record that is
+        not one of Kafka's keys and values, is skipped and counted (a load never stops half way)."""
+        pos = 0
+        view = memoryview(buf)
+        while pos < len(view):
+            header = read_header(view, pos)
+            try:
+                _, records = decode_records(view, pos)
+            except CorruptRecordError as exc:
+                log.warning("skipping an unreadable batch at offset %d: %s", header.base_offset, exc)
+                self.skipped += header.records_count
+                records = []
+            pos += header.size
+            for record in records:
+                try:
+                    self.add_record(record.key, record.value)
+                except CorruptRecordError as exc:
+                    log.warning("skipping a record of the batch at offset %d: %s", header.base_offset, exc)
+                    self.skipped += 1
+
+    def add_record(self, key: bytes | None, value: bytes | None) -> None:
+        self.records += 1
+        if key is None:
+            self.skipped += 1
+            return
+        decoded = decode_key(bytes(key))
+        if isinstance(decoded, OffsetCommitKey):
+            offsets = self.offsets.setdefault(decoded.group, {})
+            tp = (decoded.topic, decoded.partition)
+            if value is None:
+                offsets.pop(tp, None)
+            else:
+                v = decode_offset_commit_value(bytes(value))
+                offsets[tp] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+        elif isinstance(decoded, GroupMetadataKey):
+            if value is None:
+                self.groups.pop(decoded.group, None)
+                self.removed_groups.add(decoded.group)
+            else:
+                self.groups[decoded.group] = decode_group_metadata_value(bytes(value))
+                self.removed_groups.discard(decoded.group)
+        else:
+            self.skipped += 1  # a key version this broker does not know (Kafka skips it too)
+
+    def result(self) -> dict[str, LoadedGroup]:
+        out: dict[str, LoadedGroup] = {}
+        for group_id, offsets in self.offsets.items():
+            if offsets:
+                out[group_id] = LoadedGroup(None, dict(offsets))
+        for group_id, value in self.groups.items():
+            out.setdefault(group_id, LoadedGroup()).metadata = value
+        return out
