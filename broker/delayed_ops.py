@@ -23,6 +23,8 @@ class ProducePartitionStatus:
     record_errors: list[tuple[int, str]] = field(default_factory=list)
     # The batches this answer acknowledges (headers with their offsets), for the acknowledgement journal.
     batches: tuple[BatchHeader, ...] = ()
+    # The broker's time stamped on the batches of a LogAppendTime topic, else -1 (Kafka's logAppendTime).
+    log_append_time_ms: int = -1
 
 
 def _responded(_: object) -> None:

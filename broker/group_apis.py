@@ -87,8 +87,13 @@ class GroupApis:
             return g.FindCoordinatorResponseCoordinator(key=key, error_code=int(code), error_message=message)
 
         if key_type == g.COORDINATOR_TYPE_TRANSACTION:
-            return error(Errors.COORDINATOR_NOT_AVAILABLE, "this cluster has no transaction coordinator")
-        if key_type != g.COORDINATOR_TYPE_GROUP:
+            # Not a retriable error (COORDINATOR_NOT_AVAILABLE would be retried until the client's timeout):
+            # Kafka's clients treat this one as fatal to a transactional producer, so it fails at once.
+            return error(
+                Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                f"isrsim does not serve transactions: no coordinator for transactional id {key!r}",
+            )
+        if key_type != g.COORDINATOR_TYPE_GROUP:  # Kafka's CoordinatorType.forId refuses it the same way
             return error(Errors.INVALID_REQUEST, f"unknown coordinator key_type {key_type}")
         if not self._group_allowed(request, AclOperation.DESCRIBE, key):
             return error(Errors.GROUP_AUTHORIZATION_FAILED, f"not authorized to describe group {key!r}")

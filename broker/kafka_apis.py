@@ -647,7 +647,7 @@ def _produce_response(
                     index=idx,
                     error_code=int(s.error),
                     base_offset=s.base_offset if ok else -1,
-                    log_append_time_ms=-1,
+                    log_append_time_ms=s.log_append_time_ms if ok else -1,
                     log_start_offset=s.log_start_offset if ok else -1,
                     record_errors=[
                         m.ProduceResponseRecordError(batch_index=i, batch_index_error_message=text)

@@ -57,6 +57,7 @@ from protocol.replication import InitialFetchState, TruncationMode
 from server.journal import AckJournal
 from storage.checkpoint import already_durable, group_commit, write_all_atomically
 from storage.log_manager import LogManager
+from storage.log_validator import TimestampType
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,15 @@ AlterSubmit = Callable[[TopicPartition, int, list[int], int, AlterCallback], boo
 
 # Topics only the brokers write (Kafka's ``Topic.isInternal``).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+
+
+def topic_timestamp_type(value: str | None) -> TimestampType:
+    """A topic's ``message.timestamp.type``: CreateTime (the default) or LogAppendTime."""
+    try:
+        return TimestampType.from_config(value)
+    except ValueError as exc:
+        log.warning("%s: the topic keeps CreateTime", exc)
+        return TimestampType.CREATE_TIME
 
 
 def topic_compression(value: str | None) -> CompressionType | None:
@@ -136,6 +146,8 @@ class ReplicaManager:
         self.topic_min_isr: dict[str, int] = {}
         # compression.type per topic when it names a codec (absent: ``producer``, batches kept as sent).
         self.topic_compression: dict[str, CompressionType] = {}
+        # The topics whose message.timestamp.type is LogAppendTime (absent: CreateTime).
+        self.topic_log_append_time: set[str] = set()
         self.topic_config_fetcher: TopicConfigFetcher | None = None
         self.broker_epoch: Callable[[], int] = lambda: -1
         # Kafka's BrokerState by name (RUNNING, RECOVERY while the controller keeps it fenced ...); the
@@ -182,6 +194,8 @@ class ReplicaManager:
                 partition.isr_proposer = self._propose_isr
                 partition.is_broker_eligible = self._is_broker_eligible
             partition.log.compression_type = self.topic_compression.get(tp[0])
+            if tp[0] in self.topic_log_append_time:
+                partition.log.timestamp_type = TimestampType.LOG_APPEND_TIME
             self.partitions[tp] = partition
             if self.topic_config_fetcher is not None:
                 self.topic_config_fetcher.want(tp[0])
@@ -568,6 +582,7 @@ class ReplicaManager:
                 partition.log_start_offset,
                 acks_pending=required_acks == -1,
                 batches=info.batches,
+                log_append_time_ms=info.log_append_time_ms,
             )
             self.state_listener.on_offsets_changed(partition)
             # New data: wake fetches waiting on this partition (followers and, if the HW moved, consumers).
@@ -792,16 +807,22 @@ class ReplicaManager:
     # ------------------------------------------------------------------ managed mode: topic configs
 
     def apply_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
-        """A topic's overrides from the controller: ``min.insync.replicas`` and ``compression.type`` for
-        its partitions here."""
+        """A topic's overrides from the controller: ``min.insync.replicas``, ``compression.type`` and
+        ``message.timestamp.type`` for its partitions here."""
         codec = topic_compression(configs.get("compression.type"))
         if codec is None:
             self.topic_compression.pop(topic, None)
         else:
             self.topic_compression[topic] = codec
+        timestamp_type = topic_timestamp_type(configs.get("message.timestamp.type"))
+        if timestamp_type is TimestampType.LOG_APPEND_TIME:
+            self.topic_log_append_time.add(topic)
+        else:
+            self.topic_log_append_time.discard(topic)
         for tp, partition in self.partitions.items():
             if tp[0] == topic:
                 partition.log.compression_type = codec
+                partition.log.timestamp_type = timestamp_type
         raw = configs.get("min.insync.replicas")
         value = self.settings.min_insync_replicas if raw is None else int(raw)
         if raw is None:
@@ -825,6 +846,7 @@ class ReplicaManager:
         """The topic's last partition here was deleted."""
         self.topic_min_isr.pop(topic, None)
         self.topic_compression.pop(topic, None)
+        self.topic_log_append_time.discard(topic)
         if self.topic_config_fetcher is not None:
             self.topic_config_fetcher.forget(topic)
 

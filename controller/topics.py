@@ -36,16 +36,22 @@ def _check_positive_int(value: str) -> str | None:
         return "expected an integer"
 
 
+def _check_timestamp_type(value: str) -> str | None:
+    return (
+        None if value.strip() in ("CreateTime", "LogAppendTime") else "expected CreateTime or LogAppendTime"
+    )
+
+
 def _check_compression_type(value: str) -> str | None:
     names = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
     return None if value.strip().lower() in names else f"expected one of {', '.join(names)}"
 
 
-# The topic configs DescribeConfigs lists, with Kafka's defaults (LogConfig): the three above, which a topic
-# may set, and those whose behaviour isrsim has without a per-topic setting: logs are never compacted
-# (cleanup.policy=delete; isrsim deletes nothing either: no retention, docs/storage.md), timestamps are the
-# producer's (CreateTime only), and a batch's and a segment's limits are the brokers' message.max.bytes and
-# log.segment.bytes (a broker that forwards DescribeConfigs fills in its own when they are set).
+# The topic configs DescribeConfigs lists, with Kafka's defaults (LogConfig): the four of TOPIC_CONFIGS,
+# which a topic may set, and those whose behaviour isrsim has without a per-topic setting: logs are never
+# compacted (cleanup.policy=delete; isrsim deletes nothing either: no retention, docs/storage.md), and a
+# batch's and a segment's limits are the brokers' message.max.bytes and log.segment.bytes (a broker that
+# forwards DescribeConfigs fills in its own when they are set).
 KAFKA_TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
     "cleanup.policy": "delete",
     "compression.type": "producer",
@@ -58,6 +64,7 @@ KAFKA_TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
 
 TOPIC_CONFIGS = {
     "compression.type": _check_compression_type,
+    "message.timestamp.type": _check_timestamp_type,
     "min.insync.replicas": _check_positive_int,
     "unclean.leader.election.enable": _check_bool,
 }

@@ -180,6 +180,16 @@ class InvalidRecordError(KafkaError):
         self.record_errors = record_errors or []
 
 
+class InvalidTimestampError(InvalidRecordError):
+    """Records whose timestamps a leader refuses (INVALID_TIMESTAMP, 32), each listed in ``record_errors``
+    as Kafka's ``RecordError``: a producer's batch that claims the LogAppendTime timestamp type."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]] | None = None) -> None:
+        super().__init__(message, record_errors)
+        self.error = Errors.INVALID_TIMESTAMP
+        self.args = (f"{Errors.INVALID_TIMESTAMP.name}: {message}",)
+
+
 class KafkaStorageError(KafkaError):
     """The log directory holding a partition failed (an I/O error, a full disk) and is offline
     (KAFKA_STORAGE_ERROR, 56; retriable: the client moves to the new leader)."""

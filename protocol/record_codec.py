@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 Buffer = bytes | bytearray | memoryview
 HeaderPairs = tuple[tuple[str, bytes | None], ...]
@@ -282,14 +282,22 @@ def decode_record_bytes(data: Buffer, count: int) -> list[Record]:
     return out
 
 
-def scan_records(data: Buffer, count: int, start: int = 0, end: int | None = None) -> int:
+class RecordScan(NamedTuple):
+    """What :func:`scan_records` found: the largest ``timestamp_delta`` and whether record ``i`` has offset
+    delta ``i`` for every ``i`` (Kafka rewrites a compressed batch whose inner offsets are not so)."""
+
+    max_timestamp_delta: int
+    offsets_in_order: bool
+
+
+def scan_records(data: Buffer, count: int, start: int = 0, end: int | None = None) -> RecordScan:
     """Walk the ``count`` records of ``data[start:end]`` once, as Kafka's validator does, skipping keys,
-    values and header values (nothing is copied), and return the largest ``timestamp_delta``.
+    values and header values (nothing is copied): the largest ``timestamp_delta`` and whether the offset
+    deltas are ``0..count-1``.
 
     Checks each record's structure (its length matches its fields, a non-negative headers count and
-    header key lengths; a negative key, value or header value length is null, as Kafka reads it), that
-    record ``i`` has offset delta ``i``, and that the records fill ``data[start:end]`` exactly.
-    Raises :class:`RecordFormatError`.
+    header key lengths; a negative key, value or header value length is null, as Kafka reads it) and that
+    the records fill ``data[start:end]`` exactly. Raises :class:`RecordFormatError`.
     """
     if count < 1:
         raise RecordFormatError(0, f"records_count {count}")
@@ -298,6 +306,7 @@ def scan_records(data: Buffer, count: int, start: int = 0, end: int | None = Non
     pos = start
     i = 0
     max_ts = -(1 << 63)
+    in_order = True
     try:
         while i < count:
             if pos >= end:
@@ -324,16 +333,16 @@ def scan_records(data: Buffer, count: int, start: int = 0, end: int | None = Non
                 ts = (z >> 1) ^ -(z & 1)
             if ts > max_ts:
                 max_ts = ts
-            # offset_delta: must be i
+            # offset_delta: i when the offsets are in order
             b = data[p]
             if b < 0x80:
                 p += 1
                 if b != i << 1:
-                    raise RecordFormatError(i, f"offset delta {(b >> 1) ^ -(b & 1)}, expected {i}")
+                    in_order = False
             else:
                 z, p = _uvarint(data, p, 5)
                 if z != i << 1:
-                    raise RecordFormatError(i, f"offset delta {(z >> 1) ^ -(z & 1)}, expected {i}")
+                    in_order = False
             # key, value: skipped
             b = data[p]
             if b < 0x80:
@@ -370,7 +379,7 @@ def scan_records(data: Buffer, count: int, start: int = 0, end: int | None = Non
         raise RecordFormatError(i, str(exc)) from None
     if pos != end:
         raise _too_many(count, end - pos)
-    return max_ts
+    return RecordScan(max_ts, in_order)
 
 
 # --------------------------------------------------------------------- the C-backed fast path of the scan
@@ -468,6 +477,7 @@ def _skip_headers(data: Buffer, p: int, index: int) -> int:
 __all__ = [
     "Record",
     "RecordFormatError",
+    "RecordScan",
     "decode_record_bytes",
     "encode_record",
     "encode_records",

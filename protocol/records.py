@@ -71,6 +71,9 @@ _PREFIX = struct.Struct(">qi")  # base_offset, batch_length
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+# attributes, last_offset_delta, base_timestamp, max_timestamp
+_TIMESTAMP_FIELDS = struct.Struct(">hiqq")
 
 _INT32_MAX = 2**31 - 1
 
@@ -377,6 +380,33 @@ def assign_offsets_and_epoch(buf: bytearray, base_offset: int, leader_epoch: int
     return next_offset
 
 
+MAX_TIMESTAMP_OFFSET = 35
+# The attributes bits Kafka keeps when it rewrites a batch's timestamp type (``computeAttributes``).
+_KEPT_ATTRIBUTES = (
+    COMPRESSION_CODEC_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK | DELETE_HORIZON_FLAG_MASK
+)
+
+
+def set_max_timestamp(buf: bytearray, pos: int, log_append_time: bool, max_timestamp: int) -> bool:
+    """Kafka's ``DefaultRecordBatch.setMaxTimestamp`` on the batch at ``pos`` (framing checked): write the
+    timestamp type (attributes bit 3: LogAppendTime, else CreateTime) and ``max_timestamp``, and recompute
+    the CRC, in place. Nothing is written when both already hold (False); else True. As Kafka, the
+    attributes are then rebuilt from the bits it knows (codec, timestamp type, transactional, control,
+    delete horizon)."""
+    attributes, _, _, current = _TIMESTAMP_FIELDS.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
+    if bool(attributes & TIMESTAMP_TYPE_MASK) == log_append_time and current == max_timestamp:
+        return False
+    attributes &= _KEPT_ATTRIBUTES
+    if log_append_time:
+        attributes |= TIMESTAMP_TYPE_MASK
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
+    _, batch_length = _PREFIX.unpack_from(buf, pos)
+    end = pos + LOG_OVERHEAD + batch_length
+    _U32.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]))
+    return True
+
+
 def _corrupt(pos: int, why: str) -> CorruptRecordError:
     return CorruptRecordError(f"batch at position {pos}: {why}")
 
@@ -410,5 +440,6 @@ __all__ = [
     "read_header",
     "record_bytes",
     "scan_valid_prefix",
+    "set_max_timestamp",
     "validate_batch",
 ]

@@ -2,8 +2,9 @@
 cache, the log start offset and the recovery point.
 
 ``append_as_leader`` validates each batch as Kafka's ``LogValidator`` does (``log_validator``: header, CRC,
-the records against the header, attributes), rewrites base offsets and the partition leader epoch in place
-(the CRC does not cover them) and appends the bytes, never re-encoding them;
+the records against the header, attributes), fixes what Kafka fixes (``max_timestamp`` and the timestamp
+type, the CRC with them; a compressed batch with offsets out of order is built again), rewrites base
+offsets and the partition leader epoch in place (the CRC does not cover them) and appends the bytes;
 ``append_as_follower`` validates and appends the bytes exactly as fetched; ``read`` returns file bytes made
 of whole batches.
 
@@ -18,8 +19,6 @@ Deliberate differences from Kafka, for a simpler model of the same behaviour:
 - Truncation is at batch boundaries: ``truncate_to(t)`` removes the whole batch containing ``t``, and the
   log end offset becomes that batch's base offset (Kafka sets it to ``t``). Replication only truncates to
   epoch boundaries and high watermarks, which are batch boundaries, so the two agree in practice.
-- Timestamps are never rewritten (CreateTime only), so ``LogAppendInfo.log_append_time_ms`` is always -1,
-  Kafka's NO_TIMESTAMP.
 - ``maybe_increment_log_start_offset`` deletes the segments below the new start at once (Kafka leaves
   that to its retention thread).
 - The epoch checkpoint is written synchronously on every change (Kafka flushes truncations in the
@@ -47,7 +46,12 @@ from storage.checkpoint import LeaderEpochCheckpointFile
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.loader import load_segments
 from storage.log_dir_failure import LogDirFailureChannel
-from storage.log_validator import recompress_for_topic, validate_records_as_leader
+from storage.log_validator import (
+    TimestampType,
+    ValidationResult,
+    recompress_for_topic,
+    validate_records_as_leader,
+)
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
@@ -162,6 +166,8 @@ class Log:
         # The topic's compression.type when it names a codec (Kafka recompresses other batches to it);
         # None for ``producer`` (the default: batches are kept as the producer compressed them).
         self.compression_type: CompressionType | None = None
+        # The topic's message.timestamp.type (LogAppendTime: the leader stamps its time on each batch).
+        self.timestamp_type = TimestampType.CREATE_TIME
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._log_start_offset = log_start_offset
@@ -333,11 +339,13 @@ class Log:
         except CorruptRecordError as e:
             raise CorruptRecordError(f"{self._topic}-{self._partition}: {e.message}") from e
 
-    def _validate_as_leader(self, records: Records) -> list[tuple[int, BatchHeader]]:
+    def _validate_as_leader(self, records: Records) -> ValidationResult:
         if len(records) == 0:
             raise CorruptRecordError(f"{self._topic}-{self._partition}: append of zero bytes")
         try:
-            return validate_records_as_leader(records)
+            return validate_records_as_leader(
+                records, timestamp_type=self.timestamp_type, now_ms=self._now_ms()
+            )
         except KafkaError as e:
             e.message = f"{self._topic}-{self._partition}: {e.message}"
             raise
@@ -355,19 +363,24 @@ class Log:
         self, records: Records, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> LogAppendInfo:
         """Validate ``records`` as Kafka's ``LogValidator`` does (``log_validator``: header, CRC, the records
-        against the header, attributes), give them offsets from the log end offset, stamp ``leader_epoch``
-        into every batch and append them. The log is unchanged if anything is invalid.
+        against the header, attributes) and fix what it fixes (``max_timestamp``, the timestamp type of a
+        LogAppendTime topic, a compressed batch's offsets out of order), give them offsets from the log end
+        offset, stamp ``leader_epoch`` into every batch and append them. The log is unchanged if anything is
+        invalid.
 
         Batches with a producer id are checked against the producer state (``producer_state``): a retry of
         one of the producer's last five batches is not written and the answer carries the offsets it was
         written at (``duplicate``); an older epoch raises INVALID_PRODUCER_EPOCH, a sequence gap
         OUT_OF_ORDER_SEQUENCE_NUMBER (sequences are checked for ``AppendOrigin.CLIENT`` only)."""
-        batches = self._validate_as_leader(records)
+        validated = self._validate_as_leader(records)
+        records, batches = validated.records, validated.batches
+        fresh = validated.rewritten  # records is then a buffer of the validator's own
         if self.compression_type is not None:
             converted = recompress_for_topic(records, batches, self.compression_type)
             if converted is not None:
                 records = converted
                 batches = list(iter_batches(records))
+                fresh = False
         limit = self.config.max_message_bytes
         for position, header in batches:
             if header.size > limit:
@@ -377,7 +390,7 @@ class Log:
                     f"accepts at most {limit} (message.max.bytes)",
                 )
         self._check_append_size(len(records))
-        buf = bytearray(records)
+        buf = records if fresh and isinstance(records, bytearray) else bytearray(records)
         first_offset = self.log_end_offset
         assign_offsets_and_epoch(buf, first_offset, leader_epoch)
         headers = [read_header(buf, position) for position, _ in batches]
@@ -391,7 +404,7 @@ class Log:
                     num_records=sum(h.records_count for h in headers),
                     valid_bytes=len(buf),
                     max_timestamp=duplicate.timestamp,
-                    log_append_time_ms=NO_TIMESTAMP,
+                    log_append_time_ms=duplicate.timestamp,  # as Kafka answers a duplicate
                     leader_epoch=None,
                     duplicate=True,
                     # The retry's bytes are the original's (so is its CRC); its offsets are the original's.
@@ -407,7 +420,7 @@ class Log:
         for info in producers.values():
             self._producer_state.update(info)
         self._producer_state.update_map_end_offset(self.log_end_offset)
-        return self._append_info(headers, len(buf))
+        return self._append_info(headers, len(buf), validated.log_append_time_ms)
 
     @_disk("appending to")
     def append_as_follower(self, records: Records) -> LogAppendInfo:
@@ -449,7 +462,9 @@ class Log:
             segment = self.roll()
         segment.append(data, headers)
 
-    def _append_info(self, headers: list[BatchHeader], nbytes: int) -> LogAppendInfo:
+    def _append_info(
+        self, headers: list[BatchHeader], nbytes: int, log_append_time_ms: int = NO_TIMESTAMP
+    ) -> LogAppendInfo:
         last = headers[-1]
         return LogAppendInfo(
             first_offset=headers[0].base_offset,
@@ -458,7 +473,7 @@ class Log:
             num_records=sum(h.records_count for h in headers),
             valid_bytes=nbytes,
             max_timestamp=max(h.max_timestamp for h in headers),
-            log_append_time_ms=NO_TIMESTAMP,
+            log_append_time_ms=log_append_time_ms,
             leader_epoch=last.partition_leader_epoch if last.partition_leader_epoch >= 0 else None,
             batches=tuple(headers),
         )

@@ -1,6 +1,6 @@
-"""The front doors of ``protocol``, ``broker`` and ``controller`` (their ``__init__``): each exported name is the object its
-module defines, the table that loads names lazily agrees with the imports type checkers read, and importing
-a light name does not load the heavy modules (the CLI's start-up time)."""
+"""The front doors of ``protocol``, ``broker`` and ``controller`` (their ``__init__``): each exported name is
+the object its module defines, the table that loads names lazily agrees with the imports type checkers
+read, and importing a light name does not load the heavy modules (the CLI's start-up time)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,8 @@ def test_light_names_do_not_load_the_heavy_modules() -> None:
         "from broker import BrokerConfig, ConfigError, read_journal\n"
         "from protocol import ApiKeys, Errors, TopicPartition, error_name\n"
         "heavy = sorted(m for m in sys.modules if m == 'trio' or m in ("
-        "'broker.server', 'broker.replica_manager', 'controller.controller', 'raft.raft_client', 'protocol.client', 'protocol.records', 'fetcher'))\n"
+        "'broker.server', 'broker.replica_manager', 'controller.controller', 'raft.raft_client',"
+        "'protocol.client', 'protocol.records', 'fetcher'))\n"
         "print(','.join(heavy))\n"
     )
     out = subprocess.run(

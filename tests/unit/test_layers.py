@@ -2,14 +2,14 @@
 
 The arrow goes one way, as Kafka's gradle modules: ``cli`` -> ``lab`` -> ``kit`` -> ``spark_jobs``; the nodes
 ``broker`` and ``controller`` over ``coordinator``, ``raft``, ``fetcher``, ``storage`` and ``server``, and
-everything over ``protocol``. The applications (the command line, the lab, the kit and the report) reach ``broker``,
-``fetcher``, ``protocol`` and ``spark_jobs`` only through their front doors (the package's ``__init__``, or
-a module listed in ``FRONT_DOORS``), so the packages' insides can move without breaking them; and only
-``cli`` speaks click. And no module imports itself back, however far round: every import counts, including
-those inside functions and under ``if TYPE_CHECKING:`` (a cycle that only the type checker sees still ties
-the two modules' designs together). Nor does a folder: inside a package, each subfolder counts as one unit
-beside the modules next to it, and those units import one way only. A shell (the socket server) is imported
-only by what owns it.
+everything over ``protocol``. The applications (the command line, the lab, the kit and the report) reach
+``broker``, ``controller``, ``protocol`` and ``spark_jobs`` only through their front doors (the package's
+``__init__``, or a module listed in ``FRONT_DOORS``), so the packages' insides can move without breaking them;
+and only ``cli`` speaks click. And no module imports itself back, however far round: every import counts,
+including those inside functions and under ``if TYPE_CHECKING:`` (a cycle that only the type checker sees
+still ties the two modules' designs together). Nor does a folder: inside a package, each subfolder counts as
+one unit beside the modules next to it, and those units import one way only. A shell (the socket server) is
+imported only by what owns it.
 """
 
 from __future__ import annotations
