@@ -18,6 +18,7 @@ from typing import Any
 import msgpack
 import pytest
 import trio
+from crc32c import crc32c
 
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
@@ -476,7 +477,6 @@ def _corrupt_cases() -> list[Any]:
 def _rebuild(batch: bytearray, **fields: int) -> bytearray:
     """Change header fields (records_count, last_offset_delta, attributes, max_timestamp, producer_id) and
     recompute the CRC, so only what was changed is wrong: the lie a CRC cannot catch."""
-    from crc32c import crc32c
 
     layout = {
         "attributes": (">h", 21),
@@ -528,16 +528,50 @@ def _invalid_record_cases() -> list[Any]:
         ("zstd-bytes-that-are-not-zstd", _rebuild(_batch(), attributes=4), 2, []),
         ("transactional", _rebuild(_batch(), attributes=0x10), 87, []),
         ("control", _rebuild(_batch(), attributes=0x20), 87, []),
-        ("log-append-time", _rebuild(_batch(), attributes=0x08), 32, []),
-        ("unknown-attribute-bit", _rebuild(_batch(), attributes=0x100), 87, []),
+        (
+            "log-append-time-unset",  # Kafka names every record of the batch
+            _rebuild(_batch(), attributes=0x08, max_timestamp=-1),
+            32,
+            [0, 1, 2, 3, 4],
+        ),
         ("producer-id-without-sequence", _rebuild(_batch(), producer_id=7), 87, []),
-        ("max_timestamp-lies", _rebuild(_batch(), max_timestamp=2**40), 87, []),
-        ("offset-delta-skips", _with_records(ok + _record(2), 2), 87, [1]),
         ("record-length-lies", _with_records(ok + length_lies, 2), 87, [1]),
         ("negative-headers-count", _with_records(negative_headers, 1), 87, [0]),
         ("bytes-after-the-records", _with_records(ok + b"\x00\x00", 1), 87, []),
     ]
     return [pytest.param(bytes(data), code, idx, id=name) for name, data, code, idx in cases]
+
+
+def _accepted_cases() -> list[Any]:
+    """Batches Kafka's LogValidator takes (fixing what it fixes) although they are not what a client should
+    send: (batch, whether its ``max_timestamp`` must be fixed; every record of these is stamped with the
+    batch's ``base_timestamp``, so the fixed value is that)."""
+    skipping = _with_records(_record(0) + _record(2), 2)
+    return [
+        pytest.param(bytes(_rebuild(_batch(), max_timestamp=-1)), True, id="max_timestamp-unset"),
+        pytest.param(bytes(_rebuild(_batch(), max_timestamp=2**40)), True, id="max_timestamp-lies"),
+        pytest.param(bytes(_rebuild(_batch(), attributes=0x08)), False, id="log-append-time-on-create-time"),
+        pytest.param(bytes(_rebuild(_batch(), attributes=0x100)), False, id="unknown-attribute-bit"),
+        pytest.param(bytes(skipping), False, id="uncompressed-offset-delta-skips"),
+    ]
+
+
+@pytest.mark.parametrize(("records", "fixed"), _accepted_cases())
+async def test_batch_kafka_accepts_is_appended_fixed_as_kafka_fixes_it(
+    broker: BrokerProcess, intact: Snapshot, records: bytes, fixed: bool
+) -> None:
+    """SPEC §3: the leader never refuses what Kafka's LogValidator takes; it fixes ``max_timestamp`` (and the
+    CRC) in place, and stores the rest as sent."""
+    resp = await produce_raw(broker, produce_body("t", 0, records, acks=-1))
+    part = resp["responses"][0]["partition_responses"][0]
+    assert part["error_code"] == 0 and part["base_offset"] == intact.leo[("t", 0)], part
+    intact.appended.add(("t", 0))
+    stored = await read_partition(broker.host, broker.port, "t", 0, start=part["base_offset"])
+    [(position, header)] = [b for b in iter_batches(stored) if b[1].base_offset == part["base_offset"]]
+    batch = stored[position : position + 12 + header.batch_length]
+    assert struct.unpack_from(">I", batch, 17)[0] == crc32c(batch[21:]), "the stored CRC covers the fix"
+    if fixed:
+        assert header.max_timestamp == struct.unpack_from(">q", records, 27)[0]  # the base timestamp
 
 
 @pytest.mark.parametrize("records", _corrupt_cases())
@@ -562,7 +596,10 @@ async def test_batch_whose_content_lies_is_refused_as_log_validator_does(
     resp = await produce_raw(broker, produce_body("t", 0, records, acks=-1))
     part = resp["responses"][0]["partition_responses"][0]
     assert part["error_code"] == code, part
-    assert part["base_offset"] == -1 and part["error_message"].startswith("t-0: batch at position 0")
+    assert part["base_offset"] == -1 and part["error_message"].startswith("t-0: "), part
+    assert "batch at position 0" in (part["record_errors"] or [{}])[0].get(
+        "batch_index_error_message", ""
+    ) or (part["error_message"].startswith("t-0: batch at position 0")), part
     assert [e["batch_index"] for e in part["record_errors"]] == record_errors, part
     assert all(e["batch_index_error_message"] for e in part["record_errors"])
 
