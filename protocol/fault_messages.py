@@ -100,7 +100,7 @@ class ProtocolFaultsHit:
     group: str | None = None
     transactional_id: str | None = None
     client_id: str = ""
-    action: str = ""
+    effect: str = ""  # what the rule did: error, delay, drop-response, disconnect
     when: str = ""
 
 

@@ -27,7 +27,13 @@ from typing import Any
 
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
-from protocol.fault_messages import ProtocolFaultsHit, ProtocolFaultsRule
+from protocol.fault_messages import (
+    ProtocolFaultsHit,
+    ProtocolFaultsRequest,
+    ProtocolFaultsResponse,
+    ProtocolFaultsRule,
+)
+from protocol.schema import from_body, to_body
 
 WHEN = ("before", "after")
 ACTIONS = ("error", "delay", "drop-response", "disconnect")
@@ -401,7 +407,7 @@ class RuleHit:
             "group": self.group,
             "transactional_id": facts.transactional_id,
             "client_id": facts.client_id,
-            "action": self.rule.action,
+            "effect": self.rule.action,
             "when": self.rule.when,
         }
 
@@ -556,6 +562,27 @@ def hit_to_wire(record: Mapping[str, Any]) -> ProtocolFaultsHit:
     return ProtocolFaultsHit(**{k: record[k] for k in ProtocolFaultsHit.__dataclass_fields__ if k in record})
 
 
+def protocol_faults_body(
+    operation: str, rules: Iterable[ProtocolFaultRule] = (), rule_ids: Iterable[int] = ()
+) -> dict[str, Any]:
+    """A PROTOCOL_FAULTS request: ``describe``, ``add`` (``rules``), ``remove`` (``rule_ids``), ``clear``."""
+    return to_body(
+        ProtocolFaultsRequest(
+            operation=operation, rules=[rule_to_wire(r) for r in rules], rule_ids=list(rule_ids)
+        )
+    )
+
+
+def protocol_faults_answer(body: Mapping[str, Any]) -> ProtocolFaultsResponse:
+    """A PROTOCOL_FAULTS answer body as its dataclass (rules via :func:`answer_rules`)."""
+    return from_body(ProtocolFaultsResponse, dict(body))
+
+
+def answer_rules(resp: ProtocolFaultsResponse) -> list[tuple[ProtocolFaultRule, int]]:
+    """The rules of a PROTOCOL_FAULTS answer with their hits on that node."""
+    return [(rule_from_wire(w), w.hits) for w in resp.rules]
+
+
 def with_id(rule: ProtocolFaultRule, rule_id: int) -> ProtocolFaultRule:
     return replace(rule, id=rule_id)
 
@@ -571,10 +598,13 @@ __all__ = [
     "RequestFacts",
     "RuleError",
     "RuleHit",
+    "answer_rules",
     "api_name",
     "hit_to_wire",
     "parse_api",
     "parse_error",
+    "protocol_faults_answer",
+    "protocol_faults_body",
     "request_facts",
     "rule_from_json",
     "rule_from_wire",
