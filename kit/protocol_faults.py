@@ -26,9 +26,10 @@ from typing import Any
 import trio
 import yaml
 
+from kit.cluster_files import ClusterInfo
 from kit.errors import KitError
 from kit.fault_journal import RULE_ACTIONS, append_fault, read_faults
-from kit.net_faults import NetCluster, NetError, Node
+from kit.net_faults import NetCluster, NetError, Node, cluster_from_info
 from kit.node_query import NO_ANSWER, QueryError, ask
 from protocol import (
     ApiKeys,
@@ -217,13 +218,16 @@ async def list_rules(
     return statuses(answers), answers
 
 
-async def remove_rules(cluster: NetCluster, ids: list[int] | None) -> list[RuleStatus]:
+async def remove_rules(
+    cluster: NetCluster, ids: list[int] | None, *, missing_ok: bool = False
+) -> list[RuleStatus]:
     """Removes the rules ``ids`` (None: every rule) from every node holding them; returns them with their
-    final hits. Unknown ids raise :class:`RuleInputError`. Journals the hits, then ``rule_remove``."""
+    final hits. Unknown ids raise :class:`RuleInputError` unless ``missing_ok``. Journals the hits, then
+    ``rule_remove``."""
     answers = await describe_nodes(cluster)
     sync_hits(cluster, answers)
     held = statuses(answers)
-    if ids is not None:
+    if ids is not None and not missing_ok:
         unknown = sorted(set(ids) - {s.rule.id for s in held})
         if unknown:
             known = ", ".join(str(s.rule.id) for s in held) or "none"
@@ -293,9 +297,57 @@ def load_rules_file(path: Path) -> list[ProtocolFaultRule]:
     return rules
 
 
-async def apply_rules_file(cluster: NetCluster, path: Path) -> list[int]:
-    """Loads and adds a rules file's rules; returns their ids (to remove them with :func:`remove_rules`)."""
-    return [rule.id for rule, _ in await add_rules(cluster, load_rules_file(path))]
+@dataclass
+class AppliedRules:
+    """Rules a run added (``isrsim chaos|run --rules FILE``): kept in force on nodes that restart (a node
+    starts without rules; the run gives them back, and their counts start again there), removed at the end."""
+
+    root: Path
+    plan: list[tuple[ProtocolFaultRule, list[str]]] = field(default_factory=list)
+
+    @property
+    def ids(self) -> list[int]:
+        return [rule.id for rule, _ in self.plan]
+
+
+def _cluster_of(root: Path) -> NetCluster:
+    """The cluster at ``root`` as its cluster.json says now (a restarted node has a new pid)."""
+    return cluster_from_info(ClusterInfo.load(root))
+
+
+async def apply_rules(root: Path, rules: list[ProtocolFaultRule]) -> AppliedRules:
+    """Adds ``rules`` to the cluster at ``root``; see :class:`AppliedRules`."""
+    return AppliedRules(root, await add_rules(_cluster_of(root), rules) if rules else [])
+
+
+async def keep_rules(applied: AppliedRules) -> list[str]:
+    """Gives the rules back to the nodes of their plan that answer without them; returns those nodes."""
+    if not applied.plan:
+        return []
+    cluster = _cluster_of(applied.root)
+    answers = await describe_nodes(cluster)
+    restored: list[str] = []
+    for rule, nodes in applied.plan:
+        for name in nodes:
+            resp = answers.get(name)
+            if resp is None or any(w.id == rule.id for w in resp.rules):
+                continue
+            try:
+                if await _ask(cluster.nodes[name], protocol_faults_body("add", [rule])) is not None:
+                    _journal_rules(cluster, "rule_add", [rule], [name])
+                    restored.append(name)
+            except NetError:
+                continue  # added meanwhile, or the node went away again: the next look sees
+    return sorted(set(restored))
+
+
+async def remove_applied(applied: AppliedRules) -> list[RuleStatus]:
+    """Removes a run's rules (those still in force) and journals their last hits."""
+    if not applied.plan:
+        return []
+    gone = await remove_rules(_cluster_of(applied.root), applied.ids, missing_ok=True)
+    applied.plan = []
+    return gone
 
 
 def topic_exists(cluster: NetCluster, topic: str) -> bool | None:
@@ -321,13 +373,16 @@ def topic_exists(cluster: NetCluster, topic: str) -> bool | None:
 
 __all__ = [
     "RULE_ACTIONS",
+    "AppliedRules",
     "RuleInputError",
     "RuleStatus",
     "add_rules",
-    "apply_rules_file",
+    "apply_rules",
     "describe_nodes",
+    "keep_rules",
     "list_rules",
     "load_rules_file",
+    "remove_applied",
     "remove_rules",
     "statuses",
     "sync_hits",
