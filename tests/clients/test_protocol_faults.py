@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from kafka import KafkaProducer
 
 from kit.fault_journal import read_faults
 from tests.clients.conftest import bootstrap, kcat
-from tests.integration.cluster_support import Cluster
+from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import wait_until
 
 pytestmark = pytest.mark.integration
@@ -163,3 +164,36 @@ def test_kcat_sees_a_delayed_metadata_and_bad_input_is_refused(kafka_cluster: Cl
     assert f"{ghost}       0  Produce topic=no-such-topic" in c.cli("fault", "list").stdout
     proc = c.cli("fault", "wait", str(ghost), "--hits", "1", "--timeout", "0.5", check=False)
     assert proc.returncode == 1 and f"rule {ghost} fired 0 time(s), not 1" in proc.stderr
+
+
+def test_chaos_refuses_a_bad_rules_file_before_anything_is_done(
+    kafka_cluster: Cluster, tmp_path: Path
+) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("- api: Produce\n  error: NOT_AN_ERROR\n")
+    before = read_faults(kafka_cluster.root)
+    proc = kafka_cluster.cli("chaos", "--duration", "30", "--rules", str(rules), check=False, timeout=60)
+    assert proc.returncode == 2 and "rule 1: unknown error 'NOT_AN_ERROR'" in proc.stderr, proc.stderr
+    assert read_faults(kafka_cluster.root) == before
+
+
+@pytest.mark.chaos  # a cluster of its own and a short chaos run (about 30 s): `make chaos`
+@pytest.mark.timeout(300)
+def test_chaos_keeps_its_rules_on_restarted_brokers_and_removes_them(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "- api: Produce\n  topic: chaos\n  error: NOT_LEADER_OR_FOLLOWER\n  probability: 0.2\n  seed: 3\n"
+    )
+    for c in cluster_up(tmp_path / "root", 3, FAST):
+        proc = c.cli(
+            "chaos", "--seed", "1", "--duration", "8", "--interval", "2", "--faults", "kill", "--rate", "200",
+            "--no-report", "--rules", str(rules), check=False, timeout=240,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        records = read_faults(c.root)
+        actions = [r["action"] for r in records if r.get("rule_id") == 1]
+        assert actions[0] == "rule_add" and actions[-1] == "rule_remove" and "rule_hit" in actions
+        killed = {r["nodes"][0] for r in records if r["action"] == "kill"}
+        readded = {r["nodes"][0] for r in records if r["action"] == "rule_add" and len(r["nodes"]) == 1}
+        assert killed and killed <= readded, (killed, readded)
+        assert "removed fault rule 1" in proc.stdout
