@@ -98,13 +98,19 @@ async def _ask(node: Node, body: dict[str, Any]) -> ProtocolFaultsResponse | Non
 async def describe_nodes(cluster: NetCluster) -> dict[str, ProtocolFaultsResponse | None]:
     """Every node's rules and recent hits (None for a node that is down or does not answer)."""
     out: dict[str, ProtocolFaultsResponse | None] = dict.fromkeys(cluster.names)
+    refusals: list[NetError] = []
 
     async def one(node: Node) -> None:
-        out[node.name] = await _ask(node, protocol_faults_body("describe"))
+        try:
+            out[node.name] = await _ask(node, protocol_faults_body("describe"))
+        except NetError as exc:
+            refusals.append(exc)
 
     async with trio.open_nursery() as nursery:
         for node in cluster.nodes.values():
             nursery.start_soon(one, node)
+    if refusals:
+        raise refusals[0]
     return out
 
 

@@ -33,7 +33,7 @@ class Echo:
 
 
 @asynccontextmanager
-async def server(faults: FaultInjector) -> AsyncIterator[tuple[int, Echo]]:
+async def server(faults: FaultInjector, denied: str | None = None) -> AsyncIterator[tuple[int, Echo]]:
     channel = RequestChannel(100)
     echo = Echo()
     supported = {int(ApiKeys.PRODUCE): (0, 0), int(ApiKeys.METADATA): (0, 0)}
@@ -46,6 +46,8 @@ async def server(faults: FaultInjector) -> AsyncIterator[tuple[int, Echo]]:
         name="test",
         faults=faults,
     )
+    if denied is not None:
+        srv.net_faults_check = lambda request: denied
     async with trio.open_nursery() as nursery:
         port = await nursery.start(srv.serve)
         nursery.start_soon(RequestHandlerPool(channel, echo, 2, "test").run)
@@ -162,4 +164,18 @@ async def test_admin_api_over_the_wire_adds_describes_and_removes() -> None:
             ApiKeys.PROTOCOL_FAULTS, {"operation": "remove", "rule_ids": [7]}, timeout=2
         )
         assert resp["rules"] == []
+        assert not inj.rules
+
+
+async def test_the_admin_api_is_a_cluster_action() -> None:
+    """On a secure cluster the server asks the same check as NET_FAULTS (Alter on the cluster)."""
+    inj = FaultInjector("1")
+    why = "Principal User:alice is not authorized to Alter on the cluster"
+    async with (
+        server(inj, denied=why) as (port, _),
+        open_connection("127.0.0.1", port, client_id="c") as conn,
+    ):
+        wire = to_body(rule_to_wire(ProtocolFaultRule(id=1, api=0, error=NLOF)))
+        resp = await conn.request(ApiKeys.PROTOCOL_FAULTS, {"operation": "add", "rules": [wire]}, timeout=2)
+        assert (resp["error_code"], resp["error_message"]) == (Errors.CLUSTER_AUTHORIZATION_FAILED, why)
         assert not inj.rules
