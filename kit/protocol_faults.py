@@ -132,7 +132,7 @@ def sync_hits(cluster: NetCluster, answers: dict[str, ProtocolFaultsResponse | N
     if cluster.root is None:
         return 0
     seen = {
-        (str(r.get("nodes", [""])[0] if r.get("nodes") else ""), r.get("rule_id"), r.get("hit"))
+        (str((r.get("nodes") or [""])[0]), r.get("rule_id"), r.get("hit"))
         for r in read_faults(cluster.root)
         if r.get("action") == "rule_hit"
     }

@@ -6,7 +6,8 @@ Pairing: a network fault (``partition``, ``isolate``, ``delay``, ``loss``) ends 
 covers it (``heal`` of everything, of one of its nodes, or of its pair), at a ``restart`` of one of its
 nodes (a restarted node starts healed and the CLI heals its links), or when the same fault is set again
 on the same nodes. ``kill``/``term`` ends at the node's ``restart``; ``pause`` at its ``resume``. Other
-records (a ``heal``, a ``restart`` of a running node) are instants.
+records (a ``heal``, a ``restart`` of a running node, a protocol-level fault rule's ``rule_add``,
+``rule_hit`` and ``rule_remove``) are instants.
 
 The file is small and read on the driver in plain Python; a torn last line is skipped.
 """
