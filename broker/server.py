@@ -275,6 +275,8 @@ class KafkaServer:
             credential_store=self.credential_store,
         )
         self.socket_server.net_faults_check = self.auth.net_faults_check
+        # Protocol-level fault rules' hits go to events.jsonl as `rule_hit` (docs/faults.md).
+        self.faults.on_rule_hit = lambda record: self.journal.emit("rule_hit", **record)
         self.metrics.watch_socket_server(self.socket_server, self.channel)
         self.handler_pool = RequestHandlerPool(
             self.channel,

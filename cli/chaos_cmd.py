@@ -17,6 +17,7 @@ from kit.cluster_client import ClientError, bootstrap_from
 from kit.cluster_files import ClusterError, ClusterInfo
 from kit.librdkafka_producer import LibrdkafkaMissing, require_librdkafka
 from kit.producer import ACKS_BY_NAME
+from kit.protocol_faults import RuleInputError, load_rules_file
 from kit.run_clock import RunClock
 from lab.chaos.nemesis import ChaosError
 from lab.chaos.run import (
@@ -114,6 +115,14 @@ from lab.chaos.view import ChaosState, ChaosView
     "idempotent with acks=all, linger.ms=5, the root's client.properties if any), judged by the leaders' "
     "acked.jsonl.",
 )
+@click.option(
+    "--rules",
+    "rules_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Protocol-level fault rules (YAML or JSON list, `isrsim fault add`'s options) in force while the "
+    "nemesis runs: added at the start, removed at the end (docs/faults.md).",
+)
 def chaos(
     seed: int | None,
     duration: float,
@@ -133,6 +142,7 @@ def chaos(
     data_dir: Path,
     bootstrap_server: str | None,
     client: str,
+    rules_file: Path | None,
 ) -> None:
     """Run an acks=all workload and a seeded nemesis (kill, term, pause, partition, isolate, delay, loss)
     against a running cluster; then heal everything, wait for convergence, stop the cluster and run the
@@ -164,6 +174,10 @@ def chaos(
         raise click.UsageError(str(exc)) from None
     if rate <= 0:
         raise click.UsageError(f"--rate must be > 0 records/s (got {rate:g})")
+    try:
+        rules = load_rules_file(rules_file) if rules_file is not None else []
+    except RuleInputError as exc:
+        raise click.UsageError(str(exc)) from None
     if client == "librdkafka" and not dry_run:
         try:
             require_librdkafka("`isrsim chaos --client librdkafka`")
@@ -198,7 +212,16 @@ def chaos(
     error: str | None = None
     with ChaosView(console, state, clock) as view:
         run = ChaosRun(
-            info, schedule, topic, rate, ACKS_BY_NAME[acks], bootstrap, converge_timeout, view, client=client
+            info,
+            schedule,
+            topic,
+            rate,
+            ACKS_BY_NAME[acks],
+            bootstrap,
+            converge_timeout,
+            view,
+            client=client,
+            rules=rules,
         )
         interrupted = False
         try:
@@ -219,12 +242,13 @@ def chaos(
         if error is not None:
             view.say(f"[red]{escape(error)}[/]: resuming, healing and restarting what can be")
             try:
+                view.say(", ".join(trio.run(run.remove_rules)) or "no fault rules to remove")
                 trio.run(run.nemesis.heal_everything)
             except ChaosError as exc:
                 view.say(f"[red]{escape(str(exc))}[/]")
         if interrupted:
             view.say("interrupted: resuming, healing and restarting what the nemesis broke")
-            done = trio.run(run.nemesis.heal_everything)
+            done = trio.run(run.remove_rules) + trio.run(run.nemesis.heal_everything)
             view.say(", ".join(done) or "nothing was left broken")
             raise SystemExit(130)
     _print_outcome(console, outcome, client, clock)

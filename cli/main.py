@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cli.dump_log_cmd:dump_log",
         "Print the batches of a segment or partition (kafka-dump-log).",
     ),
+    "fault": (
+        "cli.fault_cmd:fault",
+        "Protocol-level fault rules: errors, delays, lost answers for chosen requests.",
+    ),
     "group": (
         "cli.group_cmd:group",
         "List, describe and delete consumer groups: members, offsets, lag (kafka-consumer-groups).",

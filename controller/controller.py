@@ -253,6 +253,8 @@ class KafkaController:
         # The socket server adds SASL's Kafka versions: ApiVersions lists what it serves.
         self.apis.kafka_supported = self.socket_server.kafka_supported
         self.socket_server.net_faults_check = self.auth.net_faults_check
+        # Protocol-level fault rules' hits go to the controller's journal as `rule_hit` (docs/faults.md).
+        self.faults.on_rule_hit = self._journal_rule_hit
         self.metrics = ControllerMetrics(
             CONTROLLER_APIS, lambda: None if self.core is None else self.core.state
         )
@@ -295,6 +297,10 @@ class KafkaController:
         if self.core is None:
             return voters
         return voters + [(str(b), reg.host, reg.port) for b, reg in sorted(self.core.state.brokers.items())]
+
+    def _journal_rule_hit(self, record: dict[str, Any]) -> None:
+        if self.journal is not None:
+            self.journal.emit("rule_hit", **record)
 
     def _resolve_peer(self, host: str, port: int) -> str | None:
         for node, h, p in self._peers():

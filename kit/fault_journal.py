@@ -3,6 +3,9 @@
 ``{"ts_ms", "action", "nodes", "params"}``: ``action`` is a network fault (``partition``, ``isolate``,
 ``delay``, ``loss``, ``heal``) or a process fault (``kill``, ``term``, ``restart``, ``pause``, ``resume``);
 ``nodes`` are node names (``"controller"``, ``"1"`` ...); ``params`` the action's options.
+Protocol-level fault rules (``kit.protocol_faults``) add ``rule_add``, ``rule_hit`` and ``rule_remove``
+records, with ``rule_id`` and ``rule`` (and, for a hit, ``hit`` and the request's ``api``, ``topic``,
+``partition``, ``group``, ``transactional_id``, ``client_id``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from protocol import wall_clock_ms
 FAULTS_FILE = "faults.jsonl"
 NET_ACTIONS = ("partition", "isolate", "delay", "loss", "heal")
 PROCESS_ACTIONS = ("kill", "term", "restart", "pause", "resume")
+RULE_ACTIONS = ("rule_add", "rule_hit", "rule_remove")
 
 
 def append_fault(
@@ -26,13 +30,16 @@ def append_fault(
     params: dict[str, Any] | None = None,
     *,
     ts_ms: int | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Appends one record (one ``write`` of one line, fsynced) and returns it."""
+    """Appends one record (one ``write`` of one line, fsynced) and returns it. ``extra``: more fields of
+    the record (a protocol-level fault rule's ``rule``, a hit's request)."""
     record = {
         "ts_ms": wall_clock_ms() if ts_ms is None else ts_ms,
         "action": action,
         "nodes": [str(n) for n in nodes],
         "params": params or {},
+        **(extra or {}),
     }
     root.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, sort_keys=True) + "\n"
@@ -62,4 +69,4 @@ def read_faults(root: Path) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["FAULTS_FILE", "NET_ACTIONS", "PROCESS_ACTIONS", "append_fault", "read_faults"]
+__all__ = ["FAULTS_FILE", "NET_ACTIONS", "PROCESS_ACTIONS", "RULE_ACTIONS", "append_fault", "read_faults"]

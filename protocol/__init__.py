@@ -35,6 +35,18 @@ if TYPE_CHECKING:
     )
     from protocol.errors import RETRIABLE, CorruptRecordError, Errors
     from protocol.fault_injector import net_faults_set_body, rules_from_body
+    from protocol.fault_messages import ProtocolFaultsResponse
+    from protocol.fault_rules import (
+        ProtocolFaultRule,
+        RuleError,
+        answer_rules,
+        api_name,
+        parse_api,
+        parse_error,
+        protocol_faults_answer,
+        protocol_faults_body,
+        rule_from_json,
+    )
     from protocol.faults import CLIENT, CLIENTS, CONTROLLER, FaultError, FaultSet, LinkFault
     from protocol.records import (
         ATTRIBUTES_OFFSET,
@@ -80,6 +92,16 @@ _EXPORTS: dict[str, str] = {
     "RETRIABLE": "protocol.errors",
     "net_faults_set_body": "protocol.fault_injector",
     "rules_from_body": "protocol.fault_injector",
+    "ProtocolFaultsResponse": "protocol.fault_messages",
+    "ProtocolFaultRule": "protocol.fault_rules",
+    "RuleError": "protocol.fault_rules",
+    "answer_rules": "protocol.fault_rules",
+    "api_name": "protocol.fault_rules",
+    "parse_api": "protocol.fault_rules",
+    "parse_error": "protocol.fault_rules",
+    "protocol_faults_answer": "protocol.fault_rules",
+    "protocol_faults_body": "protocol.fault_rules",
+    "rule_from_json": "protocol.fault_rules",
     "CLIENT": "protocol.faults",
     "CLIENTS": "protocol.faults",
     "CONTROLLER": "protocol.faults",
@@ -123,9 +145,14 @@ __all__ = [
     "FaultSet",
     "KafkaConnection",
     "LinkFault",
+    "ProtocolFaultRule",
+    "ProtocolFaultsResponse",
     "ResponseLost",
+    "RuleError",
     "SecurityConfigError",
     "TopicPartition",
+    "answer_rules",
+    "api_name",
     "batch_crc",
     "build_simple_batch",
     "current_client_security",
@@ -138,8 +165,13 @@ __all__ = [
     "iter_batches",
     "net_faults_set_body",
     "open_connection",
+    "parse_api",
+    "parse_error",
+    "protocol_faults_answer",
+    "protocol_faults_body",
     "range_assign",
     "read_header",
+    "rule_from_json",
     "rules_from_body",
     "wall_clock_ms",
 ]

@@ -50,6 +50,7 @@ class ApiKeys(IntEnum):
     ALLOCATE_PRODUCER_IDS = 67
     DESCRIBE_REPLICA_STATE = 1000
     NET_FAULTS = 1001
+    PROTOCOL_FAULTS = 1002
 
 
 # Special replica ids (Kafka's FetchRequest / ListOffsetsRequest constants).

@@ -9,9 +9,13 @@
   the :data:`current_faults` context variable (set by the server's ``run``, inherited by every task it
   starts) and hold a new connection to a partitioned peer until it heals or the connect timeout fires.
 * :meth:`FaultInjector.handle_net_faults` serves the NET_FAULTS admin API (describe / replace the table).
+* Protocol-level fault rules (SPEC §16, :mod:`protocol.fault_rules`) live beside the network faults:
+  :attr:`FaultInjector.rules` is the node's rule table, which the socket server asks about every request it
+  is about to act on; :meth:`FaultInjector.handle_protocol_faults` serves PROTOCOL_FAULTS (describe, add,
+  remove, clear), and :meth:`FaultInjector.rule_hit` journals a hit (``on_rule_hit``: the node's journal).
 
-NET_FAULTS and DESCRIBE_REPLICA_STATE are exempt (:data:`EXEMPT_APIS`): a node can always be healed and
-observed, as if they came over a management network the faults do not touch.
+NET_FAULTS, PROTOCOL_FAULTS and DESCRIBE_REPLICA_STATE are exempt (:data:`EXEMPT_APIS`): a node can always
+be healed and observed, as if they came over a management network the faults do not touch.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 import trio
 
 from protocol.api_keys import ApiKeys
+from protocol.common import wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError
 from protocol.fault_messages import (
     LOSS_PPM_MAX,
@@ -31,7 +36,18 @@ from protocol.fault_messages import (
     NetFaultsResponse,
     NetFaultsResponsePeer,
     NetFaultsRule,
+    ProtocolFaultsRequest,
+    ProtocolFaultsResponse,
 )
+from protocol.fault_rules import (
+    ProtocolFaultTable,
+    RequestFacts,
+    RuleError,
+    RuleHit,
+    hit_to_wire,
+)
+from protocol.fault_rules import rule_from_wire as protocol_rule_from_wire
+from protocol.fault_rules import rule_to_wire as protocol_rule_to_wire
 from protocol.faults import (
     CONTROLLER,
     DELIVER,
@@ -45,7 +61,9 @@ from protocol.schema import from_body, to_body
 
 log = logging.getLogger(__name__)
 
-EXEMPT_APIS: frozenset[int] = frozenset({int(ApiKeys.NET_FAULTS), int(ApiKeys.DESCRIBE_REPLICA_STATE)})
+EXEMPT_APIS: frozenset[int] = frozenset(
+    {int(ApiKeys.NET_FAULTS), int(ApiKeys.PROTOCOL_FAULTS), int(ApiKeys.DESCRIBE_REPLICA_STATE)}
+)
 # How often a held connect looks at the table again (a heal lets it through within this time).
 CONNECT_RECHECK_S = 0.05
 
@@ -107,6 +125,9 @@ class FaultInjector:
         self._peers = peers or list
         self.frames_dropped = 0
         self.frames_delayed = 0
+        # Protocol-level fault rules (SPEC §16), and who journals their hits (the node's events journal).
+        self.rules = ProtocolFaultTable(node)
+        self.on_rule_hit: Callable[[dict[str, Any]], None] | None = None
 
     @property
     def active(self) -> bool:
@@ -203,6 +224,54 @@ class FaultInjector:
             seen.add(rule.link)
             out.append(rule)
         return out
+
+    # ------------------------------------------------------------------------------- protocol-level rules
+
+    def rule_hit(self, hit: RuleHit, facts: RequestFacts) -> dict[str, Any]:
+        """Records a hit (the table's hit log, the node's journal, the log) and returns the record."""
+        record = hit.record(self.node, facts, wall_clock_ms())
+        self.rules.log_hit(record)
+        log.info("%s: fault rule %d fired (hit %d): %s", self.node, hit.rule.id, hit.hit, hit.rule.describe())
+        if self.on_rule_hit is not None:
+            try:
+                self.on_rule_hit(record)
+            except Exception:  # a journal that cannot be written never fails the request
+                log.exception("%s: cannot journal a fault rule hit", self.node)
+        return record
+
+    def handle_protocol_faults(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Serves PROTOCOL_FAULTS: validates the body (INVALID_REQUEST naming the field and rule), applies
+        the operation as a whole, and answers with the rules now in force and the hits recorded."""
+        try:
+            req = from_body(ProtocolFaultsRequest, body)
+            if req.operation == "add":
+                new = []
+                for i, wire in enumerate(req.rules):
+                    try:
+                        new.append(protocol_rule_from_wire(wire))
+                    except RuleError as exc:
+                        raise InvalidRequestError(f"rules[{i}]: {exc}") from None
+                try:
+                    self.rules.add(new)
+                except RuleError as exc:
+                    raise InvalidRequestError(str(exc)) from None
+                for rule in new:
+                    log.warning("%s: fault rule %d in force: %s", self.node, rule.id, rule.describe())
+            elif req.operation in ("remove", "clear"):
+                gone = self.rules.remove(None if req.operation == "clear" else req.rule_ids)
+                for rule in gone:
+                    log.warning("%s: fault rule %d removed", self.node, rule.id)
+        except InvalidRequestError as exc:
+            return {"error_code": int(Errors.INVALID_REQUEST), "error_message": exc.message}
+        return to_body(self.describe_rules())
+
+    def describe_rules(self) -> ProtocolFaultsResponse:
+        table = self.rules
+        return ProtocolFaultsResponse(
+            node=self.node,
+            rules=[protocol_rule_to_wire(r, table.hits.get(r.id, 0)) for r in table.rules()],
+            hits=[hit_to_wire(h) for h in table.hit_log],
+        )
 
     def describe(self) -> NetFaultsResponse:
         return NetFaultsResponse(

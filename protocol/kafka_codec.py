@@ -49,6 +49,7 @@ __all__ = [
     "decode_request",
     "encode_request",
     "encode_response_parts",
+    "error_response",
     "is_kafka_frame",
     "schema_versions",
 ]
@@ -428,6 +429,14 @@ def _partitions(
         ps = t.get(parts) or ()
         out.append((t.get(name), [p.get(index) if isinstance(p, Mapping) else p for p in ps]))
     return out
+
+
+def error_response(
+    api_key: int, request: Mapping[str, Any], code: int, message: str | None
+) -> dict[str, Any]:
+    """The body of an error answer to ``request`` (the same in msgpack): the error on every topic and
+    partition it named, and at the top level (a protocol-level fault rule's answer, docs/faults.md)."""
+    return {"error_code": code, "error_message": message, **_error_response(api_key, request, code, message)}
 
 
 def _error_response(

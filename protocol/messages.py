@@ -25,7 +25,12 @@ from protocol import raft_messages as rm
 from protocol import security_messages as sm
 from protocol.api_keys import ApiKeys
 from protocol.controller_messages import *  # noqa: F403  (re-exported: one module to import from)
-from protocol.fault_messages import NetFaultsRequest, NetFaultsResponse
+from protocol.fault_messages import (
+    NetFaultsRequest,
+    NetFaultsResponse,
+    ProtocolFaultsRequest,
+    ProtocolFaultsResponse,
+)
 from protocol.group_messages import GROUP_API_VERSIONS, GROUP_REQUEST_TYPES, GROUP_RESPONSE_TYPES
 from protocol.sasl_messages import SASL_REQUEST_TYPES, SASL_RESPONSE_TYPES
 from protocol.schema import Int8, Int16, Int32, Int64
@@ -426,6 +431,7 @@ REQUEST_TYPES: dict[ApiKeys, type] = {
     ApiKeys.BROKER_HEARTBEAT: cm.BrokerHeartbeatRequest,
     ApiKeys.DESCRIBE_REPLICA_STATE: DescribeReplicaStateRequest,
     ApiKeys.NET_FAULTS: NetFaultsRequest,
+    ApiKeys.PROTOCOL_FAULTS: ProtocolFaultsRequest,
     **SASL_REQUEST_TYPES,
 }
 
@@ -451,6 +457,7 @@ RESPONSE_TYPES: dict[ApiKeys, type] = {
     ApiKeys.BROKER_HEARTBEAT: cm.BrokerHeartbeatResponse,
     ApiKeys.DESCRIBE_REPLICA_STATE: DescribeReplicaStateResponse,
     ApiKeys.NET_FAULTS: NetFaultsResponse,
+    ApiKeys.PROTOCOL_FAULTS: ProtocolFaultsResponse,
     **SASL_RESPONSE_TYPES,
 }
 

@@ -24,6 +24,14 @@ connection whose answer was dropped writes no answer after it either (``Connecti
 stream delivers in order, so data after a lost segment cannot arrive; the client's requests still take
 effect, and it times out and reconnects, as a Kafka client would.
 
+Protocol-level fault rules (SPEC §16, ``protocol.fault_rules``): a request about to be acted on (past
+authentication and the version checks) is shown to the node's rule table when it holds any rule (one falsy
+check otherwise). A rule that fires ``before`` answers the request with its error (Kafka's error response for
+the API, the error on each of the request's partitions), delays it, leaves it unanswered, or closes the
+connection, without acting on it; ``after``, the request is acted on and its answer is replaced by the
+error, delayed, dropped or replaced by a closed connection. A dropped answer loses the answers after it on
+that connection too, as a dropped response frame does. The server answers PROTOCOL_FAULTS itself.
+
 Security (docs/security.md): a listener may ask for TLS and SASL (``ListenerSecurity``). On a TLS listener
 the accepted stream is wrapped in trio's ``SSLStream`` (the handshake happens on the first read; a peer that
 does not speak TLS is disconnected). On a SASL listener every request read before the connection
@@ -48,6 +56,7 @@ import trio
 from protocol.api_keys import ApiKeys
 from protocol.errors import Errors
 from protocol.fault_injector import EXEMPT_APIS, FaultInjector
+from protocol.fault_rules import ProtocolFaultRule, ProtocolFaultTable, request_facts
 from protocol.faults import CLIENT, DelayLine, node_of_client_id
 from protocol.framing import (
     FrameDecoder,
@@ -55,6 +64,7 @@ from protocol.framing import (
     InvalidFrame,
     RequestHeader,
     decode_request,
+    encode_response_parts,
     is_kafka_frame,
 )
 from protocol.messages import KAFKA_REFUSED_VERSIONS, KAFKA_SUPPORTED_VERSIONS, REQUEST_TYPES
@@ -126,6 +136,9 @@ class Connection:
     raw_sasl_tokens: bool = False
     # Responses taken off ``pending`` by the write loop and not yet written to the socket.
     writing: bool = False
+    # Protocol-level fault rules that fired on requests of this connection and act on their answers (an
+    # ``after`` rule, or a ``before`` drop-response), with the error body a rule answers with.
+    rule_faults: dict[Request, tuple[ProtocolFaultRule, dict[str, Any] | None]] = field(default_factory=dict)
 
     def hold(self, release_at: float, header: RequestHeader, body: dict[str, Any], size: int) -> None:
         self.held.append((release_at, header, body, size))
@@ -223,6 +236,9 @@ class SocketServer:
         self.net_faults_check: Callable[[Request], str | None] | None = None
         if faults is not None:
             self.supported[int(ApiKeys.NET_FAULTS)] = (0, 0)
+            self.supported[int(ApiKeys.PROTOCOL_FAULTS)] = (0, 0)
+        # The node's protocol-level fault rules (an empty table when the node has no fault injector).
+        self.rules: ProtocolFaultTable = faults.rules if faults is not None else ProtocolFaultTable(name)
         self.bound_port: int | None = None
         self._ids = itertools.count(1)
         self.connections: dict[int, Connection] = {}
@@ -643,7 +659,58 @@ class SocketServer:
                 return
             request.complete(self.faults.handle_net_faults(body))
             return
+        if header.api_key == ApiKeys.PROTOCOL_FAULTS and self.faults is not None:
+            denied = None if self.net_faults_check is None else self.net_faults_check(request)
+            if denied is not None:
+                request.complete(error_body(Errors.CLUSTER_AUTHORIZATION_FAILED, denied))
+                return
+            request.complete(self.faults.handle_protocol_faults(body))
+            return
+        if self.rules and await self._apply_rule(conn, request):
+            return
         await self.channel.send_request(request)
+
+    async def _apply_rule(self, conn: Connection, request: Request) -> bool:
+        """Asks the rule table about a request about to be acted on. True when a ``before`` rule answered
+        it (or closed the connection) so it is not acted on; False to hand it on, after a ``before`` delay,
+        and with an ``after`` rule noted for its answer (see the module's doc)."""
+        faults = self.faults
+        assert faults is not None
+        header = request.header
+        facts = request_facts(header.api_key, header.client_id, request.body)
+        hit = self.rules.match(facts)
+        if hit is None:
+            return False
+        faults.rule_hit(hit, facts)
+        rule = hit.rule
+        error = None
+        if rule.error is not None:
+            error = self._rule_error_body(request, rule)
+        if rule.when == "after":
+            conn.rule_faults[request] = (rule, error)
+            return False
+        if error is not None:
+            request.complete(error)
+            return True
+        if rule.delay_ms > 0:
+            await trio.sleep(rule.delay_ms / 1000.0)
+            return False
+        if rule.drop_response:
+            conn.rule_faults[request] = (rule, None)
+            request.complete(None)
+            return True
+        request.close_connection_instead()  # disconnect
+        return True
+
+    @staticmethod
+    def _rule_error_body(request: Request, rule: ProtocolFaultRule) -> dict[str, Any]:
+        """Kafka's error answer to ``request`` with the rule's error, spread over the request's topics and
+        partitions as Kafka's ``getErrorResponse`` does (the same body in both encodings)."""
+        from protocol import kafka_codec
+
+        assert rule.error is not None
+        message = f"{Errors(rule.error).name} (isrsim fault rule {rule.id})"
+        return kafka_codec.error_response(request.api_key, request.body, rule.error, message)
 
     def _raw_sasl_token(self, conn: Connection, payload: bytes | bytearray) -> None:
         """One raw SASL token after a SaslHandshake v0, answered with the mechanism's raw token (a 4-byte
@@ -741,6 +808,32 @@ class SocketServer:
                     )
                     conn.scope.cancel()
                     return
+                if conn.rule_faults:
+                    fault = conn.rule_faults.pop(request, None)
+                    if fault is not None:
+                        rule, error = fault
+                        if rule.disconnect or (error is not None and parts is None):
+                            # Disconnected; an error for a request that gets no answer (acks=0) is told as
+                            # Kafka tells it, by closing the connection.
+                            await self._send_frames(conn, frames)
+                            log.info("%s closing connection %s: fault rule %d", self.name, conn.peer, rule.id)
+                            conn.scope.cancel()
+                            return
+                        if rule.drop_response:
+                            conn.answers_lost = True
+                            continue
+                        if error is not None and not conn.answers_lost:
+                            parts = (
+                                self._encode_kafka(request, error)
+                                if conn.kafka
+                                else encode_response_parts(request.header.correlation_id, error)
+                            )
+                        if rule.delay_ms > 0 and parts is not None:
+                            release_at = request.completed_at + rule.delay_ms / 1000.0
+                            if release_at > trio.current_time():
+                                await self._send_frames(conn, frames)
+                                frames = []
+                                await trio.sleep_until(release_at)
                 if parts is None or (conn.answers_lost and request.api_key not in EXEMPT_APIS):
                     continue
                 if self.faults is not None and self.faults.active:

@@ -6,7 +6,8 @@ Pairing: a network fault (``partition``, ``isolate``, ``delay``, ``loss``) ends 
 covers it (``heal`` of everything, of one of its nodes, or of its pair), at a ``restart`` of one of its
 nodes (a restarted node starts healed and the CLI heals its links), or when the same fault is set again
 on the same nodes. ``kill``/``term`` ends at the node's ``restart``; ``pause`` at its ``resume``. Other
-records (a ``heal``, a ``restart`` of a running node) are instants.
+records (a ``heal``, a ``restart`` of a running node, a protocol-level fault rule's ``rule_add``,
+``rule_hit`` and ``rule_remove``) are instants.
 
 The file is small and read on the driver in plain Python; a torn last line is skipped.
 """
@@ -21,6 +22,8 @@ from typing import Any
 FAULTS_FILE = "faults.jsonl"
 NET_FAULTS = ("partition", "isolate", "delay", "loss")
 DOWN_FAULTS = ("kill", "term")
+# Protocol-level fault rules (docs/faults.md): instants, labelled with the rule and the request it hit.
+RULE_ACTIONS = ("rule_add", "rule_hit", "rule_remove")
 
 
 @dataclass
@@ -64,6 +67,22 @@ def read_fault_log(root: Path) -> list[dict[str, Any]]:
 def _link(nodes: list[str], params: dict[str, Any]) -> str:
     """``1 -> controller`` for a one-way fault (only that direction is cut), ``1 <-> 2`` for both."""
     return (" -> " if params.get("one_way") else " <-> ").join(nodes)
+
+
+def _rule_label(rec: dict[str, Any]) -> str:
+    """A protocol-level fault rule's record (``rule_add``, ``rule_hit``, ``rule_remove``; docs/faults.md)."""
+    rule = rec.get("rule") if isinstance(rec.get("rule"), dict) else {}
+    what = rule.get("error") or (f"delay {rule['delay_ms']} ms" if rule.get("delay_ms") else None)
+    what = what or ("drop-response" if rule.get("drop_response") else "disconnect")
+    where = "/".join(
+        str(rec.get(k) if rec.get(k) is not None else rule.get(k)) for k in ("topic", "partition")
+    )
+    where = "" if where == "None/None" else " " + where.replace("/None", "")
+    head = f"rule {rec.get('rule_id')}"
+    if rec["action"] == "rule_hit":
+        return f"{head} hit {rec.get('hit')}: {rec.get('api')}{where} {what} on {' '.join(rec['nodes'])}"
+    verb = "added" if rec["action"] == "rule_add" else "removed"
+    return f"{head} {verb}: {rule.get('api')}{where} {what}"
 
 
 def _label(action: str, nodes: list[str], params: dict[str, Any]) -> str:
@@ -121,7 +140,8 @@ def fault_bands(records: list[dict[str, Any]]) -> list[FaultBand]:
         elif action in NET_FAULTS:
             for band in [b for b in open_ if b.action == action and _same_links(b, nodes, params)]:
                 close(band, ts, f"another {action}")
-        band = FaultBand(action, nodes, params, ts, label=_label(action, nodes, params))
+        label = _rule_label(rec) if action in RULE_ACTIONS else _label(action, nodes, params)
+        band = FaultBand(action, nodes, params, ts, label=label)
         bands.append(band)
         if action in NET_FAULTS or action in DOWN_FAULTS or action == "pause":
             open_.append(band)

@@ -10,6 +10,10 @@ running cluster, then heal, converge, stop and report.
    broken is healed, resumed or restarted, and the run waits until every partition's replicas are all
    in the ISR with one LEO and HW = LEO (bounded by the convergence timeout).
 4. The cluster is stopped (controlled shutdown) and ``isrsim report`` runs over the root.
+
+With ``--rules FILE`` (``kit.protocol_faults``) the file's protocol-level fault rules are added before the
+workload starts, given back to a node that restarts without them, and removed when the nemesis stops,
+before the healing (their hits go to ``faults.jsonl``).
 """
 
 from __future__ import annotations
@@ -36,12 +40,13 @@ from kit.local_cluster import stop_brokers, stop_controllers
 from kit.node_query import ask
 from kit.processes import process_state
 from kit.producer import AckJournal, Producer, ProducerSettings, ProduceStats
+from kit.protocol_faults import AppliedRules, apply_rules, keep_rules, remove_applied
 from kit.run_clock import RunClock
 from lab.chaos.budget import ServiceView, blocked, brokers_out, still_recovering, taken_down
 from lab.chaos.nemesis import Nemesis
 from lab.chaos.schedule import FaultStep, Schedule
 from lab.chaos.view import ChaosView
-from protocol import ApiKeys, Errors, error_name, wall_clock_ms
+from protocol import ApiKeys, Errors, ProtocolFaultRule, error_name, wall_clock_ms
 
 CHAOS_FILE = "chaos.json"
 
@@ -94,8 +99,11 @@ class ChaosRun:
         converge_timeout: float,
         view: ChaosView,
         client: str = "isrsim",
+        rules: list[ProtocolFaultRule] | None = None,
     ) -> None:
         self.info = info
+        self.rules = list(rules or [])
+        self.applied = AppliedRules(Path(info.root))
         self.schedule = schedule
         self.topic = topic
         self.rate = rate
@@ -113,8 +121,15 @@ class ChaosRun:
 
     async def main(self) -> Outcome:
         try:
+            if self.rules:
+                self.applied = await apply_rules(Path(self.info.root), self.rules)
+                for rule, nodes in self.applied.plan:
+                    self.view.say(f"fault rule {rule.id} on {', '.join(nodes)}: {escape(rule.describe())}")
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._watch)
+                keeping = trio.CancelScope()
+                if self.applied.plan:
+                    nursery.start_soon(self._keep_rules, keeping)
                 async with trio.open_nursery() as work:
                     work.start_soon(self._workload)
                     await self._play()
@@ -122,7 +137,9 @@ class ChaosRun:
                     self.stop_workload.set()
                 self.outcome.workload_stopped_ms = wall_clock_ms()
                 self.state.phase = "healing"
-                self.outcome.final_actions = await self.nemesis.heal_everything()
+                keeping.cancel()
+                removed = await self.remove_rules()
+                self.outcome.final_actions = removed + await self.nemesis.heal_everything()
                 if self.outcome.final_actions:
                     self.outcome.last_fault_end_ms = wall_clock_ms()
                     self.view.say("at the end: " + ", ".join(self.outcome.final_actions))
@@ -281,6 +298,23 @@ class ChaosRun:
                 nursery.cancel_scope.cancel()
         finally:
             journal.close()
+
+    async def _keep_rules(self, scope: trio.CancelScope) -> None:
+        with scope:
+            while True:
+                await trio.sleep(POLL_S)
+                try:
+                    restored = await keep_rules(self.applied)
+                except Exception as exc:  # shown, never the end of the run
+                    self.view.say(f"[yellow]fault rules check failed: {escape(str(exc))}[/]")
+                    continue
+                if restored:
+                    self.view.say(f"fault rules given back to restarted node(s) {', '.join(restored)}")
+
+    async def remove_rules(self) -> list[str]:
+        """Removes the rules this run added (those still in force); says what each did."""
+        gone = await remove_applied(self.applied)
+        return [f"removed fault rule {s.rule.id} ({s.hits} hits)" for s in gone]
 
     async def _watch(self) -> None:
         while True:

@@ -49,3 +49,21 @@ def test_the_opposite_direction_is_another_fault() -> None:
         ("partition 2 -> 1", 400, "heal"),
         ("partition 1 -> 2", 400, "heal"),
     ]
+
+
+def test_protocol_fault_rule_records_are_labelled_instants() -> None:
+    rule = {"id": 1, "api": "Produce", "topic": "t", "error": "NOT_LEADER_OR_FOLLOWER", "count": 3}
+    records = [
+        {"ts_ms": 1, "action": "rule_add", "nodes": ["1", "2"], "params": {}, "rule_id": 1, "rule": rule},
+        {"ts_ms": 2, "action": "kill", "nodes": ["2"], "params": {}},
+        {"ts_ms": 3, "action": "rule_hit", "nodes": ["1"], "params": {}, "rule_id": 1, "hit": 1,
+         "api": "Produce", "topic": "t", "partition": 0, "rule": rule},
+        {"ts_ms": 4, "action": "rule_remove", "nodes": ["1"], "params": {}, "rule_id": 1, "rule": rule},
+    ]  # fmt: skip
+    bands = fault_bands(records)
+    assert [(b.label, b.instant) for b in bands if b.action.startswith("rule_")] == [
+        ("rule 1 added: Produce t NOT_LEADER_OR_FOLLOWER", True),
+        ("rule 1 hit 1: Produce t/0 NOT_LEADER_OR_FOLLOWER on 1", True),
+        ("rule 1 removed: Produce t NOT_LEADER_OR_FOLLOWER", True),
+    ]
+    assert [b.end_ms for b in bands if b.action == "kill"] == [None]  # rules end no other fault
