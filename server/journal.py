@@ -128,9 +128,18 @@ class AckJournal(Journal):
     which is logged and counted as ``events.jsonl``'s are). A retried idempotent batch answered as a
     duplicate carries the original batch's header, so its line names the original base offset."""
 
-    def record(self, acks: int, client_id: str, statuses: Mapping[TopicPartition, AckedStatus]) -> None:
+    def record(
+        self,
+        acks: int,
+        client_id: str,
+        statuses: Mapping[TopicPartition, AckedStatus],
+        received_ms: int | None = None,
+    ) -> None:
+        """``received_ms``: when the leader read the PRODUCE off its socket (``acked_ms`` - ``received_ms``
+        is the commit latency the client saw, less the network)."""
         parts: list[str] = []
         ts = self._clock_ms()
+        received = ts if received_ms is None else received_ms
         owner = self._owner_id
         for (topic, partition), status in statuses.items():
             if status.error != 0:
@@ -151,6 +160,7 @@ class AckJournal(Journal):
                             "producer_epoch": b.producer_epoch,
                             "base_sequence": b.base_sequence,
                             "client_id": client_id,
+                            "received_ms": received,
                         },
                         separators=(",", ":"),
                     )
