@@ -67,6 +67,16 @@ class Journal:
         record.update(fields)
         self._write(json.dumps(record, separators=(",", ":"), default=str) + "\n", 1)
 
+    def emit_each(self, event: str, each: list[dict[str, Any]]) -> None:
+        """One ``event`` line per item of ``each`` (its fields), all written with one ``write``."""
+        if not each:
+            return
+        head: dict[str, Any] = {"ts_ms": self._clock_ms(), self._owner_field: self._owner_id, "event": event}
+        text = "".join(
+            json.dumps({**head, **fields}, separators=(",", ":"), default=str) + "\n" for fields in each
+        )
+        self._write(text, len(each))
+
     def _write(self, text: str, lines: int) -> None:
         """``text`` (whole lines) with one ``write``."""
         if self._fd < 0:
