@@ -1,7 +1,8 @@
 """A small confluent-kafka consumer for `isrsim run` (docs/your-application.md): reads a topic in a group,
 committing what it processed, until it has seen --count records or --idle-s passed without one.
 
-    isrsim run -- sh -c 'python docs/examples/confluent_producer.py && python docs/examples/confluent_consumer.py'
+    isrsim run -- sh -c 'python docs/examples/confluent_producer.py &&
+                         python docs/examples/confluent_consumer.py'
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ acknowledged.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -23,10 +24,8 @@ def main() -> int:
     args = parser.parse_args()
     bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"].split(",")
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
+    with contextlib.suppress(TopicAlreadyExistsError):  # a second run
         admin.create_topics([NewTopic(args.topic, num_partitions=3, replication_factor=3)])
-    except TopicAlreadyExistsError:
-        pass
     admin.close()
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,
