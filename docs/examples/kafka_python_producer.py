@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -21,6 +22,7 @@ def main() -> int:
     parser.add_argument("--topic", default="payments")
     parser.add_argument("--count", type=int, default=5_000)
     parser.add_argument("--client-id", default="payments-producer")
+    parser.add_argument("--rate", type=float, default=0.0, help="records per second (0: as fast as it can)")
     args = parser.parse_args()
     bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"].split(",")
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
@@ -37,7 +39,14 @@ def main() -> int:
         request_timeout_ms=10_000,
         linger_ms=5,
     )
-    futures = [producer.send(args.topic, f"payment-{i}".encode()) for i in range(args.count)]
+    started = time.monotonic()
+    futures = []
+    for i in range(args.count):
+        if args.rate > 0:
+            ahead = started + i / args.rate - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+        futures.append(producer.send(args.topic, f"payment-{i}".encode()))
     producer.flush(150)
     failed = 0
     for f in futures:
