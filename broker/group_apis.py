@@ -19,6 +19,7 @@ from protocol.common import TopicPartition
 from protocol.errors import Errors
 from protocol.schema import to_body
 from server.auth_helper import AuthHelper
+from server.client_activity import ClientActivity
 from server.request_channel import Request
 from server.security.acl import AclOperation, ResourceType
 
@@ -42,6 +43,8 @@ class GroupApis:
         self.core = coordinator.core
         self.auth = auth
         self.metadata_cache = metadata_cache
+        # OffsetCommits in client-activity.jsonl (set by the server).
+        self.client_activity: ClientActivity | None = None
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -255,6 +258,12 @@ class GroupApis:
 
         def answer(result: CommitResult) -> None:
             errors = {**result.errors, **early}
+            if self.client_activity is not None:
+                client_id, host = request.header.client_id or "", request.connection.address
+                for tp in dict.fromkeys(order):
+                    self.client_activity.record(
+                        client_id, host, "offset_commit", tp[0], tp[1], error=int(errors.get(tp, Errors.NONE))
+                    )
             topics: dict[str, g.OffsetCommitResponseTopic] = {}
             for tp in dict.fromkeys(order):
                 topic = topics.setdefault(tp[0], g.OffsetCommitResponseTopic(name=tp[0]))

@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
+import trio
+
 from broker.admin_apis import AdminApis
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
@@ -24,6 +26,7 @@ from protocol.errors import Errors, InvalidRequestError, KafkaError
 from protocol.fetch_request import FetchRequestPartitionData
 from protocol.schema import from_body, to_body
 from server.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
+from server.client_activity import ClientActivity, batch_span
 from server.request_channel import Request, error_body
 from server.security.acl import AclOperation, ResourceType
 from server.security.security_metadata import BrokerSecurityMetadata
@@ -89,6 +92,8 @@ class KafkaApis:
         # Where UPDATE_METADATA's copy of the ACLs and credentials goes (set by the server).
         self.security_metadata: BrokerSecurityMetadata | None = None
         self.fetch_manager = fetch_manager
+        # What clients asked and were told (client-activity.jsonl, served.jsonl; set by the server).
+        self.client_activity: ClientActivity | None = None
         # Where INIT_PRODUCER_ID's ids come from (set by the server).
         self.producer_id_manager: ProducerIdManager | None = None
         self.broker_id = replica_manager.broker_id
@@ -179,12 +184,19 @@ class KafkaApis:
             return
         entries = {(t.name, p.index): p.records for t in req.topic_data for p in t.partition_data}
         acks = req.acks
+        received_ms = _received_ms(request, self.replica_manager.clock_ms())
+        activity = self.client_activity
         # Write on the topic, else TOPIC_AUTHORIZATION_FAILED for its partitions (Kafka's handleProduce).
         refused = self._refuse_unwritable(request, entries) if self.auth.enabled else {}
 
         def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
             if refused:
                 statuses = {**statuses, **refused}
+            if activity is not None:
+                client_id, host = request.header.client_id or "", request.connection.address
+                for (topic, partition), s in statuses.items():
+                    n = sum(b.last_offset - b.base_offset + 1 for b in s.batches) if s.error == 0 else 0
+                    activity.record(client_id, host, "produce", topic, partition, records=n, error=s.error)
             if acks != 0:
                 request.complete(to_body(_produce_response(order, statuses)))
             elif any(s.error != Errors.NONE for s in statuses.values()):
@@ -198,7 +210,12 @@ class KafkaApis:
             respond({})
             return
         self.replica_manager.append_records(
-            req.timeout_ms, acks, entries, respond, client_id=request.header.client_id
+            req.timeout_ms,
+            acks,
+            entries,
+            respond,
+            client_id=request.header.client_id,
+            received_ms=received_ms,
         )
 
     def _refuse_unwritable(
@@ -262,8 +279,12 @@ class KafkaApis:
                 )
 
         refused = self._refuse_unreadable(request, params)
+        activity = self.client_activity if req.replica_id < 0 else None  # followers are not clients
+        asked = {tp: s.fetch_offset for tp, s in params.partitions.items()}
 
         def respond(results: dict[TopicPartition, FetchPartitionResult]) -> None:
+            if activity is not None:
+                _note_fetch(activity, request, req.isolation_level, asked, results, refused)
             updates = {
                 tp: PartitionResponseData(
                     int(r.error),
@@ -342,6 +363,18 @@ class KafkaApis:
                     resp.leader_epoch = found.leader_epoch
                 out.partitions.append(resp)
             topics.append(out)
+        if self.client_activity is not None and client_request:
+            client_id, host = request.header.client_id or "", request.connection.address
+            for out_topic in topics:
+                for part in out_topic.partitions:
+                    self.client_activity.record(
+                        client_id,
+                        host,
+                        "list_offsets",
+                        out_topic.name,
+                        part.partition_index,
+                        error=part.error_code,
+                    )
         request.complete(to_body(m.ListOffsetsResponse(topics=topics)))
 
     # ------------------------------------------------------------------ METADATA
@@ -379,6 +412,13 @@ class KafkaApis:
                 body["cluster_authorized_operations"] = self.auth.authorized_operations(
                     request, ResourceType.CLUSTER
                 )
+        if self.client_activity is not None:
+            client_id, host = request.header.client_id or "", request.connection.address
+            if names is None:
+                self.client_activity.record(client_id, host, "metadata", None, None)
+            else:
+                for t in topics:
+                    self.client_activity.record(client_id, host, "metadata", t.name, None, error=t.error_code)
         request.complete(body)
 
     # ------------------------------------------------------------------ controller requests
@@ -604,6 +644,39 @@ class KafkaApis:
                 )
             )
         )
+
+
+def _received_ms(request: Request, now: int) -> int:
+    """When the request was read off its socket, on the broker's clock (``received_ms`` in acked.jsonl)."""
+    try:
+        return now - max(0, round((trio.current_time() - request.received_at) * 1000))
+    except RuntimeError:  # outside trio (a test driving KafkaApis directly)
+        return now
+
+
+def _note_fetch(
+    activity: ClientActivity,
+    request: Request,
+    isolation_level: int,
+    asked: dict[TopicPartition, int],
+    results: dict[TopicPartition, FetchPartitionResult],
+    refused: dict[TopicPartition, PartitionResponseData],
+) -> None:
+    """A consumer's FETCH in client-activity.jsonl (every partition asked) and served.jsonl (those sent
+    records)."""
+    client_id, host = request.header.client_id or "", request.connection.address
+    for tp, r in results.items():
+        span = batch_span(r.records) if r.records else None
+        fetch_offset = asked.get(tp, -1)
+        records = 0
+        if span is not None:
+            first, last, count = span
+            # A batch starts at or before the offset asked; its records before that offset are not new.
+            records = max(0, min(count, last - max(first, fetch_offset) + 1))
+            activity.served(client_id, host, tp[0], tp[1], fetch_offset, last, isolation_level)
+        activity.record(client_id, host, "fetch", tp[0], tp[1], records=records, error=int(r.error))
+    for tp, p in refused.items():
+        activity.record(client_id, host, "fetch", tp[0], tp[1], error=p.error_code)
 
 
 def _invalid_topic_partitions(topic_states: Iterable[Any]) -> dict[TopicPartition, Errors]:

@@ -544,6 +544,7 @@ class ReplicaManager:
         *,
         internal_topics_allowed: bool = False,
         client_id: str = "",
+        received_ms: int | None = None,
     ) -> None:
         """Kafka's ``appendRecords``. Only the broker itself writes to an internal topic
         (``__consumer_offsets``: the group coordinator); a client gets INVALID_TOPIC_EXCEPTION. Every batch
@@ -553,7 +554,7 @@ class ReplicaManager:
             journal, answer = self.acked_journal, respond
 
             def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
-                journal.record(required_acks, client_id, statuses)
+                journal.record(required_acks, client_id, statuses, received_ms)
                 answer(statuses)
 
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}

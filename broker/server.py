@@ -45,6 +45,7 @@ from protocol.sasl_messages import SASL_API_VERSIONS
 from protocol.schema import from_body
 from protocol.security import current_client_security
 from server.auth_helper import AuthHelper, build_authorizer
+from server.client_activity import ClientActivity
 from server.controller_channel import CONTROLLER_UNREACHABLE, ControllerChannel
 from server.journal import AckJournal, Journal
 from server.memory_pool import ConnectionQuotas, MemoryPool
@@ -92,6 +93,19 @@ def open_ack_journal(config: BrokerConfig) -> AckJournal:
     return _open_journal(config, "acked.jsonl", AckJournal)
 
 
+def open_client_activity(config: BrokerConfig) -> ClientActivity:
+    """``client-activity.jsonl`` and ``served.jsonl`` beside ``events.jsonl`` (docs/storage.md)."""
+    d = config.journal_dir
+    try:
+        return ClientActivity(
+            d / "client-activity.jsonl", d / "served.jsonl", config.broker_id, clock_ms=wall_clock_ms
+        )
+    except OSError as e:
+        raise LogDirLoadError(
+            f"the journals under {d} cannot be opened ({e.strerror or e}); check journal.dir"
+        ) from None
+
+
 _J = TypeVar("_J", bound=Journal)
 
 
@@ -122,6 +136,8 @@ class KafkaServer:
         self.journal = open_journal(config)
         # Every batch a leader acknowledges to a client, before the response goes out (docs/storage.md).
         self.acked_journal = open_ack_journal(config)
+        # What every client asked and was told, gathered in memory and written once a second.
+        self.client_activity = open_client_activity(config)
         self.listeners = config.listener_config
         self.host = config.listener[0]
         self._build_replication()
@@ -181,6 +197,7 @@ class KafkaServer:
         self.fetch_manager = FetchManager(self.fetch_session_cache, wall_clock_ms)
         self.auth = AuthHelper(build_authorizer(self.config), f"broker {self.broker_id}")
         self.apis = KafkaApis(self.replica_manager, self.fetch_manager, self.auth)
+        self.apis.client_activity = self.client_activity
         # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
         # Kafka's does on every listener.
         self.apis.supported.update(SASL_API_VERSIONS)
@@ -217,9 +234,9 @@ class KafkaServer:
             self.journal,
             clock_ms=wall_clock_ms,
         )
-        self.apis.enable_groups(
-            GroupApis(self.group_coordinator, self.auth, self.replica_manager.metadata_cache)
-        )
+        group_apis = GroupApis(self.group_coordinator, self.auth, self.replica_manager.metadata_cache)
+        group_apis.client_activity = self.client_activity
+        self.apis.enable_groups(group_apis)
         self.metrics.registry.register(GroupCoordinatorCollector(self.group_coordinator.core))
 
     def _build_security(self) -> None:
@@ -510,6 +527,7 @@ class KafkaServer:
             )
         self.journal.close()
         self.acked_journal.close()
+        self.client_activity.close()
         log.info("broker %d stopped cleanly", self.broker_id)
 
     async def _handle_log_dir_failures(self) -> None:
@@ -546,6 +564,7 @@ class KafkaServer:
                 c.get_int("journal.offsets.interval.ms") / 1000.0,
                 self.state_listener.flush_offsets,
             ),
+            ("client-activity-journal", 1.0, self.client_activity.flush),
             (
                 "recovery-point-checkpoint",
                 RECOVERY_POINT_CHECKPOINT_MS / 1000.0,

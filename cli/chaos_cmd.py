@@ -23,6 +23,7 @@ from lab.chaos.nemesis import ChaosError
 from lab.chaos.run import (
     CHAOS_FILE,
     CLIENTS,
+    NO_WORKLOAD,
     ChaosRun,
     Outcome,
     check_cluster,
@@ -123,6 +124,14 @@ from lab.chaos.view import ChaosState, ChaosView
     help="Protocol-level fault rules (YAML or JSON list, `isrsim fault add`'s options) in force while the "
     "nemesis runs: added at the start, removed at the end (docs/faults.md).",
 )
+@click.option(
+    "--workload",
+    type=click.Choice(["producer", NO_WORKLOAD]),
+    default="producer",
+    show_default=True,
+    help="producer: the run's own acks=all producer (--client); none: faults only, for a program started "
+    "elsewhere (docs/your-application.md; `isrsim run` starts one for you).",
+)
 def chaos(
     seed: int | None,
     duration: float,
@@ -143,6 +152,7 @@ def chaos(
     bootstrap_server: str | None,
     client: str,
     rules_file: Path | None,
+    workload: str,
 ) -> None:
     """Run an acks=all workload and a seeded nemesis (kill, term, pause, partition, isolate, delay, loss)
     against a running cluster; then heal everything, wait for convergence, stop the cluster and run the
@@ -178,6 +188,8 @@ def chaos(
         rules = load_rules_file(rules_file) if rules_file is not None else []
     except RuleInputError as exc:
         raise click.UsageError(str(exc)) from None
+    if workload == NO_WORKLOAD:
+        client = NO_WORKLOAD
     if client == "librdkafka" and not dry_run:
         try:
             require_librdkafka("`isrsim chaos --client librdkafka`")
@@ -193,13 +205,16 @@ def chaos(
         console = Console(width=200)  # a log or a pipe: one status line is one line
     try:
         check_cluster(info)
-        console.print(ensure_topic(info, topic, partitions, replication_factor))
+        if client != NO_WORKLOAD:
+            console.print(ensure_topic(info, topic, partitions, replication_factor))
         bootstrap = bootstrap_from(bootstrap_server, data_dir)
     except (ClusterError, ClientError) as exc:
         raise click.ClickException(str(exc)) from None
     (root / CHAOS_FILE).write_text(schedule.to_json(), encoding="utf-8")
     console.print(f"seed {seed} (replay: --seed {seed}); {summary(schedule)}; written to {root / CHAOS_FILE}")
-    state = ChaosState(duration_s=schedule.duration_s)
+    state = ChaosState(duration_s=schedule.duration_s, show_acked=client != NO_WORKLOAD)
+    if client == NO_WORKLOAD:
+        state.phase = "faults only"
     started_ms = int(time.time() * 1000)
     clock = RunClock(root)
     origin = clock.anchor()
@@ -214,7 +229,7 @@ def chaos(
         run = ChaosRun(
             info,
             schedule,
-            topic,
+            "" if client == NO_WORKLOAD else topic,
             rate,
             ACKS_BY_NAME[acks],
             bootstrap,

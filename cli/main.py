@@ -49,6 +49,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Produce COUNT numbered records, or stdin's lines, to TOPIC (kafka-console-producer).",
     ),
     "report": ("cli.report_cmd:report", "Run the PySpark consistency report over a cluster root."),
+    "run": (
+        "cli.run_cmd:run",
+        "Run your own program as the workload under seeded faults, then converge and report.",
+    ),
     "scenario": (
         "cli.scenario_cmd:scenario",
         "Replay KIP-101, KIP-279 and other stories under a truncation mode.",

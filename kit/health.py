@@ -58,18 +58,23 @@ def wait_healthy(info: ClusterInfo, timeout: float = START_TIMEOUT_S) -> None:
     raise ClusterError(f"the cluster did not become healthy within {timeout:.0f}s: {problem}")
 
 
+async def _controller_metadata(info: ClusterInfo, topics: list[str] | None) -> dict[str, Any] | None:
+    """The controller's METADATA answer of ``topics`` (None: all); None if it does not answer."""
+    body = {"topics": None if topics is None else [{"name": t} for t in topics]}
+    if not info.quorum:
+        return await ask(info.controller.host, info.controller.port, ApiKeys.METADATA, body, 2.0)
+    try:
+        meta, _ = await ask_controller(voters_of(info), ApiKeys.METADATA, body, 2.0, wait_s=2.0)
+    except NoActiveController:
+        return None
+    return meta
+
+
 async def partition_metadata(
     info: ClusterInfo, topics: list[str] | None
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """The controller's METADATA of ``topics`` (None: all), by partition; empty if it does not answer."""
-    body = {"topics": None if topics is None else [{"name": t} for t in topics]}
-    if not info.quorum:
-        meta = await ask(info.controller.host, info.controller.port, ApiKeys.METADATA, body, 2.0)
-    else:
-        try:
-            meta, _ = await ask_controller(voters_of(info), ApiKeys.METADATA, body, 2.0, wait_s=2.0)
-        except NoActiveController:
-            meta = None
+    meta = await _controller_metadata(info, topics)
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for t in (meta or {}).get("topics", []):
         for p in t.get("partitions", []):
@@ -82,7 +87,13 @@ async def not_converged(info: ClusterInfo) -> list[str]:
     with one LEO and HW = LEO on every replica)."""
     meta = await partition_metadata(info, None)
     if not meta:
-        return ["the controller did not answer METADATA"]
+        answer = await _controller_metadata(info, None)
+        # A cluster without a topic has converged; one that does not answer has not.
+        return (
+            []
+            if answer is not None and not answer.get("topics")
+            else ["the controller did not answer METADATA"]
+        )
     states: dict[int, dict[tuple[str, int], dict[str, Any]] | None] = {}
 
     async def one(b: Any) -> None:

@@ -67,6 +67,16 @@ class Journal:
         record.update(fields)
         self._write(json.dumps(record, separators=(",", ":"), default=str) + "\n", 1)
 
+    def emit_each(self, event: str, each: list[dict[str, Any]]) -> None:
+        """One ``event`` line per item of ``each`` (its fields), all written with one ``write``."""
+        if not each:
+            return
+        head: dict[str, Any] = {"ts_ms": self._clock_ms(), self._owner_field: self._owner_id, "event": event}
+        text = "".join(
+            json.dumps({**head, **fields}, separators=(",", ":"), default=str) + "\n" for fields in each
+        )
+        self._write(text, len(each))
+
     def _write(self, text: str, lines: int) -> None:
         """``text`` (whole lines) with one ``write``."""
         if self._fd < 0:
@@ -128,9 +138,18 @@ class AckJournal(Journal):
     which is logged and counted as ``events.jsonl``'s are). A retried idempotent batch answered as a
     duplicate carries the original batch's header, so its line names the original base offset."""
 
-    def record(self, acks: int, client_id: str, statuses: Mapping[TopicPartition, AckedStatus]) -> None:
+    def record(
+        self,
+        acks: int,
+        client_id: str,
+        statuses: Mapping[TopicPartition, AckedStatus],
+        received_ms: int | None = None,
+    ) -> None:
+        """``received_ms``: when the leader read the PRODUCE off its socket (``acked_ms`` - ``received_ms``
+        is the commit latency the client saw, less the network)."""
         parts: list[str] = []
         ts = self._clock_ms()
+        received = ts if received_ms is None else received_ms
         owner = self._owner_id
         for (topic, partition), status in statuses.items():
             if status.error != 0:
@@ -151,6 +170,7 @@ class AckJournal(Journal):
                             "producer_epoch": b.producer_epoch,
                             "base_sequence": b.base_sequence,
                             "client_id": client_id,
+                            "received_ms": received,
                         },
                         separators=(",", ":"),
                     )

@@ -282,6 +282,11 @@ def _row(s: Stall, t0_ms: int) -> dict[str, Any]:
     }
 
 
+def idle_row(s: Stall, t0_ms: int) -> dict[str, Any]:
+    """A write gap with no cause in the journals (the client paused): shown apart, never a stall."""
+    return {k: v for k, v in _row(s, t0_ms).items() if k not in ("cause", "fault")}
+
+
 def availability_sentence(availability: dict[str, Any] | None) -> str:
     """What the first line of the summary says of availability, always both figures SPEC names: the
     acknowledged ratio and the longest stall, e.g. ``45 % of intended writes acknowledged; longest stall
@@ -318,6 +323,7 @@ __all__ = [
     "availability_sentence",
     "classify",
     "fault_in_force",
+    "idle_row",
     "stall_candidates",
     "summarise",
     "workload_attempts",

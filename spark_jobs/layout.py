@@ -23,6 +23,7 @@ from pathlib import Path
 META_PROPERTIES = "meta.properties"
 EVENTS_FILE = "events.jsonl"
 ACKED_FILE = "acked.jsonl"  # a broker's acknowledgement journal, beside its events.jsonl
+ACTIVITY_FILE = "client-activity.jsonl"  # what clients asked a broker and were told, per second
 HW_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
@@ -83,6 +84,7 @@ class ClusterLayout:
     controller_journals: list[str] = field(default_factory=list)
     acked_journals: list[str] = field(default_factory=list)
     broker_acked_journals: list[str] = field(default_factory=list)
+    activity_journals: list[str] = field(default_factory=list)
     attempt_journals: list[str] = field(default_factory=list)  # workload/attempts-*.jsonl
     # Each voter's metadata log (``__cluster_metadata-0`` under a controller's directory): ``broker`` is the
     # controller's id, ``topic``/``partition`` are ``__cluster_metadata``/0.
@@ -259,6 +261,7 @@ def discover(root: str | Path) -> ClusterLayout:
             _scan_data_dir(layout, broker, root_path)
             add_journals(_find_files(root_path, EVENTS_FILE), layout.broker_journals)
             add_journals(_find_files(root_path, ACKED_FILE), layout.broker_acked_journals)
+            add_journals(_find_files(root_path, ACTIVITY_FILE), layout.activity_journals)
     else:
         for entry in sorted(root_path.iterdir()):
             m = _BROKER_DIR.match(entry.name)
@@ -280,6 +283,7 @@ def discover(root: str | Path) -> ClusterLayout:
                 _scan_data_dir(layout, broker, data_dirs[0])
             add_journals(_find_files(entry, EVENTS_FILE), layout.broker_journals)
             add_journals(_find_files(entry, ACKED_FILE), layout.broker_acked_journals)
+            add_journals(_find_files(entry, ACTIVITY_FILE), layout.activity_journals)
         # One controller (controller/) or the voters of a quorum (controller-<id>/).
         for controller in [root_path / "controller", *sorted(root_path.glob("controller-*"))]:
             if controller.is_dir():

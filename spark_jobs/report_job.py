@@ -234,8 +234,8 @@ def run_report(
     bands = fault_bands(read_fault_log(Path(data_dir)))
     with phases.phase("time to converge, fault windows"):
         story = build_story(inputs, bands, max_plots)
-    with phases.phase("availability: stalls and their causes"):
-        availability = measure_availability(spark, inputs, story)
+    with phases.phase("availability: stalls and their causes; clients"):
+        availability, clients = measure_availability(spark, inputs, story)
     conv = next((r for r in results if r.name == "convergence"), None)
     if conv is not None:
         conv.extra["time_to_converge"] = story.per_partition
@@ -282,6 +282,7 @@ def run_report(
         "time_to_converge": {"overall": story.overall, "per_fault": story.per_fault},
         "fault_matrix": story.figures.matrix,
         "availability": availability,
+        "clients": clients,
         "timings_s": phases.timings,
     }
     with phases.phase("writing report"):
@@ -292,11 +293,20 @@ def run_report(
     return ReportOutcome(EXIT_CODES[verdict], report, out, figures=story.figures)
 
 
-def measure_availability(spark: Any, inputs: Any, story: Any) -> dict[str, Any]:
-    """``report.json``'s ``availability`` (``spark_jobs.availability``); the stalls also go on the plot."""
+def measure_availability(spark: Any, inputs: Any, story: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``report.json``'s ``availability`` (``spark_jobs.availability``; the stalls also go on the plot) and
+    ``clients`` (``spark_jobs.clients``): a gap with no cause in the journals is idle time, not a stall."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.availability import Stall, classify, stall_candidates, summarise, workload_attempts
+    from spark_jobs.availability import (
+        Stall,
+        classify,
+        idle_row,
+        stall_candidates,
+        summarise,
+        workload_attempts,
+    )
+    from spark_jobs.clients import clients_table, error_marks, read_activity, split_idle
     from spark_jobs.plan import collect_tables
 
     summaries, failed = workload_attempts(spark, inputs.layout.attempt_journals)
@@ -315,8 +325,10 @@ def measure_availability(spark: Any, inputs: Any, story: Any) -> dict[str, Any]:
             ~F.array_contains("acked_by", "workload")
             & F.coalesce(F.col("producer_id").isin(*clients), F.lit(False))
         )
+    activity = read_activity(spark, inputs.layout.activity_journals)
     got = collect_tables(
         {
+            "errors": error_marks(activity),
             "stalls": stall_candidates(acknowledged, failed, min(starts) if starts else None),
             "records": acknowledged.agg(
                 F.sum(F.col("last_offset") - F.col("base_offset") + 1).alias("n"),
@@ -334,9 +346,12 @@ def measure_availability(spark: Any, inputs: Any, story: Any) -> dict[str, Any]:
         )
         for r in got["stalls"]
     ]
+    errors = [(str(r["topic"]), int(r["partition"]), int(r["ts_ms"])) for r in got["errors"]]
+    stalls, idle = split_idle(stalls, story.windows, errors)
     result = summarise(summaries, records, stalls, story.figures.t0_ms, others)
+    result["idle"] = [idle_row(s, story.figures.t0_ms) for s in sorted(idle, key=lambda s: s.from_ms)]
     story.figures.stalls = result["stalls"]
-    return result
+    return result, clients_table(activity, acknowledged, stalls)
 
 
 def nothing_to_judge(root: Path, layout: ClusterLayout) -> str | None:

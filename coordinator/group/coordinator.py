@@ -33,6 +33,7 @@ from coordinator.group.coordinator_core import (
     StoreOffsets,
     StoreTombstones,
 )
+from coordinator.group.group_metadata import GroupState
 from coordinator.group.offsets_log import (
     GroupLoader,
     group_metadata_batch,
@@ -41,6 +42,7 @@ from coordinator.group.offsets_log import (
 )
 from coordinator.partition_writer import PartitionWriter
 from protocol.common import Clock, TopicPartition
+from protocol.consumer_protocol import decode_assignment
 from protocol.errors import Errors, KafkaError
 from protocol.group_records import GROUP_METADATA_TOPIC_NAME
 from protocol.records import iter_batches, read_header
@@ -84,6 +86,8 @@ class GroupCoordinator:
         self._creating = False
         # The leader epoch each partition is being loaded for (a newer election supersedes a load).
         self._loading: dict[int, int] = {}
+        # The last generation of each group journaled as `group_generation`.
+        self._journaled_generation: dict[str, int] = {}
         replica_manager.leadership_listeners.append(self.on_leadership_change)
 
     # ------------------------------------------------------------------ lifecycle
@@ -283,6 +287,8 @@ class GroupCoordinator:
                     error.name,
                 )
             self.apply(self.core.on_group_stored(store, error))
+            if error == Errors.NONE:
+                self._journal_generation(store)
 
         self._append(store.partition, batch, done)
 
@@ -339,6 +345,20 @@ class GroupCoordinator:
                     "local_high_watermark": local_hw,
                 }
             )
+        self.journal.emit_each(
+            "offset_commit",
+            [
+                {
+                    "group": store.group_id,
+                    "generation": store.generation_id,
+                    "member_id": store.member_id,
+                    "topic": topic,
+                    "partition": partition,
+                    "offset": o.offset,
+                }
+                for (topic, partition), o in store.offsets.items()
+            ],
+        )
         self.journal.emit_partition(
             "offsets_committed",
             (GROUP_METADATA_TOPIC_NAME, store.partition),
@@ -347,6 +367,37 @@ class GroupCoordinator:
             last_offset=base_offset + header.last_offset_delta,
             crc=header.crc,
             offsets=offsets,
+        )
+
+    def _journal_generation(self, store: StoreGroup) -> None:
+        """``group_generation``: a generation whose assignment took effect (the leader's SyncGroup stored;
+        the group Stable), with each member's client and assigned partitions (docs/storage.md)."""
+        group = self.core.groups.get(store.group_id)
+        if (
+            group is None
+            or group.generation_id != store.generation_id
+            or not group.is_state(GroupState.STABLE)
+        ):
+            return
+        if self._journaled_generation.get(store.group_id) == store.generation_id:
+            return
+        self._journaled_generation[store.group_id] = store.generation_id
+        members = [
+            {
+                "member_id": member.member_id,
+                "client_id": member.client_id,
+                "client_host": member.client_host,
+                "assignment": decode_assignment(member.assignment) or {},
+            }
+            for member in group.members.values()
+        ]
+        self.journal.emit_partition(
+            "group_generation",
+            (GROUP_METADATA_TOPIC_NAME, store.partition),
+            group=store.group_id,
+            generation=store.generation_id,
+            protocol=group.protocol_name,
+            members=members,
         )
 
     def _journal_rebalance(self, event: GroupRebalanced) -> None:

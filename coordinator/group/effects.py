@@ -118,6 +118,9 @@ class StoreOffsets:
     partition: int
     offsets: dict[TopicPartition, OffsetAndMetadata]
     refused: dict[TopicPartition, Errors] = field(default_factory=dict)
+    # Who committed (journaled in the `offset_commit` events): -1 and "" for a standalone consumer.
+    generation_id: int = -1
+    member_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

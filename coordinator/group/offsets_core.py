@@ -82,7 +82,11 @@ class OffsetsCore(CoreBase):
         pending = self._pending_commits.setdefault(group_id, {})
         for tp in to_store:
             pending[tp] = pending.get(tp, 0) + 1
-        return [StoreOffsets(token, group_id, self.partition_for(group_id), to_store, refused)]
+        return [
+            StoreOffsets(
+                token, group_id, self.partition_for(group_id), to_store, refused, generation_id, member_id
+            )
+        ]
 
     def on_offsets_stored(self, store: StoreOffsets, error: Errors) -> list[Effect]:
         """The outcome of a :class:`StoreOffsets`: the cache takes the offsets once they are committed."""

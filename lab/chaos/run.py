@@ -51,6 +51,9 @@ from protocol import ApiKeys, Errors, ProtocolFaultRule, error_name, wall_clock_
 CHAOS_FILE = "chaos.json"
 
 
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 RUN_FILE = "chaos-run.json"
 
 
@@ -67,6 +70,9 @@ REQUEST_TIMEOUT_MS = 5000  # the workload's PRODUCE timeout: a request to a paus
 
 
 CLIENTS = ("isrsim", "librdkafka")  # the workload's producer: isrsim's own, or Kafka's C client
+
+
+NO_WORKLOAD = "none"  # `chaos --workload none`: faults only, for a program started elsewhere
 
 
 MESSAGE_TIMEOUT_MS = 60_000  # librdkafka's delivery timeout (Kafka's delivery.timeout.ms)
@@ -213,7 +219,9 @@ class ChaosRun:
         return False
 
     async def _workload(self) -> None:
-        if self.client == "librdkafka":
+        if self.client == NO_WORKLOAD:
+            await self.stop_workload.wait()
+        elif self.client == "librdkafka":
             await self._librdkafka_workload()
         else:
             await self._isrsim_workload()
@@ -317,13 +325,16 @@ class ChaosRun:
         return [f"removed fault rule {s.rule.id} ({s.hits} hits)" for s in gone]
 
     async def _watch(self) -> None:
+        """The status line's ISRs: the workload topic's; without one (a program's own workload), those of
+        the one topic it uses (internal topics aside), if it uses only one."""
         while True:
             try:
-                meta = await partition_metadata(self.info, [self.topic])
+                meta = await partition_metadata(self.info, [self.topic] if self.topic else None)
             except Exception as exc:  # a bug in a query must not stop the run; it is shown
                 self.view.say(f"[yellow]status query failed: {escape(str(exc))}[/]")
                 meta = {}
-            if meta:
+            meta = {tp: m for tp, m in meta.items() if tp[0] not in INTERNAL_TOPICS}
+            if meta and len({t for t, _ in meta}) == 1:
                 self.state.isr = {p: sorted(m["isr_nodes"]) for (_, p), m in meta.items()}
                 self.state.replicas = {p: m["replica_nodes"] for (_, p), m in meta.items()}
                 self.state.leaders = {p: m["leader_id"] for (_, p), m in meta.items()}
@@ -347,7 +358,8 @@ class ChaosRun:
 
 
 async def service_view(info: ClusterInfo, topic: str) -> ServiceView:
-    """The controller's view of the brokers (fenced) and of ``topic``'s ISRs, for ``--max-down``."""
+    """The controller's view of the brokers (fenced) and of ``topic``'s ISRs (every topic's when ``topic``
+    is empty), for ``--max-down``."""
     cluster: dict[str, Any] | None
     if not info.quorum:
         c = info.controller
@@ -357,14 +369,15 @@ async def service_view(info: ClusterInfo, topic: str) -> ServiceView:
             cluster, _ = await ask_controller(voters_of(info), ApiKeys.DESCRIBE_CLUSTER, {}, 2.0, wait_s=2.0)
         except NoActiveController:
             cluster = None
-    meta = await partition_metadata(info, [topic])
+    meta = await partition_metadata(info, [topic] if topic else None)
     if cluster is None or not cluster.get("brokers") or not meta:
         return ServiceView(known=False)
     fenced = frozenset(str(b["broker_id"]) for b in cluster["brokers"] if b.get("fenced"))
     return ServiceView(
         fenced=fenced,
-        replicas={p: m["replica_nodes"] for (_, p), m in meta.items()},
-        isr={p: m["isr_nodes"] for (_, p), m in meta.items()},
+        # Keyed by the partition's place in (topic, partition) order: several topics may be counted.
+        replicas={i: meta[tp]["replica_nodes"] for i, tp in enumerate(sorted(meta))},
+        isr={i: meta[tp]["isr_nodes"] for i, tp in enumerate(sorted(meta))},
     )
 
 

@@ -27,6 +27,7 @@ class ChaosState:
     phase: str = "workload"
     faults: list[str] = field(default_factory=list)
     records_acked: int = 0
+    show_acked: bool = True  # False: the workload is a program of its own (`isrsim run`), not counted here
     isr: dict[int, list[int]] = field(default_factory=dict)
     replicas: dict[int, list[int]] = field(default_factory=dict)
     leaders: dict[int, int] = field(default_factory=dict)
@@ -49,9 +50,10 @@ def status_line(state: ChaosState, elapsed: float, stamp: str = "") -> str:
         for p in sorted(state.isr)
     )
     when = f"{stamp} " if stamp else ""
+    acked = f"acked: {state.records_acked:,} records  " if state.show_acked else ""
     return (
         f"{when}run {elapsed:.0f}s/{state.duration_s:g}s  {state.phase}  faults: {faults}  "
-        f"acked: {state.records_acked:,} records  ISR {isr or '?'}"
+        f"{acked}ISR {isr or '?'}"
     )
 
 

@@ -29,6 +29,7 @@ FIELDS = [
     "producer_epoch",
     "base_sequence",
     "client_id",
+    "received_ms",
 ]
 
 
