@@ -1,4 +1,4 @@
-"""``isrsim fault add|list|remove|wait``: protocol-level fault rules on a running cluster (SPEC §16).
+"""``isrsim fault add|observe|list|remove|wait``: protocol-level fault rules on a running cluster (SPEC §16).
 
 A rule answers chosen requests with a chosen error, a delay, no answer, or a closed connection, in the
 connection layer of every node (or of ``--node N``), beside the network faults of ``isrsim net``. The
@@ -104,6 +104,93 @@ def fault_add(
 
     The first rule added wins when several match a request. A rule with --topic/--partition acts on a
     whole request that touches the partition (a PRODUCE for several partitions included)."""
+    _add_rule(
+        api=api,
+        topic=topic,
+        partition=partition,
+        group=group,
+        transactional_id=transactional_id,
+        client_id=client_id,
+        node=node,
+        error=error,
+        delay_ms=delay_ms,
+        drop_response=drop_response,
+        disconnect=disconnect,
+        when=when,
+        count=count,
+        probability=probability,
+        seed=seed,
+        data_dir=data_dir,
+        bootstrap_server=bootstrap_server,
+    )
+
+
+@fault.command("observe")
+@click.option("--api", "api", required=True, help="Kafka's API name: Produce, Fetch, Metadata, JoinGroup ...")
+@click.option("--topic", default=None, help="Only requests that touch this topic.")
+@click.option("--partition", type=int, default=None, help="Only requests that touch this partition.")
+@click.option("--group", default=None, help="Only requests of this consumer group.")
+@click.option("--transactional-id", default=None, help="Only requests of this transactional id.")
+@click.option("--client-id", default=None, help="Only requests with this client.id.")
+@click.option(
+    "--node", default=None, help="Only on this node (a broker id, or controller); default every node."
+)
+@click.option("--count", type=int, default=None, help="Count at most N matches (on each node).")
+@DATA_DIR
+@BOOTSTRAP
+def fault_observe(
+    api: str,
+    topic: str | None,
+    partition: int | None,
+    group: str | None,
+    transactional_id: str | None,
+    client_id: str | None,
+    node: str | None,
+    count: int | None,
+    data_dir: Path | None,
+    bootstrap_server: str | None,
+) -> None:
+    """Count the requests a rule would match, without acting on them; prints its id.
+
+    Each match is a hit (journaled in faults.jsonl as rule_hit, effect observe): `fault list` shows the
+    counts and `fault wait ID --hits N` waits for them, e.g. until a client's third JoinGroup arrived."""
+    _add_rule(
+        api=api,
+        topic=topic,
+        partition=partition,
+        group=group,
+        transactional_id=transactional_id,
+        client_id=client_id,
+        node=node,
+        observe=True,
+        count=count,
+        data_dir=data_dir,
+        bootstrap_server=bootstrap_server,
+    )
+
+
+def _add_rule(
+    *,
+    api: str,
+    topic: str | None,
+    partition: int | None,
+    group: str | None,
+    transactional_id: str | None,
+    client_id: str | None,
+    node: str | None,
+    error: str | None = None,
+    delay_ms: int | None = None,
+    drop_response: bool = False,
+    disconnect: bool = False,
+    observe: bool = False,
+    when: str = "before",
+    count: int | None = None,
+    probability: float | None = None,
+    seed: int | None = None,
+    data_dir: Path | None,
+    bootstrap_server: str | None,
+) -> None:
+    """Builds the rule (a bad one: one line, exit 2), adds it on every node (or ``node``), prints its id."""
     try:
         if probability is not None and not math.isfinite(probability):
             raise RuleError(f"--probability must be within (0, 1] (got {probability})")
@@ -122,6 +209,7 @@ def fault_add(
             delay_ms=delay_ms or 0,
             drop_response=drop_response,
             disconnect=disconnect,
+            observe=observe,
             when=when,
             count=count,
             probability=probability,
@@ -144,6 +232,7 @@ def fault_add(
         )
     click.echo(added.id)
     click.echo(f"rule {added.id} on node(s) {', '.join(nodes)}: {added.describe()}", err=True)
+
 
 
 def _status_line(status: RuleStatus) -> str:

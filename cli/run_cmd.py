@@ -18,6 +18,7 @@ from rich.markup import escape
 from kit.cluster_client import ClientError, bootstrap_from
 from kit.cluster_files import ClusterError, ClusterInfo
 from kit.processes import process_state
+from kit.protocol_faults import RuleInputError, load_rules_file
 from kit.run_clock import RunClock
 from lab.chaos.app_run import AppRun, app_environment, app_log_path, client_properties
 from lab.chaos.nemesis import ChaosError
@@ -92,6 +93,14 @@ def _bring_up(data_dir: Path, secure: bool, console: Console) -> None:
     help="Seconds to wait for convergence.",
 )
 @click.option("--no-report", is_flag=True, help="Skip the report.")
+@click.option(
+    "--rules",
+    "rules_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Protocol-level fault rules (YAML or JSON list, `isrsim fault add`'s options) in force while "
+    "COMMAND runs: added at the start, removed at the end (docs/faults.md).",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     data_dir: Path,
@@ -106,6 +115,7 @@ def run(
     secure: bool,
     converge_timeout: float,
     no_report: bool,
+    rules_file: Path | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND (your own program, any language, any Kafka client) against the cluster while a seeded
@@ -119,6 +129,10 @@ def run(
     """
     if duration <= 0:
         raise click.UsageError(f"--duration must be > 0 seconds (got {duration:g})")
+    try:
+        rules = load_rules_file(rules_file) if rules_file is not None else []
+    except RuleInputError as exc:
+        raise click.UsageError(str(exc)) from None
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)
@@ -185,7 +199,9 @@ def run(
     error: str | None = None
     interrupted = False
     with ChaosView(console, state, clock) as view:
-        app = AppRun(info, schedule, command, env, log_path, converge_timeout, view, faults=not no_faults)
+        app = AppRun(
+            info, schedule, command, env, log_path, converge_timeout, view, faults=not no_faults, rules=rules
+        )
         try:
             outcome = trio.run(app.main)
         except BaseExceptionGroup as group:

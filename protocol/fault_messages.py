@@ -81,6 +81,7 @@ class ProtocolFaultsRule:
     delay_ms: Int32 = field(default=0, metadata={"min": 0})
     drop_response: bool = False
     disconnect: bool = False
+    observe: bool = False  # count and journal matches, never act (``isrsim fault observe``)
     when: str = field(default="before", metadata={"choices": ("before", "after")})
     count: Int32 | None = None
     probability_ppm: Int32 | None = None

@@ -3,14 +3,17 @@ no answer, or a closed connection (SPEC §16, docs/faults.md "Protocol-level fau
 
 * :class:`ProtocolFaultRule`: one rule: what it matches (an API by Kafka's name, and optionally a topic, a
   partition, a group, a transactional id, a client id, a node) and what it does (``error``, ``delay``,
-  ``drop-response`` or ``disconnect``), ``before`` the request is acted on or ``after``, at most ``count``
-  times or with a ``probability`` drawn from a seeded generator.
+  ``drop-response`` or ``disconnect``, or ``observe``: only count and journal the matches), ``before``
+  the request is acted on or ``after``, at most ``count`` times or with a ``probability`` drawn from a
+  seeded generator.
 * :func:`request_facts`: what a request touches (topic-partitions, groups, transactional id), read from its
   body, the same dict in both encodings.
 * :class:`ProtocolFaultTable`: one node's rules in the order they were added; :meth:`~.match`
   answers "does a rule fire on this request?". The first rule (in the order added) that matches the request
   and fires wins; an exhausted rule (``count`` hits) or one whose draw failed lets the next rule have its
-  turn. The table keeps each rule's hits and the last :data:`HIT_LOG_SIZE` hit records.
+  turn. An ``observe`` rule never acts and never stands in another's way: every observe rule that matches
+counts the request (:meth:`~.ProtocolFaultTable.observe`). The table keeps each rule's hits and the last
+:data:`HIT_LOG_SIZE` hit records.
 
 A rule with a topic (and partition) matches a request that touches it: a PRODUCE or FETCH for several
 partitions is acted on as a whole when any of them matches (Kafka answers a request, not a partition). A
@@ -36,7 +39,7 @@ from protocol.fault_messages import (
 from protocol.schema import from_body, to_body
 
 WHEN = ("before", "after")
-ACTIONS = ("error", "delay", "drop-response", "disconnect")
+ACTIONS = ("error", "delay", "drop-response", "disconnect", "observe")
 HIT_LOG_SIZE = 2000
 PROBABILITY_PPM_MAX = 1_000_000
 
@@ -135,16 +138,24 @@ class ProtocolFaultRule:
     delay_ms: int = 0
     drop_response: bool = False
     disconnect: bool = False
+    observe: bool = False
     when: str = "before"
     count: int | None = None
     probability: float | None = None
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        actions = [self.error is not None, self.delay_ms > 0, self.drop_response, self.disconnect]
+        actions = [
+            self.error is not None,
+            self.delay_ms > 0,
+            self.drop_response,
+            self.disconnect,
+            self.observe,
+        ]
         if sum(actions) != 1:
             raise RuleError(
-                "a rule does exactly one of: --error, --delay-ms N (> 0), --drop-response, --disconnect"
+                "a rule does exactly one of: --error, --delay-ms N (> 0), --drop-response, --disconnect "
+                "(or observes: `fault observe`)"
             )
         if self.delay_ms < 0:
             raise RuleError(f"delay_ms must be >= 0 (got {self.delay_ms})")
@@ -171,6 +182,8 @@ class ProtocolFaultRule:
             return "error"
         if self.delay_ms > 0:
             return "delay"
+        if self.observe:
+            return "observe"
         return "drop-response" if self.drop_response else "disconnect"
 
     def describe(self) -> str:
@@ -263,6 +276,7 @@ def rule_from_json(obj: Mapping[str, Any], *, rule_id: int | None = None) -> Pro
         delay_ms=opt_int("delay_ms") or 0,
         drop_response=bool(norm.get("drop_response", False)),
         disconnect=bool(norm.get("disconnect", False)),
+        observe=bool(norm.get("observe", False)),
         when=str(norm.get("when", "before")),
         count=opt_int("count"),
         probability=probability,
@@ -488,10 +502,31 @@ class ProtocolFaultTable:
             self._draws.pop(rule.id, None)
         return gone
 
+    @property
+    def observing(self) -> bool:
+        """Whether any rule only observes (so :meth:`observe` has something to count)."""
+        return any(rule.observe for rule in self._rules)
+
+    def observe(self, facts: RequestFacts) -> list[RuleHit]:
+        """Every ``observe`` rule that matches this request, each counted as a hit."""
+        out: list[RuleHit] = []
+        for rule in self._rules:
+            if not rule.observe or (rule.node is not None and rule.node != self.node):
+                continue
+            matched = _matches(rule, facts)
+            if matched is None:
+                continue
+            hits = self.hits.get(rule.id, 0)
+            if rule.count is not None and hits >= rule.count:
+                continue
+            self.hits[rule.id] = hits + 1
+            out.append(RuleHit(rule, hits + 1, *matched))
+        return out
+
     def match(self, facts: RequestFacts) -> RuleHit | None:
         """The rule that fires on this request, if any, counted as a hit (see the module's doc)."""
         for rule in self._rules:
-            if rule.node is not None and rule.node != self.node:
+            if rule.observe or (rule.node is not None and rule.node != self.node):
                 continue
             matched = _matches(rule, facts)
             if matched is None:
@@ -526,6 +561,7 @@ def rule_to_wire(rule: ProtocolFaultRule, hits: int = 0) -> ProtocolFaultsRule:
         delay_ms=rule.delay_ms,
         drop_response=rule.drop_response,
         disconnect=rule.disconnect,
+        observe=rule.observe,
         when=rule.when,
         count=rule.count,
         probability_ppm=None
@@ -551,6 +587,7 @@ def rule_from_wire(wire: ProtocolFaultsRule) -> ProtocolFaultRule:
         delay_ms=wire.delay_ms,
         drop_response=wire.drop_response,
         disconnect=wire.disconnect,
+        observe=wire.observe,
         when=wire.when,
         count=wire.count,
         probability=None if wire.probability_ppm is None else wire.probability_ppm / PROBABILITY_PPM_MAX,

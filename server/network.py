@@ -678,6 +678,9 @@ class SocketServer:
         assert faults is not None
         header = request.header
         facts = request_facts(header.api_key, header.client_id, request.body)
+        if self.rules.observing:
+            for seen in self.rules.observe(facts):
+                faults.rule_hit(seen, facts)
         hit = self.rules.match(facts)
         if hit is None:
             return False

@@ -31,7 +31,7 @@ from kit.cluster_files import ClusterInfo
 from lab.chaos.run import NO_WORKLOAD, ChaosRun, Outcome
 from lab.chaos.schedule import Schedule
 from lab.chaos.view import ChaosView
-from protocol import wall_clock_ms
+from protocol import ProtocolFaultRule, wall_clock_ms
 
 TERM_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this long
 OUTPUT_GRACE_S = 2.0  # after the program exits, how long its output may still drain (a child of it holds it)
@@ -95,8 +95,11 @@ class AppRun(ChaosRun):
         view: ChaosView,
         *,
         faults: bool = True,
+        rules: Sequence[ProtocolFaultRule] = (),
     ) -> None:
-        super().__init__(info, schedule, "", 1.0, -1, [], converge_timeout, view, client=NO_WORKLOAD)
+        super().__init__(
+            info, schedule, "", 1.0, -1, [], converge_timeout, view, client=NO_WORKLOAD, rules=list(rules)
+        )
         self.command = list(command)
         self.env = dict(env)
         self.log_path = log_path
@@ -108,8 +111,12 @@ class AppRun(ChaosRun):
 
     async def main(self) -> Outcome:
         try:
+            await self.add_rules()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._watch)
+                keeping = trio.CancelScope()
+                if self.applied.plan:
+                    nursery.start_soon(self._keep_rules, keeping)
                 async with trio.open_nursery() as work:
                     work.start_soon(self._app)
                     with self._play_scope:
@@ -121,7 +128,9 @@ class AppRun(ChaosRun):
                     self.stop_workload.set()
                 self.outcome.workload_stopped_ms = wall_clock_ms()
                 self.state.phase = "healing"
-                self.outcome.final_actions = await self.nemesis.heal_everything()
+                keeping.cancel()
+                removed = await self.remove_rules()
+                self.outcome.final_actions = removed + await self.nemesis.heal_everything()
                 if self.outcome.final_actions:
                     self.outcome.last_fault_end_ms = wall_clock_ms()
                     self.view.say("at the end: " + ", ".join(self.outcome.final_actions))

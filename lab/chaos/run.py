@@ -127,10 +127,7 @@ class ChaosRun:
 
     async def main(self) -> Outcome:
         try:
-            if self.rules:
-                self.applied = await apply_rules(Path(self.info.root), self.rules)
-                for rule, nodes in self.applied.plan:
-                    self.view.say(f"fault rule {rule.id} on {', '.join(nodes)}: {escape(rule.describe())}")
+            await self.add_rules()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._watch)
                 keeping = trio.CancelScope()
@@ -318,6 +315,13 @@ class ChaosRun:
                     continue
                 if restored:
                     self.view.say(f"fault rules given back to restarted node(s) {', '.join(restored)}")
+
+    async def add_rules(self) -> None:
+        """Adds the run's protocol-level fault rules (``--rules``) to the cluster; says each one."""
+        if self.rules:
+            self.applied = await apply_rules(Path(self.info.root), self.rules)
+            for rule, nodes in self.applied.plan:
+                self.view.say(f"fault rule {rule.id} on {', '.join(nodes)}: {escape(rule.describe())}")
 
     async def remove_rules(self) -> list[str]:
         """Removes the rules this run added (those still in force); says what each did."""

@@ -146,6 +146,15 @@ def test_kcat_sees_a_delayed_metadata_and_bad_input_is_refused(kafka_cluster: Cl
     assert metadata_seconds() < 1.5
     assert [r["action"] for r in read_faults(c.root) if r.get("rule_id") == rule][-1] == "rule_remove"
 
+    # Observing: each match counted and journaled, the request answered as usual.
+    proc = c.cli("fault", "observe", "--api", "Metadata", "--node", "1")
+    watch = int(proc.stdout.strip())
+    assert metadata_seconds() < 1.5 and metadata_seconds() < 1.5
+    c.cli("fault", "wait", str(watch), "--hits", "2", "--timeout", "5")
+    hits = [r for r in read_faults(c.root) if r.get("rule_id") == watch and r["action"] == "rule_hit"]
+    assert hits and {h["effect"] for h in hits} == {"observe"}
+    c.cli("fault", "remove", str(watch))
+
     # Bad input: one line each, exit 2.
     for args, why in (
         (["--api", "Produc", "--error", "6"], "unknown API 'Produc'"),

@@ -56,8 +56,26 @@ def test_a_program_s_failure_is_exit_4_with_its_code(tmp_path: Path) -> None:
         assert (root / "workload" / "app-1.log").read_text() == "about to fail\n"
         info = ClusterInfo.load(root)
         assert all(process_state(b.pid) == "running" for b in info.brokers)  # --keep-up
+
+        # Again on the running cluster, with a rules file (SPEC §16): in force while the program runs.
+        rules = tmp_path / "rules.json"
+        rules.write_text(json.dumps([{"api": "Metadata", "delay_ms": 10, "count": 1}]))
+        ran = run_cli(
+            "run", "--data-dir", str(root), "--no-faults", "--no-report", "--rules", str(rules), "--",
+            "sh", "-c", sh_listing_rules(root),
+            check=False, timeout=180,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+        assert "Metadata" in (root / "workload" / "app-2.log").read_text()  # the rule, listed while it ran
+        actions = [x["action"] for x in read_journal(root / "faults.jsonl")]
+        assert "rule_add" in actions and "rule_remove" in actions
+        assert not run_cli("fault", "list", "--data-dir", str(root)).stdout.count("Metadata")  # removed
     finally:
         stop_everything(root)
+
+
+def sh_listing_rules(root: Path) -> str:
+    return f"{sys.executable} -m cli.main fault list --data-dir {root}"
 
 
 @pytest.mark.clients

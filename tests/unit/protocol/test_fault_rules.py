@@ -208,3 +208,20 @@ def test_json_and_wire_round_trips() -> None:
         r.describe()
         == "Produce topic=t partition=1 -> error NOT_LEADER_OR_FOLLOWER (after, probability 0.25)"
     )
+
+
+def test_an_observe_rule_counts_every_match_and_never_stands_in_the_way() -> None:
+    table = ProtocolFaultTable("1")
+    table.add([rule(1, error=None, observe=True), rule(2, count=1), rule(3, error=None, observe=True, count=2)])
+    assert table.observing
+    for _ in range(3):
+        seen = [h.rule.id for h in table.observe(produce(("a", 0)))]
+        acting = table.match(produce(("a", 0)))
+        assert acting is None or acting.rule.id == 2  # observers never act, and never win a match
+    assert table.hits == {1: 3, 2: 1, 3: 2}
+    assert seen == [1]  # rule 3 stopped counting at its count
+    assert [h.rule.action for h in table.observe(produce(("a", 0)))] == ["observe"]
+    assert rule_from_wire(rule_to_wire(rule(4, error=None, observe=True))).observe
+    assert rule_from_json({"api": "Produce", "observe": True}).action == "observe"
+    with pytest.raises(RuleError, match="exactly one"):
+        rule(5, observe=True)  # an error and observe
