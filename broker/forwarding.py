@@ -96,6 +96,7 @@ class ForwardingManager:
         backoff = ExponentialBackoff(RETRY_BACKOFF_S, RETRY_BACKOFF_MAX_S)
         last: BaseException | str | None = None
         deadline = trio.current_time() + timeout_s
+        address = f"{self.channel.host}:{self.channel.port}"
         with trio.move_on_after(timeout_s):
             while True:
                 address = f"{self.channel.host}:{self.channel.port}"
@@ -129,4 +130,6 @@ class ForwardingManager:
             timeout_s,
             last,
         )
-        return None, f"the controller did not answer {api_key.name} within {timeout_s:.1f} s"
+        if last is None:  # still waiting on the first controller asked
+            return None, f"the controller at {address} did not answer {api_key.name} within {timeout_s:.1f} s"
+        return None, f"no controller took {api_key.name} within {timeout_s:.1f} s (the last: {last})"
