@@ -11,6 +11,10 @@ operation that would need more is refused as a whole and changes nothing:
 - Any other operation whose records would pass 10,000 (a CreateTopics' topic, config and partition records;
   one record per topic deleted, per ACL created, per SCRAM credential changed): POLICY_VIOLATION "Unable to
   perform excessively large batch operation." (what Kafka answers for a ``BoundedListTooLongException``).
+- In a quorum, where the controller's whole state is one metadata record per decision, CreateTopics and
+  CreatePartitions whose new partitions would make that record larger than METADATA_STATE_MAX_BYTES
+  (Kafka's 8 MiB metadata batch less room for other growth): POLICY_VIOLATION, the same message with the
+  sizes.
 - DeleteAcls removes at most 10,000 ACLs: the filter whose matches would pass that is answered
   UNKNOWN_SERVER_ERROR "Cannot remove more than 10000 acls in a single delete operation." and removes none.
 
@@ -22,6 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import msgpack
+
+from broker.raft.metadata_log import METADATA_MAX_BATCH_BYTES
 from protocol import controller_messages as cm
 from protocol.errors import Errors
 
@@ -30,6 +37,10 @@ MAX_RECORDS_PER_BATCH = 10_000
 MAX_RECORDS_PER_USER_OP = MAX_RECORDS_PER_BATCH
 # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH.
 MAX_PARTITIONS_PER_BATCH = 10_000
+# A quorum's controller writes its whole state as one record per decision (broker/controller/quorum.py), so
+# the state must fit one metadata batch: topics and partitions are not added past this, which leaves room
+# for the state's other growth (registrations, pending deletions) below the batch limit.
+METADATA_STATE_MAX_BYTES = METADATA_MAX_BATCH_BYTES - 512 * 1024
 
 EXCESSIVE_PARTITIONS_ERROR = Errors.POLICY_VIOLATION
 EXCESSIVE_PARTITIONS_MESSAGE = "Excessively large number of partitions per request."
@@ -80,6 +91,39 @@ def create_partitions_too_many(
     return False
 
 
+# The largest value of an epoch or partition index in a state record: estimates use it, so that they stay
+# above what the partitions take however their epochs grow.
+_INT32_MAX = 2**31 - 1
+
+
+def new_partitions_bytes(count: int, replication_factor: int, broker_id_max: int) -> int:
+    """An upper estimate of what ``count`` new partitions add to a state record (ClusterState.to_json)."""
+    replicas = [broker_id_max] * max(1, replication_factor)
+    sample = {
+        "partition": _INT32_MAX,
+        "replicas": replicas,
+        "leader": broker_id_max,
+        "leader_epoch": _INT32_MAX,
+        "isr": replicas,
+        "partition_epoch": _INT32_MAX,
+        "controller_epoch": _INT32_MAX,
+    }
+    return count * len(msgpack.packb(sample))
+
+
+def new_topic_bytes(name: str, configs: Mapping[str, str]) -> int:
+    """What a new topic adds to a state record besides its partitions (an upper estimate)."""
+    return len(msgpack.packb({"name": name, "configs": dict(configs), "partitions": []})) + 8
+
+
+def state_too_large_message(projected_bytes: int) -> str:
+    """The answer to a creation that would make a quorum's state record pass METADATA_STATE_MAX_BYTES."""
+    return (
+        f"{EXCESSIVE_BATCH_MESSAGE} The cluster's metadata would take {projected_bytes} bytes, more than the "
+        f"{METADATA_STATE_MAX_BYTES} a metadata record may hold."
+    )
+
+
 def too_many_records(count: int) -> bool:
     """One user operation's records would not fit Kafka's bound."""
     return count > MAX_RECORDS_PER_USER_OP
@@ -95,7 +139,12 @@ __all__ = [
     "MAX_PARTITIONS_PER_BATCH",
     "MAX_RECORDS_PER_BATCH",
     "MAX_RECORDS_PER_USER_OP",
+    "METADATA_MAX_BATCH_BYTES",
+    "METADATA_STATE_MAX_BYTES",
     "create_partitions_too_many",
     "create_topics_too_many_partitions",
+    "new_partitions_bytes",
+    "new_topic_bytes",
+    "state_too_large_message",
     "too_many_records",
 ]

@@ -31,8 +31,12 @@ from broker.controller.bounds import (
     EXCESSIVE_PARTITIONS_ERROR,
     EXCESSIVE_PARTITIONS_MESSAGE,
     MAX_RECORDS_PER_USER_OP,
+    METADATA_STATE_MAX_BYTES,
     create_partitions_too_many,
     create_topics_too_many_partitions,
+    new_partitions_bytes,
+    new_topic_bytes,
+    state_too_large_message,
     too_many_records,
 )
 from broker.controller.describe import describe_cluster_response, metadata_response
@@ -100,6 +104,9 @@ class ControllerCore:
         self._dirty = False
         # The ACLs and SCRAM credentials every UPDATE_METADATA carries (None until there are any).
         self.security: UpdateMetadataSecurity | None = None
+        # In a quorum, the size of the state's last metadata record (set by the shell after each append):
+        # creations that would make it pass METADATA_STATE_MAX_BYTES are refused. None: no bound.
+        self.state_record_bytes: int | None = None
 
     def security_changed(self, security: UpdateMetadataSecurity, *, record: bool = False) -> None:
         """A new version of the ACLs and credentials: every live broker gets it in an UPDATE_METADATA. With
@@ -504,6 +511,15 @@ class ControllerCore:
         )
         if too_many_records(records):
             return _create_topics_refused(req, EXCESSIVE_BATCH_ERROR, EXCESSIVE_BATCH_MESSAGE)
+        growth = sum(
+            new_topic_bytes(t.name, t.configs)
+            + new_partitions_bytes(len(plan.assignment), plan.replication_factor, self._broker_id_max())
+            for t, plan in plans
+            if isinstance(plan, TopicPlan)
+        )
+        too_large = self._state_too_large(growth)
+        if too_large is not None:
+            return _create_topics_refused(req, EXCESSIVE_BATCH_ERROR, too_large)
         out: list[cm.CreateTopicsResponseTopic] = []
         for t, plan in plans:
             if isinstance(plan, TopicPlan):
@@ -526,6 +542,16 @@ class ControllerCore:
             if count > 1
         )
         return cm.CreateTopicsResponse(topics=out)
+
+    def _broker_id_max(self) -> int:
+        return max(self.state.brokers, default=0)
+
+    def _state_too_large(self, growth: int) -> str | None:
+        """None if the state record may grow by ``growth`` bytes, else why not."""
+        if self.state_record_bytes is None:
+            return None
+        projected = self.state_record_bytes + growth
+        return state_too_large_message(projected) if projected > METADATA_STATE_MAX_BYTES else None
 
     def _plan_topics(
         self, topics: list[cm.CreateTopicsRequestTopic], *, validate_only: bool
@@ -633,13 +659,29 @@ class ControllerCore:
         counts = Counter(t.name for t in req.topics)
         unique = [t for t in req.topics if counts[t.name] == 1]
         current = {t.name: len(topic.partitions) for t in unique if (topic := self.state.topics.get(t.name))}
+        refusal: tuple[Errors, str] | None = None
         if create_partitions_too_many(unique, current):
+            refusal = EXCESSIVE_PARTITIONS_ERROR, EXCESSIVE_PARTITIONS_MESSAGE
+        else:
+            growth = sum(
+                new_partitions_bytes(
+                    t.count - current[t.name],
+                    len(self.state.topics[t.name].partitions[0].replicas),
+                    self._broker_id_max(),
+                )
+                for t in unique
+                if t.name in current
+                and t.count > current[t.name]
+                and 0 in self.state.topics[t.name].partitions
+            )
+            too_large = self._state_too_large(growth)
+            if too_large is not None:
+                refusal = EXCESSIVE_BATCH_ERROR, too_large
+        if refusal is not None:
             return cm.CreatePartitionsResponse(
                 results=[
                     cm.CreatePartitionsTopicResult(
-                        name=t.name,
-                        error_code=int(EXCESSIVE_PARTITIONS_ERROR),
-                        error_message=EXCESSIVE_PARTITIONS_MESSAGE,
+                        name=t.name, error_code=int(refusal[0]), error_message=refusal[1]
                     )
                     for t in req.topics
                 ]

@@ -16,6 +16,8 @@ from broker.raft.raft_log import UNDEFINED_EPOCH, OffsetAndEpoch
 from protocol.records import build_simple_batch
 
 METADATA_TOPIC = "__cluster_metadata"
+# Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES, the metadata log's max.message.bytes (KafkaMetadataLog).
+METADATA_MAX_BATCH_BYTES = 8 * 1024 * 1024
 METADATA_PARTITION = 0
 
 
@@ -26,7 +28,8 @@ class MetadataLog:
     @classmethod
     def open(cls, metadata_log_dir: Path, config: LogConfig | None = None) -> MetadataLog:
         directory = metadata_log_dir / f"{METADATA_TOPIC}-{METADATA_PARTITION}"
-        return cls(Log.open(directory, METADATA_TOPIC, METADATA_PARTITION, config or LogConfig()))
+        config = config or LogConfig(max_message_bytes=METADATA_MAX_BATCH_BYTES)
+        return cls(Log.open(directory, METADATA_TOPIC, METADATA_PARTITION, config))
 
     @property
     def end_offset(self) -> int:

@@ -12,12 +12,16 @@ from broker.controller.bounds import (
     EXCESSIVE_PARTITIONS_MESSAGE,
     MAX_PARTITIONS_PER_BATCH,
     MAX_RECORDS_PER_USER_OP,
+    METADATA_STATE_MAX_BYTES,
     create_partitions_too_many,
     create_topics_too_many_partitions,
+    new_partitions_bytes,
+    new_topic_bytes,
 )
 from broker.controller.core import ControllerCore
 from broker.controller.security_control import SecurityControl
 from broker.controller.state import PartitionState, TopicState
+from broker.raft.records import encode_record
 from broker.security.security_metadata import SecurityMetadata
 from protocol import controller_messages as cm
 from protocol import security_messages as sm
@@ -273,3 +277,40 @@ def _fields(u: sm.ScramCredentialUpsertion) -> dict[str, object]:
         "salt": u.salt,
         "salted_password": u.salted_password,
     }
+
+
+# ------------------------------------------------------------------------------------ a quorum's state record
+
+
+def _record_bytes(core: ControllerCore) -> int:
+    return len(encode_record("ControllerState", decisions=["state"], state=core.state.to_json()))
+
+
+def test_the_estimate_of_new_partitions_is_an_upper_bound() -> None:
+    core = live_core([1, 2, 3])
+    before = _record_bytes(core)
+    assert create_topic(core, "t", 5000, 3, {"min.insync.replicas": "2"}).error_code == 0
+    grown = _record_bytes(core) - before
+    estimate = new_topic_bytes("t", {"min.insync.replicas": "2"}) + new_partitions_bytes(5000, 3, 3)
+    assert grown <= estimate <= 2 * grown
+
+
+def test_a_quorum_state_record_never_grows_past_its_bound() -> None:
+    core = live_core([1, 2, 3])
+    core.state_record_bytes = METADATA_STATE_MAX_BYTES - new_partitions_bytes(100, 3, 3)
+    got = create_topic(core, "t", 9999, 3)
+    assert got.error_code == Errors.POLICY_VIOLATION
+    assert (got.error_message or "").startswith(
+        EXCESSIVE_BATCH_MESSAGE + " The cluster's metadata would take "
+    )
+    untouched(core)
+    assert create_topic(core, "small", 10, 3).error_code == 0
+    # CreatePartitions alike
+    resp = core.create_partitions(
+        cm.CreatePartitionsRequest(topics=[cm.CreatePartitionsTopic(name="small", count=5000)])
+    )
+    assert resp.results[0].error_code == Errors.POLICY_VIOLATION
+    assert len(core.state.topics["small"].partitions) == 10
+    # a single controller (no quorum) writes its state to a file: no such bound
+    core.state_record_bytes = None
+    assert create_topic(core, "t", 9999, 3).error_code == 0
