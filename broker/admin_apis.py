@@ -14,6 +14,7 @@ TOPIC_AUTHORIZATION_FAILED (CLUSTER_AUTHORIZATION_FAILED for DescribeQuorum).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,11 @@ from broker.forwarding import ForwardingManager
 from broker.metadata_cache import MetadataCache
 from protocol import messages as m
 from protocol import raft_messages as rm
+from protocol.admin_bounds import (
+    EXCESSIVE_PARTITIONS_ERROR,
+    EXCESSIVE_PARTITIONS_MESSAGE,
+    create_topics_too_many_partitions,
+)
 from protocol.api_keys import ApiKeys
 from protocol.common import is_valid_topic_name
 from protocol.errors import Errors
@@ -126,6 +132,20 @@ class AdminApis:
             request.complete(to_body(m.CreateTopicsResponse(topics=refused)))
             return
         req.topics = allowed
+        counts = Counter(t.name for t in allowed)
+        # A cheap early refusal of what the controller refuses anyway (docs/controller.md): a default count
+        # (-1) is the controller's, counted here as one partition.
+        if create_topics_too_many_partitions((t for t in allowed if counts[t.name] == 1), 1):
+            over = [
+                m.CreateTopicsResponseTopic(
+                    name=t.name,
+                    error_code=int(EXCESSIVE_PARTITIONS_ERROR),
+                    error_message=EXCESSIVE_PARTITIONS_MESSAGE,
+                )
+                for t in allowed
+            ]
+            request.complete(to_body(m.CreateTopicsResponse(topics=over + refused)))
+            return
 
         def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
             if answer is None:

@@ -61,6 +61,9 @@ from storage.log_validator import TimestampType
 
 log = logging.getLogger(__name__)
 
+# New partitions' logs created per event-loop step while a LEADER_AND_ISR is applied.
+PARTITIONS_CREATED_PER_STEP = 4
+
 FetchSessionPartitions = FetchSession
 AlterCallback = Callable[[TopicPartition, Errors, int, list[int], int], None]
 AlterSubmit = Callable[[TopicPartition, int, list[int], int, AlterCallback], bool]
@@ -230,6 +233,7 @@ class ReplicaManager:
         still becomes leader only once its checkpoint is durable, as before; what changes is that the
         broker's other partitions, its fetchers and its heartbeats do not wait for the disk meanwhile."""
         async with self.state_change_lock:
+            await self._create_partitions_yielding(controller_epoch, states)
             files = self._new_leader_checkpoints(controller_epoch, states)
             if files:
                 with self.log_manager.failure_channel.guard(
@@ -238,6 +242,27 @@ class ReplicaManager:
                     await trio.to_thread.run_sync(write_all_atomically, files, ".tmp-lai")
             with already_durable(files):
                 return self.become_leader_or_follower(controller_id, controller_epoch, states, live_leaders)
+
+    async def _create_partitions_yielding(
+        self, controller_epoch: int, states: Sequence[tuple[TopicPartition, LeaderAndIsrState]]
+    ) -> None:
+        """The logs of the new partitions ``states`` gives this broker are created first, a few at a time with
+        the event loop served in between: a request for thousands of new partitions (one CreateTopics may
+        make up to 10,000, docs/controller.md) would otherwise hold the loop for as long as creating all
+        their files takes, and the broker would miss its heartbeats. Creating a partition's log early changes
+        nothing else: the request then finds it and applies its state as before."""
+        if controller_epoch < self.controller_epoch or self.log_manager.offline:
+            return
+        created = 0
+        for tp, state in states:
+            if tp in self.partitions or self.broker_id not in state.replicas:
+                continue
+            self.get_or_create_partition(tp)
+            created += 1
+            if created % PARTITIONS_CREATED_PER_STEP == 0:
+                await trio.sleep(0)
+            if self.log_manager.offline:
+                return
 
     def _new_leader_checkpoints(
         self, controller_epoch: int, states: Sequence[tuple[TopicPartition, LeaderAndIsrState]]

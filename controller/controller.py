@@ -38,7 +38,7 @@ from controller.state import ClusterState, save_state, start_new_epoch
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.common import monotonic_ms, wall_clock_ms
-from protocol.errors import Errors, InvalidRequestError
+from protocol.errors import Errors, InvalidRequestError, KafkaError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
 from protocol.raft_messages import RAFT_API_VERSIONS
@@ -124,6 +124,14 @@ CLUSTER_OPERATION_APIS: dict[ApiKeys, AclOperation] = {
 COMMIT_TIMEOUT_S = 5.0
 QUORUM_REQUEST_KEYS = frozenset(int(k) for k in (*RAFT_APIS, ApiKeys.FETCH))
 ACL_APIS = (ApiKeys.DESCRIBE_ACLS, ApiKeys.CREATE_ACLS, ApiKeys.DELETE_ACLS)
+
+
+class MetadataAppendError(KafkaError):
+    """A decision's metadata record could not be appended; the controller went back to its committed
+    state. The request that made it is answered UNKNOWN_SERVER_ERROR, as Kafka answers a controller fault."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Errors.UNKNOWN_SERVER_ERROR, message)
 
 
 @dataclass(eq=False)
@@ -444,6 +452,7 @@ class KafkaController:
         self.active_epoch = epoch
         self._last_appended = -1
         self.core = self._make_core(state)
+        self.core.state_record_bytes = raft.latest_state_bytes
         log.info(
             "controller %d is the active controller, epoch %d (state from metadata offset %d: %d broker(s), "
             "%d topic(s))",
@@ -636,7 +645,10 @@ class KafkaController:
         core = self.core
         if core is None:
             return None
-        pending = self.submit_effects(core.drain())
+        try:
+            pending = self.submit_effects(core.drain())
+        except MetadataAppendError:
+            return None
         if pending is None:
             return None
         return await self.await_effects(pending)
@@ -653,7 +665,10 @@ class KafkaController:
         effects = core.drain()
         if not (effects.dirty or effects.requests or effects.events or effects.resets):
             return
-        pending = self.submit_effects(effects)
+        try:
+            pending = self.submit_effects(effects)
+        except MetadataAppendError:
+            return
         if pending is None:
             return
         if self.effects_ready(pending):
@@ -683,7 +698,23 @@ class KafkaController:
             if working.version != self._live_security.version:
                 decisions.append("security_metadata_changed")
             decisions = decisions or ["state"]
-            offsets = raft.append_state(decisions, core.state.to_json(), security)
+            try:
+                offsets = raft.append_state(decisions, core.state.to_json(), security)
+            except KafkaError as exc:
+                # The metadata log refused the record (it would pass the log's batch limit): the in-memory
+                # state it came from is dropped, and this voter goes back to its last committed state
+                # (Kafka's controller reverts to the last committed offset after an unexpected fault).
+                log.error(
+                    "controller %d: decisions %s could not be written to the metadata log: %s; back to the "
+                    "last committed state",
+                    self.controller_id,
+                    decisions,
+                    exc.message,
+                )
+                self._discard_uncommitted_security(core)
+                self._deactivate()
+                raise MetadataAppendError(exc.message) from exc
+            core.state_record_bytes = raft.appended_state_bytes
             if offsets is None:
                 log.warning(
                     "controller %d: decisions %s not appended: this voter no longer leads epoch %d; they are "
@@ -895,7 +926,11 @@ class ControllerApis:
         # call and ``submit_effects``; if there is a commit to wait for, a task of its own answers (Kafka's
         # controller completes the request's future when the offset is committed), so waiting requests hold
         # no handler and the caller's own request timeout bounds how long it waits for the answer.
-        pending = c.submit_effects(core.drain())
+        try:
+            pending = c.submit_effects(core.drain())
+        except MetadataAppendError as exc:
+            request.complete(error_body(exc.error, exc.message))
+            return
         if pending is None:
             request.complete(error_body(Errors.NOT_CONTROLLER, self._not_controller_message()))
             return

@@ -17,6 +17,7 @@ epoch, and brokers apply a LEADER_AND_ISR of the same leader epoch with a newer 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections import Counter
@@ -34,12 +35,32 @@ from controller.state import (
     PartitionState,
     TopicState,
 )
-from controller.topics import KAFKA_TOPIC_CONFIG_DEFAULTS, TopicSettings, plan_topic
+from controller.topics import (
+    KAFKA_TOPIC_CONFIG_DEFAULTS,
+    TopicPlan,
+    TopicSettings,
+    plan_topic,
+    replication_factor_unreachable,
+)
 from protocol import controller_messages as cm
 from protocol import messages as m
 from protocol import producer_id_messages as pim
+from protocol.admin_bounds import (
+    EXCESSIVE_BATCH_ERROR,
+    EXCESSIVE_BATCH_MESSAGE,
+    EXCESSIVE_PARTITIONS_ERROR,
+    EXCESSIVE_PARTITIONS_MESSAGE,
+    MAX_RECORDS_PER_USER_OP,
+    METADATA_STATE_MAX_BYTES,
+    create_partitions_too_many,
+    create_topics_too_many_partitions,
+    new_partitions_bytes,
+    new_topic_bytes,
+    state_too_large_message,
+    too_many_records,
+)
 from protocol.common import TopicPartition
-from protocol.errors import Errors
+from protocol.errors import Errors, KafkaError
 from protocol.security_messages import UpdateMetadataSecurity
 from server.producer_ids import generate_next_block
 
@@ -83,6 +104,9 @@ class ControllerCore:
         self._dirty = False
         # The ACLs and SCRAM credentials every UPDATE_METADATA carries (None until there are any).
         self.security: UpdateMetadataSecurity | None = None
+        # In a quorum, the size of the state's last metadata record (set by the shell after each append):
+        # creations that would make it pass METADATA_STATE_MAX_BYTES are refused. None: no bound.
+        self.state_record_bytes: int | None = None
 
     def security_changed(self, security: UpdateMetadataSecurity, *, record: bool = False) -> None:
         """A new version of the ACLs and credentials: every live broker gets it in an UPDATE_METADATA. With
@@ -326,7 +350,11 @@ class ControllerCore:
             return pim.AllocateProducerIdsResponse(error_code=int(Errors.BROKER_ID_NOT_REGISTERED))
         if req.broker_epoch != reg.epoch:
             return pim.AllocateProducerIdsResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
-        block, record = generate_next_block(self.state.producer_ids, req.broker_id, req.broker_epoch)
+        try:
+            block, record = generate_next_block(self.state.producer_ids, req.broker_id, req.broker_epoch)
+        except KafkaError as exc:  # the int64 range is used up: Kafka answers UNKNOWN_SERVER_ERROR
+            log.error("controller: no producer id block for broker %d: %s", req.broker_id, exc.message)
+            return pim.AllocateProducerIdsResponse(error_code=int(exc.error))
         self.state.producer_ids = record
         self._dirty = True
         log.info(
@@ -471,11 +499,35 @@ class ControllerCore:
         (replication factor against the live brokers, configs) and creates nothing. A success carries the
         partitions, replication factor and effective configs (CreateTopics v5+, KIP-525)."""
         counts = Counter(t.name for t in req.topics)
+        unique = [t for t in req.topics if counts[t.name] == 1]
+        defaults = self.settings.topic_defaults
+        # Kafka's bounds (controller/bounds.py), before anything is assigned: the whole request is
+        # refused, every topic it names answered the same.
+        if create_topics_too_many_partitions(unique, defaults.num_partitions):
+            return _create_topics_refused(req, EXCESSIVE_PARTITIONS_ERROR, EXCESSIVE_PARTITIONS_MESSAGE)
+        plans = self._plan_topics(unique, validate_only=req.validate_only)
+        records = sum(
+            1 + len(t.configs) + len(plan.assignment) for t, plan in plans if isinstance(plan, TopicPlan)
+        )
+        if too_many_records(records):
+            return _create_topics_refused(req, EXCESSIVE_BATCH_ERROR, EXCESSIVE_BATCH_MESSAGE)
+        growth = sum(
+            new_topic_bytes(t.name, t.configs)
+            + new_partitions_bytes(len(plan.assignment), plan.replication_factor, self._broker_id_max())
+            for t, plan in plans
+            if isinstance(plan, TopicPlan)
+        )
+        too_large = self._state_too_large(growth)
+        if too_large is not None:
+            return _create_topics_refused(req, EXCESSIVE_BATCH_ERROR, too_large)
         out: list[cm.CreateTopicsResponseTopic] = []
-        for t in req.topics:
-            if counts[t.name] > 1:
-                continue
-            error, message = self._create_topic(t, validate_only=req.validate_only)
+        for t, plan in plans:
+            if isinstance(plan, TopicPlan):
+                error, message = Errors.NONE, ""
+                if not req.validate_only:
+                    self._create_topic(t, plan)
+            else:
+                error, message = plan
             result = cm.CreateTopicsResponseTopic(
                 name=t.name, error_code=int(error), error_message=message if error != Errors.NONE else None
             )
@@ -490,6 +542,33 @@ class ControllerCore:
             if count > 1
         )
         return cm.CreateTopicsResponse(topics=out)
+
+    def _broker_id_max(self) -> int:
+        return max(self.state.brokers, default=0)
+
+    def _state_too_large(self, growth: int) -> str | None:
+        """None if the state record may grow by ``growth`` bytes, else why not."""
+        if self.state_record_bytes is None:
+            return None
+        projected = self.state_record_bytes + growth
+        return state_too_large_message(projected) if projected > METADATA_STATE_MAX_BYTES else None
+
+    def _plan_topics(
+        self, topics: list[cm.CreateTopicsRequestTopic], *, validate_only: bool
+    ) -> list[tuple[cm.CreateTopicsRequestTopic, TopicPlan | tuple[Errors, str]]]:
+        """Each topic's checks and assignment, in order, as if the ones before it were created (a name
+        colliding with an earlier topic of the request is refused), changing nothing."""
+        planned = dataclasses.replace(self.state, topics=dict(self.state.topics))
+        eligible = sorted(self.eligible_brokers())
+        out: list[tuple[cm.CreateTopicsRequestTopic, TopicPlan | tuple[Errors, str]]] = []
+        for t in topics:
+            # validate_only plans with a throwaway generator so that checking leaves later assignments alone
+            rng = random.Random(0) if validate_only else self.rng
+            plan = plan_topic(t, planned, self.settings.topic_defaults, eligible, rng)
+            if isinstance(plan, TopicPlan):
+                planned.topics[t.name] = TopicState(t.name, {})
+            out.append((t, plan))
+        return out
 
     def _describe_created(self, t: cm.CreateTopicsRequestTopic, result: cm.CreateTopicsResponseTopic) -> None:
         defaults = self.settings.topic_defaults
@@ -527,16 +606,7 @@ class ControllerCore:
             "unclean.leader.election.enable": str(defaults.unclean_leader_election_enable).lower(),
         }
 
-    def _create_topic(
-        self, t: cm.CreateTopicsRequestTopic, *, validate_only: bool = False
-    ) -> tuple[Errors, str]:
-        # validate_only plans with a throwaway generator so that checking leaves later assignments alone
-        rng = random.Random(0) if validate_only else self.rng
-        plan = plan_topic(t, self.state, self.settings.topic_defaults, sorted(self.eligible_brokers()), rng)
-        if isinstance(plan, tuple):
-            return plan
-        if validate_only:
-            return Errors.NONE, ""
+    def _create_topic(self, t: cm.CreateTopicsRequestTopic, plan: TopicPlan) -> None:
         assignment = plan.assignment
         partitions, rf = len(assignment), plan.replication_factor
         epoch = self.state.controller_epoch
@@ -559,7 +629,6 @@ class ControllerCore:
             configs=dict(t.configs),
         )
         self._announce_new_partitions(t.name, topic, sorted(topic.partitions))
-        return Errors.NONE, ""
 
     def _announce_new_partitions(self, name: str, topic: TopicState, indices: list[int]) -> None:
         """Journals the first election of each new partition ``indices`` of ``name`` and sends its replicas
@@ -588,10 +657,37 @@ class ControllerCore:
         replica in its ISR. A name given twice is answered once, INVALID_REQUEST; ``validate_only`` checks
         and changes nothing."""
         counts = Counter(t.name for t in req.topics)
+        unique = [t for t in req.topics if counts[t.name] == 1]
+        current = {t.name: len(topic.partitions) for t in unique if (topic := self.state.topics.get(t.name))}
+        refusal: tuple[Errors, str] | None = None
+        if create_partitions_too_many(unique, current):
+            refusal = EXCESSIVE_PARTITIONS_ERROR, EXCESSIVE_PARTITIONS_MESSAGE
+        else:
+            growth = sum(
+                new_partitions_bytes(
+                    t.count - current[t.name],
+                    len(self.state.topics[t.name].partitions[0].replicas),
+                    self._broker_id_max(),
+                )
+                for t in unique
+                if t.name in current
+                and t.count > current[t.name]
+                and 0 in self.state.topics[t.name].partitions
+            )
+            too_large = self._state_too_large(growth)
+            if too_large is not None:
+                refusal = EXCESSIVE_BATCH_ERROR, too_large
+        if refusal is not None:
+            return cm.CreatePartitionsResponse(
+                results=[
+                    cm.CreatePartitionsTopicResult(
+                        name=t.name, error_code=int(refusal[0]), error_message=refusal[1]
+                    )
+                    for t in req.topics
+                ]
+            )
         out: list[cm.CreatePartitionsTopicResult] = []
-        for t in req.topics:
-            if counts[t.name] > 1:
-                continue
+        for t in unique:
             error, message = self._create_partitions(t, validate_only=req.validate_only)
             out.append(
                 cm.CreatePartitionsTopicResult(
@@ -652,10 +748,7 @@ class ControllerCore:
                 assignment[current + i] = replicas
         else:
             if rf > len(eligible):
-                return Errors.INVALID_REPLICATION_FACTOR, (
-                    f"replication factor {rf} is larger than the {len(eligible)} available broker(s) "
-                    f"{eligible}"
-                )
+                return Errors.INVALID_REPLICATION_FACTOR, replication_factor_unreachable(rf, eligible)
             rng = random.Random(0) if validate_only else self.rng
             assignment = el.assign_replicas_to_brokers(eligible, added, rf, rng, start_partition_id=current)
         if validate_only:
@@ -680,8 +773,21 @@ class ControllerCore:
         counts = Counter(req.topic_names)
         out: list[cm.DeleteTopicsResponseTopic] = []
         live = self.live_brokers()
+        deleted = 0
         for name in req.topic_names:
             if counts[name] > 1:
+                continue
+            if name in self.state.topics and too_many_records(deleted + 1):
+                # One record per topic deleted: past Kafka's bound the rest are refused, as Kafka's
+                # ReplicationControlManager.deleteTopics answers each topic its BoundedList refuses.
+                out.append(
+                    cm.DeleteTopicsResponseTopic(
+                        name=name,
+                        error_code=int(Errors.UNKNOWN_SERVER_ERROR),
+                        error_message=f"{EXCESSIVE_BATCH_MESSAGE} At most {MAX_RECORDS_PER_USER_OP} topics "
+                        "are deleted per request.",
+                    )
+                )
                 continue
             topic = self.state.topics.pop(name, None)
             if topic is None:
@@ -704,6 +810,7 @@ class ControllerCore:
                         self.state.pending_deletions.setdefault(r, []).append(tp)
                         waiting.add(r)
             self._batch.add_update_metadata(live, [(name, i) for i in topic.partitions])
+            deleted += 1
             self._dirty = True
             self._emit(
                 "topic_deleted", topic=name, partitions=len(topic.partitions), pending_brokers=sorted(waiting)
@@ -756,6 +863,19 @@ class ControllerCore:
 
 
 __all__ = ["ControllerCore", "ControllerSettings", "Effects", "JournalEvent"]
+
+
+def _create_topics_refused(
+    req: cm.CreateTopicsRequest, error: Errors, message: str
+) -> cm.CreateTopicsResponse:
+    """A CreateTopics refused as a whole: every topic the request names gets the same answer (Kafka's
+    CreateTopicsRequest.getErrorResponse)."""
+    return cm.CreateTopicsResponse(
+        topics=[
+            cm.CreateTopicsResponseTopic(name=t.name, error_code=int(error), error_message=message)
+            for t in req.topics
+        ]
+    )
 
 
 def _topic_config_entry(

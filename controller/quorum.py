@@ -107,6 +107,9 @@ class RaftManager:
         self.applied_offset = 0
         self.latest_state: dict[str, Any] | None = None
         self.latest_state_offset = -1
+        # The size of the latest committed controller state record, and of the last one this voter appended.
+        self.latest_state_bytes = 0
+        self.appended_state_bytes = 0
         # The latest committed ACLs and SCRAM credentials (SecurityMetadata.to_json), None until a record
         # carries them.
         self.latest_security: dict[str, Any] | None = None
@@ -208,6 +211,7 @@ class RaftManager:
                     if decoded["type"] == CONTROLLER_STATE and isinstance(decoded.get("state"), dict):
                         self.latest_state = decoded["state"]
                         self.latest_state_offset = header.base_offset + record.offset_delta
+                        self.latest_state_bytes = len(record.value or b"")
                         if isinstance(decoded.get("security"), dict):
                             self.latest_security = decoded["security"]
                 self.emit(
@@ -244,6 +248,7 @@ class RaftManager:
             fields["security"] = security_json
         value = encode_record(CONTROLLER_STATE, **fields)
         offsets = self.client.append([value], self.clock_ms())
+        self.appended_state_bytes = len(value)
         self._flush_effects()
         self._notify_changed()
         self.wake()

@@ -83,6 +83,9 @@ class RequestBatch:
             if not b.in_controlled_shutdown
         ]
         epoch = state.controller_epoch
+        live_ids = {b.broker_id for b in live}
+        # A partition's UPDATE_METADATA state is the same for every broker: built once, shared.
+        um_states: dict[TopicPartition, cm.UpdateMetadataRequestPartitionState | None] = {}
         out: list[OutboundRequest] = []
         targets = sorted(set(self.leader_and_isr) | set(self.update_metadata) | set(self.stop_replica))
         for broker_id in targets:
@@ -103,7 +106,9 @@ class RequestBatch:
                     controller_id=controller_id,
                     controller_epoch=epoch,
                     broker_epoch=broker_epoch,
-                    topic_states=self._update_metadata_states(state, self.update_metadata[broker_id]),
+                    topic_states=self._update_metadata_states(
+                        state, self.update_metadata[broker_id], live_ids, um_states
+                    ),
                     live_brokers=list(live_brokers),
                     security=security,
                 )
@@ -154,32 +159,43 @@ class RequestBatch:
         ]
 
     def _update_metadata_states(
-        self, state: ClusterState, tps: set[TopicPartition]
+        self,
+        state: ClusterState,
+        tps: set[TopicPartition],
+        live: set[int],
+        built: dict[TopicPartition, cm.UpdateMetadataRequestPartitionState | None],
     ) -> list[cm.UpdateMetadataRequestTopicState]:
-        live = {b.broker_id for b in state.brokers.values() if not b.fenced}
         by_topic: dict[str, list[cm.UpdateMetadataRequestPartitionState]] = {}
         for tp in sorted(tps):
-            p = state.partition(tp)
-            if p is None:
-                replicas = self.deleted.get(tp)
-                if replicas is None:
-                    continue
-                p = PartitionState(replicas, LEADER_DURING_DELETE, 0, [], 0, state.controller_epoch)
-            by_topic.setdefault(tp[0], []).append(
-                cm.UpdateMetadataRequestPartitionState(
-                    partition_index=tp[1],
-                    controller_epoch=p.controller_epoch,
-                    leader=p.leader,
-                    leader_epoch=p.leader_epoch,
-                    isr=list(p.isr),
-                    replicas=list(p.replicas),
-                    offline_replicas=[r for r in p.replicas if r not in live],
-                )
-            )
+            if tp in built:
+                entry = built[tp]
+            else:
+                entry = built[tp] = self._update_metadata_state(state, tp, live)
+            if entry is not None:
+                by_topic.setdefault(tp[0], []).append(entry)
         return [
             cm.UpdateMetadataRequestTopicState(topic_name=t, partition_states=ps)
             for t, ps in by_topic.items()
         ]
+
+    def _update_metadata_state(
+        self, state: ClusterState, tp: TopicPartition, live: set[int]
+    ) -> cm.UpdateMetadataRequestPartitionState | None:
+        p = state.partition(tp)
+        if p is None:
+            replicas = self.deleted.get(tp)
+            if replicas is None:
+                return None
+            p = PartitionState(replicas, LEADER_DURING_DELETE, 0, [], 0, state.controller_epoch)
+        return cm.UpdateMetadataRequestPartitionState(
+            partition_index=tp[1],
+            controller_epoch=p.controller_epoch,
+            leader=p.leader,
+            leader_epoch=p.leader_epoch,
+            isr=list(p.isr),
+            replicas=list(p.replicas),
+            offline_replicas=[r for r in p.replicas if r not in live],
+        )
 
 
 __all__ = ["ControllerRequestBody", "OutboundRequest", "RequestBatch"]

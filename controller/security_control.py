@@ -13,6 +13,13 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from protocol import security_messages as sm
+from protocol.admin_bounds import (
+    EXCESSIVE_ACL_DELETE_ERROR,
+    EXCESSIVE_ACL_DELETE_MESSAGE,
+    EXCESSIVE_BATCH_ERROR,
+    EXCESSIVE_BATCH_MESSAGE,
+    too_many_records,
+)
 from protocol.errors import Errors
 from server.security.acl import (
     AccessControlEntry,
@@ -73,8 +80,11 @@ class SecurityControl:
     # ------------------------------------------------------------------ ACLs
 
     def create_acls(self, req: sm.CreateAclsRequest) -> tuple[sm.CreateAclsResponse, bool]:
+        """One record per new binding, at most MAX_RECORDS_PER_USER_OP (controller/bounds.py): past
+        that, nothing is created and every valid creation is answered POLICY_VIOLATION, as Kafka's
+        controller answers an operation its BoundedList refuses."""
         results: list[sm.AclCreationResult] = []
-        changed = False
+        new: set[AclBinding] = set()
         for c in req.creations:
             try:
                 binding = AclBinding(
@@ -102,12 +112,17 @@ class SecurityControl:
                 )
                 continue
             if binding not in self.metadata.acls:  # creating an existing binding is a no-op, as in Kafka
-                self.metadata.acls.add(binding)
-                changed = True
+                new.add(binding)
             results.append(sm.AclCreationResult())
-        if changed:
+        if too_many_records(len(new)):
+            refused = sm.AclCreationResult(
+                error_code=int(EXCESSIVE_BATCH_ERROR), error_message=EXCESSIVE_BATCH_MESSAGE
+            )
+            return sm.CreateAclsResponse(results=[r if r.error_code else refused for r in results]), False
+        self.metadata.acls |= new
+        if new:
             self._changed()
-        return sm.CreateAclsResponse(results=results), changed
+        return sm.CreateAclsResponse(results=results), bool(new)
 
     def describe_acls(self, req: sm.DescribeAclsRequest) -> sm.DescribeAclsResponse:
         try:
@@ -151,8 +166,12 @@ class SecurityControl:
         )
 
     def delete_acls(self, req: sm.DeleteAclsRequest) -> tuple[sm.DeleteAclsResponse, bool]:
+        """At most MAX_RECORDS_PER_USER_OP bindings are removed (controller/bounds.py): a filter whose
+        matches would pass that removes none and is answered UNKNOWN_SERVER_ERROR, as in Kafka's
+        AclControlManager."""
         results: list[sm.DeleteAclsFilterResult] = []
         removed: set[AclBinding] = set()
+        acls = sorted(self.metadata.acls)
         for f in req.filters:
             try:
                 acl_filter = _filter(
@@ -178,7 +197,14 @@ class SecurityControl:
                     )
                 )
                 continue
-            matching = [b for b in sorted(self.metadata.acls) if acl_filter.matches(b)]
+            matching = [b for b in acls if acl_filter.matches(b)]
+            if too_many_records(len(removed.union(matching))):
+                results.append(
+                    sm.DeleteAclsFilterResult(
+                        error_code=int(EXCESSIVE_ACL_DELETE_ERROR), error_message=EXCESSIVE_ACL_DELETE_MESSAGE
+                    )
+                )
+                continue
             removed.update(matching)
             results.append(
                 sm.DeleteAclsFilterResult(
@@ -246,6 +272,17 @@ class SecurityControl:
         ]
         for op in every:
             ops.setdefault(op.name, []).append(op)
+        if too_many_records(len(every)):  # one record per change (controller/bounds.py)
+            return sm.AlterUserScramCredentialsResponse(
+                results=[
+                    sm.AlterUserScramCredentialsResult(
+                        user=user,
+                        error_code=int(EXCESSIVE_BATCH_ERROR),
+                        error_message=EXCESSIVE_BATCH_MESSAGE,
+                    )
+                    for user in ops
+                ]
+            ), False
         store = self.metadata.credentials
         staged = CredentialStore()
         staged.replace_all(store)

@@ -128,9 +128,21 @@ def plan_topic(
         return Errors.INVALID_CONFIG, bad_config
     if rf > len(eligible):
         return Errors.INVALID_REPLICATION_FACTOR, (
-            f"replication factor {rf} is larger than the {len(eligible)} available broker(s) {eligible}"
+            f"Unable to replicate the partition {rf} time(s): {replication_factor_unreachable(rf, eligible)}"
         )
     return TopicPlan(assign_replicas_to_brokers(eligible, partitions, rf, rng), rf)
+
+
+def replication_factor_unreachable(rf: int, eligible: list[int]) -> str:
+    """Why ``rf`` replicas cannot be placed on the ``eligible`` brokers, in the words of Kafka's replica
+    placer (StripedReplicaPlacer); isrsim places on the brokers that are registered, unfenced and not
+    shutting down, and names them."""
+    if not eligible:
+        return "All brokers are currently fenced."
+    return (
+        f"The target replication factor of {rf} cannot be reached because only {len(eligible)} broker(s) "
+        f"are registered, unfenced and not shutting down: {eligible}."
+    )
 
 
 def _colliding_topic(name: str, state: ClusterState) -> str | None:
@@ -208,5 +220,6 @@ __all__ = [
     "TopicPlan",
     "TopicSettings",
     "plan_topic",
+    "replication_factor_unreachable",
     "validate_topic_configs",
 ]

@@ -59,6 +59,11 @@ class ResponseLost(ConnectionClosed):
     still usable; whether the request took effect is unknown."""
 
 
+class RequestNotSent(ConnectionClosed):
+    """The connection was already gone, or its peer had closed it, when the request was to be written: the
+    server cannot have acted on the request, so it may be sent elsewhere."""
+
+
 class AuthenticationFailed(ConnectionClosed):
     """The server refused this client's SASL authentication and closed the connection; ``error`` is the code
     it answered (SASL_AUTHENTICATION_FAILED 58, UNSUPPORTED_SASL_MECHANISM 33, ILLEGAL_SASL_STATE 34)."""
@@ -174,7 +179,7 @@ class KafkaConnection:
 
     def _check_open(self) -> None:
         if self._closed is not None:
-            raise ConnectionClosed(str(self._closed)) from self._closed
+            raise RequestNotSent(str(self._closed)) from self._closed
 
     def _next_id(self) -> int:
         # Correlation ids are int32; wrap around long before any id could still be in flight.
@@ -201,7 +206,7 @@ class KafkaConnection:
                 # Partially written frames leave the stream unusable (trio's rule for send_all).
                 self._fail(ConnectionClosed(f"send failed: {exc!r}"))
                 if isinstance(exc, trio.BrokenResourceError | trio.ClosedResourceError | OSError):
-                    raise ConnectionClosed(f"send failed: {exc!r}") from exc
+                    raise RequestNotSent(f"send failed: {exc!r}") from exc
                 raise
 
     async def _wait(self, pending: _Pending) -> dict[str, Any]:
@@ -373,6 +378,7 @@ __all__ = [
     "AuthenticationFailed",
     "ConnectionClosed",
     "KafkaConnection",
+    "RequestNotSent",
     "ResponseLost",
     "connect_stream",
     "open_connection",

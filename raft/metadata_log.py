@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from protocol.admin_bounds import METADATA_MAX_BATCH_BYTES
 from protocol.records import build_simple_batch
 from raft.raft_log import UNDEFINED_EPOCH, OffsetAndEpoch
 from storage.log import Log, LogConfig
@@ -26,7 +27,8 @@ class MetadataLog:
     @classmethod
     def open(cls, metadata_log_dir: Path, config: LogConfig | None = None) -> MetadataLog:
         directory = metadata_log_dir / f"{METADATA_TOPIC}-{METADATA_PARTITION}"
-        return cls(Log.open(directory, METADATA_TOPIC, METADATA_PARTITION, config or LogConfig()))
+        config = config or LogConfig(max_message_bytes=METADATA_MAX_BATCH_BYTES)
+        return cls(Log.open(directory, METADATA_TOPIC, METADATA_PARTITION, config))
 
     @property
     def end_offset(self) -> int:

@@ -183,3 +183,25 @@ async def test_describe_cluster_from_the_metadata_cache(broker: Broker) -> None:
     answer = kafka_answer(request)
     assert answer["error_code"] == 0 and answer["cluster_id"] == "isrsim"
     assert [b["broker_id"] for b in answer["brokers"]] == [broker.apis.broker_id]
+
+
+async def test_an_over_large_create_topics_is_refused_without_forwarding(broker: Broker) -> None:
+    """The broker refuses what the controller would (docs/controller.md): more than 10,000 partitions in one
+    CreateTopics, every topic answered POLICY_VIOLATION with Kafka's message; nothing is forwarded."""
+    topics = [
+        {
+            "name": "huge",
+            "num_partitions": 1_000_000,
+            "replication_factor": 3,
+            "assignments": [],
+            "configs": {},
+        },
+        {"name": "small", "num_partitions": -1, "replication_factor": -1, "assignments": [], "configs": {}},
+    ]
+    request = kafka_request(19, 7, {"topics": topics, "timeout_ms": 5000})
+    await broker.apis.handle(request)
+    assert forwarding(broker).sent == []
+    assert [(t["name"], t["error_code"], t["error_message"]) for t in kafka_answer(request)["topics"]] == [
+        ("huge", Errors.POLICY_VIOLATION, "Excessively large number of partitions per request."),
+        ("small", Errors.POLICY_VIOLATION, "Excessively large number of partitions per request."),
+    ]

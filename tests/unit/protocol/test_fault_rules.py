@@ -212,7 +212,9 @@ def test_json_and_wire_round_trips() -> None:
 
 def test_an_observe_rule_counts_every_match_and_never_stands_in_the_way() -> None:
     table = ProtocolFaultTable("1")
-    table.add([rule(1, error=None, observe=True), rule(2, count=1), rule(3, error=None, observe=True, count=2)])
+    table.add(
+        [rule(1, error=None, observe=True), rule(2, count=1), rule(3, error=None, observe=True, count=2)]
+    )
     assert table.observing
     for _ in range(3):
         seen = [h.rule.id for h in table.observe(produce(("a", 0)))]
