@@ -28,7 +28,7 @@ from tests.clients.conftest import bootstrap
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import request, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.clients]
+pytestmark = pytest.mark.integration
 
 INT32_MAX = 2**31 - 1
 # The clients' request timeout: every refusal must come well within it (the figures are printed).
