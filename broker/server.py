@@ -41,7 +41,6 @@ from protocol.errors import Errors, InvalidRequestError, KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
 from protocol.record_codec import preload_fast_scan
-from protocol.sasl_messages import SASL_API_VERSIONS
 from protocol.schema import from_body
 from protocol.security import current_client_security
 from server.auth_helper import AuthHelper, build_authorizer
@@ -181,9 +180,6 @@ class KafkaServer:
         self.fetch_manager = FetchManager(self.fetch_session_cache, wall_clock_ms)
         self.auth = AuthHelper(build_authorizer(self.config), f"broker {self.broker_id}")
         self.apis = KafkaApis(self.replica_manager, self.fetch_manager, self.auth)
-        # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
-        # Kafka's does on every listener.
-        self.apis.supported.update(SASL_API_VERSIONS)
         c = self.config
         self.apis.admin.cluster_id = c.cluster_id
         self.apis.admin.auto_create = AutoCreateSettings(
@@ -220,6 +216,7 @@ class KafkaServer:
         self.apis.enable_groups(
             GroupApis(self.group_coordinator, self.auth, self.replica_manager.metadata_cache)
         )
+        self.apis.check_handlers()  # every API of protocol/api_specs.py a broker serves has its handler
         self.metrics.registry.register(GroupCoordinatorCollector(self.group_coordinator.core))
 
     def _build_security(self) -> None:

@@ -46,6 +46,7 @@ from typing import Any
 import trio
 
 from protocol.api_keys import ApiKeys
+from protocol.api_specs import REQUEST_TYPES, SPECS
 from protocol.errors import Errors
 from protocol.fault_injector import EXEMPT_APIS, FaultInjector
 from protocol.faults import CLIENT, DelayLine, node_of_client_id
@@ -57,7 +58,6 @@ from protocol.framing import (
     decode_request,
     is_kafka_frame,
 )
-from protocol.messages import KAFKA_REFUSED_VERSIONS, KAFKA_SUPPORTED_VERSIONS, REQUEST_TYPES
 from server.memory_pool import ConnectionQuotas, MemoryPool
 from server.request_channel import Request, RequestChannel, error_body
 from server.security.credentials import CredentialStore
@@ -222,7 +222,7 @@ class SocketServer:
         # Asked before NET_FAULTS is served: None to serve it, else why not (CLUSTER_AUTHORIZATION_FAILED).
         self.net_faults_check: Callable[[Request], str | None] | None = None
         if faults is not None:
-            self.supported[int(ApiKeys.NET_FAULTS)] = (0, 0)
+            self.supported[int(ApiKeys.NET_FAULTS)] = SPECS[ApiKeys.NET_FAULTS].versions
         self.bound_port: int | None = None
         self._ids = itertools.count(1)
         self.connections: dict[int, Connection] = {}
@@ -237,12 +237,13 @@ class SocketServer:
         # Listener name -> its TLS / SASL (absent: PLAINTEXT), and the credentials SASL checks against.
         self.security = dict(security or {})
         self.credential_store = credential_store if credential_store is not None else CredentialStore()
-        self.supported.setdefault(int(ApiKeys.SASL_HANDSHAKE), (0, 0))
-        self.supported.setdefault(int(ApiKeys.SASL_AUTHENTICATE), (0, 0))
-        # The versions served to connections in Kafka's encoding (docs/clients.md); SASL is answered here.
+        # The versions served to connections in Kafka's encoding (docs/clients.md). SASL is answered here.
         self.kafka_supported = dict(kafka_supported or {})
         for key in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE):
-            self.kafka_supported.setdefault(int(key), KAFKA_SUPPORTED_VERSIONS[key])
+            sasl = SPECS[key]
+            self.supported.setdefault(int(key), sasl.versions)
+            if sasl.kafka_versions is not None:
+                self.kafka_supported.setdefault(int(key), sasl.kafka_versions)
         self.authentication_failures = 0
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -603,7 +604,8 @@ class SocketServer:
             if header.api_key != ApiKeys.API_VERSIONS:  # KIP-511: answered with the ranges, and served on
                 self._close_after_unsupported(conn, why)
             return
-        refused = KAFKA_REFUSED_VERSIONS.get(header.api_key) if conn.kafka else None
+        spec = SPECS.get(header.api_key)
+        refused = spec.kafka_refused if conn.kafka and spec is not None else None
         if refused is not None and refused[0] <= header.api_version <= refused[1]:
             # Advertised and refused, as Kafka 4 does with PRODUCE v0-2 (KIP-896).
             request.complete(
