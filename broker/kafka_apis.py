@@ -3,6 +3,7 @@ exceptions into Kafka error codes. The only place that does either."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable
@@ -21,11 +22,12 @@ from broker.replica_manager import FetchPartitionResult, ReplicaManager
 from protocol import messages as m
 from protocol import producer_id_messages as pim
 from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, ApiKeys
+from protocol.api_specs import SPECS, Node, check_handlers, handled_by, node_api_versions
 from protocol.common import BrokerEndpoint, TopicPartition, is_valid_topic_name
 from protocol.errors import Errors, InvalidRequestError, KafkaError
 from protocol.fetch_request import FetchRequestPartitionData
 from protocol.schema import from_body, to_body
-from server.auth_helper import ALLOW_ALL, AuthHelper, topic_denied_message
+from server.auth_helper import ALLOW_ALL, AuthHelper, cluster_operation_of, topic_denied_message
 from server.client_activity import ClientActivity, batch_span
 from server.request_channel import Request, error_body
 from server.security.acl import AclOperation, ResourceType
@@ -33,54 +35,27 @@ from server.security.security_metadata import BrokerSecurityMetadata
 
 log = logging.getLogger(__name__)
 
-# The APIs a broker serves (the controller's own APIs are answered by the controller process).
-BROKER_APIS: tuple[ApiKeys, ...] = (
-    ApiKeys.PRODUCE,
-    ApiKeys.FETCH,
-    ApiKeys.LIST_OFFSETS,
-    ApiKeys.METADATA,
-    ApiKeys.LEADER_AND_ISR,
-    ApiKeys.STOP_REPLICA,
-    ApiKeys.UPDATE_METADATA,
-    ApiKeys.API_VERSIONS,
-    ApiKeys.OFFSET_FOR_LEADER_EPOCH,
-    ApiKeys.DESCRIBE_REPLICA_STATE,
-    # Consumer groups (coordinator/group/), answered once the server enables them (``enable_groups``).
-    ApiKeys.FIND_COORDINATOR,
-    ApiKeys.JOIN_GROUP,
-    ApiKeys.SYNC_GROUP,
-    ApiKeys.HEARTBEAT,
-    ApiKeys.LEAVE_GROUP,
-    ApiKeys.OFFSET_COMMIT,
-    ApiKeys.OFFSET_FETCH,
-    ApiKeys.LIST_GROUPS,
-    ApiKeys.DESCRIBE_GROUPS,
-    ApiKeys.DELETE_GROUPS,
-    ApiKeys.INIT_PRODUCER_ID,
-)
-
 # Kafka's internal topics (Metadata's is_internal).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
-# A client's admin requests, in either encoding (docs/clients.md): answered here or forwarded to the
-# active controller (KIP-590), so any broker's address does for them.
-ADMIN_APIS: tuple[ApiKeys, ...] = (
-    ApiKeys.CREATE_TOPICS,
-    ApiKeys.DELETE_TOPICS,
-    ApiKeys.CREATE_PARTITIONS,
-    ApiKeys.DESCRIBE_CONFIGS,
-    ApiKeys.DESCRIBE_CLUSTER,
-    ApiKeys.DESCRIBE_QUORUM,
+# A client's admin requests, in either encoding (docs/clients.md): answered by ``AdminApis``, here or
+# forwarded to the active controller (KIP-590), so any broker's address does for them.
+_ADMIN_HANDLERS: dict[ApiKeys, Callable[[AdminApis, Request, Any], None]] = {
+    ApiKeys.CREATE_TOPICS: AdminApis.handle_create_topics,
+    ApiKeys.DELETE_TOPICS: AdminApis.handle_delete_topics,
+    ApiKeys.CREATE_PARTITIONS: AdminApis.handle_create_partitions,
+    ApiKeys.DESCRIBE_CONFIGS: AdminApis.handle_describe_configs,
+    ApiKeys.DESCRIBE_CLUSTER: AdminApis.handle_describe_cluster,
+    ApiKeys.DESCRIBE_QUORUM: AdminApis.handle_describe_quorum,
+}
+
+# The APIs whose requests a broker's metrics count (Kafka's RequestMetrics): those it answers itself, the
+# admin APIs aside.
+BROKER_APIS: tuple[ApiKeys, ...] = tuple(
+    sorted(k for k in handled_by(Node.BROKER) if k not in _ADMIN_HANDLERS)
 )
 
-# What the principal needs on the cluster before these are handled at all (docs/security.md): the
-# controller's requests need ClusterAction; isrsim's replica state dump needs Describe.
-CLUSTER_OPERATION_APIS: dict[int, AclOperation] = {
-    ApiKeys.LEADER_AND_ISR: AclOperation.CLUSTER_ACTION,
-    ApiKeys.STOP_REPLICA: AclOperation.CLUSTER_ACTION,
-    ApiKeys.UPDATE_METADATA: AclOperation.CLUSTER_ACTION,
-    ApiKeys.DESCRIBE_REPLICA_STATE: AclOperation.DESCRIBE,
-}
+Handler = Callable[[Request, Any], Coroutine[Any, Any, None] | None]
 
 
 class KafkaApis:
@@ -97,10 +72,9 @@ class KafkaApis:
         # Where INIT_PRODUCER_ID's ids come from (set by the server).
         self.producer_id_manager: ProducerIdManager | None = None
         self.broker_id = replica_manager.broker_id
-        self.supported: dict[int, tuple[int, int]] = {
-            int(k): m.SUPPORTED_VERSIONS[k] for k in (*BROKER_APIS, *ADMIN_APIS)
-        }
-        self._handlers: dict[int, Callable[[Request, Any], Coroutine[Any, Any, None] | None]] = {
+        # The handler of every API the broker answers itself, by key: each has an ApiSpec
+        # (protocol/api_specs.py) and every broker spec a handler once the groups are on (``check_handlers``).
+        self._handlers: dict[int, Handler] = {
             ApiKeys.PRODUCE: self.handle_produce,
             ApiKeys.FETCH: self.handle_fetch,
             ApiKeys.LIST_OFFSETS: self.handle_list_offsets,
@@ -115,29 +89,22 @@ class KafkaApis:
         }
         # Clients' admin requests (forwarded to the controller, KIP-590) and auto-creation.
         self.admin = AdminApis(self.broker_id, replica_manager.metadata_cache, auth, "isrsim")
-        self._handlers.update(
-            {
-                ApiKeys.CREATE_TOPICS: self.admin.handle_create_topics,
-                ApiKeys.DELETE_TOPICS: self.admin.handle_delete_topics,
-                ApiKeys.CREATE_PARTITIONS: self.admin.handle_create_partitions,
-                ApiKeys.DESCRIBE_CONFIGS: self.admin.handle_describe_configs,
-                ApiKeys.DESCRIBE_CLUSTER: self.admin.handle_describe_cluster,
-                ApiKeys.DESCRIBE_QUORUM: self.admin.handle_describe_quorum,
-            }
+        self._handlers.update({k: functools.partial(h, self.admin) for k, h in _ADMIN_HANDLERS.items()})
+        # What API_VERSIONS lists (protocol/api_specs.py): in msgpack every API a broker serves; in Kafka's
+        # encoding (docs/clients.md) those with a handler here, and SASL's (answered by the socket server).
+        self.supported: dict[int, tuple[int, int]] = node_api_versions(Node.BROKER, kafka=False)
+        self.kafka_supported: dict[int, tuple[int, int]] = node_api_versions(
+            Node.BROKER, kafka=True, bound=self._handlers
         )
-        # The versions offered to a client in Kafka's encoding (docs/clients.md): those of the APIs served,
-        # and SASL's (answered by the socket server).
-        self.kafka_supported: dict[int, tuple[int, int]] = {
-            int(k): v
-            for k, v in m.KAFKA_SUPPORTED_VERSIONS.items()
-            if k in self._handlers or k in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE)
-        }
 
     def enable_groups(self, group_apis: GroupApis) -> None:
         """Serve the consumer-group APIs through ``group_apis`` (the server's group coordinator)."""
-        handlers = group_apis.handlers()
-        self._handlers.update(handlers)
-        self.kafka_supported.update({int(k): m.KAFKA_SUPPORTED_VERSIONS[k] for k in handlers})
+        self._handlers.update(group_apis.handlers())
+        self.kafka_supported.update(node_api_versions(Node.BROKER, kafka=True, bound=self._handlers))
+
+    def check_handlers(self) -> None:
+        """Every API the broker serves has its handler, and every handler its spec (at start-up)."""
+        check_handlers(Node.BROKER, self._handlers)
 
     async def handle(self, request: Request) -> None:
         handler = self._handlers.get(request.api_key)
@@ -146,8 +113,9 @@ class KafkaApis:
                 error_body(Errors.UNSUPPORTED_VERSION, f"api_key {request.api_key} is not served by a broker")
             )
             return
+        spec = SPECS[request.api_key]
         try:
-            body: Any = from_body(m.REQUEST_TYPES[ApiKeys(request.api_key)], request.body)
+            body: Any = from_body(spec.request, request.body)
         except InvalidRequestError as exc:
             log.info(
                 "broker %d: invalid %s request: %s",
@@ -158,7 +126,7 @@ class KafkaApis:
             request.complete(error_body(Errors.INVALID_REQUEST, exc.message))
             return
         try:
-            cluster_operation = CLUSTER_OPERATION_APIS.get(request.api_key)
+            cluster_operation = cluster_operation_of(spec, Node.BROKER)
             if cluster_operation is not None:
                 self.auth.authorize_cluster_operation(request, cluster_operation)
             pending = handler(request, body)

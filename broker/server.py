@@ -41,7 +41,6 @@ from protocol.errors import Errors, InvalidRequestError, KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
 from protocol.record_codec import preload_fast_scan
-from protocol.sasl_messages import SASL_API_VERSIONS
 from protocol.schema import from_body
 from protocol.security import current_client_security
 from server.auth_helper import AuthHelper, build_authorizer
@@ -198,9 +197,6 @@ class KafkaServer:
         self.auth = AuthHelper(build_authorizer(self.config), f"broker {self.broker_id}")
         self.apis = KafkaApis(self.replica_manager, self.fetch_manager, self.auth)
         self.apis.client_activity = self.client_activity
-        # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
-        # Kafka's does on every listener.
-        self.apis.supported.update(SASL_API_VERSIONS)
         c = self.config
         self.apis.admin.cluster_id = c.cluster_id
         self.apis.admin.auto_create = AutoCreateSettings(
@@ -237,6 +233,7 @@ class KafkaServer:
         group_apis = GroupApis(self.group_coordinator, self.auth, self.replica_manager.metadata_cache)
         group_apis.client_activity = self.client_activity
         self.apis.enable_groups(group_apis)
+        self.apis.check_handlers()  # every API of protocol/api_specs.py a broker serves has its handler
         self.metrics.registry.register(GroupCoordinatorCollector(self.group_coordinator.core))
 
     def _build_security(self) -> None:

@@ -20,7 +20,7 @@ import os
 import random
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,22 +31,21 @@ from controller.config import ControllerConfig
 from controller.controller_metrics import ControllerMetrics
 from controller.core import ControllerCore, ControllerSettings, Effects
 from controller.describe import metadata_response
-from controller.quorum import RAFT_APIS, RaftManager
+from controller.quorum import RaftManager
 from controller.request_batch import OutboundRequest
 from controller.security_control import SecurityControl
 from controller.state import ClusterState, save_state, start_new_epoch
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
+from protocol.api_specs import SPECS, Node, check_handlers, handled_by, node_api_versions
 from protocol.common import monotonic_ms, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError, KafkaError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
-from protocol.raft_messages import RAFT_API_VERSIONS
 from protocol.record_codec import preload_fast_scan
-from protocol.sasl_messages import SASL_API_VERSIONS
 from protocol.schema import from_body, to_body
 from protocol.security import current_client_security
-from server.auth_helper import AuthHelper, ClusterAuthorizationError, build_authorizer
+from server.auth_helper import AuthHelper, ClusterAuthorizationError, build_authorizer, cluster_operation_of
 from server.journal import Journal
 from server.metrics.http_server import MetricsHttpServer
 from server.network import SocketServer
@@ -61,69 +60,31 @@ from server.security.security_metadata import SecurityMetadata
 
 log = logging.getLogger(__name__)
 
-CONTROLLER_APIS: tuple[ApiKeys, ...] = (
-    ApiKeys.METADATA,
-    ApiKeys.CONTROLLED_SHUTDOWN,
-    ApiKeys.API_VERSIONS,
-    ApiKeys.CREATE_TOPICS,
-    ApiKeys.DELETE_TOPICS,
-    ApiKeys.CREATE_PARTITIONS,
-    ApiKeys.ALTER_PARTITION,
-    ApiKeys.DESCRIBE_CLUSTER,
-    ApiKeys.DESCRIBE_CONFIGS,
-    ApiKeys.BROKER_REGISTRATION,
-    ApiKeys.BROKER_HEARTBEAT,
-    ApiKeys.DESCRIBE_ACLS,
-    ApiKeys.CREATE_ACLS,
-    ApiKeys.DELETE_ACLS,
-    ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
-    ApiKeys.ALTER_USER_SCRAM_CREDENTIALS,
-    ApiKeys.ALLOCATE_PRODUCER_IDS,
-)
+# The APIs whose requests a controller's metrics count (Kafka's RequestMetrics): those it answers itself
+# (protocol/api_specs.py), the quorum's aside.
+CONTROLLER_APIS: tuple[ApiKeys, ...] = tuple(sorted(handled_by(Node.CONTROLLER)))
 
-# What a controller's listener serves in Kafka's encoding (docs/clients.md): the APIs of Kafka's
-# ApiMessageType whose listeners include "controller" that isrsim's controller answers (SASL_HANDSHAKE and
-# SASL_AUTHENTICATE are the socket server's), at the versions brokers serve them, and a voter of a quorum
-# serves DESCRIBE_QUORUM too. METADATA as well: Kafka's controller listener lacks it, but isrsim's controller
-# answers it in msgpack and SPEC section 10 has a listener serve the same in both encodings (so
-# `kcat -b <controller> -L` lists the cluster). The voters' own VOTE, BEGIN/END_QUORUM_EPOCH and FETCH, and
-# the brokers' BROKER_REGISTRATION / BROKER_HEARTBEAT / ALTER_PARTITION / ALLOCATE_PRODUCER_IDS, whose
-# bodies are isrsim's own, stay msgpack only.
-CONTROLLER_KAFKA_APIS: tuple[ApiKeys, ...] = (
-    ApiKeys.METADATA,
-    ApiKeys.API_VERSIONS,
-    ApiKeys.CREATE_TOPICS,
-    ApiKeys.DELETE_TOPICS,
-    ApiKeys.CREATE_PARTITIONS,
-    ApiKeys.DESCRIBE_CONFIGS,
-    ApiKeys.DESCRIBE_CLUSTER,
-)
+# A controller's handler: (request, its checked body, the core, now in ms) -> the response, or an
+# ``AnswerOnceReplicasKnow``.
+ControllerHandler = Callable[[Request, Any, ControllerCore, int], Any]
 
-# What the principal needs on the cluster before these are handled (docs/security.md). The rest:
-# CREATE_TOPICS / DELETE_TOPICS / METADATA / DESCRIBE_CONFIGS decide per topic; DESCRIBE_CLUSTER and
-# API_VERSIONS are open, as in Kafka.
-CLUSTER_OPERATION_APIS: dict[ApiKeys, AclOperation] = {
-    ApiKeys.BROKER_REGISTRATION: AclOperation.CLUSTER_ACTION,
-    ApiKeys.BROKER_HEARTBEAT: AclOperation.CLUSTER_ACTION,
-    ApiKeys.ALTER_PARTITION: AclOperation.CLUSTER_ACTION,
-    ApiKeys.CONTROLLED_SHUTDOWN: AclOperation.CLUSTER_ACTION,
-    ApiKeys.ALLOCATE_PRODUCER_IDS: AclOperation.CLUSTER_ACTION,
-    ApiKeys.DESCRIBE_ACLS: AclOperation.DESCRIBE,
-    ApiKeys.CREATE_ACLS: AclOperation.ALTER,
-    ApiKeys.DELETE_ACLS: AclOperation.ALTER,
-    ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: AclOperation.DESCRIBE,
-    ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: AclOperation.ALTER,
-    ApiKeys.VOTE: AclOperation.CLUSTER_ACTION,
-    ApiKeys.BEGIN_QUORUM_EPOCH: AclOperation.CLUSTER_ACTION,
-    ApiKeys.END_QUORUM_EPOCH: AclOperation.CLUSTER_ACTION,
-    ApiKeys.FETCH: AclOperation.CLUSTER_ACTION,
-    ApiKeys.DESCRIBE_QUORUM: AclOperation.DESCRIBE,
-}
+
+@dataclass(frozen=True, slots=True)
+class AnswerOnceReplicasKnow:
+    """A response sent once the replicas know of the change (LEADER_AND_ISR / STOP_REPLICA sent), or after
+    ``wait_s`` (the request's timeout), as Kafka's CREATE_TOPICS / DELETE_TOPICS / CREATE_PARTITIONS."""
+
+    response: Any
+    wait_s: float
+
+
 # A decision waits for the quorum to commit it for as long as this controller leads its epoch; every this
 # many seconds of waiting it logs a warning.
 COMMIT_TIMEOUT_S = 5.0
-QUORUM_REQUEST_KEYS = frozenset(int(k) for k in (*RAFT_APIS, ApiKeys.FETCH))
-ACL_APIS = (ApiKeys.DESCRIBE_ACLS, ApiKeys.CREATE_ACLS, ApiKeys.DELETE_ACLS)
+# What a voter's raft manager answers, queued apart from the rest.
+QUORUM_REQUEST_KEYS = frozenset(
+    int(k) for k in handled_by(Node.CONTROLLER, quorum=True) - set(CONTROLLER_APIS)
+)
 
 
 class MetadataAppendError(KafkaError):
@@ -215,14 +176,6 @@ class KafkaController:
         self._live_security = SecurityMetadata()
         self._taken_security: dict[str, Any] | None = None
         self.apis = ControllerApis(self)
-        # SASL_HANDSHAKE and SASL_AUTHENTICATE are answered by the socket server; API_VERSIONS lists them, as
-        # Kafka's does on every listener.
-        self.apis.supported.update(SASL_API_VERSIONS)
-        if self.voters:
-            self.apis.supported.update(RAFT_API_VERSIONS)
-            self.apis.kafka_supported[int(ApiKeys.DESCRIBE_QUORUM)] = m.KAFKA_SUPPORTED_VERSIONS[
-                ApiKeys.DESCRIBE_QUORUM
-            ]
         self.request_channel: RequestChannel = (
             QuorumRequestChannel(config.get_int("queued.max.requests"))
             if self.voters
@@ -841,21 +794,74 @@ class ControllerApis:
 
     def __init__(self, controller: KafkaController) -> None:
         self.controller = controller
-        self.supported: dict[int, tuple[int, int]] = {
-            int(k): m.SUPPORTED_VERSIONS[k] for k in CONTROLLER_APIS
+        # A voter of a quorum serves the quorum's APIs too (its raft manager answers them).
+        quorum = bool(controller.voters)
+        # What API_VERSIONS lists (protocol/api_specs.py); in Kafka's encoding (docs/clients.md) the APIs
+        # whose spec has the controller serve them there: isrsim's own controller APIs stay msgpack only.
+        self.supported: dict[int, tuple[int, int]] = node_api_versions(
+            Node.CONTROLLER, kafka=False, quorum=quorum
+        )
+        self.kafka_supported: dict[int, tuple[int, int]] = node_api_versions(
+            Node.CONTROLLER, kafka=True, quorum=quorum
+        )
+        # The handler of every API the controller answers itself, by key, checked against the specs.
+        self._handlers: dict[int, ControllerHandler] = {
+            ApiKeys.API_VERSIONS: lambda request, body, core, now: self._api_versions(request.kafka_encoding),
+            ApiKeys.BROKER_REGISTRATION: lambda request, body, core, now: core.register_broker(body, now),
+            ApiKeys.BROKER_HEARTBEAT: lambda request, body, core, now: core.heartbeat(body, now),
+            ApiKeys.ALTER_PARTITION: lambda request, body, core, now: core.alter_partition(body),
+            ApiKeys.CONTROLLED_SHUTDOWN: lambda request, body, core, now: core.controlled_shutdown(body),
+            ApiKeys.ALLOCATE_PRODUCER_IDS: lambda request, body, core, now: core.allocate_producer_ids(body),
+            # Like Kafka's, answered once the replicas know (or at the request's timeout).
+            ApiKeys.CREATE_TOPICS: lambda request, body, core, now: AnswerOnceReplicasKnow(
+                self._create_topics(request, body), body.timeout_ms / 1000.0
+            ),
+            ApiKeys.DELETE_TOPICS: lambda request, body, core, now: AnswerOnceReplicasKnow(
+                self._delete_topics(request, body), body.timeout_ms / 1000.0
+            ),
+            ApiKeys.CREATE_PARTITIONS: lambda request, body, core, now: AnswerOnceReplicasKnow(
+                self._create_partitions(request, body), body.timeout_ms / 1000.0
+            ),
+            ApiKeys.METADATA: self._metadata,
+            ApiKeys.DESCRIBE_CLUSTER: lambda request, body, core, now: core.describe_cluster(
+                controller.answer_listener(request)
+            ),
+            ApiKeys.DESCRIBE_CONFIGS: lambda request, body, core, now: self._describe_configs(request, body),
+            ApiKeys.CREATE_ACLS: self._security_api(SecurityControl.create_acls, changes=True),
+            ApiKeys.DESCRIBE_ACLS: self._security_api(SecurityControl.describe_acls, changes=False),
+            ApiKeys.DELETE_ACLS: self._security_api(SecurityControl.delete_acls, changes=True),
+            ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: self._security_api(
+                SecurityControl.describe_scram_credentials, changes=False
+            ),
+            ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: self._security_api(
+                SecurityControl.alter_scram_credentials, changes=True
+            ),
         }
-        # What a Kafka-encoded connection is offered (docs/clients.md).
-        self.kafka_supported: dict[int, tuple[int, int]] = {
-            int(k): m.KAFKA_SUPPORTED_VERSIONS[k] for k in CONTROLLER_KAFKA_APIS
-        }
+        # A voter's VOTE, BEGIN/END_QUORUM_EPOCH, FETCH and DESCRIBE_QUORUM: its raft manager answers.
+        quorum_apis = handled_by(Node.CONTROLLER, quorum=quorum) - handled_by(Node.CONTROLLER)
+        self._quorum_handlers: dict[int, Callable[[Request], Awaitable[None]]] = dict.fromkeys(
+            quorum_apis, self._raft_api
+        )
+        check_handlers(Node.CONTROLLER, [*self._handlers, *self._quorum_handlers], quorum=quorum)
 
     async def handle(self, request: Request) -> None:
-        key = ApiKeys(request.api_key)
         c = self.controller
-        if c.raft is not None and (key in RAFT_APIS or key == ApiKeys.FETCH):
-            await self._raft_api(c.raft, key, request)
+        quorum_handler = self._quorum_handlers.get(request.api_key)
+        if quorum_handler is not None:
+            await quorum_handler(request)
             return
+        handler = self._handlers.get(request.api_key)
+        spec = SPECS.get(request.api_key)
+        if handler is None or spec is None:
+            request.complete(
+                error_body(
+                    Errors.UNSUPPORTED_VERSION, f"api_key {request.api_key} is not served by a controller"
+                )
+            )
+            return
+        key = spec.key
         if key == ApiKeys.API_VERSIONS:
+            # Any voter answers, active or not, whatever the body (as Kafka's ApiVersions).
             request.complete(to_body(self._api_versions(request.kafka_encoding)))
             return
         if c.raft is not None and c.core is None:
@@ -867,58 +873,27 @@ class ControllerApis:
             request.complete(error_body(Errors.NOT_CONTROLLER, self._not_controller_message()))
             return
         try:
-            body: Any = from_body(m.REQUEST_TYPES[key], request.body)
+            body: Any = from_body(spec.request, request.body)
         except InvalidRequestError as exc:
             log.info("controller: invalid %s request: %s", key.name, exc.message)
             request.complete(error_body(Errors.INVALID_REQUEST, exc.message))
             return
-        c = self.controller
         core = c._require_core()
         now = c.clock_ms()
-        response: Any
-        wait_s = 0.0
-        operation = CLUSTER_OPERATION_APIS.get(key)
+        operation = cluster_operation_of(spec, Node.CONTROLLER)
         try:
             if operation is not None:
                 c.auth.authorize_cluster_operation(request, operation)
         except ClusterAuthorizationError as exc:
             request.complete(error_body(exc.error, exc.message))
             return
-        if key in ACL_APIS and not c.auth.enabled:
+        if spec.requires_authorizer and not c.auth.enabled:
             request.complete(error_body(Errors.SECURITY_DISABLED, "No Authorizer is configured."))
             return
-        if key == ApiKeys.BROKER_REGISTRATION:
-            response = core.register_broker(body, now)
-        elif key == ApiKeys.BROKER_HEARTBEAT:
-            response = core.heartbeat(body, now)
-        elif key == ApiKeys.ALTER_PARTITION:
-            response = core.alter_partition(body)
-        elif key == ApiKeys.CONTROLLED_SHUTDOWN:
-            response = core.controlled_shutdown(body)
-        elif key == ApiKeys.ALLOCATE_PRODUCER_IDS:
-            response = core.allocate_producer_ids(body)
-        elif key == ApiKeys.CREATE_TOPICS:
-            response = self._create_topics(request, body)
-            wait_s = body.timeout_ms / 1000.0
-        elif key == ApiKeys.DELETE_TOPICS:
-            response = self._delete_topics(request, body)
-            wait_s = body.timeout_ms / 1000.0
-        elif key == ApiKeys.CREATE_PARTITIONS:
-            response = self._create_partitions(request, body)
-            wait_s = body.timeout_ms / 1000.0
-        elif key == ApiKeys.METADATA:
-            response = core.metadata(body, c.answer_listener(request))
-            response.topics = c.auth.filter_metadata_topics(request, body.topics is not None, response.topics)
-            if request.kafka_encoding:
-                response = _kafka_client_metadata(response, c.config.cluster_id)
-        elif key == ApiKeys.DESCRIBE_CLUSTER:
-            response = core.describe_cluster(c.answer_listener(request))
-        elif key == ApiKeys.DESCRIBE_CONFIGS:
-            response = self._describe_configs(request, body)
-        elif key in SECURITY_APIS:
-            response = self._security_api(key, body)
-        else:
-            response = self._api_versions(request.kafka_encoding)
+        response = handler(request, body, core, now)
+        wait_s = 0.0
+        if isinstance(response, AnswerOnceReplicasKnow):
+            response, wait_s = response.response, response.wait_s
         if c.raft is None:
             await self._answer(request, response, c.apply_effects(), wait_s)
             return
@@ -991,10 +966,18 @@ class ControllerApis:
             f"; the quorum leader is {leader}" if leader >= 0 and leader != c.controller_id else ""
         )
 
-    async def _raft_api(self, raft: RaftManager, key: ApiKeys, request: Request) -> None:
+    async def _raft_api(self, request: Request) -> None:
         """VOTE, BEGIN/END_QUORUM_EPOCH, a voter's FETCH (cluster actions) and DESCRIBE_QUORUM."""
+        raft = self.controller.raft
+        if raft is None:  # not running yet
+            request.complete(error_body(Errors.NOT_CONTROLLER, self._not_controller_message()))
+            return
+        spec = SPECS[request.api_key]
+        key = spec.key
         try:
-            self.controller.auth.authorize_cluster_operation(request, CLUSTER_OPERATION_APIS[key])
+            operation = cluster_operation_of(spec, Node.CONTROLLER)
+            if operation is not None:
+                self.controller.auth.authorize_cluster_operation(request, operation)
         except ClusterAuthorizationError as exc:
             request.complete(error_body(exc.error, exc.message))
             return
@@ -1092,23 +1075,29 @@ class ControllerApis:
 
     # ------------------------------------------------------------------ ACLs and SCRAM credentials
 
-    def _security_api(self, key: ApiKeys, body: Any) -> Any:
+    def _security_api(
+        self, call: Callable[[SecurityControl, Any], Any], *, changes: bool
+    ) -> ControllerHandler:
+        """A handler of an ACL or SCRAM API; ``changes``: ``call`` answers (response, whether it changed)."""
+
+        def handle(request: Request, body: Any, core: ControllerCore, now: int) -> Any:
+            c = self.controller
+            result = call(c._require_security(), body)
+            if not changes:
+                return result
+            response, changed = result
+            if changed:
+                c.security_changed()
+            return response
+
+        return handle
+
+    def _metadata(self, request: Request, body: m.MetadataRequest, core: ControllerCore, now: int) -> Any:
         c = self.controller
-        security = c._require_security()
-        changed = False
-        response: Any
-        if key == ApiKeys.CREATE_ACLS:
-            response, changed = security.create_acls(body)
-        elif key == ApiKeys.DESCRIBE_ACLS:
-            response = security.describe_acls(body)
-        elif key == ApiKeys.DELETE_ACLS:
-            response, changed = security.delete_acls(body)
-        elif key == ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS:
-            response = security.describe_scram_credentials(body)
-        else:
-            response, changed = security.alter_scram_credentials(body)
-        if changed:
-            c.security_changed()
+        response = core.metadata(body, c.answer_listener(request))
+        response.topics = c.auth.filter_metadata_topics(request, body.topics is not None, response.topics)
+        if request.kafka_encoding:
+            return _kafka_client_metadata(response, c.config.cluster_id)
         return response
 
 
@@ -1124,9 +1113,6 @@ def _kafka_client_metadata(response: m.MetadataResponse, cluster_id: str) -> dic
         if topic["name"] in ("__consumer_offsets", "__transaction_state"):
             topic["is_internal"] = True
     return body
-
-
-SECURITY_APIS = (*ACL_APIS, ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKeys.ALTER_USER_SCRAM_CREDENTIALS)
 
 
 async def run_controller(config: ControllerConfig) -> None:
@@ -1148,4 +1134,4 @@ async def run_controller(config: ControllerConfig) -> None:
             nursery.cancel_scope.cancel()
 
 
-__all__ = ["CONTROLLER_APIS", "CONTROLLER_KAFKA_APIS", "ControllerApis", "KafkaController", "run_controller"]
+__all__ = ["CONTROLLER_APIS", "ControllerApis", "KafkaController", "run_controller"]

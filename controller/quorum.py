@@ -41,12 +41,6 @@ from server.controller_channel import CONTROLLER_UNREACHABLE, ControllerChannel
 log = logging.getLogger(__name__)
 
 CONTROLLER_STATE = "ControllerState"
-RAFT_APIS = (
-    ApiKeys.VOTE,
-    ApiKeys.BEGIN_QUORUM_EPOCH,
-    ApiKeys.END_QUORUM_EPOCH,
-    ApiKeys.DESCRIBE_QUORUM,
-)
 
 VOTER_RECONNECT_BACKOFF_S = 0.05
 VOTER_RECONNECT_BACKOFF_MAX_S = 0.5
@@ -345,4 +339,4 @@ class RaftManager:
                 await self.wait_changed(0.05)
 
 
-__all__ = ["CONTROLLER_STATE", "RAFT_APIS", "RaftManager"]
+__all__ = ["CONTROLLER_STATE", "RaftManager"]

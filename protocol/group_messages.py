@@ -2,7 +2,7 @@
 JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
 OffsetCommit (8), OffsetFetch (9) and DeleteGroups (42).
 
-Each dataclass holds the fields of every version this broker supports (``GROUP_API_VERSIONS``), named as
+Each dataclass holds the fields of every version this broker supports (``protocol.api_specs``), named as
 Kafka's JSON schemas name them, in snake_case; a field a version lacks keeps its default. Where Kafka
 changed a request's shape (FindCoordinator v4's ``coordinator_keys``, LeaveGroup v3's ``members``,
 OffsetFetch v8's ``groups``) both shapes are here, and the handler reads the one the version has.
@@ -12,24 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol.api_keys import ApiKeys
 from protocol.schema import Int8, Int16, Int32, Int64
 
 NON_NEGATIVE = {"min": 0}
-
-# The versions served (docs/clients.md).
-GROUP_API_VERSIONS: dict[ApiKeys, tuple[int, int]] = {
-    ApiKeys.FIND_COORDINATOR: (0, 4),
-    ApiKeys.JOIN_GROUP: (0, 7),
-    ApiKeys.SYNC_GROUP: (0, 5),
-    ApiKeys.HEARTBEAT: (0, 4),
-    ApiKeys.LEAVE_GROUP: (0, 4),
-    ApiKeys.OFFSET_COMMIT: (2, 8),
-    ApiKeys.OFFSET_FETCH: (1, 8),
-    ApiKeys.LIST_GROUPS: (0, 4),
-    ApiKeys.DESCRIBE_GROUPS: (0, 5),
-    ApiKeys.DELETE_GROUPS: (0, 2),
-}
 
 # Kafka's FindCoordinatorRequest.CoordinatorType.
 COORDINATOR_TYPE_GROUP = 0
@@ -372,30 +357,3 @@ class DeleteGroupsResponseResult:
 class DeleteGroupsResponse:
     throttle_time_ms: Int32 = 0
     results: list[DeleteGroupsResponseResult] = field(default_factory=list)
-
-
-GROUP_REQUEST_TYPES: dict[ApiKeys, type] = {
-    ApiKeys.FIND_COORDINATOR: FindCoordinatorRequest,
-    ApiKeys.JOIN_GROUP: JoinGroupRequest,
-    ApiKeys.SYNC_GROUP: SyncGroupRequest,
-    ApiKeys.HEARTBEAT: HeartbeatRequest,
-    ApiKeys.LEAVE_GROUP: LeaveGroupRequest,
-    ApiKeys.OFFSET_COMMIT: OffsetCommitRequest,
-    ApiKeys.OFFSET_FETCH: OffsetFetchRequest,
-    ApiKeys.LIST_GROUPS: ListGroupsRequest,
-    ApiKeys.DESCRIBE_GROUPS: DescribeGroupsRequest,
-    ApiKeys.DELETE_GROUPS: DeleteGroupsRequest,
-}
-
-GROUP_RESPONSE_TYPES: dict[ApiKeys, type] = {
-    ApiKeys.FIND_COORDINATOR: FindCoordinatorResponse,
-    ApiKeys.JOIN_GROUP: JoinGroupResponse,
-    ApiKeys.SYNC_GROUP: SyncGroupResponse,
-    ApiKeys.HEARTBEAT: HeartbeatResponse,
-    ApiKeys.LEAVE_GROUP: LeaveGroupResponse,
-    ApiKeys.OFFSET_COMMIT: OffsetCommitResponse,
-    ApiKeys.OFFSET_FETCH: OffsetFetchResponse,
-    ApiKeys.LIST_GROUPS: ListGroupsResponse,
-    ApiKeys.DESCRIBE_GROUPS: DescribeGroupsResponse,
-    ApiKeys.DELETE_GROUPS: DeleteGroupsResponse,
-}

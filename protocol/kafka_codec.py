@@ -14,7 +14,7 @@ same response dict, and this module writes that dict back at the request's versi
   version lacks are dropped, fields the dict lacks take the schema's defaults;
 * an error-only response (``{"error_code", "error_message"}``, what ``KafkaApis`` and the socket server send
   for a refused request) is spread over the request's topics and partitions as Kafka's
-  ``AbstractRequest.getErrorResponse`` does.
+  ``AbstractRequest.getErrorResponse`` does, as the API's spec says (``protocol.api_specs.error_response``).
 
 Framing: ``uint32`` length, then a request header v1 (api_key, api_version, correlation_id, client_id) or
 v2 (the same plus tagged fields) by the API version's flexibility; responses carry header v0 (correlation
@@ -37,10 +37,10 @@ import kafka.protocol.consumer
 import kafka.protocol.metadata
 import kafka.protocol.producer
 from kafka.protocol.api_header import RequestHeader as _KafkaRequestHeader
-from kafka.protocol.api_key import ApiKey as _KafkaApiKey
 from kafka.protocol.api_message import ApiMessage
 
 from protocol.api_keys import ApiKeys
+from protocol.api_specs import error_response
 from protocol.errors import Errors
 from protocol.framing import InvalidFrame, RequestHeader, is_kafka_frame
 
@@ -213,9 +213,7 @@ def encode_response_parts(
         payload = _CORRELATION.pack(header.correlation_id) + struct.pack(">h", code)
         return _LENGTH.pack(len(payload)), payload
     if error_only:
-        body = _error_response(
-            api_key, request_body or {}, int(body["error_code"]), body.get("error_message")
-        )
+        body = error_response(api_key, request_body or {}, int(body["error_code"]), body.get("error_message"))
     message = _writer(cls, cls._struct, version)(body)
     encoded = message.encode(version=version)
     head = _CORRELATION.pack(header.correlation_id)
@@ -417,138 +415,3 @@ def _is_error_only(body: Mapping[str, Any]) -> bool:
 
 def _api_keys(versions: Mapping[int, tuple[int, int]]) -> list[dict[str, int]]:
     return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(versions.items())]
-
-
-def _partitions(
-    request: Mapping[str, Any], topics: str, name: str, parts: str, index: str
-) -> list[tuple[Any, list[Any]]]:
-    out: list[tuple[Any, list[Any]]] = []
-    for t in request.get(topics) or ():
-        if not isinstance(t, Mapping):
-            continue
-        ps = t.get(parts) or ()
-        out.append((t.get(name), [p.get(index) if isinstance(p, Mapping) else p for p in ps]))
-    return out
-
-
-def error_response(
-    api_key: int, request: Mapping[str, Any], code: int, message: str | None
-) -> dict[str, Any]:
-    """The body of an error answer to ``request`` (the same in msgpack): the error on every topic and
-    partition it named, and at the top level (a protocol-level fault rule's answer, docs/faults.md)."""
-    return {"error_code": code, "error_message": message, **_error_response(api_key, request, code, message)}
-
-
-def _error_response(
-    api_key: int, request: Mapping[str, Any], code: int, message: str | None
-) -> dict[str, Any]:
-    """Kafka's ``getErrorResponse``: the error on every topic and partition the request named (and at the
-    top level, where the response has an error code there)."""
-    top: dict[str, Any] = {"error_code": code, "error_message": message}
-    if api_key == ApiKeys.PRODUCE:
-        return {
-            "responses": [
-                {
-                    "name": name,
-                    "partition_responses": [
-                        {
-                            "index": i,
-                            "error_code": code,
-                            "base_offset": -1,
-                            "log_start_offset": -1,
-                            "error_message": message,
-                        }
-                        for i in idxs
-                    ],
-                }
-                for name, idxs in _partitions(request, "topic_data", "name", "partition_data", "index")
-            ]
-        }
-    if api_key == ApiKeys.FETCH:
-        return {
-            **top,
-            "responses": [
-                {"topic": name, "partitions": [{"partition_index": i, "error_code": code} for i in idxs]}
-                for name, idxs in _partitions(request, "topics", "topic", "partitions", "partition")
-            ],
-        }
-    if api_key == ApiKeys.LIST_OFFSETS:
-        return {
-            "topics": [
-                {"name": name, "partitions": [{"partition_index": i, "error_code": code} for i in idxs]}
-                for name, idxs in _partitions(request, "topics", "name", "partitions", "partition_index")
-            ]
-        }
-    if api_key == ApiKeys.OFFSET_FOR_LEADER_EPOCH:
-        return {
-            "topics": [
-                {"topic": name, "partitions": [{"partition": i, "error_code": code} for i in idxs]}
-                for name, idxs in _partitions(request, "topics", "topic", "partitions", "partition")
-            ]
-        }
-    if api_key == ApiKeys.METADATA:
-        return {
-            "topics": [
-                {"name": t.get("name"), "error_code": code}
-                for t in request.get("topics") or ()
-                if isinstance(t, Mapping)
-            ]
-        }
-    if api_key == ApiKeys.CREATE_TOPICS:
-        return {
-            "topics": [
-                {"name": t.get("name"), "error_code": code, "error_message": message}
-                for t in request.get("topics") or ()
-                if isinstance(t, Mapping)
-            ]
-        }
-    if api_key == ApiKeys.CREATE_PARTITIONS:
-        return {
-            "results": [
-                {"name": t.get("name"), "error_code": code, "error_message": message}
-                for t in request.get("topics") or ()
-                if isinstance(t, Mapping)
-            ]
-        }
-    if api_key == ApiKeys.DELETE_TOPICS:
-        names = list(request.get("topic_names") or ()) + [
-            t.get("name") for t in request.get("topics") or () if isinstance(t, Mapping)
-        ]
-        return {"responses": [{"name": n, "error_code": code, "error_message": message} for n in names]}
-    if api_key == ApiKeys.DESCRIBE_CONFIGS:
-        return {
-            "results": [
-                {
-                    "error_code": code,
-                    "error_message": message,
-                    "resource_type": r.get("resource_type"),
-                    "resource_name": r.get("resource_name"),
-                }
-                for r in request.get("resources") or ()
-                if isinstance(r, Mapping)
-            ]
-        }
-    if api_key == _KafkaApiKey.OffsetCommit:
-        return {
-            "topics": [
-                {"name": name, "partitions": [{"partition_index": i, "error_code": code} for i in idxs]}
-                for name, idxs in _partitions(request, "topics", "name", "partitions", "partition_index")
-            ]
-        }
-    if api_key == _KafkaApiKey.FindCoordinator:
-        keys = request.get("coordinator_keys") or ()
-        return {
-            **top,
-            "coordinators": [{"key": k, "error_code": code, "error_message": message} for k in keys],
-        }
-    if api_key == _KafkaApiKey.DescribeGroups:
-        return {"groups": [{"group_id": g, "error_code": code} for g in request.get("groups") or ()]}
-    if api_key == _KafkaApiKey.OffsetFetch:
-        groups = request.get("groups") or ()
-        return {
-            **top,
-            "groups": [
-                {"group_id": g.get("group_id"), "error_code": code} for g in groups if isinstance(g, Mapping)
-            ],
-        }
-    return top

@@ -11,28 +11,15 @@ unknown isolation levels). Values Kafka answers with a specific error code reach
 LEADER_EPOCH), session ids and epochs (FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH).
 
 This module holds the client-facing and replication APIs; the controller's APIs are in
-``protocol.controller_messages`` and re-exported here. ``REQUEST_TYPES``, ``RESPONSE_TYPES`` and
-``SUPPORTED_VERSIONS`` cover all of them.
+``protocol.controller_messages`` and re-exported here. Which body belongs to which API, and the versions
+served, are in ``protocol.api_specs``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol import controller_messages as cm
-from protocol import producer_id_messages as pim
-from protocol import raft_messages as rm
-from protocol import security_messages as sm
-from protocol.api_keys import ApiKeys
 from protocol.controller_messages import *  # noqa: F403  (re-exported: one module to import from)
-from protocol.fault_messages import (
-    NetFaultsRequest,
-    NetFaultsResponse,
-    ProtocolFaultsRequest,
-    ProtocolFaultsResponse,
-)
-from protocol.group_messages import GROUP_API_VERSIONS, GROUP_REQUEST_TYPES, GROUP_RESPONSE_TYPES
-from protocol.sasl_messages import SASL_REQUEST_TYPES, SASL_RESPONSE_TYPES
 from protocol.schema import Int8, Int16, Int32, Int64
 
 NON_NEGATIVE = {"min": 0}
@@ -405,130 +392,3 @@ class DescribeReplicaStateResponse:
     # registered the broker, RECOVERY while it keeps it fenced, RUNNING once unfenced,
     # PENDING_CONTROLLED_SHUTDOWN / SHUTTING_DOWN while it stops.
     broker_state: str = "RUNNING"
-
-
-# ---------------------------------------------------------------------------------------------- tables
-
-REQUEST_TYPES: dict[ApiKeys, type] = {
-    ApiKeys.PRODUCE: ProduceRequest,
-    ApiKeys.FETCH: FetchRequest,
-    ApiKeys.LIST_OFFSETS: ListOffsetsRequest,
-    ApiKeys.METADATA: MetadataRequest,
-    ApiKeys.LEADER_AND_ISR: cm.LeaderAndIsrRequest,
-    ApiKeys.STOP_REPLICA: cm.StopReplicaRequest,
-    ApiKeys.UPDATE_METADATA: cm.UpdateMetadataRequest,
-    ApiKeys.CONTROLLED_SHUTDOWN: cm.ControlledShutdownRequest,
-    ApiKeys.API_VERSIONS: ApiVersionsRequest,
-    ApiKeys.CREATE_TOPICS: cm.CreateTopicsRequest,
-    ApiKeys.DELETE_TOPICS: cm.DeleteTopicsRequest,
-    ApiKeys.CREATE_PARTITIONS: cm.CreatePartitionsRequest,
-    ApiKeys.DELETE_RECORDS: cm.DeleteRecordsRequest,
-    ApiKeys.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochRequest,
-    ApiKeys.ALTER_PARTITION: cm.AlterPartitionRequest,
-    ApiKeys.DESCRIBE_CLUSTER: cm.DescribeClusterRequest,
-    ApiKeys.DESCRIBE_CONFIGS: cm.DescribeConfigsRequest,
-    ApiKeys.BROKER_REGISTRATION: cm.BrokerRegistrationRequest,
-    ApiKeys.BROKER_HEARTBEAT: cm.BrokerHeartbeatRequest,
-    ApiKeys.DESCRIBE_REPLICA_STATE: DescribeReplicaStateRequest,
-    ApiKeys.NET_FAULTS: NetFaultsRequest,
-    ApiKeys.PROTOCOL_FAULTS: ProtocolFaultsRequest,
-    **SASL_REQUEST_TYPES,
-}
-
-RESPONSE_TYPES: dict[ApiKeys, type] = {
-    ApiKeys.PRODUCE: ProduceResponse,
-    ApiKeys.FETCH: FetchResponse,
-    ApiKeys.LIST_OFFSETS: ListOffsetsResponse,
-    ApiKeys.METADATA: MetadataResponse,
-    ApiKeys.LEADER_AND_ISR: cm.LeaderAndIsrResponse,
-    ApiKeys.STOP_REPLICA: cm.StopReplicaResponse,
-    ApiKeys.UPDATE_METADATA: cm.UpdateMetadataResponse,
-    ApiKeys.CONTROLLED_SHUTDOWN: cm.ControlledShutdownResponse,
-    ApiKeys.API_VERSIONS: ApiVersionsResponse,
-    ApiKeys.CREATE_TOPICS: cm.CreateTopicsResponse,
-    ApiKeys.DELETE_TOPICS: cm.DeleteTopicsResponse,
-    ApiKeys.CREATE_PARTITIONS: cm.CreatePartitionsResponse,
-    ApiKeys.DELETE_RECORDS: cm.DeleteRecordsResponse,
-    ApiKeys.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochResponse,
-    ApiKeys.ALTER_PARTITION: cm.AlterPartitionResponse,
-    ApiKeys.DESCRIBE_CLUSTER: cm.DescribeClusterResponse,
-    ApiKeys.DESCRIBE_CONFIGS: cm.DescribeConfigsResponse,
-    ApiKeys.BROKER_REGISTRATION: cm.BrokerRegistrationResponse,
-    ApiKeys.BROKER_HEARTBEAT: cm.BrokerHeartbeatResponse,
-    ApiKeys.DESCRIBE_REPLICA_STATE: DescribeReplicaStateResponse,
-    ApiKeys.NET_FAULTS: NetFaultsResponse,
-    ApiKeys.PROTOCOL_FAULTS: ProtocolFaultsResponse,
-    **SASL_RESPONSE_TYPES,
-}
-
-# The security metadata APIs (protocol/security_messages.py).
-REQUEST_TYPES.update(
-    {
-        ApiKeys.DESCRIBE_ACLS: sm.DescribeAclsRequest,
-        ApiKeys.CREATE_ACLS: sm.CreateAclsRequest,
-        ApiKeys.DELETE_ACLS: sm.DeleteAclsRequest,
-        ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: sm.DescribeUserScramCredentialsRequest,
-        ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: sm.AlterUserScramCredentialsRequest,
-    }
-)
-RESPONSE_TYPES.update(
-    {
-        ApiKeys.DESCRIBE_ACLS: sm.DescribeAclsResponse,
-        ApiKeys.CREATE_ACLS: sm.CreateAclsResponse,
-        ApiKeys.DELETE_ACLS: sm.DeleteAclsResponse,
-        ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: sm.DescribeUserScramCredentialsResponse,
-        ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: sm.AlterUserScramCredentialsResponse,
-    }
-)
-
-# The consumer-group APIs (protocol/group_messages.py).
-REQUEST_TYPES.update(GROUP_REQUEST_TYPES)
-RESPONSE_TYPES.update(GROUP_RESPONSE_TYPES)
-
-# The controller quorum's APIs (protocol/raft_messages.py); voters' FETCH has its own types there.
-REQUEST_TYPES.update({k: t for k, t in rm.RAFT_REQUEST_TYPES.items() if k != ApiKeys.FETCH})
-RESPONSE_TYPES.update({k: t for k, t in rm.RAFT_RESPONSE_TYPES.items() if k != ApiKeys.FETCH})
-
-# Idempotent producers' ids (protocol/producer_id_messages.py).
-REQUEST_TYPES[ApiKeys.INIT_PRODUCER_ID] = pim.InitProducerIdRequest
-REQUEST_TYPES[ApiKeys.ALLOCATE_PRODUCER_IDS] = pim.AllocateProducerIdsRequest
-RESPONSE_TYPES[ApiKeys.INIT_PRODUCER_ID] = pim.InitProducerIdResponse
-RESPONSE_TYPES[ApiKeys.ALLOCATE_PRODUCER_IDS] = pim.AllocateProducerIdsResponse
-
-SUPPORTED_VERSIONS: dict[ApiKeys, tuple[int, int]] = dict.fromkeys(REQUEST_TYPES, (0, 0))
-# The group APIs behave differently by version (KIP-394 member ids from JoinGroup v4, batched
-# FindCoordinator v4, LeaveGroup v3, OffsetFetch v8): the msgpack encoding serves Kafka's versions of them.
-SUPPORTED_VERSIONS.update(GROUP_API_VERSIONS)
-
-# The versions served in Kafka's own encoding (docs/clients.md), by Kafka's API key: the msgpack
-# encoding serves each API at version 0 (SUPPORTED_VERSIONS); a Kafka client sees these. A broker advertises
-# the ones whose API it serves. Produce 0-2 are advertised and refused with UNSUPPORTED_VERSION, as Kafka 4.
-KAFKA_SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
-    ApiKeys.PRODUCE: (0, 9),
-    ApiKeys.FETCH: (4, 12),
-    ApiKeys.LIST_OFFSETS: (1, 7),
-    ApiKeys.METADATA: (1, 12),
-    8: (2, 8),  # OffsetCommit
-    9: (1, 8),  # OffsetFetch
-    10: (0, 4),  # FindCoordinator
-    11: (0, 7),  # JoinGroup
-    12: (0, 4),  # Heartbeat
-    13: (0, 4),  # LeaveGroup
-    14: (0, 5),  # SyncGroup
-    15: (0, 5),  # DescribeGroups
-    16: (0, 4),  # ListGroups
-    42: (0, 2),  # DeleteGroups
-    ApiKeys.SASL_HANDSHAKE: (0, 1),
-    ApiKeys.API_VERSIONS: (0, 3),
-    ApiKeys.CREATE_TOPICS: (2, 7),
-    ApiKeys.DELETE_TOPICS: (1, 6),
-    22: (0, 4),  # InitProducerId
-    ApiKeys.OFFSET_FOR_LEADER_EPOCH: (2, 4),
-    ApiKeys.DESCRIBE_CONFIGS: (1, 4),
-    ApiKeys.SASL_AUTHENTICATE: (0, 2),
-    ApiKeys.CREATE_PARTITIONS: (0, 3),
-    ApiKeys.DESCRIBE_CLUSTER: (0, 1),
-    ApiKeys.DESCRIBE_QUORUM: (0, 2),
-}
-# Advertised but refused (UNSUPPORTED_VERSION) when used.
-KAFKA_REFUSED_VERSIONS: dict[int, tuple[int, int]] = {ApiKeys.PRODUCE: (0, 2)}

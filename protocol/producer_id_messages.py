@@ -2,7 +2,7 @@
 
 Field names are Kafka's JSON-schema names in snake_case (``InitProducerIdRequest.json`` and friends).
 
-- INIT_PRODUCER_ID, served by every broker (Kafka's encoding: versions 0-4, ``KAFKA_SUPPORTED_VERSIONS``):
+- INIT_PRODUCER_ID, served by every broker (Kafka's encoding: versions 0-4, ``protocol.api_specs``):
   a producer asks for a producer id and epoch. ``producer_id`` and ``producer_epoch`` exist from Kafka's
   version 3 (-1 when the producer has none).
 - ALLOCATE_PRODUCER_IDS, version 0, served by the controller: a broker asks for its next block of

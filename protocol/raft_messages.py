@@ -301,4 +301,3 @@ RAFT_RESPONSE_TYPES: dict[ApiKeys, type] = {
     ApiKeys.DESCRIBE_QUORUM: DescribeQuorumResponse,
     ApiKeys.FETCH: RaftFetchResponse,
 }
-RAFT_API_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, 0) for k in RAFT_REQUEST_TYPES}

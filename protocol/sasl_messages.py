@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol.api_keys import ApiKeys
 from protocol.schema import Int16, Int64
 
 
@@ -33,22 +32,7 @@ class SaslAuthenticateResponse:
     session_lifetime_ms: Int64 = 0
 
 
-SASL_REQUEST_TYPES: dict[ApiKeys, type] = {
-    ApiKeys.SASL_HANDSHAKE: SaslHandshakeRequest,
-    ApiKeys.SASL_AUTHENTICATE: SaslAuthenticateRequest,
-}
-SASL_RESPONSE_TYPES: dict[ApiKeys, type] = {
-    ApiKeys.SASL_HANDSHAKE: SaslHandshakeResponse,
-    ApiKeys.SASL_AUTHENTICATE: SaslAuthenticateResponse,
-}
-
-# The versions served (both 0), by API key.
-SASL_API_VERSIONS: dict[int, tuple[int, int]] = {int(k): (0, 0) for k in SASL_REQUEST_TYPES}
-
 __all__ = [
-    "SASL_API_VERSIONS",
-    "SASL_REQUEST_TYPES",
-    "SASL_RESPONSE_TYPES",
     "SaslAuthenticateRequest",
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",

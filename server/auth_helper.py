@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
+from protocol.api_specs import ApiSpec, Node
 from protocol.errors import Errors, KafkaError
 from server.config import ConfigValues, check_authorizer_class
 from server.request_channel import Request
@@ -31,6 +32,14 @@ class ClusterAuthorizationError(KafkaError):
 
     def __init__(self, message: str) -> None:
         super().__init__(Errors.CLUSTER_AUTHORIZATION_FAILED, message)
+
+
+def cluster_operation_of(spec: ApiSpec, node: Node) -> AclOperation | None:
+    """What the principal needs on the cluster before ``node`` handles the API at all (its ApiSpec)."""
+    serving = spec.on(node)
+    if serving is None or serving.cluster_operation is None:
+        return None
+    return AclOperation[serving.cluster_operation]
 
 
 def build_authorizer(config: ConfigValues) -> StandardAuthorizer | None:

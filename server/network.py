@@ -54,6 +54,7 @@ from typing import Any
 import trio
 
 from protocol.api_keys import ApiKeys
+from protocol.api_specs import REQUEST_TYPES, SPECS, error_response
 from protocol.errors import Errors
 from protocol.fault_injector import EXEMPT_APIS, FaultInjector
 from protocol.fault_rules import ProtocolFaultRule, ProtocolFaultTable, request_facts
@@ -67,7 +68,6 @@ from protocol.framing import (
     encode_response_parts,
     is_kafka_frame,
 )
-from protocol.messages import KAFKA_REFUSED_VERSIONS, KAFKA_SUPPORTED_VERSIONS, REQUEST_TYPES
 from server.memory_pool import ConnectionQuotas, MemoryPool
 from server.request_channel import Request, RequestChannel, error_body
 from server.security.credentials import CredentialStore
@@ -235,8 +235,8 @@ class SocketServer:
         # Asked before NET_FAULTS is served: None to serve it, else why not (CLUSTER_AUTHORIZATION_FAILED).
         self.net_faults_check: Callable[[Request], str | None] | None = None
         if faults is not None:
-            self.supported[int(ApiKeys.NET_FAULTS)] = (0, 0)
-            self.supported[int(ApiKeys.PROTOCOL_FAULTS)] = (0, 0)
+            self.supported[int(ApiKeys.NET_FAULTS)] = SPECS[ApiKeys.NET_FAULTS].versions
+            self.supported[int(ApiKeys.PROTOCOL_FAULTS)] = SPECS[ApiKeys.PROTOCOL_FAULTS].versions
         # The node's protocol-level fault rules (an empty table when the node has no fault injector).
         self.rules: ProtocolFaultTable = faults.rules if faults is not None else ProtocolFaultTable(name)
         self.bound_port: int | None = None
@@ -253,12 +253,13 @@ class SocketServer:
         # Listener name -> its TLS / SASL (absent: PLAINTEXT), and the credentials SASL checks against.
         self.security = dict(security or {})
         self.credential_store = credential_store if credential_store is not None else CredentialStore()
-        self.supported.setdefault(int(ApiKeys.SASL_HANDSHAKE), (0, 0))
-        self.supported.setdefault(int(ApiKeys.SASL_AUTHENTICATE), (0, 0))
-        # The versions served to connections in Kafka's encoding (docs/clients.md); SASL is answered here.
+        # The versions served to connections in Kafka's encoding (docs/clients.md). SASL is answered here.
         self.kafka_supported = dict(kafka_supported or {})
         for key in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE):
-            self.kafka_supported.setdefault(int(key), KAFKA_SUPPORTED_VERSIONS[key])
+            sasl = SPECS[key]
+            self.supported.setdefault(int(key), sasl.versions)
+            if sasl.kafka_versions is not None:
+                self.kafka_supported.setdefault(int(key), sasl.kafka_versions)
         self.authentication_failures = 0
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -619,7 +620,8 @@ class SocketServer:
             if header.api_key != ApiKeys.API_VERSIONS:  # KIP-511: answered with the ranges, and served on
                 self._close_after_unsupported(conn, why)
             return
-        refused = KAFKA_REFUSED_VERSIONS.get(header.api_key) if conn.kafka else None
+        spec = SPECS.get(header.api_key)
+        refused = spec.kafka_refused if conn.kafka and spec is not None else None
         if refused is not None and refused[0] <= header.api_version <= refused[1]:
             # Advertised and refused, as Kafka 4 does with PRODUCE v0-2 (KIP-896).
             request.complete(
@@ -709,11 +711,15 @@ class SocketServer:
     def _rule_error_body(request: Request, rule: ProtocolFaultRule) -> dict[str, Any]:
         """Kafka's error answer to ``request`` with the rule's error, spread over the request's topics and
         partitions as Kafka's ``getErrorResponse`` does (the same body in both encodings)."""
-        from protocol import kafka_codec
 
         assert rule.error is not None
         message = f"{Errors(rule.error).name} (isrsim fault rule {rule.id})"
-        return kafka_codec.error_response(request.api_key, request.body, rule.error, message)
+        # The error at the top level too, whatever the response's shape (a client reads what it knows).
+        return {
+            "error_code": rule.error,
+            "error_message": message,
+            **error_response(request.api_key, request.body, rule.error, message),
+        }
 
     def _raw_sasl_token(self, conn: Connection, payload: bytes | bytearray) -> None:
         """One raw SASL token after a SaslHandshake v0, answered with the mechanism's raw token (a 4-byte

@@ -19,6 +19,7 @@ from typing import Any
 
 from protocol import kafka_codec as kc
 from protocol import messages as m
+from protocol.api_specs import REQUEST_TYPES
 from protocol.framing import RequestHeader, decode_request, encode_request, encode_response_parts
 from protocol.schema import from_body
 
@@ -249,7 +250,7 @@ def kio_raw() -> None:
 
 
 def whole_paths() -> None:
-    types = {int(k): v for k, v in m.REQUEST_TYPES.items()}
+    types = {int(k): v for k, v in REQUEST_TYPES.items()}
     print("isrsim: a request frame to its checked dataclass, a docs/protocol.md response dict to a frame")
     kafka_frame = kc.encode_request(0, 9, 1, "bench", produce_body())[4:]
     msgpack_frame = encode_request(0, 0, 1, "bench", produce_body())[4:]

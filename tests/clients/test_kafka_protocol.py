@@ -11,8 +11,8 @@ import pytest
 import trio
 
 from protocol import kafka_codec
-from protocol import messages as m
 from protocol.api_keys import ApiKeys
+from protocol.api_specs import SPECS
 from protocol.errors import Errors
 from protocol.records import build_simple_batch, iter_batches
 from tests.clients.kafka_wire import KafkaWire
@@ -47,7 +47,7 @@ async def test_api_versions_lists_kafka_ranges(broker: BrokerProcess) -> None:
             assert ranges[ApiKeys.API_VERSIONS] == (0, 3)
             assert ranges[ApiKeys.SASL_HANDSHAKE] == (0, 1)
             for key, span in ranges.items():
-                assert span == m.KAFKA_SUPPORTED_VERSIONS[key]  # only what works, from the one table
+                assert span == SPECS[key].kafka_versions  # only what works, from the one table
     # the msgpack encoding on the same listener still has its own versions
     resp = await request(broker.host, broker.port, ApiKeys.API_VERSIONS, {})
     assert {k["api_key"]: k["max_version"] for k in resp["api_keys"]}[ApiKeys.METADATA] == 0

@@ -13,6 +13,7 @@ from broker.forwarding import ForwardCallback, ForwardingManager
 from protocol import kafka_codec
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
+from protocol.api_specs import REQUEST_TYPES
 from protocol.errors import Errors
 from protocol.framing import decode_request, encode_request
 from protocol.schema import to_body
@@ -20,7 +21,7 @@ from server.controller_channel import ControllerChannel
 from server.request_channel import Request
 from tests.unit.broker.broker_support import Broker, InMemoryConnection
 
-BODY_TYPES = {int(k): v for k, v in m.REQUEST_TYPES.items()}
+BODY_TYPES = {int(k): v for k, v in REQUEST_TYPES.items()}
 
 
 class RecordingForwarding(ForwardingManager):

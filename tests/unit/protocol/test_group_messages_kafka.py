@@ -8,8 +8,12 @@ import pytest
 
 from protocol import group_messages as g
 from protocol import kafka_codec as kc
+from protocol.api_specs import API_SPECS, SPECS
 from protocol.framing import RequestHeader
 from protocol.schema import from_body, to_body
+
+# The group APIs: msgpack serves them at Kafka's versions.
+GROUP_SPECS = [s for s in API_SPECS if s.versions != (0, 0)]
 
 RESPONSES: dict[int, Any] = {
     10: g.FindCoordinatorResponse(
@@ -85,14 +89,14 @@ RESPONSES: dict[int, Any] = {
 
 @pytest.mark.parametrize(
     ("api", "version"),
-    [(int(k), v) for k, (lo, hi) in g.GROUP_API_VERSIONS.items() for v in range(lo, hi + 1)],
+    [(int(s.key), v) for s in GROUP_SPECS for v in range(s.versions[0], s.versions[1] + 1)],
 )
 def test_responses_encode_and_requests_decode_at_every_version(api: int, version: int) -> None:
     header = RequestHeader(api_key=api, api_version=version, correlation_id=7, client_id="c")
     length, payload = kc.encode_response_parts(header, None, to_body(RESPONSES[api]))
     assert int.from_bytes(length, "big") == len(payload) > 4
     # The smallest request body is one the handlers take.
-    assert from_body(g.GROUP_REQUEST_TYPES[g.ApiKeys(api)], _minimal_request(api)) is not None
+    assert from_body(SPECS[api].request, _minimal_request(api)) is not None
 
 
 def _minimal_request(api: int) -> dict[str, Any]:

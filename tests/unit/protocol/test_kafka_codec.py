@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from protocol import kafka_codec as kc
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
+from protocol.api_specs import API_SPECS, REQUEST_TYPES, RESPONSE_TYPES, SPECS, api_versions
 from protocol.errors import Errors
 from protocol.framing import InvalidFrame, RequestHeader
-from protocol.group_messages import GROUP_API_VERSIONS
 from protocol.schema import from_body
 
-BODY_TYPES = {int(k): v for k, v in m.REQUEST_TYPES.items()}
+BODY_TYPES = {int(k): v for k, v in REQUEST_TYPES.items()}
+KAFKA_VERSIONS = api_versions(API_SPECS, kafka=True)
 
 PRODUCE = {
     "transactional_id": None,
@@ -80,19 +81,11 @@ def decode(frame: bytes) -> kc.KafkaRequest:
 
 
 def in_scope() -> list[tuple[ApiKeys, int, int]]:
-    out = []
-    for key, (low, high) in m.KAFKA_SUPPORTED_VERSIONS.items():
-        try:
-            api = ApiKeys(key)
-        except ValueError:
-            continue  # an API this broker has no body for yet (groups, producer ids)
-        if api in m.REQUEST_TYPES:
-            out.append((api, low, high))
-    return out
+    return [(ApiKeys(key), low, high) for key, (low, high) in KAFKA_VERSIONS.items()]
 
 
 def test_every_advertised_version_is_described_by_the_library() -> None:
-    for key, (_low, high) in m.KAFKA_SUPPORTED_VERSIONS.items():
+    for key, (_low, high) in KAFKA_VERSIONS.items():
         versions = kc.schema_versions(key)
         assert versions is not None, key
         assert high <= versions[1], (key, versions)
@@ -128,9 +121,10 @@ def test_spec_field_names_are_kafkas(api: ApiKeys, low: int, high: int) -> None:
     """The mapping is by name: every body field is Kafka's JSON name (snake_case) at the newest version
     (for the group APIs: at one of the versions served)."""
     # Version 0 of a body is docs/protocol.md's, so the newest version is the reference for the others.
-    versions = range(low if api in GROUP_API_VERSIONS else high, high + 1)
-    req = _missing_names(m.REQUEST_TYPES[api], kc._REQUESTS[int(api)]._struct, versions)
-    resp = _missing_names(m.RESPONSE_TYPES[api], kc._RESPONSES[int(api)]._struct, versions)
+    served_alike = SPECS[api].versions == SPECS[api].kafka_versions  # the group APIs
+    versions = range(low if served_alike else high, high + 1)
+    req = _missing_names(REQUEST_TYPES[api], kc._REQUESTS[int(api)]._struct, versions)
+    resp = _missing_names(RESPONSE_TYPES[api], kc._RESPONSES[int(api)]._struct, versions)
     assert req == KNOWN_DIFFERENCES.get((api, "request"), [])
     assert resp == KNOWN_DIFFERENCES.get((api, "response"), [])
 
@@ -256,7 +250,7 @@ def test_truncated_body_is_reported_not_raised() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    api_key=st.sampled_from([k for k in m.KAFKA_SUPPORTED_VERSIONS] + [4, 250]),
+    api_key=st.sampled_from([*KAFKA_VERSIONS, 4, 250]),
     version=st.integers(0, 20),
     tail=st.binary(max_size=200),
 )

@@ -12,13 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.api_keys import ApiKeys
+from protocol.api_specs import API_SPECS, REQUEST_TYPES, RESPONSE_TYPES
 from protocol.errors import Errors, InvalidRequestError
 from protocol.framing import pack
-from protocol.group_messages import GROUP_API_VERSIONS
 from protocol.messages import (
-    REQUEST_TYPES,
-    RESPONSE_TYPES,
-    SUPPORTED_VERSIONS,
     CreateTopicsRequest,
     DescribeReplicaStateResponse,
     DescribeReplicaStateResponseFetchState,
@@ -95,10 +92,23 @@ def fetch_body(**overrides: Any) -> dict[str, Any]:
 
 
 def test_tables_cover_every_api() -> None:
-    assert set(REQUEST_TYPES) == set(RESPONSE_TYPES) == set(SUPPORTED_VERSIONS) == set(ApiKeys)
+    assert [s.key for s in API_SPECS] == sorted(ApiKeys)  # one spec per API, in key order
+    assert set(REQUEST_TYPES) == set(RESPONSE_TYPES) == set(ApiKeys)
     # Version 0 everywhere but the consumer-group APIs, which serve Kafka's versions (docs/clients.md).
-    assert all(v == (0, 0) for k, v in SUPPORTED_VERSIONS.items() if k not in GROUP_API_VERSIONS)
-    assert all(SUPPORTED_VERSIONS[k] == v for k, v in GROUP_API_VERSIONS.items())
+    group_apis = {s.key for s in API_SPECS if s.versions != (0, 0)}
+    assert group_apis == {
+        ApiKeys.FIND_COORDINATOR,
+        ApiKeys.JOIN_GROUP,
+        ApiKeys.SYNC_GROUP,
+        ApiKeys.HEARTBEAT,
+        ApiKeys.LEAVE_GROUP,
+        ApiKeys.OFFSET_COMMIT,
+        ApiKeys.OFFSET_FETCH,
+        ApiKeys.LIST_GROUPS,
+        ApiKeys.DESCRIBE_GROUPS,
+        ApiKeys.DELETE_GROUPS,
+    }
+    assert all(s.versions == s.kafka_versions for s in API_SPECS if s.key in group_apis)
     for key, cls in REQUEST_TYPES.items():
         assert cls.__name__.endswith("Request")
         assert RESPONSE_TYPES[key].__name__ == cls.__name__[: -len("Request")] + "Response"
