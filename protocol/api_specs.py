@@ -408,6 +408,8 @@ API_SPECS: tuple[ApiSpec, ...] = (
         versions=(0, 2),
         kafka_versions=(0, 2),
         broker=_SERVED,
+        error_top_level=False,
+        error_spread=ErrorSpread("results", "groups_names", None, "group_id"),
     ),
     ApiSpec(
         ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
