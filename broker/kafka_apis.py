@@ -66,6 +66,8 @@ ADMIN_APIS: tuple[ApiKeys, ...] = (
     ApiKeys.DELETE_TOPICS,
     ApiKeys.CREATE_PARTITIONS,
     ApiKeys.DESCRIBE_CONFIGS,
+    ApiKeys.ALTER_CONFIGS,
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS,
     ApiKeys.DESCRIBE_CLUSTER,
     ApiKeys.DESCRIBE_QUORUM,
 )
@@ -116,6 +118,8 @@ class KafkaApis:
                 ApiKeys.DELETE_TOPICS: self.admin.handle_delete_topics,
                 ApiKeys.CREATE_PARTITIONS: self.admin.handle_create_partitions,
                 ApiKeys.DESCRIBE_CONFIGS: self.admin.handle_describe_configs,
+                ApiKeys.ALTER_CONFIGS: self.admin.handle_alter_configs,
+                ApiKeys.INCREMENTAL_ALTER_CONFIGS: self.admin.handle_incremental_alter_configs,
                 ApiKeys.DESCRIBE_CLUSTER: self.admin.handle_describe_cluster,
                 ApiKeys.DESCRIBE_QUORUM: self.admin.handle_describe_quorum,
             }
@@ -494,6 +498,10 @@ class KafkaApis:
         error = self.replica_manager.update_metadata(
             req.controller_id, req.controller_epoch, brokers, partitions, endpoints
         )
+        if error == Errors.NONE:
+            for t in req.topic_states:
+                if t.configs is not None:
+                    self.replica_manager.on_topic_configs(t.topic_name, t.configs)
         if error == Errors.NONE and req.security is not None and self.security_metadata is not None:
             try:
                 self.security_metadata.apply(req.security)

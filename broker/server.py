@@ -28,7 +28,7 @@ from broker.metrics.broker_metrics import BrokerMetrics
 from broker.producer_id_manager import ProducerIdManager, controller_block_source, local_block_source
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
-from broker.topic_configs import TopicConfigFetcher
+from broker.topic_configs import TopicConfigFetcher, broker_log_config, broker_topic_defaults
 from coordinator.group.coordinator import GroupCoordinator, OffsetsTopicConfig
 from coordinator.group.coordinator_core import GroupConfig
 from coordinator.group.group_metrics import GroupCoordinatorCollector
@@ -57,7 +57,6 @@ from server.security.listener_security import (
     load_credential_store,
 )
 from server.security.security_metadata import BrokerSecurityMetadata, SecurityMetadata
-from storage.log import LogConfig
 from storage.log_manager import LogDirLoadError, LogManager
 
 log = logging.getLogger(__name__)
@@ -71,11 +70,7 @@ def build_log_manager(config: BrokerConfig) -> LogManager:
         config.log_dir,
         config.broker_id,
         config.cluster_id,
-        LogConfig(
-            segment_bytes=config.get_int("log.segment.bytes"),
-            index_interval_bytes=config.get_int("log.index.interval.bytes"),
-            max_message_bytes=config.get_int("message.max.bytes"),
-        ),
+        broker_log_config(config.get),
         clock=time.time,
     )
     log_manager.check_log_dir()
@@ -193,6 +188,9 @@ class KafkaServer:
         )
         self.apis.admin.broker_configs = broker_config_entries(
             c.values, {k: key.default for k, key in KEYS_BY_NAME.items()}
+        )
+        self.apis.admin.topic_config_defaults = broker_topic_defaults(
+            c.get, lambda k: c.values.get(k) == KEYS_BY_NAME[k].default
         )
         # Consumer groups: this broker coordinates the groups of the __consumer_offsets partitions it leads.
         self.group_coordinator = GroupCoordinator(
@@ -554,6 +552,7 @@ class KafkaServer:
                 RECOVERY_POINT_CHECKPOINT_MS / 1000.0,
                 self.log_manager.checkpoint_log_start_offsets,
             ),
+            ("log-retention", c.get_int("log.retention.check.interval.ms") / 1000.0, rm.cleanup_logs),
         ]
         for name, period, fn in tasks:
             nursery.start_soon(self._every, name, period, fn)

@@ -177,9 +177,18 @@ class RequestBatch:
                 )
             )
         return [
-            cm.UpdateMetadataRequestTopicState(topic_name=t, partition_states=ps)
+            cm.UpdateMetadataRequestTopicState(
+                topic_name=t, partition_states=ps, configs=_topic_configs(state, t)
+            )
             for t, ps in by_topic.items()
         ]
+
+
+def _topic_configs(state: ClusterState, topic: str) -> dict[str, str] | None:
+    """The topic's own configs, which every UPDATE_METADATA about it carries (None once it is deleted), so a
+    change reaches the brokers hosting it at once (Kafka's brokers see ConfigRecords in the metadata log)."""
+    t = state.topics.get(topic)
+    return None if t is None else dict(t.configs)
 
 
 __all__ = ["ControllerRequestBody", "OutboundRequest", "RequestBatch"]

@@ -519,6 +519,19 @@ def _error_response(
                 if isinstance(r, Mapping)
             ]
         }
+    if api_key in (ApiKeys.ALTER_CONFIGS, ApiKeys.INCREMENTAL_ALTER_CONFIGS):
+        return {
+            "responses": [
+                {
+                    "error_code": code,
+                    "error_message": message,
+                    "resource_type": r.get("resource_type"),
+                    "resource_name": r.get("resource_name"),
+                }
+                for r in request.get("resources") or ()
+                if isinstance(r, Mapping)
+            ]
+        }
     if api_key == _KafkaApiKey.OffsetCommit:
         return {
             "topics": [

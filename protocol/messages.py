@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from protocol import config_messages as cfm
 from protocol import controller_messages as cm
 from protocol import producer_id_messages as pim
 from protocol import raft_messages as rm
@@ -482,6 +483,12 @@ RESPONSE_TYPES.update(GROUP_RESPONSE_TYPES)
 REQUEST_TYPES.update({k: t for k, t in rm.RAFT_REQUEST_TYPES.items() if k != ApiKeys.FETCH})
 RESPONSE_TYPES.update({k: t for k, t in rm.RAFT_RESPONSE_TYPES.items() if k != ApiKeys.FETCH})
 
+# The config-changing APIs (protocol/config_messages.py).
+REQUEST_TYPES[ApiKeys.ALTER_CONFIGS] = cfm.AlterConfigsRequest
+REQUEST_TYPES[ApiKeys.INCREMENTAL_ALTER_CONFIGS] = cfm.IncrementalAlterConfigsRequest
+RESPONSE_TYPES[ApiKeys.ALTER_CONFIGS] = cfm.AlterConfigsResponse
+RESPONSE_TYPES[ApiKeys.INCREMENTAL_ALTER_CONFIGS] = cfm.IncrementalAlterConfigsResponse
+
 # Idempotent producers' ids (protocol/producer_id_messages.py).
 REQUEST_TYPES[ApiKeys.INIT_PRODUCER_ID] = pim.InitProducerIdRequest
 REQUEST_TYPES[ApiKeys.ALLOCATE_PRODUCER_IDS] = pim.AllocateProducerIdsRequest
@@ -518,6 +525,8 @@ KAFKA_SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     22: (0, 4),  # InitProducerId
     ApiKeys.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKeys.DESCRIBE_CONFIGS: (1, 4),
+    ApiKeys.ALTER_CONFIGS: (0, 2),
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKeys.SASL_AUTHENTICATE: (0, 2),
     ApiKeys.CREATE_PARTITIONS: (0, 3),
     ApiKeys.DESCRIBE_CLUSTER: (0, 1),

@@ -291,7 +291,9 @@ class LogManager:
 
     # ------------------------------------------------------------------ retention
 
-    def cleanup_logs(self, high_watermark: Callable[[TopicPartition], int | None]) -> dict[TopicPartition, int]:
+    def cleanup_logs(
+        self, high_watermark: Callable[[TopicPartition], int | None]
+    ) -> dict[TopicPartition, int]:
         """Kafka's ``LogManager.cleanupLogs``, one pass of ``log.retention.check.interval.ms``: every log
         deletes its old segments (``Log.delete_old_segments``) below its partition's high watermark
         (``high_watermark``; None: the partition is not hosted, its log is left alone). Returns each log whose
