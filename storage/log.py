@@ -403,7 +403,7 @@ class Log:
                 raise KafkaError(
                     Errors.MESSAGE_TOO_LARGE,
                     f"batch at byte {position} is {header.size} bytes; {self._topic}-{self._partition} "
-                    f"accepts at most {limit} (message.max.bytes)",
+                    f"accepts at most {limit} (max.message.bytes)",
                 )
         self._check_append_size(len(records))
         buf = records if fresh and isinstance(records, bytearray) else bytearray(records)
