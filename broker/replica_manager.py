@@ -886,7 +886,11 @@ class ReplicaManager:
 
         def high_watermark(tp: TopicPartition) -> int | None:
             partition = self.partitions.get(tp)
-            return None if partition is None else partition.high_watermark
+            if partition is None:
+                return None
+            if self.topic_config_fetcher is not None and tp[0] not in self.topic_configs:
+                return None  # its topic's retention is not known yet (after a restart): not the defaults'
+            return partition.high_watermark
 
         moved = self.log_manager.cleanup_logs(high_watermark)
         for tp in moved:
