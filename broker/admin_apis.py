@@ -51,6 +51,9 @@ class BrokerConfigEntry:
     is_sensitive: bool = False
     # Kafka's ConfigType (DescribeConfigs v3+): BOOLEAN 1, STRING 2, INT 3, LONG 5, PASSWORD 9
     config_type: int = 2
+    # None: STATIC_BROKER_CONFIG or DEFAULT_CONFIG by ``is_default``; else a dynamic source (2 or 3)
+    config_source: int | None = None
+    read_only: bool = True
 
 
 @dataclass(slots=True)
@@ -77,7 +80,7 @@ class AdminApis:
         self.broker_configs: list[BrokerConfigEntry] = []
         # Topic configs whose default this broker's keys change (log.retention.ms for retention.ms ...),
         # with the value they make: what a topic that does not set them has here (set by the server).
-        self.topic_config_defaults: dict[str, str] = {}
+        self.topic_config_defaults: dict[str, tuple[str, int]] = {}
 
     # ------------------------------------------------------------------ forwarding
 
@@ -277,9 +280,9 @@ class AdminApis:
             if result.get("resource_type") != m.CONFIG_RESOURCE_TOPIC:
                 continue
             for config in result.get("configs") or ():
-                value = mine.get(config.get("name", ""))
-                if value is not None and config.get("config_source") == DEFAULT_CONFIG:
-                    config.update(value=value, config_source=STATIC_BROKER_CONFIG, is_default=False)
+                found = mine.get(config.get("name", ""))
+                if found is not None and config.get("config_source") == DEFAULT_CONFIG:
+                    config.update(value=found[0], config_source=found[1], is_default=False)
 
     def _describe_broker(self, request: Request, r: m.DescribeConfigsRequestResource) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -303,8 +306,10 @@ class AdminApis:
             {
                 "name": e.name,
                 "value": None if e.is_sensitive else e.value,
-                "read_only": True,  # isrsim has no dynamic broker configs
-                "config_source": DEFAULT_CONFIG if e.is_default else STATIC_BROKER_CONFIG,
+                "read_only": e.read_only,
+                "config_source": e.config_source
+                if e.config_source is not None
+                else (DEFAULT_CONFIG if e.is_default else STATIC_BROKER_CONFIG),
                 "is_default": e.is_default,
                 "is_sensitive": e.is_sensitive,
                 "config_type": e.config_type,
@@ -481,16 +486,39 @@ class AdminApis:
 __all__ = ["AdminApis", "AutoCreateSettings", "BrokerConfigEntry", "broker_config_entries"]
 
 
-def broker_config_entries(values: dict[str, Any], defaults: dict[str, Any]) -> list[BrokerConfigEntry]:
+def broker_config_entries(
+    values: dict[str, Any],
+    defaults: dict[str, Any],
+    dynamic: dict[str, dict[str, str]] | None = None,
+    broker_id: int = -1,
+) -> list[BrokerConfigEntry]:
     """A broker's settings for DescribeConfigs: every key with its value as Kafka writes it (booleans
-    ``true``/``false``), whether it is the default, and passwords and JAAS configs hidden."""
+    ``true``/``false``), whether it is the default, and passwords and JAAS configs hidden. ``dynamic``:
+    the dynamic broker configs that apply ("" for every broker, ``broker_id``'s own), which win over the
+    static value (sources DYNAMIC_DEFAULT_BROKER_CONFIG 3 and DYNAMIC_BROKER_CONFIG 2); the keys that may
+    be changed so are not read-only."""
+    dynamic = dynamic or {}
+    cluster, own = dynamic.get("", {}), dynamic.get(str(broker_id), {})
     out: list[BrokerConfigEntry] = []
-    for name in sorted(values):
-        value = values[name]
+    for name in sorted(set(values) | set(cluster) | set(own)):
+        value = values.get(name)
         text = None if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
         sensitive = "password" in name or name.endswith(".jaas.config")
+        source: int | None = None
+        if name in own:
+            text, source = own[name], cfm.CONFIG_SOURCE_DYNAMIC_BROKER
+        elif name in cluster:
+            text, source = cluster[name], cfm.CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER
         out.append(
-            BrokerConfigEntry(name, text, value == defaults.get(name), sensitive, _config_type(name, value))
+            BrokerConfigEntry(
+                name,
+                text,
+                source is None and value == defaults.get(name),
+                sensitive,
+                _config_type(name, value if source is None else 0),
+                source,
+                name not in cfm.DYNAMIC_BROKER_KEYS,
+            )
         )
     return out
 

@@ -499,6 +499,10 @@ class KafkaApis:
             req.controller_id, req.controller_epoch, brokers, partitions, endpoints
         )
         if error == Errors.NONE:
+            if req.broker_configs is not None:
+                self.replica_manager.on_dynamic_broker_configs(
+                    {c.resource_name: c.configs for c in req.broker_configs}
+                )
             for t in req.topic_states:
                 if t.configs is not None:
                     self.replica_manager.on_topic_configs(t.topic_name, t.configs)

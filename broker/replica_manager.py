@@ -35,7 +35,7 @@ from broker.follower_view import FollowerPartitionView
 from broker.metadata_cache import MetadataCache, PartitionMetadata
 from broker.partition import IsrChange, LeaderAndIsrState, LogReadResult, Partition, TimestampAndOffset
 from broker.replica_state_listener import ReplicaStateListener
-from broker.topic_configs import TopicConfigFetcher, log_config_for
+from broker.topic_configs import TopicConfigFetcher, broker_log_config, log_config_for
 from coordinator.partition_writer import LeadershipListener
 from fetcher.interface import (
     FetcherManagerLike,
@@ -154,6 +154,11 @@ class ReplicaManager:
         # retention.ms ...: the broker's LogConfig where the topic sets nothing).
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.topic_log_configs: dict[str, LogConfig] = {}
+        # Dynamic broker configs that apply here ("" then this broker's id) and the broker's static keys
+        # (set by the server; None: dynamic configs are ignored); told of a change: ``dynamic_listeners``.
+        self.dynamic_broker_configs: dict[str, dict[str, str]] = {}
+        self.static_config: Callable[[str], object] | None = None
+        self.dynamic_listeners: list[Callable[[dict[str, dict[str, str]]], None]] = []
         self.broker_epoch: Callable[[], int] = lambda: -1
         # Kafka's BrokerState by name (RUNNING, RECOVERY while the controller keeps it fenced ...); the
         # server sets it in managed mode. An unmanaged broker serves as soon as it listens.
@@ -875,6 +880,33 @@ class ReplicaManager:
         self.topic_log_configs.pop(topic, None)
         if self.topic_config_fetcher is not None:
             self.topic_config_fetcher.forget(topic)
+
+    def on_dynamic_broker_configs(self, by_resource: dict[str, dict[str, str]]) -> None:
+        """The dynamic broker configs an UPDATE_METADATA carries: those of "" (every broker) and of this
+        broker's id make the broker's log settings (over its static keys, which they win over), and so every
+        log's where its topic does not set the key."""
+        mine = {name: dict(by_resource[name]) for name in ("", str(self.broker_id)) if name in by_resource}
+        static = self.static_config
+        if mine == self.dynamic_broker_configs or static is None:
+            return
+        self.dynamic_broker_configs = mine
+        merged = {**mine.get("", {}), **mine.get(str(self.broker_id), {})}
+        log.info("broker %d: dynamic broker configs %s", self.broker_id, merged)
+        try:
+            base = broker_log_config(lambda key: merged[key] if key in merged else static(key))
+        except ValueError as exc:
+            log.warning("broker %d: dynamic broker configs not taken: %s", self.broker_id, exc)
+            return
+        self.log_manager.config = base
+        self.topic_log_configs = {
+            topic: cfg
+            for topic, configs in self.topic_configs.items()
+            if (cfg := log_config_for(base, configs)) is not base
+        }
+        for tp, partition in self.partitions.items():
+            partition.log.config = self.topic_log_configs.get(tp[0], base)
+        for listener in self.dynamic_listeners:
+            listener(mine)
 
     # ------------------------------------------------------------------ retention
 

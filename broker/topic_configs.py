@@ -159,11 +159,15 @@ def broker_log_config(get: Callable[[str], object]) -> LogConfig:
     )
 
 
-def broker_topic_defaults(get: Callable[[str], object], is_default: Callable[[str], bool]) -> dict[str, str]:
-    """The topic configs whose default this broker's own keys change (DescribeConfigs then shows the
-    broker's value as STATIC_BROKER_CONFIG for a topic that does not set it), by topic config name."""
+def broker_topic_defaults(
+    get: Callable[[str], object], source_of: Callable[[str], int | None]
+) -> dict[str, tuple[str, int]]:
+    """The topic configs whose default this broker's keys change, by topic config name, with the value
+    and the DescribeConfigs source of the key that sets it (``source_of``: STATIC_BROKER_CONFIG,
+    DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, or None for a key left at its default; the first
+    of a topic config's keys that is set wins, as ``log.retention.ms`` over ``.minutes`` over ``.hours``)."""
     base = broker_log_config(get)
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, int]] = {}
     keys = {
         "segment.bytes": (("log.segment.bytes",), str(base.segment_bytes)),
         "segment.ms": (("log.roll.ms", "log.roll.hours"), str(base.segment_ms)),
@@ -188,6 +192,7 @@ def broker_topic_defaults(get: Callable[[str], object], is_default: Callable[[st
         ),
     }
     for topic_key, (broker_keys, value) in keys.items():
-        if any(not is_default(k) for k in broker_keys):
-            out[topic_key] = value
+        sources = [src for k in broker_keys if (src := source_of(k)) is not None]
+        if sources:
+            out[topic_key] = (value, sources[0])
     return out

@@ -766,7 +766,7 @@ class ControllerCore:
         """Kafka's AlterConfigs: each topic's configs become exactly those given (validated first)."""
         out = self._alter_each(
             [(r.resource_type, r.resource_name) for r in req.resources],
-            lambda i, topic: replaced_topic_configs(req.resources[i].configs),
+            lambda i, current, broker: replaced_topic_configs(req.resources[i].configs, broker=broker),
             validate_only=req.validate_only,
         )
         return cfm.AlterConfigsResponse(responses=out)
@@ -777,7 +777,9 @@ class ControllerCore:
         """Kafka's IncrementalAlterConfigs: SET, DELETE, APPEND, SUBTRACT on single keys of each topic."""
         out = self._alter_each(
             [(r.resource_type, r.resource_name) for r in req.resources],
-            lambda i, topic: incremental_topic_configs(topic.configs, req.resources[i].configs),
+            lambda i, current, broker: incremental_topic_configs(
+                current, req.resources[i].configs, broker=broker
+            ),
             validate_only=req.validate_only,
         )
         return cfm.IncrementalAlterConfigsResponse(responses=out)
@@ -785,12 +787,13 @@ class ControllerCore:
     def _alter_each(
         self,
         resources: list[tuple[int, str]],
-        change: Callable[[int, TopicState], ConfigChange],
+        change: Callable[[int, dict[str, str], bool], ConfigChange],
         *,
         validate_only: bool,
     ) -> list[cfm.AlterConfigsResourceResponse]:
-        """A resource named twice is answered INVALID_REQUEST and not changed; a topic's new configs are a
-        metadata change every live broker hears of (UPDATE_METADATA carries them)."""
+        """A resource named twice is answered INVALID_REQUEST and not changed; a topic's new configs, and a
+        BROKER resource's ("": every broker's default, or one broker's id) dynamic configs, are a metadata
+        change every live broker hears of (UPDATE_METADATA carries them)."""
         counts = Counter(resources)
         out: list[cfm.AlterConfigsResourceResponse] = []
         for i, (rtype, name) in enumerate(resources):
@@ -799,16 +802,20 @@ class ControllerCore:
             if counts[(rtype, name)] > 1:
                 error, message = Errors.INVALID_REQUEST, f"Duplicate resource {name!r} in the request"
             elif rtype == cfm.CONFIG_RESOURCE_BROKER:
-                error, message = (
-                    Errors.INVALID_REQUEST,
-                    ("dynamic broker configs are not supported: set broker keys in server.properties"),
-                )
+                if name != "" and not (name.isdigit() and int(name) >= 0):
+                    error, message = Errors.INVALID_REQUEST, f'Invalid broker id {name!r}: a broker id or ""'
+                else:
+                    result = change(i, self.state.broker_configs.get(name, {}), True)
+                    if isinstance(result, tuple):
+                        error, message = result
+                    elif not validate_only and result != self.state.broker_configs.get(name, {}):
+                        self._set_broker_configs(name, result)
             elif rtype != cfm.CONFIG_RESOURCE_TOPIC:
                 error, message = Errors.INVALID_REQUEST, f"Unexpected resource type {rtype}"
             elif topic is None:
                 error, message = Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist"
             else:
-                result = change(i, topic)
+                result = change(i, topic.configs, False)
                 if isinstance(result, tuple):
                     error, message = result
                 elif not validate_only and result != topic.configs:
@@ -831,6 +838,18 @@ class ControllerCore:
         self._batch.add_update_metadata(self.live_brokers(), [(topic.name, i) for i in topic.partitions])
         if self.unclean_enabled(topic.name):
             self._elect_offline_partitions("unclean_leader_election_enabled")
+
+    def _set_broker_configs(self, name: str, configs: dict[str, str]) -> None:
+        previous = self.state.broker_configs.get(name, {})
+        if configs:
+            self.state.broker_configs[name] = dict(configs)
+        else:
+            self.state.broker_configs.pop(name, None)
+        self._dirty = True
+        self._emit(
+            "broker_configs_changed", resource_name=name, configs=dict(configs), previous=dict(previous)
+        )
+        self._batch.add_update_metadata(self.live_brokers(), [])
 
     def describe_cluster(self, listener: str | None = None) -> cm.DescribeClusterResponse:
         return describe_cluster_response(self.state, self.controller_id, listener)

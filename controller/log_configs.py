@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from protocol.config_messages import DYNAMIC_BROKER_KEYS
+
 # Kafka's ConfigType as DescribeConfigs v3+ carries it (ConfigResource.Type is another enum).
 CONFIG_TYPE_UNKNOWN = 0
 CONFIG_TYPE_BOOLEAN = 1
@@ -205,7 +207,25 @@ __all__ = [
     "CONFIG_TYPE_LONG",
     "CONFIG_TYPE_STRING",
     "CONFIG_TYPE_UNKNOWN",
+    "DYNAMIC_BROKER_CONFIG_DEFS",
     "TOPIC_CONFIG_DEFS",
     "TopicConfigDef",
     "cleanup_policy_items",
 ]
+
+
+# The broker keys a BROKER resource may change with AlterConfigs / IncrementalAlterConfigs (Kafka's dynamic
+# log configs, DynamicLogConfig): for every broker (resource name "", the cluster default) or one (its id).
+# Each is the default of a topic config (its synonym); ``log.retention.ms`` -1 means no limit.
+DYNAMIC_BROKER_CONFIG_DEFS: dict[str, TopicConfigDef] = {
+    d.broker_synonym: TopicConfigDef(
+        d.broker_synonym,
+        d.config_type,
+        d.default,
+        _number(CONFIG_TYPE_INT, 1024) if d.name == "segment.bytes" else d.check,
+        d.documentation,
+        None,
+    )
+    for d in TOPIC_CONFIG_DEFS.values()
+    if d.broker_synonym is not None and d.broker_synonym in DYNAMIC_BROKER_KEYS
+}

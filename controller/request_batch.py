@@ -106,6 +106,10 @@ class RequestBatch:
                     topic_states=self._update_metadata_states(state, self.update_metadata[broker_id]),
                     live_brokers=list(live_brokers),
                     security=security,
+                    broker_configs=[
+                        cm.UpdateMetadataRequestBrokerConfigs(resource_name=name, configs=dict(configs))
+                        for name, configs in sorted(state.broker_configs.items())
+                    ],
                 )
                 out.append(OutboundRequest(broker_id, ApiKeys.UPDATE_METADATA, body_um))
             stops = self.stop_replica.get(broker_id)

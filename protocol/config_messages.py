@@ -12,6 +12,23 @@ from protocol.schema import Int8, Int16, Int32
 CONFIG_RESOURCE_TOPIC = 2
 CONFIG_RESOURCE_BROKER = 4
 
+# The broker keys a BROKER resource accepts (Kafka's dynamic log configs): for every broker (resource name
+# "", DYNAMIC_DEFAULT_BROKER_CONFIG) or one (its id, DYNAMIC_BROKER_CONFIG); docs/storage.md.
+DYNAMIC_BROKER_KEYS: tuple[str, ...] = (
+    "log.retention.ms",
+    "log.retention.bytes",
+    "log.segment.bytes",
+    "log.roll.ms",
+    "message.max.bytes",
+    "log.cleanup.policy",
+    "log.cleaner.delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio",
+)
+# Kafka's DescribeConfigs sources of dynamic broker configs.
+CONFIG_SOURCE_DYNAMIC_BROKER = 2
+CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER = 3
+
 # IncrementalAlterConfigs' operations (Kafka's AlterConfigOp.OpType).
 OP_SET = 0
 OP_DELETE = 1
@@ -85,6 +102,9 @@ class IncrementalAlterConfigsResponse:
 __all__ = [
     "CONFIG_RESOURCE_BROKER",
     "CONFIG_RESOURCE_TOPIC",
+    "CONFIG_SOURCE_DYNAMIC_BROKER",
+    "CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER",
+    "DYNAMIC_BROKER_KEYS",
     "OP_APPEND",
     "OP_DELETE",
     "OP_SET",

@@ -190,6 +190,14 @@ class UpdateMetadataRequestBroker:
 
 
 @dataclass(slots=True, kw_only=True)
+class UpdateMetadataRequestBrokerConfigs:
+    """Dynamic broker configs of a BROKER resource: ``resource_name`` "" for every broker, or one's id."""
+
+    resource_name: str
+    configs: dict[str, str]
+
+
+@dataclass(slots=True, kw_only=True)
 class UpdateMetadataRequest:
     controller_id: Int32
     controller_epoch: Int32
@@ -198,6 +206,8 @@ class UpdateMetadataRequest:
     live_brokers: list[UpdateMetadataRequestBroker]
     # isrsim: the cluster's ACLs and SCRAM credentials, once the controller has any (docs/protocol.md).
     security: UpdateMetadataSecurity | None = None
+    # isrsim: every dynamic broker config the controller holds (None: not carried, an unmanaged broker's).
+    broker_configs: list[UpdateMetadataRequestBrokerConfigs] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -631,6 +641,7 @@ __all__ = [
     "StopReplicaResponsePartitionError",
     "UpdateMetadataRequest",
     "UpdateMetadataRequestBroker",
+    "UpdateMetadataRequestBrokerConfigs",
     "UpdateMetadataRequestEndpoint",
     "UpdateMetadataRequestPartitionState",
     "UpdateMetadataRequestTopicState",

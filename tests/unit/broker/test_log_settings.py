@@ -35,7 +35,7 @@ def test_kafkas_defaults() -> None:
         604800000,
         "delete",
     )
-    assert broker_topic_defaults(DEFAULTS.get, lambda k: True) == {}
+    assert broker_topic_defaults(DEFAULTS.get, lambda k: None) == {}
 
 
 def test_retention_precedence_ms_over_minutes_over_hours() -> None:
@@ -52,8 +52,8 @@ def test_retention_precedence_ms_over_minutes_over_hours() -> None:
 
 def test_topic_defaults_shown_for_the_keys_the_broker_sets() -> None:
     values = settings(log_retention_minutes=2, log_segment_bytes=4096)
-    shown = broker_topic_defaults(values.get, lambda k: values[k] == DEFAULTS[k])
-    assert shown == {"retention.ms": "120000", "segment.bytes": "4096"}
+    shown = broker_topic_defaults(values.get, lambda k: None if values[k] == DEFAULTS[k] else 4)
+    assert shown == {"retention.ms": ("120000", 4), "segment.bytes": ("4096", 4)}
 
 
 def test_a_topic_overrides_the_broker() -> None:

@@ -12,7 +12,9 @@ from storage.log_manager import LOG_START_CHECKPOINT
 from tests.unit.broker.broker_support import LOCAL, TP, Broker, batch, make_request, response
 
 
-def update_metadata(configs: dict[str, str] | None) -> m.UpdateMetadataRequest:
+def update_metadata(
+    configs: dict[str, str] | None, broker_configs: dict[str, dict[str, str]] | None = None
+) -> m.UpdateMetadataRequest:
     return m.UpdateMetadataRequest(
         controller_id=9,
         controller_epoch=1,
@@ -33,6 +35,12 @@ def update_metadata(configs: dict[str, str] | None) -> m.UpdateMetadataRequest:
             )
         ],
         live_brokers=[m.UpdateMetadataRequestBroker(id=LOCAL, host="127.0.0.1", port=9000)],
+        broker_configs=None
+        if broker_configs is None
+        else [
+            m.UpdateMetadataRequestBrokerConfigs(resource_name=name, configs=configs)
+            for name, configs in broker_configs.items()
+        ],
     )
 
 
@@ -80,3 +88,30 @@ def test_a_managed_broker_waits_for_its_topics_configs(tmp_path: Path) -> None:
     assert b.rm.cleanup_logs() == {}
     b.rm.apply_topic_configs(TP[0], {})
     assert b.rm.cleanup_logs() == {TP: 15}
+
+
+async def test_dynamic_broker_configs_change_the_logs_where_the_topic_sets_nothing(tmp_path: Path) -> None:
+    b = Broker(tmp_path)
+    static = {"log.retention.hours": 168, "log.segment.bytes": 1073741824, "message.max.bytes": 1048588}
+    b.rm.static_config = static.get
+    seen: list[dict[str, dict[str, str]]] = []
+    b.rm.dynamic_listeners.append(seen.append)
+    b.leader_and_isr(LOCAL, 1, [LOCAL], [LOCAL])
+    partition = b.rm.partitions[TP]
+    dynamic = {
+        "": {"log.retention.ms": "5000", "log.segment.bytes": "2048"},
+        str(LOCAL): {"log.segment.bytes": "4096"},
+    }
+    request = make_request(ApiKeys.UPDATE_METADATA, update_metadata({"retention.ms": "-1"}, dynamic))
+    await b.apis.handle(request)
+    assert response(request, m.UpdateMetadataResponse).error_code == 0
+    assert b.log_manager.config.retention_ms == 5000  # the dynamic default wins over log.retention.hours
+    assert b.log_manager.config.segment_bytes == 4096  # this broker's own wins over the cluster default
+    assert partition.log.config.retention_ms == -1  # the topic's own value wins over both
+    assert partition.log.config.segment_bytes == 4096
+    assert seen == [dynamic]
+    # another broker's dynamic configs do not apply here; removing them all restores the static keys
+    request = make_request(ApiKeys.UPDATE_METADATA, update_metadata({}, {"7": {"log.retention.ms": "1"}}))
+    await b.apis.handle(request)
+    assert b.log_manager.config.retention_ms == 168 * 3_600_000
+    assert partition.log.config is b.log_manager.config

@@ -4,6 +4,7 @@ committed change, and the UPDATE_METADATA that carries a topic's new configs to 
 from __future__ import annotations
 
 from controller.core import ControllerCore
+from controller.state import ClusterState
 from protocol import config_messages as cfm
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
@@ -131,12 +132,16 @@ def test_alter_configs_replaces_the_whole_set() -> None:
                     ],
                 ),
                 cfm.AlterConfigsResource(resource_type=TOPIC, resource_name="missing"),
-                cfm.AlterConfigsResource(resource_type=cfm.CONFIG_RESOURCE_BROKER, resource_name="1"),
+                cfm.AlterConfigsResource(resource_type=cfm.CONFIG_RESOURCE_BROKER, resource_name="one"),
             ]
         )
     )
     codes = [(r.resource_name, r.error_code) for r in response.responses]
-    assert codes == [("t", 0), ("missing", Errors.UNKNOWN_TOPIC_OR_PARTITION), ("1", Errors.INVALID_REQUEST)]
+    assert codes == [
+        ("t", 0),
+        ("missing", Errors.UNKNOWN_TOPIC_OR_PARTITION),
+        ("one", Errors.INVALID_REQUEST),
+    ]
     assert core.state.topics["t"].configs == {"segment.bytes": "1024"}
 
 
@@ -150,3 +155,59 @@ def test_enabling_unclean_election_elects_a_leaderless_partition() -> None:
     assert p.leader in (1, 2)
     (elected,) = events_named(core.drain(), "leader_elected")
     assert elected["unclean"] is True
+
+
+def broker_change(
+    core: ControllerCore, name: str, *ops: tuple[str, int, str | None]
+) -> cfm.AlterConfigsResourceResponse:
+    (result,) = core.incremental_alter_configs(
+        cfm.IncrementalAlterConfigsRequest(
+            resources=[
+                cfm.IncrementalAlterConfigsResource(
+                    resource_type=cfm.CONFIG_RESOURCE_BROKER,
+                    resource_name=name,
+                    configs=[
+                        cfm.IncrementalAlterableConfig(name=k, config_operation=op, value=v)
+                        for k, op, v in ops
+                    ],
+                )
+            ]
+        )
+    ).responses
+    return result
+
+
+def test_dynamic_broker_configs_are_committed_and_sent_in_every_update_metadata() -> None:
+    core = live_core([1, 2])
+    core.drain()
+    assert broker_change(core, "", ("log.retention.ms", cfm.OP_SET, "60000")).error_code == 0
+    assert broker_change(core, "2", ("log.retention.bytes", cfm.OP_SET, "1000")).error_code == 0
+    assert core.state.broker_configs == {
+        "": {"log.retention.ms": "60000"},
+        "2": {"log.retention.bytes": "1000"},
+    }
+    effects = core.drain()
+    assert effects.dirty and len(events_named(effects, "broker_configs_changed")) == 2
+    updates = requests_by(effects, ApiKeys.UPDATE_METADATA)
+    assert set(updates) == {1, 2}
+    for request in updates.values():
+        assert isinstance(request.body, cm.UpdateMetadataRequest)
+        carried = {c.resource_name: c.configs for c in request.body.broker_configs or []}
+        assert carried == core.state.broker_configs
+    # a key that is not dynamic, a bad value, a bad resource name: refused, nothing changes
+    static = broker_change(core, "", ("num.io.threads", cfm.OP_SET, "4"))
+    assert static.error_code == Errors.INVALID_CONFIG
+    assert (static.error_message or "").startswith(
+        "Cannot update these configs dynamically: ['num.io.threads']"
+    )
+    assert (
+        broker_change(core, "", ("log.segment.bytes", cfm.OP_SET, "10")).error_code == Errors.INVALID_CONFIG
+    )
+    assert (
+        broker_change(core, "x", ("log.retention.ms", cfm.OP_SET, "1")).error_code == Errors.INVALID_REQUEST
+    )
+    # DELETE of the last key removes the resource; the state survives a round trip through JSON
+    assert broker_change(core, "2", ("log.retention.bytes", cfm.OP_DELETE, None)).error_code == 0
+    assert core.state.broker_configs == {"": {"log.retention.ms": "60000"}}
+    again = ClusterState.from_json(core.state.to_json())
+    assert again.broker_configs == core.state.broker_configs
