@@ -189,3 +189,55 @@ def test_max_message_bytes_and_legacy_alter_configs(retention_cluster: Cluster) 
     finally:
         producer.close()
         kp_admin.close()
+
+
+def test_dynamic_broker_configs_apply_to_topics_that_set_nothing(retention_cluster: Cluster) -> None:
+    from kafka import KafkaProducer
+    from kafka.admin import AlterConfigOp, ConfigResourceType, KafkaAdminClient, NewTopic
+    from kafka.admin import ConfigResource as KpConfigResource
+
+    cluster = retention_cluster
+    kp_admin = KafkaAdminClient(bootstrap_servers=bootstrap(cluster), request_timeout_ms=30000)
+    try:
+        kp_admin.create_topics([NewTopic("plain", 1, 3)])
+        wait_until(lambda: cluster.isr_full("plain"), 30)
+        producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), acks="all", linger_ms=0)
+        try:
+            for i in range(5):
+                producer.send("plain", value=b"%d" % i, partition=0).get(timeout=30)
+        finally:
+            producer.close()
+        assert earliest(cluster, "plain") == 0
+        # log.retention.ms for each broker (kafka-python names a broker resource by its id; the cluster
+        # default, resource "", is the unit tests')
+        ids = [str(b.id) for b in cluster.info.brokers]
+        every = [
+            KpConfigResource(
+                ConfigResourceType.BROKER, i, configs={"log.retention.ms": (AlterConfigOp.SET, "1")}
+            )
+            for i in ids
+        ]
+        assert kp_admin.alter_configs(every) == {"broker": dict.fromkeys(ids, "OK")}
+        try:
+            wait_until(lambda: all(s == 5 for s, _ in replica_starts(cluster, "plain").values()), 30)
+            assert earliest(cluster, "plain") == 5
+            described = kp_admin.describe_configs(
+                [KpConfigResource(ConfigResourceType.BROKER, "2")], config_filter="all"
+            )
+            entry = described["broker"]["2"]["log.retention.ms"]
+            assert (entry["value"], entry["config_source"], entry["read_only"]) == (
+                "1",
+                "DYNAMIC_BROKER_CONFIG",
+                False,
+            )
+            assert described["broker"]["2"]["num.io.threads"]["read_only"] is True
+        finally:
+            undo = [
+                KpConfigResource(
+                    ConfigResourceType.BROKER, i, configs={"log.retention.ms": (AlterConfigOp.DELETE, None)}
+                )
+                for i in ids
+            ]
+            assert kp_admin.alter_configs(undo) == {"broker": dict.fromkeys(ids, "OK")}
+    finally:
+        kp_admin.close()
