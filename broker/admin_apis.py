@@ -1,5 +1,6 @@
 """What a broker answers for a client's admin requests (docs/clients.md), in either encoding: CreateTopics,
-DeleteTopics, DescribeConfigs and DescribeQuorum are forwarded to the active controller (KIP-590,
+DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and DescribeQuorum
+are forwarded to the active controller (KIP-590,
 ``broker.forwarding``),
 DescribeCluster is answered from the broker's metadata cache, and a client's METADATA for a topic that does
 not exist creates it (Kafka's ``AutoTopicCreationManager``: ``auto.create.topics.enable``,
@@ -20,6 +21,7 @@ from typing import Any
 
 from broker.forwarding import ForwardingManager
 from broker.metadata_cache import MetadataCache
+from protocol import config_messages as cfm
 from protocol import messages as m
 from protocol import raft_messages as rm
 from protocol.admin_bounds import (
@@ -43,11 +45,6 @@ FORWARD_MARGIN_S = 30.0
 CONFIG_RESOURCE_BROKER = 4
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
-# Topic configs whose default is a broker setting (Kafka's LogConfig synonyms) that isrsim's brokers have.
-TOPIC_CONFIG_BROKER_SYNONYMS = {
-    "segment.bytes": "log.segment.bytes",
-    "max.message.bytes": "message.max.bytes",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +55,11 @@ class BrokerConfigEntry:
     value: str | None
     is_default: bool
     is_sensitive: bool = False
+    # Kafka's ConfigType (DescribeConfigs v3+): BOOLEAN 1, STRING 2, INT 3, LONG 5, PASSWORD 9
+    config_type: int = 2
+    # None: STATIC_BROKER_CONFIG or DEFAULT_CONFIG by ``is_default``; else a dynamic source (2 or 3)
+    config_source: int | None = None
+    read_only: bool = True
 
 
 @dataclass(slots=True)
@@ -82,6 +84,9 @@ class AdminApis:
         self.auto_created: set[str] = set()
         # This broker's settings for DescribeConfigs on its own BROKER resource (set by the server).
         self.broker_configs: list[BrokerConfigEntry] = []
+        # Topic configs whose default this broker's keys change (log.retention.ms for retention.ms ...),
+        # with the value they make: what a topic that does not set them has here (set by the server).
+        self.topic_config_defaults: dict[str, tuple[str, int]] = {}
 
     # ------------------------------------------------------------------ forwarding
 
@@ -286,17 +291,18 @@ class AdminApis:
         self._forward(request, ApiKeys.DESCRIBE_CONFIGS, req, 0, respond)
 
     def _fill_broker_synonyms(self, answer: dict[str, Any]) -> None:
-        """A topic config that is a broker setting's synonym (segment.bytes: log.segment.bytes,
-        max.message.bytes: message.max.bytes) and that the topic does not set takes this broker's value
-        when it is set here (STATIC_BROKER_CONFIG), as Kafka's broker describes a topic."""
-        mine = {e.name: e for e in self.broker_configs if not e.is_default}
+        """A topic config whose default is a broker key's (retention.ms: log.retention.ms/minutes/hours,
+        segment.bytes: log.segment.bytes, max.message.bytes: message.max.bytes ...) and that the topic does
+        not set takes this broker's value when its keys set it (STATIC_BROKER_CONFIG), as Kafka's broker
+        describes a topic."""
+        mine = self.topic_config_defaults
         for result in answer.get("results") or ():
             if result.get("resource_type") != m.CONFIG_RESOURCE_TOPIC:
                 continue
             for config in result.get("configs") or ():
-                entry = mine.get(TOPIC_CONFIG_BROKER_SYNONYMS.get(config.get("name", ""), ""))
-                if entry is not None and config.get("config_source") == DEFAULT_CONFIG:
-                    config.update(value=entry.value, config_source=STATIC_BROKER_CONFIG, is_default=False)
+                found = mine.get(config.get("name", ""))
+                if found is not None and config.get("config_source") == DEFAULT_CONFIG:
+                    config.update(value=found[0], config_source=found[1], is_default=False)
 
     def _describe_broker(self, request: Request, r: m.DescribeConfigsRequestResource) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -320,15 +326,88 @@ class AdminApis:
             {
                 "name": e.name,
                 "value": None if e.is_sensitive else e.value,
-                "read_only": True,  # isrsim has no dynamic broker configs
-                "config_source": DEFAULT_CONFIG if e.is_default else STATIC_BROKER_CONFIG,
+                "read_only": e.read_only,
+                "config_source": e.config_source
+                if e.config_source is not None
+                else (DEFAULT_CONFIG if e.is_default else STATIC_BROKER_CONFIG),
                 "is_default": e.is_default,
                 "is_sensitive": e.is_sensitive,
+                "config_type": e.config_type,
             }
             for e in self.broker_configs
             if wanted is None or e.name in wanted
         ]
         return result
+
+    # ---------------------------------------------------- ALTER_CONFIGS (33), INCREMENTAL_ALTER_CONFIGS (44)
+
+    def handle_alter_configs(self, request: Request, req: cfm.AlterConfigsRequest) -> None:
+        self._handle_alter_configs(request, ApiKeys.ALTER_CONFIGS, req)
+
+    def handle_incremental_alter_configs(
+        self, request: Request, req: cfm.IncrementalAlterConfigsRequest
+    ) -> None:
+        self._handle_alter_configs(request, ApiKeys.INCREMENTAL_ALTER_CONFIGS, req)
+
+    def _handle_alter_configs(
+        self,
+        request: Request,
+        api_key: ApiKeys,
+        req: cfm.AlterConfigsRequest | cfm.IncrementalAlterConfigsRequest,
+    ) -> None:
+        """AlterConfigs on each topic (else TOPIC_AUTHORIZATION_FAILED), on the cluster for a broker
+        resource (else CLUSTER_AUTHORIZATION_FAILED); the rest is forwarded to the controller, which holds
+        the configs and tells the brokers of a change (UPDATE_METADATA)."""
+        kept: list[Any] = []
+        refused: list[cfm.AlterConfigsResourceResponse] = []
+        for r in req.resources:
+            if r.resource_type == cfm.CONFIG_RESOURCE_BROKER:
+                ok = self.auth.authorize(request, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
+                error = Errors.CLUSTER_AUTHORIZATION_FAILED
+                what = "the cluster"
+            else:
+                ok = r.resource_type != cfm.CONFIG_RESOURCE_TOPIC or self.auth.authorize(
+                    request, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, r.resource_name
+                )
+                error = Errors.TOPIC_AUTHORIZATION_FAILED
+                what = f"topic {r.resource_name!r}"
+            if ok:
+                kept.append(r)
+            else:
+                refused.append(
+                    cfm.AlterConfigsResourceResponse(
+                        error_code=int(error),
+                        error_message=f"Principal {request.principal} is not authorized to AlterConfigs "
+                        f"{what}",
+                        resource_type=r.resource_type,
+                        resource_name=r.resource_name,
+                    )
+                )
+        if not kept:
+            request.complete({"throttle_time_ms": 0, "responses": [to_body(r) for r in refused]})
+            return
+        req.resources = kept
+
+        def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
+            if answer is None:
+                answer = {
+                    "throttle_time_ms": 0,
+                    "responses": [
+                        to_body(
+                            cfm.AlterConfigsResourceResponse(
+                                error_code=int(error),
+                                error_message=why,
+                                resource_type=r.resource_type,
+                                resource_name=r.resource_name,
+                            )
+                        )
+                        for r in kept
+                    ],
+                }
+            answer["responses"] = list(answer.get("responses") or []) + [to_body(r) for r in refused]
+            request.complete(answer)
+
+        self._forward(request, api_key, req, 0, respond)
 
     # ------------------------------------------------------------------ DESCRIBE_QUORUM (55)
 
@@ -427,13 +506,49 @@ class AdminApis:
 __all__ = ["AdminApis", "AutoCreateSettings", "BrokerConfigEntry", "broker_config_entries"]
 
 
-def broker_config_entries(values: dict[str, Any], defaults: dict[str, Any]) -> list[BrokerConfigEntry]:
+def broker_config_entries(
+    values: dict[str, Any],
+    defaults: dict[str, Any],
+    dynamic: dict[str, dict[str, str]] | None = None,
+    broker_id: int = -1,
+) -> list[BrokerConfigEntry]:
     """A broker's settings for DescribeConfigs: every key with its value as Kafka writes it (booleans
-    ``true``/``false``), whether it is the default, and passwords and JAAS configs hidden."""
+    ``true``/``false``), whether it is the default, and passwords and JAAS configs hidden. ``dynamic``:
+    the dynamic broker configs that apply ("" for every broker, ``broker_id``'s own), which win over the
+    static value (sources DYNAMIC_DEFAULT_BROKER_CONFIG 3 and DYNAMIC_BROKER_CONFIG 2); the keys that may
+    be changed so are not read-only."""
+    dynamic = dynamic or {}
+    cluster, own = dynamic.get("", {}), dynamic.get(str(broker_id), {})
     out: list[BrokerConfigEntry] = []
-    for name in sorted(values):
-        value = values[name]
+    for name in sorted(set(values) | set(cluster) | set(own)):
+        value = values.get(name)
         text = None if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
         sensitive = "password" in name or name.endswith(".jaas.config")
-        out.append(BrokerConfigEntry(name, text, value == defaults.get(name), sensitive))
+        source: int | None = None
+        if name in own:
+            text, source = own[name], cfm.CONFIG_SOURCE_DYNAMIC_BROKER
+        elif name in cluster:
+            text, source = cluster[name], cfm.CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER
+        out.append(
+            BrokerConfigEntry(
+                name,
+                text,
+                source is None and value == defaults.get(name),
+                sensitive,
+                _config_type(name, value if source is None else 0),
+                source,
+                name not in cfm.DYNAMIC_BROKER_KEYS,
+            )
+        )
     return out
+
+
+def _config_type(name: str, value: Any) -> int:
+    """Kafka's ConfigType of a broker key, from its value (LONG for times and sizes, as Kafka's keys)."""
+    if "password" in name:
+        return 9
+    if isinstance(value, bool):
+        return 1
+    if isinstance(value, int):
+        return 5 if name.endswith((".ms", ".bytes")) else 3
+    return 2

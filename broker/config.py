@@ -104,6 +104,37 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("log.segment.bytes", parse_int, 1073741824, "Segment size before a roll.", 1024),
     ConfigKey("log.index.interval.bytes", parse_int, 4096, "Bytes between sparse index entries.", 1),
+    # Retention (docs/storage.md): the defaults of the topic configs retention.ms, retention.bytes,
+    # segment.ms, cleanup.policy ...; log.retention.ms wins over .minutes, which wins over .hours (Kafka).
+    ConfigKey("log.retention.hours", parse_int, 168, "Hours a segment is kept (retention.ms's default).", -1),
+    ConfigKey("log.retention.minutes", parse_int, None, "Minutes a segment is kept; wins over hours.", -1),
+    ConfigKey(
+        "log.retention.ms", parse_int, None, "Ms a segment is kept; wins over minutes; -1: forever.", -1
+    ),
+    ConfigKey("log.retention.bytes", parse_int, -1, "Largest a partition's log may grow; -1: no limit.", -1),
+    ConfigKey("log.roll.hours", parse_int, 168, "Age at which the active segment is rolled.", 1),
+    ConfigKey("log.roll.ms", parse_int, None, "Age in ms at which the active segment is rolled; wins.", 1),
+    ConfigKey(
+        "log.retention.check.interval.ms",
+        parse_int,
+        300000,
+        "How often every log deletes the segments its retention no longer keeps.",
+        1,
+    ),
+    ConfigKey("log.cleanup.policy", parse_str, "delete", "delete, compact or both (compaction: not built)."),
+    ConfigKey(
+        "log.cleaner.delete.retention.ms",
+        parse_int,
+        86400000,
+        "Tombstone retention (delete.retention.ms).",
+        0,
+    ),
+    ConfigKey(
+        "log.cleaner.min.compaction.lag.ms", parse_int, 0, "Uncompacted time (min.compaction.lag.ms).", 0
+    ),
+    ConfigKey(
+        "log.cleaner.min.cleanable.ratio", parse_str, "0.5", "Dirty ratio (min.cleanable.dirty.ratio)."
+    ),
     ConfigKey("message.max.bytes", parse_int, 1048588, "Largest record batch accepted.", 100),
     ConfigKey("socket.request.max.bytes", parse_int, 104857600, "Largest request frame accepted.", 1),
     ConfigKey(

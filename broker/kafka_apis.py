@@ -45,6 +45,8 @@ _ADMIN_HANDLERS: dict[ApiKeys, Callable[[AdminApis, Request, Any], None]] = {
     ApiKeys.DELETE_TOPICS: AdminApis.handle_delete_topics,
     ApiKeys.CREATE_PARTITIONS: AdminApis.handle_create_partitions,
     ApiKeys.DESCRIBE_CONFIGS: AdminApis.handle_describe_configs,
+    ApiKeys.ALTER_CONFIGS: AdminApis.handle_alter_configs,
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS: AdminApis.handle_incremental_alter_configs,
     ApiKeys.DESCRIBE_CLUSTER: AdminApis.handle_describe_cluster,
     ApiKeys.DESCRIBE_QUORUM: AdminApis.handle_describe_quorum,
 }
@@ -502,6 +504,14 @@ class KafkaApis:
         error = self.replica_manager.update_metadata(
             req.controller_id, req.controller_epoch, brokers, partitions, endpoints
         )
+        if error == Errors.NONE:
+            if req.broker_configs is not None:
+                self.replica_manager.on_dynamic_broker_configs(
+                    {c.resource_name: c.configs for c in req.broker_configs}
+                )
+            for t in req.topic_states:
+                if t.configs is not None:
+                    self.replica_manager.on_topic_configs(t.topic_name, t.configs)
         if error == Errors.NONE and req.security is not None and self.security_metadata is not None:
             try:
                 self.security_metadata.apply(req.security)

@@ -35,7 +35,7 @@ from broker.follower_view import FollowerPartitionView
 from broker.metadata_cache import MetadataCache, PartitionMetadata
 from broker.partition import IsrChange, LeaderAndIsrState, LogReadResult, Partition, TimestampAndOffset
 from broker.replica_state_listener import ReplicaStateListener
-from broker.topic_configs import TopicConfigFetcher
+from broker.topic_configs import TopicConfigFetcher, broker_log_config, log_config_for
 from coordinator.partition_writer import LeadershipListener
 from fetcher.interface import (
     FetcherManagerLike,
@@ -56,6 +56,7 @@ from protocol.records import iter_batches
 from protocol.replication import InitialFetchState, TruncationMode
 from server.journal import AckJournal
 from storage.checkpoint import already_durable, group_commit, write_all_atomically
+from storage.log import LogConfig
 from storage.log_manager import LogManager
 from storage.log_validator import TimestampType
 
@@ -152,6 +153,15 @@ class ReplicaManager:
         # The topics whose message.timestamp.type is LogAppendTime (absent: CreateTime).
         self.topic_log_append_time: set[str] = set()
         self.topic_config_fetcher: TopicConfigFetcher | None = None
+        # Each topic's own configs as last applied, and the log settings they make (segment.bytes,
+        # retention.ms ...: the broker's LogConfig where the topic sets nothing).
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        self.topic_log_configs: dict[str, LogConfig] = {}
+        # Dynamic broker configs that apply here ("" then this broker's id) and the broker's static keys
+        # (set by the server; None: dynamic configs are ignored); told of a change: ``dynamic_listeners``.
+        self.dynamic_broker_configs: dict[str, dict[str, str]] = {}
+        self.static_config: Callable[[str], object] | None = None
+        self.dynamic_listeners: list[Callable[[dict[str, dict[str, str]]], None]] = []
         self.broker_epoch: Callable[[], int] = lambda: -1
         # Kafka's BrokerState by name (RUNNING, RECOVERY while the controller keeps it fenced ...); the
         # server sets it in managed mode. An unmanaged broker serves as soon as it listens.
@@ -197,6 +207,7 @@ class ReplicaManager:
                 partition.isr_proposer = self._propose_isr
                 partition.is_broker_eligible = self._is_broker_eligible
             partition.log.compression_type = self.topic_compression.get(tp[0])
+            partition.log.config = self.topic_log_configs.get(tp[0], self.log_manager.config)
             if tp[0] in self.topic_log_append_time:
                 partition.log.timestamp_type = TimestampType.LOG_APPEND_TIME
             self.partitions[tp] = partition
@@ -832,9 +843,26 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ managed mode: topic configs
 
+    def on_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
+        """A topic's configs as an UPDATE_METADATA carries them: applied when they changed and the topic has
+        partitions here (a topic hosted later asks for them, ``TopicConfigFetcher``)."""
+        if self.topic_configs.get(topic) == configs:
+            return
+        if any(tp[0] == topic for tp in self.partitions):
+            self.apply_topic_configs(topic, configs)
+
     def apply_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
-        """A topic's overrides from the controller: ``min.insync.replicas``, ``compression.type`` and
-        ``message.timestamp.type`` for its partitions here."""
+        """A topic's overrides from the controller: ``min.insync.replicas``, ``compression.type``,
+        ``message.timestamp.type`` and the log's (``segment.bytes``, ``segment.ms``, ``max.message.bytes``,
+        ``retention.ms``, ``retention.bytes``, ``cleanup.policy``) for its partitions here."""
+        if configs != self.topic_configs.get(topic):
+            log.info("broker %d: topic %s configs %s", self.broker_id, topic, configs)
+        self.topic_configs[topic] = dict(configs)
+        log_config = log_config_for(self.log_manager.config, configs)
+        if log_config is self.log_manager.config:
+            self.topic_log_configs.pop(topic, None)
+        else:
+            self.topic_log_configs[topic] = log_config
         codec = topic_compression(configs.get("compression.type"))
         if codec is None:
             self.topic_compression.pop(topic, None)
@@ -849,6 +877,7 @@ class ReplicaManager:
             if tp[0] == topic:
                 partition.log.compression_type = codec
                 partition.log.timestamp_type = timestamp_type
+                partition.log.config = log_config
         raw = configs.get("min.insync.replicas")
         value = self.settings.min_insync_replicas if raw is None else int(raw)
         if raw is None:
@@ -873,8 +902,60 @@ class ReplicaManager:
         self.topic_min_isr.pop(topic, None)
         self.topic_compression.pop(topic, None)
         self.topic_log_append_time.discard(topic)
+        self.topic_configs.pop(topic, None)
+        self.topic_log_configs.pop(topic, None)
         if self.topic_config_fetcher is not None:
             self.topic_config_fetcher.forget(topic)
+
+    def on_dynamic_broker_configs(self, by_resource: dict[str, dict[str, str]]) -> None:
+        """The dynamic broker configs an UPDATE_METADATA carries: those of "" (every broker) and of this
+        broker's id make the broker's log settings (over its static keys, which they win over), and so every
+        log's where its topic does not set the key."""
+        mine = {name: dict(by_resource[name]) for name in ("", str(self.broker_id)) if name in by_resource}
+        static = self.static_config
+        if mine == self.dynamic_broker_configs or static is None:
+            return
+        self.dynamic_broker_configs = mine
+        merged = {**mine.get("", {}), **mine.get(str(self.broker_id), {})}
+        log.info("broker %d: dynamic broker configs %s", self.broker_id, merged)
+        try:
+            base = broker_log_config(lambda key: merged[key] if key in merged else static(key))
+        except ValueError as exc:
+            log.warning("broker %d: dynamic broker configs not taken: %s", self.broker_id, exc)
+            return
+        self.log_manager.config = base
+        self.topic_log_configs = {
+            topic: cfg
+            for topic, configs in self.topic_configs.items()
+            if (cfg := log_config_for(base, configs)) is not base
+        }
+        for tp, partition in self.partitions.items():
+            partition.log.config = self.topic_log_configs.get(tp[0], base)
+        for listener in self.dynamic_listeners:
+            listener(mine)
+
+    # ------------------------------------------------------------------ retention
+
+    def cleanup_logs(self) -> dict[TopicPartition, int]:
+        """One pass of Kafka's retention (``log.retention.check.interval.ms``): each hosted partition's log
+        deletes the segments its retention no longer keeps, below the partition's high watermark; a moved
+        log start is journaled (an ``offsets`` event) and checkpointed. Followers also follow their leader's
+        log start from FETCH responses (``maybe_increment_log_start_offset``)."""
+
+        def high_watermark(tp: TopicPartition) -> int | None:
+            partition = self.partitions.get(tp)
+            if partition is None:
+                return None
+            if self.topic_config_fetcher is not None and tp[0] not in self.topic_configs:
+                return None  # its topic's retention is not known yet (after a restart): not the defaults'
+            return partition.high_watermark
+
+        moved = self.log_manager.cleanup_logs(high_watermark)
+        for tp in moved:
+            partition = self.partitions.get(tp)
+            if partition is not None:
+                self.state_listener.on_offsets_changed(partition)
+        return moved
 
     # ------------------------------------------------------------------ managed mode: ALTER_PARTITION
 

@@ -28,12 +28,13 @@ from broker.metrics.broker_metrics import BrokerMetrics
 from broker.producer_id_manager import ProducerIdManager, controller_block_source, local_block_source
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
-from broker.topic_configs import TopicConfigFetcher
+from broker.topic_configs import TopicConfigFetcher, broker_log_config, broker_topic_defaults
 from coordinator.group.coordinator import GroupCoordinator, OffsetsTopicConfig
 from coordinator.group.coordinator_core import GroupConfig
 from coordinator.group.group_metrics import GroupCoordinatorCollector
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
+from protocol import config_messages as cfm
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
 from protocol.common import BrokerEndpoint, wall_clock_ms
@@ -57,7 +58,6 @@ from server.security.listener_security import (
     load_credential_store,
 )
 from server.security.security_metadata import BrokerSecurityMetadata, SecurityMetadata
-from storage.log import LogConfig
 from storage.log_manager import LogDirLoadError, LogManager
 
 log = logging.getLogger(__name__)
@@ -71,11 +71,7 @@ def build_log_manager(config: BrokerConfig) -> LogManager:
         config.log_dir,
         config.broker_id,
         config.cluster_id,
-        LogConfig(
-            segment_bytes=config.get_int("log.segment.bytes"),
-            index_interval_bytes=config.get_int("log.index.interval.bytes"),
-            max_message_bytes=config.get_int("message.max.bytes"),
-        ),
+        broker_log_config(config.get),
         clock=time.time,
     )
     log_manager.check_log_dir()
@@ -191,6 +187,29 @@ class KafkaServer:
         self.replica_manager.fatal_error_handler = self._fatal
         self.replica_manager.acked_journal = self.acked_journal
 
+    def _describe_broker_configs(self, dynamic: dict[str, dict[str, str]]) -> None:
+        """What DescribeConfigs shows of this broker's keys, static and ``dynamic`` ("" and its id), and of
+        the topic configs they are the defaults of."""
+        c = self.config
+        admin = self.apis.admin
+        admin.broker_configs = broker_config_entries(
+            c.values, {k: key.default for k, key in KEYS_BY_NAME.items()}, dynamic, self.broker_id
+        )
+        own, cluster = dynamic.get(str(self.broker_id), {}), dynamic.get("", {})
+
+        def source_of(key: str) -> int | None:
+            if key in own:
+                return cfm.CONFIG_SOURCE_DYNAMIC_BROKER
+            if key in cluster:
+                return cfm.CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER
+            default = c.values.get(key) == KEYS_BY_NAME[key].default
+            return None if default else cm.CONFIG_SOURCE_STATIC_BROKER
+
+        merged = {**cluster, **own}
+        admin.topic_config_defaults = broker_topic_defaults(
+            lambda key: merged[key] if key in merged else c.get(key), source_of
+        )
+
     def _build_request_handling(self) -> None:
         """``KafkaApis`` with its fetch sessions and the authorizer's helper."""
         self.fetch_manager = FetchManager(self.fetch_session_cache, wall_clock_ms)
@@ -204,9 +223,10 @@ class KafkaServer:
             num_partitions=c.get_int("num.partitions"),
             replication_factor=c.get_int("default.replication.factor"),
         )
-        self.apis.admin.broker_configs = broker_config_entries(
-            c.values, {k: key.default for k, key in KEYS_BY_NAME.items()}
-        )
+        self._describe_broker_configs({})
+        # Dynamic broker configs (AlterConfigs on a BROKER resource) come with UPDATE_METADATA.
+        self.replica_manager.static_config = c.get
+        self.replica_manager.dynamic_listeners.append(self._describe_broker_configs)
         # Consumer groups: this broker coordinates the groups of the __consumer_offsets partitions it leads.
         self.group_coordinator = GroupCoordinator(
             self.broker_id,
@@ -572,6 +592,7 @@ class KafkaServer:
                 RECOVERY_POINT_CHECKPOINT_MS / 1000.0,
                 self.log_manager.checkpoint_log_start_offsets,
             ),
+            ("log-retention", c.get_int("log.retention.check.interval.ms") / 1000.0, rm.cleanup_logs),
         ]
         for name, period, fn in tasks:
             nursery.start_soon(self._every, name, period, fn)

@@ -35,6 +35,7 @@ from controller.quorum import RaftManager
 from controller.request_batch import OutboundRequest
 from controller.security_control import SecurityControl
 from controller.state import ClusterState, save_state, start_new_epoch
+from protocol import config_messages as cfm
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.api_specs import SPECS, Node, check_handlers, handled_by, node_api_versions
@@ -827,6 +828,12 @@ class ControllerApis:
                 controller.answer_listener(request)
             ),
             ApiKeys.DESCRIBE_CONFIGS: lambda request, body, core, now: self._describe_configs(request, body),
+            ApiKeys.ALTER_CONFIGS: lambda request, body, core, now: self._alter_configs(
+                request, ApiKeys.ALTER_CONFIGS, body
+            ),
+            ApiKeys.INCREMENTAL_ALTER_CONFIGS: lambda request, body, core, now: self._alter_configs(
+                request, ApiKeys.INCREMENTAL_ALTER_CONFIGS, body
+            ),
             ApiKeys.CREATE_ACLS: self._security_api(SecurityControl.create_acls, changes=True),
             ApiKeys.DESCRIBE_ACLS: self._security_api(SecurityControl.describe_acls, changes=False),
             ApiKeys.DELETE_ACLS: self._security_api(SecurityControl.delete_acls, changes=True),
@@ -1071,6 +1078,60 @@ class ControllerApis:
         req.resources = allowed
         response = self.controller._require_core().describe_configs(req)
         response.results.extend(refused)
+        return response
+
+    def _alter_configs(
+        self,
+        request: Request,
+        key: ApiKeys,
+        req: cfm.AlterConfigsRequest | cfm.IncrementalAlterConfigsRequest,
+    ) -> cfm.AlterConfigsResponse | cfm.IncrementalAlterConfigsResponse:
+        """AlterConfigs on each topic (else TOPIC_AUTHORIZATION_FAILED for it) or on the cluster for a broker
+        resource (else CLUSTER_AUTHORIZATION_FAILED), as Kafka's ``ControllerApis``."""
+        auth = self.controller.auth
+        refused: list[cfm.AlterConfigsResourceResponse] = []
+        allowed_topics = auth.authorized_topics(
+            request,
+            AclOperation.ALTER_CONFIGS,
+            [r.resource_name for r in req.resources if r.resource_type == cfm.CONFIG_RESOURCE_TOPIC],
+        )
+        cluster_ok: bool | None = None
+        kept: list[Any] = []
+        for r in req.resources:
+            if r.resource_type == cfm.CONFIG_RESOURCE_TOPIC and r.resource_name not in allowed_topics:
+                refused.append(
+                    cfm.AlterConfigsResourceResponse(
+                        error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED),
+                        error_message=f"Principal {request.principal} is not authorized to AlterConfigs "
+                        f"topic {r.resource_name!r}",
+                        resource_type=r.resource_type,
+                        resource_name=r.resource_name,
+                    )
+                )
+                continue
+            if r.resource_type == cfm.CONFIG_RESOURCE_BROKER:
+                if cluster_ok is None:
+                    cluster_ok = auth.authorize(request, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
+                if not cluster_ok:
+                    refused.append(
+                        cfm.AlterConfigsResourceResponse(
+                            error_code=int(Errors.CLUSTER_AUTHORIZATION_FAILED),
+                            error_message=f"Principal {request.principal} is not authorized to AlterConfigs "
+                            "the cluster",
+                            resource_type=r.resource_type,
+                            resource_name=r.resource_name,
+                        )
+                    )
+                    continue
+            kept.append(r)
+        req.resources = kept
+        core = self.controller._require_core()
+        response: cfm.AlterConfigsResponse | cfm.IncrementalAlterConfigsResponse
+        if isinstance(req, cfm.IncrementalAlterConfigsRequest):
+            response = core.incremental_alter_configs(req)
+        else:
+            response = core.alter_configs(req)
+        response.responses.extend(refused)
         return response
 
     # ------------------------------------------------------------------ ACLs and SCRAM credentials

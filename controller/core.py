@@ -21,11 +21,14 @@ import dataclasses
 import logging
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from controller import elections as el
+from controller.config_control import ConfigChange, incremental_topic_configs, replaced_topic_configs
 from controller.describe import describe_cluster_response, metadata_response
+from controller.log_configs import TOPIC_CONFIG_DEFS
 from controller.request_batch import OutboundRequest, RequestBatch
 from controller.state import (
     EPOCH_DURING_DELETE,
@@ -42,6 +45,7 @@ from controller.topics import (
     plan_topic,
     replication_factor_unreachable,
 )
+from protocol import config_messages as cfm
 from protocol import controller_messages as cm
 from protocol import messages as m
 from protocol import producer_id_messages as pim
@@ -854,9 +858,105 @@ class ControllerCore:
                 for key in keys:
                     entry = _topic_config_entry(key, topic.configs, static)
                     if entry is not None:
+                        definition = TOPIC_CONFIG_DEFS.get(key)
+                        if definition is not None:
+                            entry.config_type = definition.config_type
+                            if req.include_documentation:
+                                entry.documentation = definition.documentation
                         result.configs.append(entry)
             results.append(result)
         return cm.DescribeConfigsResponse(results=results)
+
+    # ------------------------------------------------------------------------ config changes
+
+    def alter_configs(self, req: cfm.AlterConfigsRequest) -> cfm.AlterConfigsResponse:
+        """Kafka's AlterConfigs: each topic's configs become exactly those given (validated first)."""
+        out = self._alter_each(
+            [(r.resource_type, r.resource_name) for r in req.resources],
+            lambda i, current, broker: replaced_topic_configs(req.resources[i].configs, broker=broker),
+            validate_only=req.validate_only,
+        )
+        return cfm.AlterConfigsResponse(responses=out)
+
+    def incremental_alter_configs(
+        self, req: cfm.IncrementalAlterConfigsRequest
+    ) -> cfm.IncrementalAlterConfigsResponse:
+        """Kafka's IncrementalAlterConfigs: SET, DELETE, APPEND, SUBTRACT on single keys of each topic."""
+        out = self._alter_each(
+            [(r.resource_type, r.resource_name) for r in req.resources],
+            lambda i, current, broker: incremental_topic_configs(
+                current, req.resources[i].configs, broker=broker
+            ),
+            validate_only=req.validate_only,
+        )
+        return cfm.IncrementalAlterConfigsResponse(responses=out)
+
+    def _alter_each(
+        self,
+        resources: list[tuple[int, str]],
+        change: Callable[[int, dict[str, str], bool], ConfigChange],
+        *,
+        validate_only: bool,
+    ) -> list[cfm.AlterConfigsResourceResponse]:
+        """A resource named twice is answered INVALID_REQUEST and not changed; a topic's new configs, and a
+        BROKER resource's ("": every broker's default, or one broker's id) dynamic configs, are a metadata
+        change every live broker hears of (UPDATE_METADATA carries them)."""
+        counts = Counter(resources)
+        out: list[cfm.AlterConfigsResourceResponse] = []
+        for i, (rtype, name) in enumerate(resources):
+            error, message = Errors.NONE, ""
+            topic = self.state.topics.get(name)
+            if counts[(rtype, name)] > 1:
+                error, message = Errors.INVALID_REQUEST, f"Duplicate resource {name!r} in the request"
+            elif rtype == cfm.CONFIG_RESOURCE_BROKER:
+                if name != "" and not (name.isdigit() and int(name) >= 0):
+                    error, message = Errors.INVALID_REQUEST, f'Invalid broker id {name!r}: a broker id or ""'
+                else:
+                    result = change(i, self.state.broker_configs.get(name, {}), True)
+                    if isinstance(result, tuple):
+                        error, message = result
+                    elif not validate_only and result != self.state.broker_configs.get(name, {}):
+                        self._set_broker_configs(name, result)
+            elif rtype != cfm.CONFIG_RESOURCE_TOPIC:
+                error, message = Errors.INVALID_REQUEST, f"Unexpected resource type {rtype}"
+            elif topic is None:
+                error, message = Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist"
+            else:
+                result = change(i, topic.configs, False)
+                if isinstance(result, tuple):
+                    error, message = result
+                elif not validate_only and result != topic.configs:
+                    self._set_topic_configs(topic, result)
+            out.append(
+                cfm.AlterConfigsResourceResponse(
+                    error_code=int(error),
+                    error_message=message or None,
+                    resource_type=rtype,
+                    resource_name=name,
+                )
+            )
+        return out
+
+    def _set_topic_configs(self, topic: TopicState, configs: dict[str, str]) -> None:
+        previous = topic.configs
+        topic.configs = dict(configs)
+        self._dirty = True
+        self._emit("topic_configs_changed", topic=topic.name, configs=dict(configs), previous=dict(previous))
+        self._batch.add_update_metadata(self.live_brokers(), [(topic.name, i) for i in topic.partitions])
+        if self.unclean_enabled(topic.name):
+            self._elect_offline_partitions("unclean_leader_election_enabled")
+
+    def _set_broker_configs(self, name: str, configs: dict[str, str]) -> None:
+        previous = self.state.broker_configs.get(name, {})
+        if configs:
+            self.state.broker_configs[name] = dict(configs)
+        else:
+            self.state.broker_configs.pop(name, None)
+        self._dirty = True
+        self._emit(
+            "broker_configs_changed", resource_name=name, configs=dict(configs), previous=dict(previous)
+        )
+        self._batch.add_update_metadata(self.live_brokers(), [])
 
     def describe_cluster(self, listener: str | None = None) -> cm.DescribeClusterResponse:
         return describe_cluster_response(self.state, self.controller_id, listener)

@@ -111,6 +111,10 @@ class RequestBatch:
                     ),
                     live_brokers=list(live_brokers),
                     security=security,
+                    broker_configs=[
+                        cm.UpdateMetadataRequestBrokerConfigs(resource_name=name, configs=dict(configs))
+                        for name, configs in sorted(state.broker_configs.items())
+                    ],
                 )
                 out.append(OutboundRequest(broker_id, ApiKeys.UPDATE_METADATA, body_um))
             stops = self.stop_replica.get(broker_id)
@@ -174,7 +178,9 @@ class RequestBatch:
             if entry is not None:
                 by_topic.setdefault(tp[0], []).append(entry)
         return [
-            cm.UpdateMetadataRequestTopicState(topic_name=t, partition_states=ps)
+            cm.UpdateMetadataRequestTopicState(
+                topic_name=t, partition_states=ps, configs=_topic_configs(state, t)
+            )
             for t, ps in by_topic.items()
         ]
 
@@ -196,6 +202,13 @@ class RequestBatch:
             replicas=list(p.replicas),
             offline_replicas=[r for r in p.replicas if r not in live],
         )
+
+
+def _topic_configs(state: ClusterState, topic: str) -> dict[str, str] | None:
+    """The topic's own configs, which every UPDATE_METADATA about it carries (None once it is deleted), so a
+    change reaches the brokers hosting it at once (Kafka's brokers see ConfigRecords in the metadata log)."""
+    t = state.topics.get(topic)
+    return None if t is None else dict(t.configs)
 
 
 __all__ = ["ControllerRequestBody", "OutboundRequest", "RequestBatch"]

@@ -77,6 +77,8 @@ class ClusterState:
     pending_deletions: dict[int, list[TopicPartition]] = field(default_factory=dict)
     # Where the next block of producer ids starts (ALLOCATE_PRODUCER_IDS; server/producer_ids.py).
     producer_ids: ProducerIdsRecord = field(default_factory=ProducerIdsRecord)
+    # Dynamic broker configs (AlterConfigs on a BROKER resource): "" for every broker, or a broker's id.
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def partition(self, tp: TopicPartition) -> PartitionState | None:
         topic = self.topics.get(tp[0])
@@ -140,6 +142,9 @@ class ClusterState:
                 if tps
             ],
             "producer_ids": self.producer_ids.to_json(),
+            "broker_configs": {
+                name: dict(sorted(configs.items())) for name, configs in sorted(self.broker_configs.items())
+            },
         }
 
     @classmethod
@@ -182,6 +187,8 @@ class ClusterState:
                 (str(tp[0]), int(tp[1])) for tp in entry["partitions"]
             ]
         state.producer_ids = ProducerIdsRecord.from_json(data.get("producer_ids"))
+        for name, configs in (data.get("broker_configs") or {}).items():
+            state.broker_configs[str(name)] = {str(k): str(v) for k, v in configs.items()}
         return state
 
 

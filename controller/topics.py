@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controller.elections import assign_replicas_to_brokers
+from controller.log_configs import TOPIC_CONFIG_DEFS
 from controller.state import ClusterState
 from protocol import controller_messages as cm
 from protocol.common import validate_topic_name
@@ -25,49 +26,12 @@ class TopicSettings:
     unclean_leader_election_enable: bool = False
 
 
-def _check_bool(value: str) -> str | None:
-    return None if value.strip().lower() in ("true", "false") else "expected true or false"
+# The topic configs DescribeConfigs lists, with Kafka's defaults (LogConfig), and those a topic may set
+# (controller/log_configs.py: Kafka's LogConfig keys; docs/storage.md says which are enforced). A broker
+# that forwards DescribeConfigs fills in its own value of a key's broker synonym where the topic has none.
+KAFKA_TOPIC_CONFIG_DEFAULTS: dict[str, str] = {name: d.default for name, d in TOPIC_CONFIG_DEFS.items()}
 
-
-def _check_positive_int(value: str) -> str | None:
-    try:
-        return None if int(value.strip()) >= 1 else "must be at least 1"
-    except ValueError:
-        return "expected an integer"
-
-
-def _check_timestamp_type(value: str) -> str | None:
-    return (
-        None if value.strip() in ("CreateTime", "LogAppendTime") else "expected CreateTime or LogAppendTime"
-    )
-
-
-def _check_compression_type(value: str) -> str | None:
-    names = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-    return None if value.strip().lower() in names else f"expected one of {', '.join(names)}"
-
-
-# The topic configs DescribeConfigs lists, with Kafka's defaults (LogConfig): the four of TOPIC_CONFIGS,
-# which a topic may set, and those whose behaviour isrsim has without a per-topic setting: logs are never
-# compacted (cleanup.policy=delete; isrsim deletes nothing either: no retention, docs/storage.md), and a
-# batch's and a segment's limits are the brokers' message.max.bytes and log.segment.bytes (a broker that
-# forwards DescribeConfigs fills in its own when they are set).
-KAFKA_TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
-    "cleanup.policy": "delete",
-    "compression.type": "producer",
-    "max.message.bytes": "1048588",
-    "message.timestamp.type": "CreateTime",
-    "min.insync.replicas": "1",
-    "segment.bytes": "1073741824",
-    "unclean.leader.election.enable": "false",
-}
-
-TOPIC_CONFIGS = {
-    "compression.type": _check_compression_type,
-    "message.timestamp.type": _check_timestamp_type,
-    "min.insync.replicas": _check_positive_int,
-    "unclean.leader.election.enable": _check_bool,
-}
+TOPIC_CONFIGS = {name: d.check for name, d in TOPIC_CONFIG_DEFS.items()}
 
 
 def validate_topic_configs(configs: Mapping[str, str]) -> str | None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from protocol import config_messages as cfm
 from protocol import controller_messages as cm
 from protocol import group_messages as g
 from protocol import messages as m
@@ -384,6 +385,18 @@ API_SPECS: tuple[ApiSpec, ...] = (
         ),
     ),
     ApiSpec(
+        ApiKeys.ALTER_CONFIGS,
+        cfm.AlterConfigsRequest,
+        cfm.AlterConfigsResponse,
+        kafka_versions=(0, 2),
+        broker=_SERVED,
+        controller=_SERVED,
+        error_top_level=False,
+        error_spread=ErrorSpread(
+            "responses", "resources", "resource_name", "resource_name", message=True, copy=("resource_type",)
+        ),
+    ),
+    ApiSpec(
         ApiKeys.SASL_AUTHENTICATE,
         sasl.SaslAuthenticateRequest,
         sasl.SaslAuthenticateResponse,
@@ -410,6 +423,18 @@ API_SPECS: tuple[ApiSpec, ...] = (
         broker=_SERVED,
         error_top_level=False,
         error_spread=ErrorSpread("results", "groups_names", None, "group_id"),
+    ),
+    ApiSpec(
+        ApiKeys.INCREMENTAL_ALTER_CONFIGS,
+        cfm.IncrementalAlterConfigsRequest,
+        cfm.IncrementalAlterConfigsResponse,
+        kafka_versions=(0, 1),
+        broker=_SERVED,
+        controller=_SERVED,
+        error_top_level=False,
+        error_spread=ErrorSpread(
+            "responses", "resources", "resource_name", "resource_name", message=True, copy=("resource_type",)
+        ),
     ),
     ApiSpec(
         ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,

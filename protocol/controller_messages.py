@@ -165,6 +165,9 @@ class UpdateMetadataRequestPartitionState:
 class UpdateMetadataRequestTopicState:
     topic_name: str
     partition_states: list[UpdateMetadataRequestPartitionState]
+    # isrsim: the topic's own configs (its overrides of the brokers' defaults), so that a change made with
+    # AlterConfigs / IncrementalAlterConfigs reaches the brokers hosting it (None: not carried).
+    configs: dict[str, str] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -187,6 +190,14 @@ class UpdateMetadataRequestBroker:
 
 
 @dataclass(slots=True, kw_only=True)
+class UpdateMetadataRequestBrokerConfigs:
+    """Dynamic broker configs of a BROKER resource: ``resource_name`` "" for every broker, or one's id."""
+
+    resource_name: str
+    configs: dict[str, str]
+
+
+@dataclass(slots=True, kw_only=True)
 class UpdateMetadataRequest:
     controller_id: Int32
     controller_epoch: Int32
@@ -195,6 +206,8 @@ class UpdateMetadataRequest:
     live_brokers: list[UpdateMetadataRequestBroker]
     # isrsim: the cluster's ACLs and SCRAM credentials, once the controller has any (docs/protocol.md).
     security: UpdateMetadataSecurity | None = None
+    # isrsim: every dynamic broker config the controller holds (None: not carried, an unmanaged broker's).
+    broker_configs: list[UpdateMetadataRequestBrokerConfigs] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -482,6 +495,8 @@ class DescribeConfigsRequest:
     learn them from ZooKeeper or the metadata log)."""
 
     resources: list[DescribeConfigsRequestResource]
+    include_synonyms: bool = False
+    include_documentation: bool = False
 
 
 @dataclass(slots=True, kw_only=True)
@@ -495,6 +510,10 @@ class DescribeConfigsResponseConfig:
     is_default: bool = False
     config_source: Int8 = CONFIG_SOURCE_TOPIC
     is_sensitive: bool = False
+    # Kafka's ConfigType (v3+: BOOLEAN 1, STRING 2, INT 3, SHORT 4, LONG 5, DOUBLE 6, LIST 7, CLASS 8,
+    # PASSWORD 9; 0 UNKNOWN) and the key's documentation (when the request asks for it).
+    config_type: Int8 = 0
+    documentation: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -622,6 +641,7 @@ __all__ = [
     "StopReplicaResponsePartitionError",
     "UpdateMetadataRequest",
     "UpdateMetadataRequestBroker",
+    "UpdateMetadataRequestBrokerConfigs",
     "UpdateMetadataRequestEndpoint",
     "UpdateMetadataRequestPartitionState",
     "UpdateMetadataRequestTopicState",

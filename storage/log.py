@@ -21,6 +21,7 @@ Deliberate differences from Kafka, for a simpler model of the same behaviour:
   epoch boundaries and high watermarks, which are batch boundaries, so the two agree in practice.
 - ``maybe_increment_log_start_offset`` deletes the segments below the new start at once (Kafka leaves
   that to its retention thread).
+- Segments are deleted at once, not renamed ``.deleted`` and removed ``file.delete.delay.ms`` later.
 - The epoch checkpoint is written synchronously on every change (Kafka flushes truncations in the
   background).
 - A log start offset checkpointed beyond the log end is ignored with an error and the data kept (Kafka
@@ -97,14 +98,29 @@ Records = bytes | bytearray | memoryview
 
 @dataclass
 class LogConfig:
-    """Per-log settings, with Kafka's defaults (``log.segment.bytes``, ``log.index.interval.bytes``,
-    ``message.max.bytes``, ``log.roll.ms``)."""
+    """Per-log settings, with Kafka's defaults: the broker's (``log.segment.bytes``,
+    ``log.index.interval.bytes``, ``message.max.bytes``, ``log.roll.ms``, ``log.retention.ms``,
+    ``log.retention.bytes``, ``log.cleanup.policy``) overridden by the topic's (``segment.bytes``,
+    ``max.message.bytes``, ``segment.ms``, ``retention.ms``, ``retention.bytes``, ``cleanup.policy``).
+    ``retention_ms`` / ``retention_bytes`` below 0: no limit."""
 
     segment_bytes: int = 1073741824
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588
     segment_ms: int = 7 * 24 * 60 * 60 * 1000
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    retention_bytes: int = -1
+    cleanup_policy: str = "delete"
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention deletes segments (``cleanup.policy`` holds ``delete``)."""
+        return "delete" in {p.strip().lower() for p in self.cleanup_policy.split(",")}
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in {p.strip().lower() for p in self.cleanup_policy.split(",")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,7 +403,7 @@ class Log:
                 raise KafkaError(
                     Errors.MESSAGE_TOO_LARGE,
                     f"batch at byte {position} is {header.size} bytes; {self._topic}-{self._partition} "
-                    f"accepts at most {limit} (message.max.bytes)",
+                    f"accepts at most {limit} (max.message.bytes)",
                 )
         self._check_append_size(len(records))
         buf = records if fresh and isinstance(records, bytearray) else bytearray(records)
@@ -651,6 +667,92 @@ class Log:
             "%sincremented log start offset to %d, deleted %d segments", self._prefix, new_start, max(drop, 0)
         )
         return True
+
+    # ------------------------------------------------------------------ retention
+
+    @_disk("deleting old segments of")
+    def delete_old_segments(self, high_watermark: int) -> int:
+        """Kafka's ``UnifiedLog.deleteOldSegments``: with ``cleanup.policy`` holding ``delete``, the oldest
+        segments that breach ``retention.bytes`` (while the log is bigger than it) and then those that breach
+        ``retention.ms`` (largest timestamp older than it) go; whatever the policy, segments wholly below the
+        log start offset go too. A segment goes only if every offset in it is below ``high_watermark`` (so
+        the log start never passes the HW), the walk stops at the first segment that is kept, and an empty
+        active segment is never deleted (a non-empty one is rolled first, as Kafka does). The log start
+        moves to the first offset kept. Returns how many segments were deleted."""
+        deleted = self._delete_old(
+            high_watermark,
+            lambda segment, next_base: next_base is not None and next_base <= self._log_start_offset,
+            "log start offset breach",
+        )
+        if not self.config.delete:
+            return deleted
+        if self.config.retention_bytes >= 0 and self.size_in_bytes >= self.config.retention_bytes:
+            excess = [self.size_in_bytes - self.config.retention_bytes]
+
+            def over_size(segment: LogSegment, next_base: int | None) -> bool:
+                if excess[0] - segment.size >= 0:
+                    excess[0] -= segment.size
+                    return True
+                return False
+
+            deleted += self._delete_old(
+                high_watermark, over_size, f"retention size {self.config.retention_bytes} breach"
+            )
+        if self.config.retention_ms >= 0:
+            now_ms = self._now_ms()
+            retention_ms = self.config.retention_ms
+
+            def too_old(segment: LogSegment, next_base: int | None) -> bool:
+                return now_ms - self._largest_timestamp(segment) > retention_ms
+
+            deleted += self._delete_old(high_watermark, too_old, f"retention time {retention_ms}ms breach")
+        return deleted
+
+    @staticmethod
+    def _largest_timestamp(segment: LogSegment) -> int:
+        """Kafka's ``LogSegment.largestTimestamp``: the largest record timestamp, else the file's mtime."""
+        if segment.max_timestamp > 0:
+            return segment.max_timestamp
+        try:
+            return int(segment.log_path.stat().st_mtime * 1000)
+        except OSError:
+            return NO_TIMESTAMP
+
+    def _delete_old(
+        self, high_watermark: int, predicate: Callable[[LogSegment, int | None], bool], reason: str
+    ) -> int:
+        """Kafka's ``deletableSegments`` then ``deleteSegments``: the oldest segments while ``predicate``
+        holds and every offset in them is below ``high_watermark``."""
+        count = 0
+        for i, segment in enumerate(self._segments):
+            next_base = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
+            upper = next_base if next_base is not None else self.log_end_offset
+            if next_base is None and segment.is_empty:
+                break
+            if high_watermark < upper or not predicate(segment, next_base):
+                break
+            count += 1
+        if count == 0:
+            return 0
+        if count == len(self._segments):
+            self.roll()  # the log always keeps one segment: the new active one, empty
+        new_start = self._segments[count].base_offset
+        logger.info(
+            "%sdeleting %d segment(s) %s (%s)",
+            self._prefix,
+            count,
+            [s.base_offset for s in self._segments[:count]],
+            reason,
+        )
+        self._log_start_offset = max(self._log_start_offset, new_start)
+        self._epoch_cache.truncate_from_start(self._log_start_offset)
+        for segment in self._segments[:count]:
+            segment.delete()
+        self._producer_state.delete_snapshots_at(self._bases[:count])
+        self._producer_state.on_log_start_offset_incremented(self._log_start_offset)
+        del self._segments[:count]
+        del self._bases[:count]
+        return count
 
     # ------------------------------------------------------------------ lifecycle
 

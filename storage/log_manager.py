@@ -289,6 +289,31 @@ class LogManager:
             os.replace(target, doomed)
             shutil.rmtree(doomed, ignore_errors=True)
 
+    # ------------------------------------------------------------------ retention
+
+    def cleanup_logs(
+        self, high_watermark: Callable[[TopicPartition], int | None]
+    ) -> dict[TopicPartition, int]:
+        """Kafka's ``LogManager.cleanupLogs``, one pass of ``log.retention.check.interval.ms``: every log
+        deletes its old segments (``Log.delete_old_segments``) below its partition's high watermark
+        (``high_watermark``; None: the partition is not hosted, its log is left alone). Returns each log whose
+        start moved, with its new log start offset; then ``log-start-offset-checkpoint`` is written."""
+        moved: dict[TopicPartition, int] = {}
+        if self.offline:
+            return moved
+        for tp, lg in list(self.logs.items()):
+            hw = high_watermark(tp)
+            if hw is None:
+                continue
+            try:
+                if lg.delete_old_segments(hw):
+                    moved[tp] = lg.log_start_offset
+            except KafkaStorageError:
+                return moved  # the directory went offline: the failure channel has logged it
+        if moved:
+            self.checkpoint_log_start_offsets()
+        return moved
+
     # ------------------------------------------------------------------ checkpoints
 
     def checkpoint_high_watermarks(self, hws: dict[TopicPartition, int]) -> None:

@@ -206,3 +206,52 @@ async def test_an_over_large_create_topics_is_refused_without_forwarding(broker:
         ("huge", Errors.POLICY_VIOLATION, "Excessively large number of partitions per request."),
         ("small", Errors.POLICY_VIOLATION, "Excessively large number of partitions per request."),
     ]
+
+
+async def test_incremental_alter_configs_is_authorized_then_forwarded(broker: Broker) -> None:
+    """AlterConfigs on each topic (else 29 for it) and on the cluster for a BROKER resource (else 31); the
+    rest goes to the controller and its answer is merged with the refusals, in Kafka's encoding (v1)."""
+    from server.auth_helper import AuthHelper
+    from server.security.acl import (
+        AccessControlEntry,
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourcePattern,
+        ResourceType,
+    )
+    from server.security.authorizer import StandardAuthorizer
+
+    authz = StandardAuthorizer(super_users=set())
+    authz.replace_acls(
+        [
+            AclBinding(
+                ResourcePattern(ResourceType.TOPIC, "mine", PatternType.LITERAL),
+                AccessControlEntry(
+                    "User:ANONYMOUS", "*", AclOperation.ALTER_CONFIGS, AclPermissionType.ALLOW
+                ),
+            )
+        ]
+    )
+    broker.apis.admin.auth = AuthHelper(authz)
+
+    def resource(rtype: int, name: str) -> dict[str, Any]:
+        return {
+            "resource_type": rtype,
+            "resource_name": name,
+            "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}],
+        }
+
+    body = {
+        "resources": [resource(2, "mine"), resource(2, "theirs"), resource(4, "1")],
+        "validate_only": True,
+    }
+    request = kafka_request(44, 1, body)
+    await broker.apis.handle(request)
+    [(api, forwarded, callback)] = forwarding(broker).sent
+    assert api == ApiKeys.INCREMENTAL_ALTER_CONFIGS and forwarded.validate_only
+    assert [(r.resource_name, r.configs[0].value) for r in forwarded.resources] == [("mine", "1000")]
+    callback({"responses": [{"error_code": 0, "resource_type": 2, "resource_name": "mine"}]}, "")
+    answers = {r["resource_name"]: r["error_code"] for r in kafka_answer(request)["responses"]}
+    assert answers == {"mine": 0, "theirs": 29, "1": 31}

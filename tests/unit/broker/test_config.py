@@ -73,8 +73,8 @@ def test_environment_names(tmp_path: Path) -> None:
 
 
 def test_unknown_keys_are_kept_for_a_warning(tmp_path: Path) -> None:
-    c = load(tmp_path, "broker.id=1\nlog.retention.hours=168\n", ["zookeeper.connect=x:2181"])
-    assert c.unknown_keys == ["log.retention.hours", "zookeeper.connect"]
+    c = load(tmp_path, "broker.id=1\nlog.flush.interval.messages=10\n", ["zookeeper.connect=x:2181"])
+    assert c.unknown_keys == ["log.flush.interval.messages", "zookeeper.connect"]
 
 
 def test_listener_forms() -> None:

@@ -75,7 +75,13 @@ def test_fenced_and_shutting_down_brokers_get_no_replicas() -> None:
         ("t", -5, 1, {}, Errors.INVALID_PARTITIONS),
         ("t", 1, 0, {}, Errors.INVALID_REPLICATION_FACTOR),
         ("t", 1, 4, {}, Errors.INVALID_REPLICATION_FACTOR),
-        ("t", 1, 1, {"retention.ms": "1"}, Errors.INVALID_CONFIG),
+        ("t", 1, 1, {"no.such.config": "1"}, Errors.INVALID_CONFIG),
+        ("t", 1, 1, {"retention.ms": "-2"}, Errors.INVALID_CONFIG),
+        ("t", 1, 1, {"retention.bytes": "lots"}, Errors.INVALID_CONFIG),
+        ("t", 1, 1, {"cleanup.policy": "compact,shred"}, Errors.INVALID_CONFIG),
+        ("t", 1, 1, {"min.cleanable.dirty.ratio": "1.5"}, Errors.INVALID_CONFIG),
+        ("t", 1, 1, {"segment.bytes": "13"}, Errors.INVALID_CONFIG),
+        ("t", 1, 1, {"max.message.bytes": "2147483648"}, Errors.INVALID_CONFIG),
         ("t", 1, 1, {"min.insync.replicas": "0"}, Errors.INVALID_CONFIG),
         ("t", 1, 1, {"unclean.leader.election.enable": "maybe"}, Errors.INVALID_CONFIG),
     ],
@@ -322,12 +328,23 @@ def test_describe_configs_gives_overrides_and_defaults() -> None:
     assert sources == {
         "cleanup.policy": ("delete", cm.CONFIG_SOURCE_DEFAULT),
         "compression.type": ("producer", cm.CONFIG_SOURCE_DEFAULT),
+        "delete.retention.ms": ("86400000", cm.CONFIG_SOURCE_DEFAULT),
         "max.message.bytes": ("1048588", cm.CONFIG_SOURCE_DEFAULT),
         "message.timestamp.type": ("CreateTime", cm.CONFIG_SOURCE_DEFAULT),
+        "min.cleanable.dirty.ratio": ("0.5", cm.CONFIG_SOURCE_DEFAULT),
+        "min.compaction.lag.ms": ("0", cm.CONFIG_SOURCE_DEFAULT),
         "min.insync.replicas": ("1", cm.CONFIG_SOURCE_DEFAULT),
+        "retention.bytes": ("-1", cm.CONFIG_SOURCE_DEFAULT),
+        "retention.ms": ("604800000", cm.CONFIG_SOURCE_DEFAULT),
         "segment.bytes": ("1073741824", cm.CONFIG_SOURCE_DEFAULT),
+        "segment.ms": ("604800000", cm.CONFIG_SOURCE_DEFAULT),
         "unclean.leader.election.enable": ("false", cm.CONFIG_SOURCE_DEFAULT),
     }
+    # Kafka's ConfigType (DescribeConfigs v3+): never UNKNOWN for a topic config
+    types = {c.name: c.config_type for c in plain.configs}
+    assert types["retention.ms"] == 5 and types["segment.bytes"] == 3 and types["cleanup.policy"] == 7
+    assert types["unclean.leader.election.enable"] == 1 and types["min.cleanable.dirty.ratio"] == 6
+    assert all(t != 0 for t in types.values())
     assert {c.name: c.config_source for c in strict.configs}["min.insync.replicas"] == cm.CONFIG_SOURCE_TOPIC
     (only,) = core.describe_configs(
         cm.DescribeConfigsRequest(

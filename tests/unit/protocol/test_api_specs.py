@@ -123,6 +123,18 @@ CASES: list[tuple[ApiKeys, dict[str, Any], dict[str, Any]]] = [
         {"groups": ["g"]},
         {"groups": [{"group_id": "g", "error_code": E}]},
     ),
+    *(
+        (
+            key,
+            {"resources": [{"resource_type": 2, "resource_name": "t", "configs": []}]},
+            {
+                "responses": [
+                    {"resource_name": "t", "error_code": E, "error_message": MSG, "resource_type": 2}
+                ]
+            },
+        )
+        for key in (ApiKeys.ALTER_CONFIGS, ApiKeys.INCREMENTAL_ALTER_CONFIGS)
+    ),
     (
         ApiKeys.DELETE_GROUPS,
         {"groups_names": ["g", "h"]},
