@@ -206,3 +206,61 @@ def test_chaos_keeps_its_rules_on_restarted_brokers_and_removes_them(tmp_path: P
         readded = {r["nodes"][0] for r in records if r["action"] == "rule_add" and len(r["nodes"]) == 1}
         assert killed and killed <= readded, (killed, readded)
         assert "removed fault rule 1" in proc.stdout
+
+
+def test_a_lost_offset_commit_answer_is_committed_again(kafka_cluster: Cluster) -> None:
+    """A dropped OffsetCommit answer (the commit took effect): kafka-python's synchronous commit gives up,
+    the application commits again, and the group's offset is right. An observe rule counts both
+    OffsetCommit requests."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.errors import KafkaTimeoutError
+
+    c = kafka_cluster
+    create(c, "commits")
+    producer = KafkaProducer(bootstrap_servers=bootstrap(c), acks="all")
+    for i in range(10):
+        producer.send("commits", f"r{i}".encode(), partition=0)
+    producer.flush(timeout=30)
+    producer.close()
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap(c),
+        group_id="recommit",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        request_timeout_ms=7000,
+        session_timeout_ms=6000,  # group.min.session.timeout.ms
+        heartbeat_interval_ms=1000,
+    )
+    try:
+        consumer.subscribe(["commits"])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got += [r.value for r in records]
+        assert len(got) == 10
+        watch = int(c.cli("fault", "observe", "--api", "OffsetCommit", "--group", "recommit").stdout.strip())
+        lost = add_rule(
+            c,
+            "--api",
+            "OffsetCommit",
+            "--group",
+            "recommit",
+            "--drop-response",
+            "--when",
+            "after",
+            "--count",
+            "1",
+        )
+        started = time.monotonic()
+        with pytest.raises(KafkaTimeoutError):  # the answer never came: the client cannot know it took effect
+            consumer.commit(timeout_ms=5000)
+        print(f"commit with a lost answer gave up after {time.monotonic() - started:.1f} s")
+        consumer.commit(timeout_ms=10000)  # the application commits again, and is answered
+        c.cli("fault", "wait", str(lost), "--hits", "1", "--timeout", "5")
+        c.cli("fault", "wait", str(watch), "--hits", "2", "--timeout", "5")  # the commit and the recommit
+        assert consumer.committed(KTopicPartition("commits", 0)) == 10
+    finally:
+        consumer.close(autocommit=False)
