@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The node packages: what a broker or a controller runs (mypy strict, ruff format).
 NODE_PACKAGES := protocol server storage raft controller coordinator broker fetcher
 
-.PHONY: venv kcat test lint unit integration clients spark scenarios demo bench bench-smoke chaos secure compose-test clean
+.PHONY: venv kcat test lint unit integration clients spark scenarios demo bench bench-smoke chaos secure compose-test fuzz clean
 
 venv: $(STAMP)
 
@@ -67,6 +67,11 @@ bench-smoke: $(STAMP)
 # 3-broker cluster and followed by the report (tests/integration/test_chaos.py).
 chaos: $(STAMP)
 	$(BIN)/pytest -q -s -m chaos tests/integration/test_chaos.py
+
+# The long Kafka-protocol fuzz run (docs/fuzzing.md): mutated and extreme requests to 3 brokers that forward
+# admin requests to 3 controllers, for at most ISRSIM_FUZZ_SECONDS (540) or ISRSIM_FUZZ_INPUTS (300000).
+fuzz: $(STAMP)
+	$(BIN)/pytest -q -s -m fuzz tests/fuzz/test_fuzz.py
 
 # The managed-cluster tests again on SASL_SSL (`cluster up --secure`), then the demo on a secure cluster.
 secure: $(STAMP)

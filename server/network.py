@@ -81,6 +81,11 @@ RECEIVE_BYTES = 256 * 1024
 # A response part at least this large is written on its own instead of being joined with its neighbours.
 SEND_WITHOUT_JOINING_BYTES = 64 * 1024
 MAX_IN_FLIGHT_PER_CONNECTION = 1000
+# A Kafka-encoded request frame at least this large is decoded, and its response encoded, in a worker thread
+# (docs/protocol.md, "Limits"): a frame of a few MB holding 100,000s of topics, partitions or keys takes
+# seconds to read and to answer, and the event loop serves every other connection, fetch and heartbeat
+# meanwhile. Smaller frames are read in the loop, where a thread would cost more than it saves.
+OFF_LOOP_BYTES = 256 * 1024
 # How long a connection that stopped reading waits for the responses to requests it already accepted.
 CLOSE_DRAIN_TIMEOUT_S = 10.0
 # accept() failures that mean "no resources right now" (trio's ACCEPT_CAPACITY_ERRNOS): back off and retry.
@@ -523,7 +528,12 @@ class SocketServer:
                 conn.kafka = is_kafka_frame(payload)
                 if conn.kafka:
                     log.debug("%s: connection %s speaks Kafka's binary protocol", self.name, conn.peer)
-            header, body = self._decode_kafka(payload) if conn.kafka else decode_request(payload)
+            if not conn.kafka:
+                header, body = decode_request(payload)
+            elif len(payload) >= OFF_LOOP_BYTES:
+                header, body = await trio.to_thread.run_sync(self._decode_kafka, payload)
+            else:
+                header, body = self._decode_kafka(payload)
         except BaseException:
             self._release(len(payload))
             raise
@@ -600,6 +610,7 @@ class SocketServer:
         request = Request(header, body, conn, trio.current_time(), size, pool=self.memory_pool)
         if conn.kafka:
             request.response_encoder = self._encode_kafka
+            request.encode_later = size >= OFF_LOOP_BYTES
         conn.pending.append(request)
         # Before authentication only API_VERSIONS and SASL get past here (NET_FAULTS and unknown APIs
         # included: as Kafka's SaslServerAuthenticator, anything else closes the connection unanswered).
@@ -802,6 +813,12 @@ class SocketServer:
             conn.writing = True
             while pending and pending[0].done:
                 request = pending.popleft()
+                if request.response_body is not None and request.response_encoder is not None:
+                    # A large request's response: encoded here, in a worker thread (OFF_LOOP_BYTES).
+                    late, request.response_body = request.response_body, None
+                    request.response_parts = await trio.to_thread.run_sync(
+                        request.response_encoder, request, late
+                    )
                 parts = request.response_parts
                 # Sent (or never to be): the request keeps neither its body nor its response, since a
                 # completed delayed operation may still hold it until its purgatory is purged.

@@ -74,6 +74,10 @@ class Request:
     # Writes the response body in the connection's encoding when it is not msgpack (Kafka's binary
     # protocol, docs/clients.md: ``protocol.kafka_codec``); None: msgpack (docs/protocol.md).
     response_encoder: Callable[[Request, dict[str, Any]], tuple[bytes, bytes]] | None = None
+    # A large request's response is encoded by the socket server's writer, off the event loop, rather than
+    # here: ``complete`` keeps the body in ``response_body`` (``broker.network``, OFF_LOOP_BYTES).
+    encode_later: bool = False
+    response_body: dict[str, Any] | None = None
 
     @property
     def api_key(self) -> int:
@@ -114,7 +118,9 @@ class Request:
             self.on_complete(self)
         if body is not None:
             encoder = self.response_encoder
-            if encoder is None:
+            if encoder is not None and self.encode_later:
+                self.response_body = body
+            elif encoder is None:
                 self.response_parts = encode_response_parts(self.header.correlation_id, body)
             else:
                 self.response_parts = encoder(self, body)
