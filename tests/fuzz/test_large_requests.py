@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import trio
 
-from broker.network import OFF_LOOP_BYTES
 from protocol import ApiKeys, Errors, kafka_codec
+from server.network import OFF_LOOP_BYTES
 from tests.clients.kafka_wire import KafkaWire
 from tests.integration.harness import BrokerProcess
 
