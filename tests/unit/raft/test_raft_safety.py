@@ -1,4 +1,5 @@
-"""Raft's safety over a simulated quorum: random delivery orders, drops, crashes, partitions and one-way cut links.
+"""Raft's safety over a simulated quorum: random delivery orders, drops, crashes, partitions and links cut
+one way.
 
 Checked after every step (``sim.Cluster.check``): never two leaders in one epoch; an entry once below
 some voter's high watermark (committed) is never replaced at that offset and is in every later leader's
