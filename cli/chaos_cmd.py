@@ -20,7 +20,6 @@ from kit.producer import ACKS_BY_NAME
 from kit.run_clock import RunClock
 from lab.chaos.nemesis import ChaosError
 from lab.chaos.run import (
-    CHAOS_FILE,
     CLIENTS,
     ChaosRun,
     Outcome,
@@ -33,8 +32,9 @@ from lab.chaos.run import (
     summary,
     write_run,
 )
-from lab.chaos.schedule import FAULT_KINDS, ScheduleError, make_schedule
+from lab.chaos.schedule import ScheduleError, make_schedule
 from lab.chaos.view import ChaosState, ChaosView
+from protocol import CHAOS_FILE, FAULT_KINDS
 
 # ---------------------------------------------------------------------------------------------- views
 

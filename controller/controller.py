@@ -41,6 +41,7 @@ from protocol.common import monotonic_ms, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
+from protocol.file_names import EVENTS_FILE
 from protocol.raft_messages import RAFT_API_VERSIONS
 from protocol.record_codec import preload_fast_scan
 from protocol.sasl_messages import SASL_API_VERSIONS
@@ -328,7 +329,7 @@ class KafkaController:
             state = start_new_epoch(self.directory, self.config.cluster_id)
         self._load_security()
         journal = self.journal = Journal(
-            self.directory / "events.jsonl",
+            self.directory / EVENTS_FILE,
             self.controller_id,
             owner_field="controller_id",
             clock_ms=wall_clock_ms,
