@@ -41,6 +41,7 @@ from protocol.common import BrokerEndpoint, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError, KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
+from protocol.file_names import ACKED_FILE, EVENTS_FILE
 from protocol.record_codec import preload_fast_scan
 from protocol.schema import from_body
 from protocol.security import current_client_security
@@ -80,12 +81,12 @@ def build_log_manager(config: BrokerConfig) -> LogManager:
 
 def open_journal(config: BrokerConfig) -> Journal:
     """``events.jsonl`` under ``journal.dir``; a journal that cannot be opened stops the start in one line."""
-    return _open_journal(config, "events.jsonl", Journal)
+    return _open_journal(config, EVENTS_FILE, Journal)
 
 
 def open_ack_journal(config: BrokerConfig) -> AckJournal:
     """``acked.jsonl`` beside ``events.jsonl``: every batch a leader acknowledges (docs/storage.md)."""
-    return _open_journal(config, "acked.jsonl", AckJournal)
+    return _open_journal(config, ACKED_FILE, AckJournal)
 
 
 def open_client_activity(config: BrokerConfig) -> ClientActivity:

@@ -21,7 +21,6 @@ from kit.protocol_faults import RuleInputError, load_rules_file
 from kit.run_clock import RunClock
 from lab.chaos.nemesis import ChaosError
 from lab.chaos.run import (
-    CHAOS_FILE,
     CLIENTS,
     NO_WORKLOAD,
     ChaosRun,
@@ -35,8 +34,9 @@ from lab.chaos.run import (
     summary,
     write_run,
 )
-from lab.chaos.schedule import FAULT_KINDS, ScheduleError, make_schedule
+from lab.chaos.schedule import ScheduleError, make_schedule
 from lab.chaos.view import ChaosState, ChaosView
+from protocol import CHAOS_FILE, FAULT_KINDS
 
 # ---------------------------------------------------------------------------------------------- views
 

@@ -32,6 +32,7 @@ from kit.local_cluster import (
     use_client_properties,
 )
 from kit.processes import process_state, send_signal, stop_process
+from protocol import CLUSTER_FILE, FaultAction
 
 DEFAULT_ROOT = Path("isrsim-data")
 
@@ -206,7 +207,7 @@ def _prepare(
         for name in ("brokers", "controllers", "base_port", "overrides", "secure")
         if ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)
     }
-    if (data_dir / "cluster.json").exists():
+    if (data_dir / CLUSTER_FILE).exists():
         info = ClusterInfo.load(data_dir)
         running = [p for p in [*info.controllers, *info.brokers] if process_state(p.pid) != "stopped"]
         if running:
@@ -268,7 +269,7 @@ def _undo_up(info: ClusterInfo, made: bool) -> None:
         entry.pid = None
     if made:
         shutil.rmtree(info.root, ignore_errors=True)
-    elif (Path(info.root) / "cluster.json").exists():
+    elif (Path(info.root) / CLUSTER_FILE).exists():
         info.save()
 
 
@@ -383,7 +384,9 @@ def broker_kill(broker_id: int, sig: str, data_dir: Path) -> None:
         raise click.ClickException(
             f"broker {broker_id} is not running; `isrsim broker restart {broker_id}` starts it"
         )
-    record_fault(info, "kill" if sig == "KILL" else "term", str(broker_id), signal=sig, pid=b.pid)
+    record_fault(
+        info, FaultAction.KILL if sig == "KILL" else FaultAction.TERM, str(broker_id), signal=sig, pid=b.pid
+    )
     click.echo(f"sent SIG{sig} to broker {broker_id} (pid {b.pid})")
 
 
@@ -402,7 +405,7 @@ def broker_restart(broker_id: int, data_dir: Path) -> None:
     except ClusterError as exc:
         raise _fail(exc) from None
     healed = heal_restarted(info, str(b.id))
-    record_fault(info, "restart", str(b.id), pid=b.pid, healed_links=healed)
+    record_fault(info, FaultAction.RESTART, str(b.id), pid=b.pid, healed_links=healed)
     click.echo(f"broker {b.id} restarted on {b.address} (pid {b.pid})")
 
 
@@ -414,7 +417,9 @@ def _pause_resume(broker_id: int, data_dir: Path, sig: signal.Signals, verb: str
         raise _fail(exc) from None
     if not send_signal(b.pid, sig):
         raise click.ClickException(f"broker {broker_id} is not running")
-    record_fault(info, "pause" if sig == signal.SIGSTOP else "resume", str(broker_id), pid=b.pid)
+    record_fault(
+        info, FaultAction.PAUSE if sig == signal.SIGSTOP else FaultAction.RESUME, str(broker_id), pid=b.pid
+    )
     click.echo(f"broker {broker_id} {verb} (pid {b.pid})")
 
 
@@ -481,7 +486,13 @@ def controller_kill(controller_id: int | None, active: bool, sig: str, data_dir:
         raise click.ClickException(
             f"{_controller_said(info, c)} is not running; `isrsim controller restart{again}` starts it"
         )
-    record_fault(info, "kill" if sig == "KILL" else "term", info.node_name(c), signal=sig, pid=c.pid)
+    record_fault(
+        info,
+        FaultAction.KILL if sig == "KILL" else FaultAction.TERM,
+        info.node_name(c),
+        signal=sig,
+        pid=c.pid,
+    )
     click.echo(f"sent SIG{sig} to {_controller_said(info, c)} (pid {c.pid})")
 
 
@@ -501,7 +512,7 @@ def controller_restart(controller_id: int | None, data_dir: Path) -> None:
     except ClusterError as exc:
         raise _fail(exc) from None
     healed = heal_restarted(info, info.node_name(c))
-    record_fault(info, "restart", info.node_name(c), pid=c.pid, healed_links=healed)
+    record_fault(info, FaultAction.RESTART, info.node_name(c), pid=c.pid, healed_links=healed)
     if info.quorum:
         click.echo(
             f"{_controller_said(info, c)} restarted on {c.address} (pid {c.pid}); it rejoins the quorum "
@@ -520,7 +531,9 @@ def _controller_pause_resume(
     if not send_signal(c.pid, sig):
         raise click.ClickException(f"{_controller_said(info, c)} is not running")
     verb = "paused" if sig == signal.SIGSTOP else "resumed"
-    record_fault(info, "pause" if sig == signal.SIGSTOP else "resume", info.node_name(c), pid=c.pid)
+    record_fault(
+        info, FaultAction.PAUSE if sig == signal.SIGSTOP else FaultAction.RESUME, info.node_name(c), pid=c.pid
+    )
     click.echo(f"{_controller_said(info, c)} {verb} (pid {c.pid})")
 
 

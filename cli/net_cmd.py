@@ -42,6 +42,7 @@ from kit.net_faults import (
 from protocol import (
     CLIENT,
     CLIENTS,
+    FaultAction,
     FaultSet,
     LinkFault,
 )
@@ -141,7 +142,7 @@ def net_partition(
     _run(
         data_dir,
         bootstrap_server,
-        "partition",
+        FaultAction.PARTITION,
         [a, b],
         {"one_way": one_way},
         lambda c, s: s.partition(endpoint(c, a), endpoint(c, b), one_way=one_way),
@@ -166,7 +167,7 @@ def net_isolate(a: str, seed: int | None, data_dir: Path | None, bootstrap_serve
     _run(
         data_dir,
         bootstrap_server,
-        "isolate",
+        FaultAction.ISOLATE,
         [a],
         {},
         lambda c, s: s.isolate(c.node(a).name, c.names),
@@ -207,7 +208,7 @@ def net_delay(
     _run(
         data_dir,
         bootstrap_server,
-        "delay",
+        FaultAction.DELAY,
         [a, b],
         {"ms": ms, "jitter_ms": jitter_ms, "one_way": one_way},
         lambda c, s: s.delay(endpoint(c, a), endpoint(c, b), ms, jitter_ms, one_way=one_way),
@@ -245,7 +246,7 @@ def net_loss(
     _run(
         data_dir,
         bootstrap_server,
-        "loss",
+        FaultAction.LOSS,
         [a, b],
         {"percent": percent, "one_way": one_way},
         lambda c, s: s.loss(endpoint(c, a), endpoint(c, b), percent, one_way=one_way),
@@ -272,7 +273,7 @@ def net_heal(nodes: tuple[str, ...], data_dir: Path | None, bootstrap_server: st
     _, change = _run(
         data_dir,
         bootstrap_server,
-        "heal",
+        FaultAction.HEAL,
         names,
         {},
         lambda c, s: s.heal(None if a is None else endpoint(c, a), None if b is None else endpoint(c, b)),

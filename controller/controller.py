@@ -43,6 +43,7 @@ from protocol.common import monotonic_ms, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError, KafkaError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
+from protocol.file_names import EVENTS_FILE
 from protocol.record_codec import preload_fast_scan
 from protocol.schema import from_body, to_body
 from protocol.security import current_client_security
@@ -296,7 +297,7 @@ class KafkaController:
             state = start_new_epoch(self.directory, self.config.cluster_id)
         self._load_security()
         journal = self.journal = Journal(
-            self.directory / "events.jsonl",
+            self.directory / EVENTS_FILE,
             self.controller_id,
             owner_field="controller_id",
             clock_ms=wall_clock_ms,

@@ -10,10 +10,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from protocol import CLIENT_PROPERTIES
+
 if TYPE_CHECKING:
     from protocol import ClientSecurity
 
-CLIENT_PROPERTIES = "client.properties"
 DEFAULT_ROOT = Path("isrsim-data")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import trio
 
 from protocol import (
+    CLUSTER_FILE,
     ApiKeys,
     AuthenticationFailed,
     ConnectionClosed,
@@ -48,7 +49,7 @@ def bootstrap_from(bootstrap_server: str | None, data_dir: Path | None) -> list[
     if bootstrap_server:
         return [parse_address(s) for s in bootstrap_server.split(",") if s.strip()]
     root = data_dir or Path("isrsim-data")
-    path = root / "cluster.json"
+    path = root / CLUSTER_FILE
     try:
         cluster = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import ClusterError
+from protocol import CLUSTER_FILE
 
-CLUSTER_FILE = "cluster.json"
 CONTROLLER_ID = 1000
 
 

@@ -1,7 +1,8 @@
 """``<root>/faults.jsonl``: every fault the CLI applies or heals, one JSON object a line (docs/faults.md).
 
-``{"ts_ms", "action", "nodes", "params"}``: ``action`` is a network fault (``partition``, ``isolate``,
-``delay``, ``loss``, ``heal``) or a process fault (``kill``, ``term``, ``restart``, ``pause``, ``resume``);
+``{"ts_ms", "action", "nodes", "params"}``: ``action`` is a fault kind or the action that ends one
+(``protocol.FAULT_ACTIONS``: ``partition``, ``isolate``, ``delay``, ``loss``, ``heal``; ``kill``, ``term``,
+``restart``, ``pause``, ``resume``);
 ``nodes`` are node names (``"controller"``, ``"1"`` ...); ``params`` the action's options.
 Protocol-level fault rules (``kit.protocol_faults``) add ``rule_add``, ``rule_hit`` and ``rule_remove``
 records, with ``rule_id`` and ``rule`` (and, for a hit, ``hit`` and the request's ``api``, ``topic``,
@@ -15,12 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from protocol import wall_clock_ms
-
-FAULTS_FILE = "faults.jsonl"
-NET_ACTIONS = ("partition", "isolate", "delay", "loss", "heal")
-PROCESS_ACTIONS = ("kill", "term", "restart", "pause", "resume")
-RULE_ACTIONS = ("rule_add", "rule_hit", "rule_remove")
+from protocol import FAULTS_FILE, RULE_ACTIONS, wall_clock_ms
 
 
 def append_fault(
@@ -36,7 +32,7 @@ def append_fault(
     the record (a protocol-level fault rule's ``rule``, a hit's request)."""
     record = {
         "ts_ms": wall_clock_ms() if ts_ms is None else ts_ms,
-        "action": action,
+        "action": str(action),
         "nodes": [str(n) for n in nodes],
         "params": params or {},
         **(extra or {}),
@@ -69,4 +65,4 @@ def read_faults(root: Path) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["FAULTS_FILE", "NET_ACTIONS", "PROCESS_ACTIONS", "RULE_ACTIONS", "append_fault", "read_faults"]
+__all__ = ["FAULTS_FILE", "RULE_ACTIONS", "append_fault", "read_faults"]

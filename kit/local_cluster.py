@@ -28,7 +28,7 @@ from kit.processes import (
     wait_exit,
     wait_started,
 )
-from protocol import ApiKeys
+from protocol import CLUSTER_FILE, EVENTS_FILE, ApiKeys
 
 # How long `cluster down`, a restart and the lab's runs give a node to stop cleanly before SIGKILL.
 STOP_TIMEOUT_S = 30.0
@@ -127,7 +127,7 @@ def fresh_cluster(
     scenario): a previous cluster there is stopped and deleted first; a directory that is not a cluster root
     is refused. Returns when the cluster is healthy."""
     if root.exists():
-        if not (root / "cluster.json").exists() and any(root.iterdir()):
+        if not (root / CLUSTER_FILE).exists() and any(root.iterdir()):
             raise ClusterError(f"{root} exists and is not an isrsim {what} root; choose another --data-dir")
         try:
             old = ClusterInfo.load(root)
@@ -204,7 +204,7 @@ def create_layout(
                 dir=str(cdir),
                 config=str(cdir / "controller.properties"),
                 log=str(cdir / "controller.log"),
-                journal=str(cdir / "events.jsonl"),
+                journal=str(cdir / EVENTS_FILE),
                 metrics_port=metrics_ports[n],
             )
         )
@@ -259,7 +259,7 @@ def create_layout(
             dir=str(bdir),
             config=str(bdir / "server.properties"),
             log=str(bdir / "broker.log"),
-            journal=str(bdir / "events.jsonl"),
+            journal=str(bdir / EVENTS_FILE),
             data_dir=str(bdir / "data"),
             metrics_port=metrics_ports[controllers + i - 1],
         )

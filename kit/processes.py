@@ -30,6 +30,7 @@ from typing import IO, Any, TypeVar
 
 from broker import read_journal
 from kit.errors import ClusterError, KitError
+from protocol import EVENTS_FILE
 
 T = TypeVar("T")
 
@@ -476,7 +477,7 @@ class BrokerProcess(NodeProcess):
 
     @property
     def journal(self) -> Path:
-        return Path(self.overrides.get("journal.dir") or self.log_dir) / "events.jsonl"
+        return Path(self.overrides.get("journal.dir") or self.log_dir) / EVENTS_FILE
 
     @property
     def events_path(self) -> Path:
@@ -517,7 +518,7 @@ class ControllerProcess(NodeProcess):
             "metadata.log.dir": str(directory),
             **(overrides or {}),
         }
-        super().__init__("the controller", journal=directory / "events.jsonl", log_path=log_path, cwd=cwd)
+        super().__init__("the controller", journal=directory / EVENTS_FILE, log_path=log_path, cwd=cwd)
 
     def command(self) -> list[str]:
         args = ["controller", "start", "--log-level", self.log_level]

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.fault_journal import read_faults
-from protocol import wall_clock_ms
+from protocol import EVENTS_FILE, wall_clock_ms
 
-JOURNAL_FILE = "events.jsonl"
 _NODE_DIR = re.compile(r"^(broker-\d+|controller|controller-\d+)$")
 _MAX_DEPTH = 3  # a journal is looked for this many levels below a node's directory
 
@@ -50,7 +49,7 @@ def _journals(directory: Path, depth: int = 0) -> list[Path]:
     except OSError:
         return found
     for entry in entries:
-        if entry.name == JOURNAL_FILE and entry.is_file():
+        if entry.name == EVENTS_FILE and entry.is_file():
             found.append(entry)
         elif depth < _MAX_DEPTH and entry.is_dir():
             found.extend(_journals(entry, depth + 1))
@@ -134,7 +133,6 @@ class RunClock:
 
 
 __all__ = [
-    "JOURNAL_FILE",
     "Origin",
     "RunClock",
     "describe_t0",

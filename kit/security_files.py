@@ -29,12 +29,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from broker import CredentialStore, ScramCredential, write_secret_file
+from protocol import CLIENT_PROPERTIES, CREDENTIALS_FILE, SECURITY_DIR
 
 ADMIN_USER = "admin"
 BROKER_USER = "broker"
-SECURITY_DIR = "security"
-CLIENT_PROPERTIES = "client.properties"
-CREDENTIALS_FILE = Path(SECURITY_DIR) / "credentials.json"
 SECURE_PROTOCOL = "SASL_SSL"
 MECHANISM = "SCRAM-SHA-256"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -190,7 +188,7 @@ class SecureSetup:
         assert self._ca is not None
         keystore = node_dir / SECURITY_DIR / "keystore.pem"
         write_secret_file(keystore, self._ca.issue(name, hosts).decode())
-        self.credentials.save(data_dir / CREDENTIALS_FILE)
+        self.credentials.save(data_dir / SECURITY_DIR / CREDENTIALS_FILE)
         return {
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(keystore),

@@ -37,7 +37,7 @@ from kit.node_query import ask_sync
 from kit.processes import process_state, send_signal, stop_process
 from kit.producer import AckJournal
 from kit.run_clock import RunClock
-from protocol import ApiKeys
+from protocol import CLIENT_PROPERTIES, ApiKeys, FaultAction
 
 TOPIC = "demo"
 DEMO_SETTINGS = (
@@ -180,7 +180,7 @@ class Demo:
 
     def start_librdkafka(self) -> None:
         count = self.rate * self.seconds
-        properties = read_properties(self.root / "client.properties") if self.secure else {}
+        properties = read_properties(self.root / CLIENT_PROPERTIES) if self.secure else {}
         config = producer_config(
             [(b.host, b.port) for b in self.cluster.brokers],
             client_id="demo-librdkafka",
@@ -242,7 +242,7 @@ class Demo:
         voter, epoch = found
         c = self.cluster.controller_by_id(voter)
         send_signal(c.pid, __import__("signal").SIGKILL)
-        record_fault(self.cluster, "kill", str(voter), signal="KILL", pid=c.pid, controller=True)
+        record_fault(self.cluster, FaultAction.KILL, str(voter), signal="KILL", pid=c.pid, controller=True)
         t0 = time.monotonic()
         self.say(f"[red]SIGKILL[/] controller {voter}, the active controller (quorum epoch {epoch})")
         new, new_epoch = self.wait(
@@ -254,7 +254,7 @@ class Demo:
         )
         start_controller(self.cluster, c)
         self.cluster.save()
-        record_fault(self.cluster, "restart", str(voter), pid=c.pid, controller=True)
+        record_fault(self.cluster, FaultAction.RESTART, str(voter), pid=c.pid, controller=True)
         self.say(f"controller {voter} restarted: it rejoins the quorum as a follower")
         return int(voter)
 
@@ -262,7 +262,7 @@ class Demo:
         victim = self.leader_of(0)
         b = self.cluster.broker(victim)
         send_signal(b.pid, __import__("signal").SIGKILL)
-        record_fault(self.cluster, "kill", str(victim), signal="KILL", pid=b.pid)
+        record_fault(self.cluster, FaultAction.KILL, str(victim), signal="KILL", pid=b.pid)
         self.say(f"[red]SIGKILL[/] broker {victim}, leader of {TOPIC}-0")
         self.wait(
             f"the controller to fence broker {victim} and elect new leaders",
@@ -271,7 +271,7 @@ class Demo:
         self.say(f"new leader of {TOPIC}-0: broker {self.leader_of(0)}")
         start_broker(self.cluster, b)
         self.cluster.save()
-        record_fault(self.cluster, "restart", str(victim), pid=b.pid)
+        record_fault(self.cluster, FaultAction.RESTART, str(victim), pid=b.pid)
         self.say(f"broker {victim} restarted: truncating by leader epoch and catching up")
         self.wait(f"broker {victim} to rejoin every ISR", self.all_isr_full)
         self.say(f"broker {victim} is back in every ISR")
@@ -281,12 +281,12 @@ class Demo:
         victim = next(b.id for b in self.cluster.brokers if b.id not in avoid)
         b = self.cluster.broker(victim)
         self.say(f"[yellow]SIGTERM[/] broker {victim}: controlled shutdown moves its leaderships first")
-        record_fault(self.cluster, "term", str(victim), signal="TERM", pid=b.pid)
+        record_fault(self.cluster, FaultAction.TERM, str(victim), signal="TERM", pid=b.pid)
         result = stop_process(b.pid, 30)
         self.say(f"broker {victim} {result}; restarting it")
         start_broker(self.cluster, b)
         self.cluster.save()
-        record_fault(self.cluster, "restart", str(victim), pid=b.pid)
+        record_fault(self.cluster, FaultAction.RESTART, str(victim), pid=b.pid)
         self.wait(f"broker {victim} to rejoin every ISR", self.all_isr_full)
         self.say(f"broker {victim} is back in every ISR")
         return victim
@@ -296,12 +296,12 @@ class Demo:
         victim = next((x for x in sorted(leaders) if x not in avoid), None) or sorted(leaders)[0]
         b = self.cluster.broker(victim)
         send_signal(b.pid, __import__("signal").SIGSTOP)
-        record_fault(self.cluster, "pause", str(victim), pid=b.pid)
+        record_fault(self.cluster, FaultAction.PAUSE, str(victim), pid=b.pid)
         self.say(f"[magenta]SIGSTOP[/] broker {victim}: a zombie leader, sockets open, answering nothing")
         self.wait(f"the controller to fence broker {victim}", lambda: self.fenced(victim))
         self.say(f"broker {victim} fenced; its partitions have new leaders")
         send_signal(b.pid, __import__("signal").SIGCONT)
-        record_fault(self.cluster, "resume", str(victim), pid=b.pid)
+        record_fault(self.cluster, FaultAction.RESUME, str(victim), pid=b.pid)
         self.say(f"[magenta]SIGCONT[/] broker {victim}: it learns its leaderships are gone (fenced by epoch)")
         self.wait(f"broker {victim} to rejoin every ISR", self.all_isr_full)
         self.say(f"broker {victim} is back in every ISR")

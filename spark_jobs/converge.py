@@ -29,14 +29,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol import FAULT_RULES, NETWORK, PROCESS, FaultAction
 from spark_jobs.fault_log import FaultBand
 
 ISR_EVENTS = ("became_leader", "isr_changed", "leader_elected")
 LIFE_EVENTS = ("broker_started", "broker_stopped", "broker_shutting_down", "broker_fenced", "broker_unfenced")
 # The controllers' own: who the active controller (the quorum leader) is, and when there is none.
 QUORUM_EVENTS = ("quorum_state", "controller_started", "controller_stopped")
-NET_ACTIONS = ("partition", "isolate", "delay", "loss")
-STOP_ACTIONS = ("kill", "term", "pause")
 TPKey = tuple[str, int]
 
 
@@ -156,9 +155,10 @@ def controller_fault(w: Window, events: list[Event], voters: Iterable[int]) -> b
     on_voter = [n for n in w.nodes if is_controller_node(n, voters)]
     if not on_voter:
         return False
-    if w.action in NET_ACTIONS:
+    rule = FAULT_RULES.get(w.action)
+    if rule is not None and rule.family == NETWORK:
         return True
-    if w.action in STOP_ACTIONS:
+    if rule is not None and rule.family == PROCESS:
         active = active_controller_at(events, w.start_ms)
         return "controller" in on_voter or (active is not None and str(active) in on_voter)
     return False
@@ -373,7 +373,7 @@ def journal_windows(events: list[Event], bands: list[FaultBand], until_ms: int |
     for w in sorted(found, key=lambda w: (w.start_ms, w.label)):
         # A crash or stop is the CLI's kill/term of that broker when one overlaps it; a fencing is the
         # consequence of any CLI fault of that broker in force then (a kill, a pause, an isolation ...).
-        same = [o for o in cli if w.action == "fenced" or o.action in ("kill", "term")]
+        same = [o for o in cli if w.action == "fenced" or o.action in (FaultAction.KILL, FaultAction.TERM)]
         if any(_overlap(w, o) and set(w.nodes) & set(o.nodes) for o in [*same, *kept]):
             continue
         kept.append(w)

@@ -19,11 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-FAULTS_FILE = "faults.jsonl"
-NET_FAULTS = ("partition", "isolate", "delay", "loss")
-DOWN_FAULTS = ("kill", "term")
-# Protocol-level fault rules (docs/faults.md): instants, labelled with the rule and the request it hit.
-RULE_ACTIONS = ("rule_add", "rule_hit", "rule_remove")
+# Which action ends each kind (a network fault: heal; kill and term: restart; pause: resume) and how each
+# is labelled are protocol.fault_kinds' rules.
+from protocol import FAULT_RULES, FAULTS_FILE, NETWORK, NODE, RULE_ACTIONS, FaultAction, fault_label
 
 
 @dataclass
@@ -64,11 +62,6 @@ def read_fault_log(root: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _link(nodes: list[str], params: dict[str, Any]) -> str:
-    """``1 -> controller`` for a one-way fault (only that direction is cut), ``1 <-> 2`` for both."""
-    return (" -> " if params.get("one_way") else " <-> ").join(nodes)
-
-
 def _rule_label(rec: dict[str, Any]) -> str:
     """A protocol-level fault rule's record (``rule_add``, ``rule_hit``, ``rule_remove``; docs/faults.md)."""
     rule = rec.get("rule") if isinstance(rec.get("rule"), dict) else {}
@@ -85,18 +78,6 @@ def _rule_label(rec: dict[str, Any]) -> str:
     return f"{head} {verb}: {rule.get('api')}{where} {what}"
 
 
-def _label(action: str, nodes: list[str], params: dict[str, Any]) -> str:
-    who = " ".join(nodes)
-    if action == "partition":
-        return f"partition {_link(nodes, params)}"
-    if action == "delay":
-        jitter = f"±{params['jitter_ms']}" if params.get("jitter_ms") else ""
-        return f"delay {_link(nodes, params)} {params.get('ms')}{jitter} ms"
-    if action == "loss":
-        return f"loss {_link(nodes, params)} {params.get('percent')}%"
-    return f"{action} {who}".strip()
-
-
 def _same_links(band: FaultBand, nodes: list[str], params: dict[str, Any]) -> bool:
     """The same links as ``band``: the same pair, and for a one-way fault the same direction."""
     if set(band.nodes) != set(nodes):
@@ -111,7 +92,7 @@ def _heal_covers(heal_nodes: list[str], band: FaultBand) -> bool:
         return True
     if len(heal_nodes) == 1:
         return heal_nodes[0] in band.nodes
-    if band.action == "isolate":
+    if FAULT_RULES[band.action].scope == NODE:
         return False  # healing one pair leaves the rest of the isolation in force
     return set(heal_nodes) == set(band.nodes)
 
@@ -127,23 +108,25 @@ def fault_bands(records: list[dict[str, Any]]) -> list[FaultBand]:
 
     for rec in records:
         action, nodes, params, ts = rec["action"], rec["nodes"], rec["params"], rec["ts_ms"]
-        if action == "heal":
-            for band in [b for b in open_ if b.action in NET_FAULTS and _heal_covers(nodes, b)]:
-                close(band, ts, "heal")
-        elif action == "restart":
+        ends = {k: FAULT_RULES[k].ended_by for k in (b.action for b in open_)}
+        if action == FaultAction.HEAL:
+            for band in [b for b in open_ if ends[b.action] == action and _heal_covers(nodes, b)]:
+                close(band, ts, action)
+        elif action == FaultAction.RESTART:
+            # A restarted node starts healed: a restart ends its network faults, and its kill or term.
             for band in [b for b in open_ if any(n in b.nodes for n in nodes)]:
-                if band.action in NET_FAULTS or band.action in DOWN_FAULTS:
-                    close(band, ts, "restart")
-        elif action == "resume":
-            for band in [b for b in open_ if b.action == "pause" and b.nodes == nodes]:
-                close(band, ts, "resume")
-        elif action in NET_FAULTS:
+                if ends[band.action] in (FaultAction.HEAL, FaultAction.RESTART):
+                    close(band, ts, action)
+        elif action == FaultAction.RESUME:
+            for band in [b for b in open_ if ends[b.action] == action and b.nodes == nodes]:
+                close(band, ts, action)
+        elif action in FAULT_RULES and FAULT_RULES[action].family == NETWORK:
             for band in [b for b in open_ if b.action == action and _same_links(b, nodes, params)]:
                 close(band, ts, f"another {action}")
-        label = _rule_label(rec) if action in RULE_ACTIONS else _label(action, nodes, params)
+        label = _rule_label(rec) if action in RULE_ACTIONS else fault_label(action, nodes, params)
         band = FaultBand(action, nodes, params, ts, label=label)
         bands.append(band)
-        if action in NET_FAULTS or action in DOWN_FAULTS or action == "pause":
+        if action in FAULT_RULES:
             open_.append(band)
         else:
             band.instant = True

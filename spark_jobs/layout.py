@@ -20,9 +20,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-META_PROPERTIES = "meta.properties"
-EVENTS_FILE = "events.jsonl"
-ACKED_FILE = "acked.jsonl"  # a broker's acknowledgement journal, beside its events.jsonl
+from protocol import ACKED_FILE, EVENTS_FILE, META_PROPERTIES
+
 ACTIVITY_FILE = "client-activity.jsonl"  # what clients asked a broker and were told, per second
 HW_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"

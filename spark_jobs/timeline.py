@@ -17,20 +17,17 @@ import io
 import math
 from typing import Any
 
+from protocol import FAULT_RULES
 from spark_jobs.figures import FigureData
 
 # One colour per broker (tab10 without green and grey, kept for "converged" and "down").
 BROKER_COLOURS = ["tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
+# Each fault kind's colour is its rule's (protocol.fault_kinds); the windows seen only in the journals
+# take their kin's.
 BAND_COLOURS = {
-    "partition": "#d62728",
-    "isolate": "#9467bd",
-    "delay": "#bcbd22",
-    "loss": "#8c564b",
-    "kill": "#555555",
-    "crash": "#555555",
-    "term": "#999999",
-    "stop": "#999999",
-    "pause": "#17becf",
+    **{kind: rule.colour for kind, rule in FAULT_RULES.items()},
+    "crash": FAULT_RULES["kill"].colour,
+    "stop": FAULT_RULES["term"].colour,
     "fenced": "#ff7f0e",
 }
 LEADER_MARK = {"marker": "v", "color": "black", "markersize": 6, "linestyle": "none"}
@@ -42,7 +39,8 @@ def broker_colour(broker: int) -> str:
 
 
 def band_colour(action: str) -> str:
-    return BAND_COLOURS.get(action, "#7f7f7f")
+    rule = FAULT_RULES.get(action)
+    return rule.colour if rule is not None else BAND_COLOURS.get(action, "#7f7f7f")
 
 
 def _plt() -> Any:

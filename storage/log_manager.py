@@ -20,6 +20,7 @@ from pathlib import Path
 
 from protocol.common import TopicPartition, is_valid_topic_name
 from protocol.errors import KafkaStorageError
+from protocol.file_names import META_PROPERTIES
 from storage.checkpoint import CheckpointError, OffsetCheckpointFile, fsync_directory
 from storage.log import Log, LogConfig
 from storage.log_dir_failure import LogDirFailureChannel
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 HW_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
-META_PROPERTIES = "meta.properties"
 # The encoding of the records inside batches, in meta.properties: 2 is Kafka's DefaultRecord (docs/storage.md,
 # milestone 3). A directory from before it (no such key, msgpack records) is refused at start.
 RECORD_FORMAT_KEY = "isrsim.record.format"

@@ -24,7 +24,7 @@ from kit import unmanaged
 from kit.errors import KitError
 from kit.node_query import request as node_request
 from kit.processes import BrokerProcess, async_wait_until, launch
-from protocol import ApiKeys
+from protocol import CLUSTER_FILE, ApiKeys
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The log level of the benchmark's brokers and controllers (``ISRSIM_BENCH_LOG_LEVEL=DEBUG`` with
@@ -167,7 +167,7 @@ class BenchCluster:
                 for b in self.brokers.values()
             ],
         }
-        (self.root / "cluster.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
+        (self.root / CLUSTER_FILE).write_text(json.dumps(doc, indent=2), encoding="utf-8")
 
     def __getitem__(self, broker_id: int) -> BenchBroker:
         return self.brokers[broker_id]

@@ -26,6 +26,7 @@ from lab.bench.cluster import BenchCluster, cpu_seconds
 from lab.bench.context import BenchContext, Skip
 from lab.bench.results import Figure, ScenarioResult, Target
 from lab.bench.throughput import BROKER_IDS, CLUSTER_OVERRIDES, produce
+from protocol import ACKED_FILE
 
 TOPIC = "bench"
 PARTITIONS = 3
@@ -42,7 +43,7 @@ def _batch_sizes(cluster: BenchCluster, client_id: str) -> list[int]:
     """Records per batch of every batch the leaders acknowledged to ``client_id``."""
     sizes: list[int] = []
     for b in cluster.brokers.values():
-        path = Path(b.dir) / "acked.jsonl"
+        path = Path(b.dir) / ACKED_FILE
         if not path.exists():
             continue
         for line in path.read_text(encoding="utf-8").splitlines():

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from lab.chaos.schedule import DOWN_KINDS, FaultStep
+from lab.chaos.schedule import FaultStep
+from protocol import FAULT_RULES, NETWORK
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,11 @@ class ServiceView:
 
 def taken_down(step: FaultStep) -> set[str]:
     """The brokers a step takes out of service (and that must be back before they stop counting)."""
-    if step.kind not in DOWN_KINDS:
+    rule = FAULT_RULES[step.kind]
+    if not rule.takes_down:
         return set()
-    return set(step.down) | (step.brokers if step.kind == "partition" else set())
+    # A network fault that takes brokers down (a partition, an isolation) takes each of its brokers.
+    return set(step.down) | (step.brokers if rule.family == NETWORK else set())
 
 
 def brokers_out(

@@ -33,7 +33,7 @@ from kit.local_cluster import STOP_TIMEOUT_S, start_broker, start_controller
 from kit.net_faults import NetCluster, NetError, change_faults, cluster_from_info, read_tables
 from kit.processes import process_state, send_signal, stop_process, wait_exit
 from lab.chaos.schedule import FaultStep
-from protocol import CLIENT, CLIENTS, CONTROLLER, FaultSet
+from protocol import CLIENT, CLIENTS, CONTROLLER, FAULT_RULES, NODE, PROCESS_KINDS, FaultAction, FaultSet
 
 NET_RETRIES = 3
 RESTART_ATTEMPTS = 2
@@ -100,7 +100,7 @@ class Nemesis:
         voter = view.voter.id
         if voter is None:  # pragma: no cover - voters_of names every voter by id
             raise ClusterError("the active controller has no id in cluster.json")
-        if step.kind == "isolate":
+        if FAULT_RULES[step.kind].scope == NODE:
             down = [c.id for c in self.info.controllers if process_state(c.pid) != "running"]
             if len(down) + 1 > self.max_controllers_down:
                 raise ClusterError(
@@ -119,27 +119,20 @@ class Nemesis:
             if voter is not None:
                 params["active_controller"] = voter
             self.acted[step.index] = nodes
-            if kind in ("kill", "term", "pause"):
+            rule = FAULT_RULES[kind]
+            if kind in PROCESS_KINDS:
                 self._start_process_fault(step, params)
             else:
                 seed = step.params.get("seed")
                 a = nodes[0]
                 b = nodes[1] if len(nodes) > 1 else ""
-                one_way = bool(step.params.get("one_way"))
-                required = [n for n in (a, b) if n != CLIENTS]
-                b = CLIENT if b == CLIENTS else b
-                if kind == "partition":
-                    await self._change(lambda c, s: s.partition(a, b, one_way=one_way), required, None)
-                elif kind == "isolate":
-                    await self._change(lambda c, s: s.isolate(a, c.names), [a], None)
-                elif kind == "delay":
-                    ms, jitter = int(step.params["ms"]), int(step.params["jitter_ms"])
-                    await self._change(
-                        lambda c, s: s.delay(a, b, ms, jitter, one_way=one_way), required, seed
-                    )
-                elif kind == "loss":
-                    pct = float(step.params["percent"])
-                    await self._change(lambda c, s: s.loss(a, b, pct, one_way=one_way), required, seed)
+                required = [a] if rule.scope == NODE else [n for n in (a, b) if n != CLIENTS]
+                ends = [a] if rule.scope == NODE else [a, CLIENT if b == CLIENTS else b]
+                edit = rule.edit
+                assert edit is not None  # every network kind edits the fault set
+                await self._change(
+                    lambda c, s: edit(s, ends, step.params, c.names), required, seed if rule.seeded else None
+                )
                 self._record(kind, nodes, params)
         except (NetError, ClusterError) as exc:
             self.acted.pop(step.index, None)
@@ -150,10 +143,11 @@ class Nemesis:
         self.injected[kind] = self.injected.get(kind, 0) + 1
         which = "" if voter is None else f"; {voter} is the active controller"
         self.say(f"[red]{self.label(step)}[/] (for {step.until_s - step.at_s:.1f}s{which})")
-        pid = self._entry(step).pid if kind in ("kill", "term") else None
-        if kind == "kill":
+        ended_by_restart = FAULT_RULES[kind].ended_by == FaultAction.RESTART
+        pid = self._entry(step).pid if ended_by_restart else None
+        if kind == FaultAction.KILL:
             await trio.to_thread.run_sync(wait_exit, pid, 5.0)  # reaps it if this process started it
-        elif kind == "term":
+        elif kind == FaultAction.TERM:
             result = await trio.to_thread.run_sync(stop_process, pid, STOP_TIMEOUT_S)
             self.say(f"{self._name(step)} {result}")
         return True
@@ -172,10 +166,10 @@ class Nemesis:
         state = process_state(b.pid)
         if state != "running":
             raise ClusterError(f"{self._name(step)} is {state}")
-        sig = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "pause": signal.SIGSTOP}[step.kind]
-        if step.kind == "term":
+        sig = signal.Signals[f"SIG{FAULT_RULES[step.kind].signal}"]
+        if step.kind == FaultAction.TERM:
             # Recorded before the signal: the controlled shutdown that follows is part of the fault.
-            self._record("term", step.nodes, {**params, "pid": b.pid})
+            self._record(FaultAction.TERM, step.nodes, {**params, "pid": b.pid})
             return
         if not send_signal(b.pid, sig):
             raise ClusterError(f"{self._name(step)} is not running")
@@ -192,18 +186,19 @@ class Nemesis:
             return
         node = step.nodes[0]
         params = _step_marks(step)
-        if step.kind in ("kill", "term") and step.controller:
+        rule = FAULT_RULES[step.kind]
+        if rule.ended_by == FaultAction.RESTART and step.controller:
             await self.restart_controller(int(node), params)
-        elif step.kind in ("kill", "term"):
+        elif rule.ended_by == FaultAction.RESTART:
             await self.restart(int(node), params)
-        elif step.kind == "pause":
+        elif rule.ended_by == FaultAction.RESUME:
             b = self._entry(step)
             send_signal(b.pid, signal.SIGCONT)
-            self._record("resume", [node], {**params, "pid": b.pid})
+            self._record(FaultAction.RESUME, [node], {**params, "pid": b.pid})
             self.say(f"[green]resume {node}[/]")
         else:
             acted = self.acted.pop(step.index, step.nodes)
-            pair = acted if step.kind != "isolate" else acted[:1]
+            pair = acted[:1] if rule.scope == NODE else acted
             a, b2 = pair[0], pair[1] if len(pair) > 1 else None
             b2 = CLIENT if b2 == CLIENTS else b2
             for attempt in range(1, NET_RETRIES + 1):
@@ -216,7 +211,7 @@ class Nemesis:
                         self.say(f"[yellow]heal {' '.join(pair)} failed[/] ({why}); healed at the end")
                         return
                     await trio.sleep(1.0)
-            self._record("heal", pair, params)
+            self._record(FaultAction.HEAL, pair, params)
             self.say(f"[green]heal {' '.join(pair)}[/]")
 
     async def restart(self, broker_id: int, params: dict[str, Any]) -> None:
@@ -237,7 +232,7 @@ class Nemesis:
             healed = len(change.before) - len(change.after)
         except NetError:
             pass
-        self._record("restart", [str(broker_id)], {**params, "pid": b.pid, "healed_links": healed})
+        self._record(FaultAction.RESTART, [str(broker_id)], {**params, "pid": b.pid, "healed_links": healed})
         self.say(f"[green]restart {broker_id}[/] (pid {b.pid})")
 
     async def restart_controller(self, voter: int, params: dict[str, Any]) -> None:
@@ -252,7 +247,7 @@ class Nemesis:
                 error = exc
         else:
             raise ChaosError(f"controller {voter} did not start again: {error}")
-        self._record("restart", [str(voter)], {**params, "pid": c.pid, "controller": True})
+        self._record(FaultAction.RESTART, [str(voter)], {**params, "pid": c.pid, "controller": True})
         self.say(f"[green]restart controller {voter}[/] (pid {c.pid})")
 
     def _start_controller(self, voter: int) -> None:
@@ -279,7 +274,9 @@ class Nemesis:
         for c in controllers:
             if process_state(c.pid) == "paused":
                 send_signal(c.pid, signal.SIGCONT)
-                self._record("resume", [str(c.id)], {"pid": c.pid, "controller": True, "chaos_final": True})
+                self._record(
+                    FaultAction.RESUME, [str(c.id)], {"pid": c.pid, "controller": True, "chaos_final": True}
+                )
                 done.append(f"resumed controller {c.id}")
         for c in controllers:
             if process_state(c.pid) == "stopped":
@@ -288,7 +285,7 @@ class Nemesis:
         for b in self.info.brokers:
             if process_state(b.pid) == "paused":
                 send_signal(b.pid, signal.SIGCONT)
-                self._record("resume", [str(b.id)], {"pid": b.pid, "chaos_final": True})
+                self._record(FaultAction.RESUME, [str(b.id)], {"pid": b.pid, "chaos_final": True})
                 done.append(f"resumed {b.id}")
         for attempt in range(1, NET_RETRIES + 1):
             try:
@@ -296,7 +293,7 @@ class Nemesis:
                 if not any(tables.values()):
                     break
                 await self._change(lambda c, s: s.heal(), [], None)
-                self._record("heal", [], {"chaos_final": True})
+                self._record(FaultAction.HEAL, [], {"chaos_final": True})
                 done.append("healed every network fault")
                 break
             except NetError as exc:

@@ -46,10 +46,14 @@ from lab.chaos.budget import ServiceView, blocked, brokers_out, still_recovering
 from lab.chaos.nemesis import Nemesis
 from lab.chaos.schedule import FaultStep, Schedule
 from lab.chaos.view import ChaosView
-from protocol import ApiKeys, Errors, ProtocolFaultRule, error_name, wall_clock_ms
-
-CHAOS_FILE = "chaos.json"
-
+from protocol import (
+    CLIENT_PROPERTIES,
+    ApiKeys,
+    Errors,
+    ProtocolFaultRule,
+    error_name,
+    wall_clock_ms,
+)
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -229,7 +233,7 @@ class ChaosRun:
         outstanding."""
         producer_id = f"chaos-librdkafka-{int(time.time())}-{os.getpid()}"
         journal = AckJournal(Path(self.info.root) / "workload", producer_id)
-        props_path = Path(self.info.root) / "client.properties"
+        props_path = Path(self.info.root) / CLIENT_PROPERTIES
         config = producer_config(
             self.bootstrap,
             client_id=producer_id,

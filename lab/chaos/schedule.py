@@ -46,12 +46,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from protocol import CLIENTS, CONTROLLER
+from protocol import (
+    CLIENTS,
+    CONTROLLER,
+    DOWN_KINDS,
+    FAULT_KINDS,
+    FAULT_RULES,
+    NETWORK,
+    NETWORK_KINDS,
+    NODE,
+    PROCESS,
+    PROCESS_KINDS,
+    fault_label,
+)
 
-FAULT_KINDS = ("kill", "term", "pause", "partition", "isolate", "delay", "loss")
-PROCESS_KINDS = ("kill", "term", "pause")
-NETWORK_KINDS = ("partition", "isolate", "delay", "loss")
-DOWN_KINDS = ("kill", "term", "pause", "partition", "isolate")
+# The kinds and their rules (what each takes down, where it may fall, what is drawn for it) are
+# protocol.fault_kinds'; this module decides when and on whom.
 SCHEDULE_VERSION = 2
 TARGETS = ("brokers", "controllers")
 # A fault lasts between MIN_LENGTH and MAX_LENGTH intervals.
@@ -92,19 +102,8 @@ class FaultStep:
         return {self.nodes[0]} if self.controller else set()
 
     def describe(self) -> str:
-        p = self.params
-        if self.kind in PROCESS_KINDS:
-            # A voter is named by its id (from 1000), as the report and `isrsim controller kill` name it.
-            return f"{self.kind} {self.nodes[0]}"
-        if self.kind == "isolate":
-            return f"isolate {self.nodes[0]}"
-        arrow = " -> " if p.get("one_way") else " <-> "  # as the report names it (spark_jobs.fault_log)
-        link = f"{self.nodes[0]}{arrow}{self.nodes[1]}"
-        if self.kind == "delay":
-            return f"delay {link} {p['ms']}±{p['jitter_ms']} ms"
-        if self.kind == "loss":
-            return f"loss {link} {p['percent']:g}%"
-        return f"partition {link}"
+        """As the report names it; a voter by its id (from 1000), as `isrsim controller kill` does."""
+        return fault_label(self.kind, self.nodes, self.params)
 
 
 @dataclass(frozen=True)
@@ -167,9 +166,9 @@ def parse_kinds(text: str | Iterable[str]) -> list[str]:
     if not names:
         raise ScheduleError(f"--faults names no fault kind: choose from {', '.join(FAULT_KINDS)}")
     for name in names:
-        if name not in FAULT_KINDS:
-            raise ScheduleError(f"unknown fault kind {name!r}: choose from {', '.join(FAULT_KINDS)}")
-    return [k for k in FAULT_KINDS if k in names]
+        if name not in FAULT_RULES:
+            raise ScheduleError(f"unknown fault kind {name!r}: choose from {', '.join(FAULT_RULES)}")
+    return [k for k in FAULT_RULES if k in names]
 
 
 def _check(
@@ -201,8 +200,11 @@ def _check(
             f"--max-down {max_down} must be less than the number of brokers ({len(brokers)}): "
             "with every broker down there is nothing left to fail over to"
         )
-    on_voters = (*PROCESS_KINDS, "isolate")  # kinds that may fall on a voter instead of a broker
-    downs = [k for k in kinds if k in DOWN_KINDS and (k not in on_voters or not controllers_allowed)]
+    downs = [
+        k
+        for k in kinds
+        if FAULT_RULES[k].takes_down and (not FAULT_RULES[k].on_voters or not controllers_allowed)
+    ]
     if max_down == 0 and downs:
         raise ScheduleError(
             f"--max-down 0 lets no broker be unavailable, so {','.join(downs)} could never run: "
@@ -286,16 +288,17 @@ def _place(
 ) -> FaultStep | None:
     """The step for ``kind`` starting at ``t``, or None when it does not fit now. ``active``: the steps in
     force, and those that ended less than an interval ago (their brokers still count as down)."""
+    rule = FAULT_RULES[kind]
     in_force = [s for s in active if s.until_s > t]
-    if any(s.kind == "isolate" for s in in_force):
+    if any(FAULT_RULES[s.kind].alone for s in in_force):
         return None
     busy = {b for s in in_force for b in s.brokers}
     free = [str(b) for b in brokers if str(b) not in busy]
     down = len({b for s in active for b in s.down})
-    if kind == "isolate" and in_force:
+    if rule.alone and in_force:
         return None
     controllers_down = {c for s in in_force for c in s.controllers}
-    if kind in PROCESS_KINDS:
+    if rule.family == PROCESS:
         # A broker (within max_down) or a controller (within the quorum's limit) that no fault holds.
         candidates = [(b, False) for b in free] if broker_processes and down < max_down else []
         # A fault on the controller's links is on a voter's table (the active one's): no voter goes down
@@ -306,7 +309,7 @@ def _place(
         if not candidates:
             return None
         a, on_controller = rng.choice(candidates)
-    elif kind == "isolate":
+    elif rule.scope == NODE:
         # A broker (within max_down), or the active controller (within the quorum's limit: an isolated
         # voter is down as a killed one is); it runs alone, so nothing else is in force.
         candidates = [(b, False) for b in free] if down < max_down else []
@@ -316,35 +319,29 @@ def _place(
             return None
         a, on_controller = rng.choice(candidates)
     else:
-        if kind in DOWN_KINDS and down >= max_down:
+        if rule.takes_down and down >= max_down:
             return None
         if not free:
             return None
         a, on_controller = rng.choice(free), False
     nodes = [a]
     params: dict[str, Any] = {}
-    if kind in ("partition", "delay", "loss"):
+    if rule.family == NETWORK and rule.scope != NODE:
         # A fault on the controller's links falls on the active voter when it starts: none while a voter is
         # down (which one leads is not known here, and a stopped or paused voter's table cannot change).
         voters_down = any(s.controllers for s in in_force)
         peers = (
             [b for b in free if b != a]
             + ([] if voters_down else [CONTROLLER])
-            + ([CLIENTS] if kind == "loss" else [])
+            + ([CLIENTS] if rule.to_clients else [])
         )
         if not peers:
             return None
         nodes.append(rng.choice(peers))
         # Towards the clients only the answers are lost (a lost request never takes effect).
         params["one_way"] = rng.random() < ONE_WAY_CHANCE or nodes[1] == CLIENTS
-    if kind in ("kill", "term"):
-        params["signal"] = "KILL" if kind == "kill" else "TERM"
-    elif kind == "delay":
-        params["ms"] = rng.randrange(50, 401, 25)
-        params["jitter_ms"] = params["ms"] // 5
-    elif kind == "loss":
-        params["percent"] = rng.randrange(5, 31, 5)
-    if kind in ("delay", "loss"):
+    params.update(rule.chaos_params(rng))
+    if rule.seeded:
         params["seed"] = rng.randrange(1 << 31)
     length = rng.uniform(MIN_LENGTH * interval, MAX_LENGTH * interval)
     until = round(min(t + length, duration), 1)
@@ -355,7 +352,7 @@ def _place(
         until_s=until,
         nodes=nodes,
         params=params,
-        down=[a] if kind in DOWN_KINDS and not on_controller else [],
+        down=[a] if rule.takes_down and not on_controller else [],
         controller=on_controller,
     )
 

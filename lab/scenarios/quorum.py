@@ -20,7 +20,7 @@ from kit.processes import process_state, send_signal
 from lab.scenarios.base import Scenario
 from lab.scenarios.kips import BATCH
 from lab.scenarios.run import TOPIC, ScenarioError, ScenarioRun
-from protocol import ApiKeys, Errors
+from protocol import ApiKeys, Errors, FaultAction
 
 QUORUM_SETTINGS = ("min.insync.replicas=2", "replica.lag.time.max.ms=2000")
 # How long broker 2 holds the old controller's requests (long enough for a new controller to take over
@@ -56,7 +56,7 @@ class ControllerFailover(Scenario):
 
         # The active controller dies.
         t_kill = run.now_ms()
-        _signal_controller(run, first, "kill", signal.SIGKILL)
+        _signal_controller(run, first, FaultAction.KILL, signal.SIGKILL)
         second, second_epoch = _active(run, exclude=first)
         took = _activation_ms(run, second, second_epoch) - t_kill
         run.note(
@@ -103,7 +103,7 @@ class ControllerFailover(Scenario):
             "timeout_ms": 300,
         }
         run.ask_controller(ApiKeys.CREATE_TOPICS, body, timeout=10)
-        _signal_controller(run, second, "pause", signal.SIGSTOP)
+        _signal_controller(run, second, FaultAction.PAUSE, signal.SIGSTOP)
         t_pause = time.monotonic()
         try:
             _net_faults(entry, [])
@@ -118,7 +118,7 @@ class ControllerFailover(Scenario):
                 raise ScenarioError("the old controller's request was released before the takeover")
             run.moment(f"3. controller {second} paused; {third} active in epoch {third_epoch}")
         finally:
-            _signal_controller(run, second, "resume", signal.SIGCONT)
+            _signal_controller(run, second, FaultAction.RESUME, signal.SIGCONT)
         refused = run.wait(
             f"controller {second}'s held request to be refused with STALE_CONTROLLER_EPOCH",
             lambda: _controller_events(run, second, "stale_controller_epoch"),
@@ -179,7 +179,7 @@ def _start_controller(run: ScenarioRun, voter: int) -> None:
     c = run.cluster.controller_by_id(voter)
     start_controller(run.cluster, c)
     run.cluster.save()
-    append_fault(run.root, "restart", [str(voter)], {"pid": c.pid, "controller": True})
+    append_fault(run.root, FaultAction.RESTART, [str(voter)], {"pid": c.pid, "controller": True})
     run.say(f"controller {voter} started again on its metadata log (`isrsim controller restart {voter}`)")
 
 

@@ -29,7 +29,7 @@ from kit.node_query import ask_sync
 from kit.processes import process_state, send_signal, stop_process
 from kit.producer import AckJournal, Producer, ProducerSettings, ProduceStats, now_ms
 from kit.run_clock import RunClock
-from protocol import ApiKeys, build_simple_batch, read_header
+from protocol import ApiKeys, FaultAction, build_simple_batch, read_header
 
 T = TypeVar("T")
 TOPIC = "kip"
@@ -302,25 +302,25 @@ class ScenarioRun:
         append_fault(self.root, action, [str(broker_id)], params)
 
     def pause(self, broker_id: int) -> None:
-        self.fault("pause", broker_id, pid=self.broker(broker_id).pid)
+        self.fault(FaultAction.PAUSE, broker_id, pid=self.broker(broker_id).pid)
         send_signal(self.broker(broker_id).pid, signal.SIGSTOP)
         self.say(f"[magenta]SIGSTOP[/] broker {broker_id} (`isrsim broker pause {broker_id}`)")
 
     def resume(self, broker_id: int) -> None:
-        self.fault("resume", broker_id, pid=self.broker(broker_id).pid)
+        self.fault(FaultAction.RESUME, broker_id, pid=self.broker(broker_id).pid)
         send_signal(self.broker(broker_id).pid, signal.SIGCONT)
         self.say(f"[magenta]SIGCONT[/] broker {broker_id} (`isrsim broker resume {broker_id}`)")
 
     def kill(self, broker_id: int) -> None:
         b = self.broker(broker_id)
-        self.fault("kill", broker_id, pid=b.pid, signal="KILL")
+        self.fault(FaultAction.KILL, broker_id, pid=b.pid, signal="KILL")
         send_signal(b.pid, signal.SIGKILL)
         self.wait(f"broker {broker_id} to exit", lambda: process_state(b.pid) == "stopped")
         self.say(f"[red]SIGKILL[/] broker {broker_id} (`isrsim broker kill {broker_id}`)")
 
     def stop(self, broker_id: int) -> None:
         b = self.broker(broker_id)
-        self.fault("term", broker_id, pid=b.pid, signal="TERM")
+        self.fault(FaultAction.TERM, broker_id, pid=b.pid, signal="TERM")
         result = stop_process(b.pid, 30)
         b.pid = None
         self.cluster.save()
@@ -345,7 +345,7 @@ class ScenarioRun:
     def start(self, broker_id: int) -> None:
         start_broker(self.cluster, self.broker(broker_id))
         self.cluster.save()
-        self.fault("restart", broker_id, pid=self.broker(broker_id).pid)
+        self.fault(FaultAction.RESTART, broker_id, pid=self.broker(broker_id).pid)
         self.say(f"broker {broker_id} started again on its data (`isrsim broker restart {broker_id}`)")
 
     def drop_link(self, src: int, dst: int) -> None:
@@ -364,7 +364,7 @@ class ScenarioRun:
             )
         except NetError as exc:
             raise ScenarioError(f"`isrsim net partition {a} {b} --one-way` failed: {exc}") from None
-        append_fault(self.root, "partition", [a, b], {"one_way": True})
+        append_fault(self.root, FaultAction.PARTITION, [a, b], {"one_way": True})
         self.say(f"[cyan]isrsim net partition {a} {b} --one-way[/]: {a}'s messages to {b} are dropped")
 
     def heal_links(self) -> None:
@@ -376,7 +376,7 @@ class ScenarioRun:
         except NetError as exc:
             raise ScenarioError(f"`isrsim net heal` failed: {exc}") from None
         if change.after != change.before:
-            append_fault(self.root, "heal", [], {})
+            append_fault(self.root, FaultAction.HEAL, [], {})
             self.say("[cyan]isrsim net heal[/]")
 
     def net(self, *args: str) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.file_names import CREDENTIALS_FILE, SECURITY_DIR
 from protocol.security import (
     ClientSecurity,
     SecurityConfigError,
@@ -33,7 +34,7 @@ from server.config import SECURITY_CONFIG_KEYS, ConfigError
 from server.security.credentials import CredentialStore
 from server.security.sasl_server import SUPPORTED_MECHANISMS
 
-CREDENTIALS_FILE = Path("security") / "credentials.json"
+CREDENTIALS_PATH = Path(SECURITY_DIR) / CREDENTIALS_FILE  # in a node's directory
 CLIENT_AUTH_CHOICES = ("none", "requested", "required")
 
 
@@ -165,13 +166,13 @@ def inter_broker_client_security(values: Mapping[str, Any], protocol: str) -> Cl
 def load_credential_store(directory: Path) -> CredentialStore:
     """The node's credentials, from ``<directory>/security/credentials.json`` (empty if absent)."""
     try:
-        return CredentialStore.load(directory / CREDENTIALS_FILE)
+        return CredentialStore.load(directory / CREDENTIALS_PATH)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
 
 __all__ = [
-    "CREDENTIALS_FILE",
+    "CREDENTIALS_PATH",
     "SECURITY_CONFIG_KEYS",
     "ListenerSecurity",
     "inter_broker_client_security",

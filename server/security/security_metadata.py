@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol import security_messages as sm
+from protocol.file_names import ACLS_FILE, CREDENTIALS_FILE, SECURITY_DIR
 from server.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -38,9 +39,6 @@ from server.security.credentials import SCRAM_SHA_256, CredentialStore, ScramCre
 
 log = logging.getLogger(__name__)
 
-SECURITY_DIR = "security"
-ACLS_FILE = "acls.json"
-CREDENTIALS_FILE = "credentials.json"
 
 # Kafka's ScramMechanism type ids on the wire.
 SCRAM_MECHANISM_IDS: dict[int, str] = {1: SCRAM_SHA_256, 2: "SCRAM-SHA-512"}

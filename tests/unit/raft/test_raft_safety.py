@@ -1,4 +1,5 @@
-"""Raft's safety over a simulated quorum: random delivery orders, drops, crashes and partitions.
+"""Raft's safety over a simulated quorum: random delivery orders, drops, crashes, partitions and links cut
+one way.
 
 Checked after every step (``sim.Cluster.check``): never two leaders in one epoch; an entry once below
 some voter's high watermark (committed) is never replaced at that offset and is in every later leader's
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from tests.unit.raft.sim import Cluster
 
 fault = st.sampled_from(
-    ["none", "none", "crash", "crash_leader", "restart", "partition", "isolate_leader", "heal"]
+    ["none", "none", "crash", "crash_leader", "restart", "partition", "one_way", "isolate_leader", "heal"]
 )
 phase = st.tuples(fault, st.integers(0, 3), st.integers(0, 150), st.integers(0, 40), st.integers(0, 12))
 
