@@ -41,7 +41,7 @@ from protocol.common import BrokerEndpoint, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError, KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
-from protocol.file_names import ACKED_FILE, EVENTS_FILE
+from protocol.file_names import ACKED_FILE, ACTIVITY_FILE, EVENTS_FILE, SERVED_FILE
 from protocol.record_codec import preload_fast_scan
 from protocol.schema import from_body
 from protocol.security import current_client_security
@@ -93,9 +93,7 @@ def open_client_activity(config: BrokerConfig) -> ClientActivity:
     """``client-activity.jsonl`` and ``served.jsonl`` beside ``events.jsonl`` (docs/storage.md)."""
     d = config.journal_dir
     try:
-        return ClientActivity(
-            d / "client-activity.jsonl", d / "served.jsonl", config.broker_id, clock_ms=wall_clock_ms
-        )
+        return ClientActivity(d / ACTIVITY_FILE, d / SERVED_FILE, config.broker_id, clock_ms=wall_clock_ms)
     except OSError as e:
         raise LogDirLoadError(
             f"the journals under {d} cannot be opened ({e.strerror or e}); check journal.dir"

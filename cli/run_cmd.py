@@ -22,9 +22,10 @@ from kit.protocol_faults import RuleInputError, load_rules_file
 from kit.run_clock import RunClock
 from lab.chaos.app_run import AppRun, app_environment, app_log_path, client_properties
 from lab.chaos.nemesis import ChaosError
-from lab.chaos.run import CHAOS_FILE, check_cluster, first_error, run_report, stop_cluster, summary, write_run
+from lab.chaos.run import check_cluster, first_error, run_report, stop_cluster, summary, write_run
 from lab.chaos.schedule import FAULT_KINDS, ScheduleError, make_schedule
 from lab.chaos.view import ChaosState, ChaosView
+from protocol import CHAOS_FILE, CLIENT_PROPERTIES
 
 APP_FAILED = 4  # the program exited with a failure (its code is printed)
 INTERRUPTED = 130
@@ -149,7 +150,7 @@ def run(
             info = ClusterInfo.load(data_dir)
         except ClusterError as exc:
             raise click.ClickException(str(exc)) from None
-    elif secure and not (Path(info.root) / "client.properties").is_file():
+    elif secure and not (Path(info.root) / CLIENT_PROPERTIES).is_file():
         raise click.UsageError(f"--secure: the cluster running at {data_dir} is not a secure one")
     assert info is not None
     root = Path(info.root)

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from protocol.file_names import (
         ACKED_FILE,
         ACLS_FILE,
+        ACTIVITY_FILE,
         CHAOS_FILE,
         CLIENT_PROPERTIES,
         CLUSTER_FILE,
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
         FAULTS_FILE,
         META_PROPERTIES,
         SECURITY_DIR,
+        SERVED_FILE,
     )
     from protocol.records import (
         ATTRIBUTES_OFFSET,
@@ -130,6 +132,8 @@ _EXPORTS: dict[str, str] = {
     "protocol_faults_body": "protocol.fault_rules",
     "rule_from_json": "protocol.fault_rules",
     "ACKED_FILE": "protocol.file_names",
+    "ACTIVITY_FILE": "protocol.file_names",
+    "SERVED_FILE": "protocol.file_names",
     "ACLS_FILE": "protocol.file_names",
     "CHAOS_FILE": "protocol.file_names",
     "CLIENT_PROPERTIES": "protocol.file_names",
@@ -174,6 +178,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ACKED_FILE",
     "ACLS_FILE",
+    "ACTIVITY_FILE",
     "ATTRIBUTES_OFFSET",
     "BATCH_HEADER_SIZE",
     "CHAOS_FILE",
@@ -203,6 +208,7 @@ __all__ = [
     "RETRIABLE",
     "RULE_ACTIONS",
     "SECURITY_DIR",
+    "SERVED_FILE",
     "ApiKeys",
     "AuthenticationError",
     "AuthenticationFailed",

@@ -16,6 +16,8 @@ CLIENT_PROPERTIES = "client.properties"  # a client's security settings (kit.cli
 # A node's directory.
 EVENTS_FILE = "events.jsonl"  # a node's journal (server.journal)
 ACKED_FILE = "acked.jsonl"  # a broker's acknowledgement journal, beside its events.jsonl
+ACTIVITY_FILE = "client-activity.jsonl"  # what clients asked a broker and were told, per second
+SERVED_FILE = "served.jsonl"  # what a broker served to consumers (docs/your-application.md)
 META_PROPERTIES = "meta.properties"  # a log directory's identity (storage.log_manager)
 
 # A node's security directory (``<node dir>/security/``): SCRAM credentials and ACLs.
@@ -26,6 +28,7 @@ ACLS_FILE = "acls.json"
 __all__ = [
     "ACKED_FILE",
     "ACLS_FILE",
+    "ACTIVITY_FILE",
     "CHAOS_FILE",
     "CLIENT_PROPERTIES",
     "CLUSTER_FILE",
@@ -34,4 +37,5 @@ __all__ = [
     "FAULTS_FILE",
     "META_PROPERTIES",
     "SECURITY_DIR",
+    "SERVED_FILE",
 ]

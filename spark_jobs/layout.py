@@ -20,9 +20,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol import ACKED_FILE, EVENTS_FILE, META_PROPERTIES
+from protocol import ACKED_FILE, ACTIVITY_FILE, EVENTS_FILE, META_PROPERTIES
 
-ACTIVITY_FILE = "client-activity.jsonl"  # what clients asked a broker and were told, per second
 HW_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"

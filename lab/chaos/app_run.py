@@ -31,7 +31,7 @@ from kit.cluster_files import ClusterInfo
 from lab.chaos.run import NO_WORKLOAD, ChaosRun, Outcome
 from lab.chaos.schedule import Schedule
 from lab.chaos.view import ChaosView
-from protocol import ProtocolFaultRule, wall_clock_ms
+from protocol import CLIENT_PROPERTIES, ProtocolFaultRule, wall_clock_ms
 
 TERM_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this long
 OUTPUT_GRACE_S = 2.0  # after the program exits, how long its output may still drain (a child of it holds it)
@@ -67,13 +67,13 @@ def client_properties(root: Path, bootstrap: Sequence[tuple[str, int]]) -> Path:
         "# written by `isrsim run` (docs/your-application.md): librdkafka's keys",
         "bootstrap.servers=" + ",".join(f"{h}:{p}" for h, p in bootstrap),
     ]
-    secure = root / "client.properties"
+    secure = root / CLIENT_PROPERTIES
     if secure.is_file():
         for raw in secure.read_text(encoding="utf-8").splitlines():
             line = raw.strip()
             if line and not line.startswith("#") and not line.startswith("bootstrap.servers"):
                 lines.append(line)
-    path = root / "workload" / "client.properties"
+    path = root / "workload" / CLIENT_PROPERTIES
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it may hold a password
     with os.fdopen(fd, "w", encoding="utf-8") as f:
