@@ -131,9 +131,7 @@ class ClusterInfo:
         )
 
 
-def write_properties(
-    path: Path, values: dict[str, Any], *, apply_with: str, secret: bool = False
-) -> None:
+def write_properties(path: Path, values: dict[str, Any], *, apply_with: str, secret: bool = False) -> None:
     """A properties file; ``apply_with``: the command that restarts its process (named in its first line);
     ``secret`` (it holds a password): created with mode 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
