@@ -45,11 +45,14 @@ def _request(
     try:
         resp, voter = trio.run(ask_controller, voters, api, body, timeout)
     except NoActiveController as exc:
-        raise click.ClickException(f"{exc}; is the cluster up? (`isrsim cluster status`)") from None
+        text = str(exc)
+        hint = "" if "is the cluster up?" in text else "; is the cluster up? (`isrsim cluster status`)"
+        raise click.ClickException(f"{text}{hint}") from None
     where = voter.address
     if resp is None:
         raise click.ClickException(
-            f"the controller at {where} did not answer; is the cluster up? (`isrsim cluster status`)"
+            f"{where} accepted the connection but did not answer {api.name} within {timeout:.0f}s "
+            "(a paused or overloaded node?); `isrsim cluster status` shows the nodes"
         )
     if resp.get("error_code") == Errors.UNSUPPORTED_VERSION:
         raise click.ClickException(
