@@ -7,8 +7,8 @@ Python); ``check_<name>`` wires them to the report's ``Inputs`` and fetches ever
 
 - ``convergence``: live ISR replicas agree on LEO and HW at the end; the replicas in the ISR when the final
   stop began agree on LEO; HW <= LEO everywhere;
-- ``log_matching``: every replica holds the same batches below what was replicated to it: the final
-  leader's HW for the replicas in sync, its own HW for the others (Kafka's StrongIsr);
+- ``log_matching``: every replica holds the same batches below what was replicated to it: the
+  partition's final HW for the replicas in sync, its own HW for the others (Kafka's StrongIsr);
 - ``acked_not_lost``: every acknowledged batch (the leaders' ``acked.jsonl`` and the workload's journal) is
   on the final leader, every final ISR member and every member of the ISR when the final stop began;
 - ``offsets_contiguous``: no gap, overlap or duplicate batch within a replica;
@@ -248,11 +248,13 @@ def replicated_bounds(
     replicas: DataFrame, partitions: DataFrame | None = None, stop_isr: DataFrame | None = None
 ) -> DataFrame:
     """Per replica (``REPLICA`` + ``bound``): the end of what it must hold as replicated. A replica in the
-    final ISR or in the ISR when the final stop began (and the final leader) holds everything below the
-    final leader's HW; any other replica, what is below its own HW. A follower learns the leader's HW only
-    from its next fetch response, so the HW it checkpoints at a clean stop may lag behind the leader's:
-    the leader's HW is the one that says what was committed. Capped at the replica's LEO (a replica
-    short of it is ``convergence``'s and ``acked_not_lost``'s finding, not a mismatch)."""
+    final ISR, in the ISR when the final stop began, or the final leader, holds everything below the
+    partition's final HW, the largest HW any of its replicas holds (a HW is only ever an offset the leader
+    committed); any other replica, what is below its own HW. A follower learns the leader's HW only from
+    its next fetch response, so the HW it checkpoints at a clean stop may lag behind (and a follower that
+    takes over while the ISR is below min.insync.replicas keeps its own, as Kafka's does): the highest one
+    says what was committed. Capped at the replica's LEO (a replica short of it is ``convergence``'s and
+    ``acked_not_lost``'s finding, not a mismatch)."""
     own = F.coalesce(F.col("hw"), F.lit(0))
     if partitions is None:
         return replicas.select(*REPLICA, F.least(own, "leo").alias("bound"))
@@ -262,10 +264,10 @@ def replicated_bounds(
         parts = parts.join(stop_isr, TP, "left")
     else:
         parts = parts.withColumn("stop_isr", no_brokers)
-    leader_hw = replicas.select(*TP, F.col("broker").alias("leader"), F.col("hw").alias("leader_hw"))
-    parts = parts.join(leader_hw, [*TP, "leader"], "left").select(
+    final_hw = replicas.groupBy(*TP).agg(F.max(own).alias("final_hw"))
+    parts = parts.join(final_hw, TP, "left").select(
         *TP,
-        "leader_hw",
+        "final_hw",
         F.array_distinct(
             F.concat(
                 F.coalesce("isr", no_brokers),
@@ -275,12 +277,9 @@ def replicated_bounds(
         ).alias("in_sync"),
     )
     r = replicas.join(parts, TP, "left")
-    in_sync = F.col("leader_hw").isNotNull() & F.coalesce(
-        F.array_contains("in_sync", F.col("broker")), F.lit(False)
-    )
-    return r.select(
-        *REPLICA, F.least(F.when(in_sync, F.col("leader_hw")).otherwise(own), "leo").alias("bound")
-    )
+    in_sync = F.coalesce(F.array_contains("in_sync", F.col("broker")), F.lit(False))
+    bound = F.when(in_sync, F.greatest("final_hw", own)).otherwise(own)
+    return r.select(*REPLICA, F.least(bound, "leo").alias("bound"))
 
 
 def log_matching_violations(
@@ -290,7 +289,7 @@ def log_matching_violations(
     stop_isr: DataFrame | None = None,
 ) -> LogMatchingFindings:
     """Every replica holds the same batches (base offset, last offset, leader epoch and CRC) below its
-    bound (``replicated_bounds``: the final leader's HW for the replicas in sync, its own HW for any other)
+    bound (``replicated_bounds``: the partition's final HW for the replicas in sync, its own HW for any other)
     and at or above the partition's largest log start, at every base offset that two replicas or more
     must hold. Without ``partitions`` every replica's bound is its own HW."""
     rb = replicated_bounds(replicas, partitions, stop_isr)
@@ -354,8 +353,9 @@ def phrase_log_matching(got: dict[str, list[dict[str, Any]]], *, max_replicas: i
     return finished(
         "log_matching",
         "Logs match below the high watermark",
-        "What was replicated is the same everywhere: below the final leader's HW for the replicas in the "
-        "final ISR or in the ISR when the final stop began, and below its own HW for any other replica "
+        "What was replicated is the same everywhere: below the partition's final HW (the largest HW a "
+        "replica holds) for the final leader and the replicas in the final ISR or in the ISR when the "
+        "final stop began, and below its own HW for any other replica "
         "(and above the largest log start offset), every replica holds the same batches: base offset, "
         "last offset, leader epoch and CRC.",
         got,

@@ -272,10 +272,10 @@ def test_log_matching_lists_a_replica_missing_a_batch(spark: Any) -> None:
     assert rows(found.violations, "base_offset", "missing_on") == [(10, [2])]
 
 
-def test_log_matching_judges_in_sync_replicas_below_the_leaders_hw(spark: Any) -> None:
+def test_log_matching_judges_in_sync_replicas_below_the_partitions_final_hw(spark: Any) -> None:
     """A clean stop: the followers had not yet learned the leader's HW (their checkpoints say 0), yet they
-    were in sync when the stop began: every batch below the leader's HW is compared on all three. A
-    replica out of the ISR is compared below its own HW only."""
+    were in sync when the stop began: every batch below the partition's final HW is compared on all
+    three. A replica out of the ISR is compared below its own HW only."""
     replicas = df(
         spark, REPLICAS, [replica(1, 30, 30), replica(2, 30, 0), replica(3, 30, 0), replica(4, 20, 10)]
     )
@@ -292,9 +292,11 @@ def test_log_matching_judges_in_sync_replicas_below_the_leaders_hw(spark: Any) -
     assert checks.log_matching_violations(replicas, batches).compared.count() == 2
 
 
-def test_log_matching_finds_a_divergence_on_an_in_sync_follower_whose_hw_lagged(spark: Any) -> None:
+def test_log_matching_finds_a_divergence_on_an_in_sync_replica_whose_hw_lagged(spark: Any) -> None:
+    """The final leader (2) took over while the ISR was below min.insync.replicas and kept its HW 0; the
+    HW broker 1 learned as leader says what was committed, and both are compared below it."""
     replicas = df(spark, REPLICAS, [replica(1, 20, 20), replica(2, 20, 0)])
-    partitions = df(spark, PARTITIONS, [("t", 0, 1, 0, [1, 2], "journal", [1, 2])])
+    partitions = df(spark, PARTITIONS, [("t", 0, 2, 1, [2], "journal", [2])])
     stop = df(spark, STOP_ISR, [("t", 0, [1, 2])])
     batches = df(spark, BATCHES, [batch(1, 0, 9), batch(2, 0, 9), batch(1, 10, 19), batch(2, 10, 19, crc=5)])
     found = checks.log_matching_violations(replicas, batches, partitions, stop)
