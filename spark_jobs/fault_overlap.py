@@ -1,5 +1,5 @@
 """Whether any acknowledged write was in flight during a fault: a run whose faults all fell while nothing
-was being written (or that had none) shows the cluster at rest, not that its writes survived faults, and
+was being written (or that had none) shows writes that met no fault, not writes that survived faults, and
 the report's header says so.
 
 A write is in flight from the moment it was sent (the workload's ``sent_ms``; the leader's acknowledgement
@@ -56,8 +56,8 @@ def fault_notice(overlap: dict[str, Any] | None) -> str | None:
     else:
         why = f"{faults} fault window(s), none while an acknowledged write was outstanding"
     return (
-        f"notice: {NO_FAULT_IN_FLIGHT} ({why}): the checks describe a run at rest, not writes that "
-        "survived faults"
+        f"notice: {NO_FAULT_IN_FLIGHT} ({why}): the checks describe writes that met no fault, not "
+        "writes that survived faults"
     )
 
 
