@@ -220,10 +220,6 @@ async def ask_controller(
     if len(voters) == 1:
         first = voters[0]
         resp = await ask(first.host, first.port, api_key, body, timeout)
-        if resp is None:
-            down = await all_down(voters)
-            if down is not None:
-                raise NoActiveController(down)
         if resp is None or resp.get("error_code") != Errors.NOT_CONTROLLER:
             return resp, first
         view = await describe_voter(first)
