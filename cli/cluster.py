@@ -498,12 +498,27 @@ def controller_kill(controller_id: int | None, active: bool, sig: str, data_dir:
 
 @click.command("restart")
 @click.argument("controller_id", type=int, required=False)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Restart it even if it is running (it is stopped cleanly first; a voter then rejoins).",
+)
 @root_option
-def controller_restart(controller_id: int | None, data_dir: Path) -> None:
-    """Stop controller CONTROLLER_ID if it runs (cleanly), then start it again on its metadata log. A
-    cluster with one controller needs no ID (its restart bumps the controller epoch)."""
+def controller_restart(controller_id: int | None, force: bool, data_dir: Path) -> None:
+    """Start controller CONTROLLER_ID again on its metadata log (after `controller kill`, or a crash). A
+    running one is left alone unless --force: then it is stopped cleanly first (a quorum leader resigns).
+    A cluster with one controller needs no ID (its restart bumps the controller epoch)."""
     info = _load(data_dir)
     c = _controller_entry(info, controller_id, False)
+    state = process_state(c.pid)
+    if state != "stopped" and not force:
+        name = _controller_said(info, c)
+        again = f" {c.id}" if info.several_voters else ""
+        raise click.ClickException(
+            f"{name} is running (pid {c.pid}, {state}): a restart would stop it first; pass --force to "
+            f"restart it anyway (`isrsim controller restart{again} --force`), or stop it with "
+            f"`isrsim controller kill{again}`"
+        )
     try:
         if process_state(c.pid) != "stopped":
             click.echo(f"{_controller_said(info, c)}: {stop_process(c.pid, STOP_TIMEOUT_S)}")

@@ -4,6 +4,7 @@ offsets, log end offsets and lag per partition; deleting Empty groups (docs/grou
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +277,10 @@ def list_cmd(data_dir: Path | None, bootstrap_server: str | None, output: str) -
         click.echo(line)
 
 
+# The exit status of `group describe` for a group that does not exist (as a usage error: nothing to show).
+GROUP_NOT_FOUND_EXIT = 2
+
+
 @group.command("describe")
 @click.argument("group_id", metavar="GROUP")
 @DATA_DIR_OPTION
@@ -286,6 +291,10 @@ def describe_cmd(group_id: str, data_dir: Path | None, bootstrap_server: str | N
     (kafka-consumer-groups --describe)."""
     setup_logging("WARNING", "group")
     doc = _run(lambda client: describe_group(client, group_id), data_dir, bootstrap_server)
+    if doc["state"] == "Dead" and not doc["partitions"]:
+        # kafka-consumer-groups --describe: an error, not an empty group.
+        click.echo(f"Error: Consumer group '{group_id}' does not exist.", err=True)
+        sys.exit(GROUP_NOT_FOUND_EXIT)
     if output == "json":
         echo_json(doc)
         return
@@ -293,9 +302,6 @@ def describe_cmd(group_id: str, data_dir: Path | None, bootstrap_server: str | N
         f"Group {doc['group']}: {doc['state']}, coordinator broker {doc['coordinator']}, "
         f"{len(doc['members'])} members, protocol {doc['protocol'] or '-'}, total lag {doc['total_lag']}"
     )
-    if doc["state"] == "Dead" and not doc["partitions"]:
-        click.echo(f"Consumer group '{group_id}' does not exist.")
-        return
     click.echo("")
     rows = [
         [

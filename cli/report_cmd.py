@@ -13,6 +13,47 @@ REPORT_EXTRA_MODULES = ("pyspark", "pyarrow", "numpy", "matplotlib")
 REPORT_EXTRA_INSTALL = "pip install 'isrsim[report]'"
 
 
+def running_nodes(root: Path) -> list[str]:
+    """The nodes of the cluster at ``root`` (made by `isrsim cluster up`) whose processes still run."""
+    from kit.cluster_files import ClusterError, ClusterInfo
+    from kit.processes import process_state
+
+    if not (root / "cluster.json").is_file():
+        return []
+    try:
+        info = ClusterInfo.load(root)
+    except ClusterError:
+        return []
+    out = []
+    for kind, entries in (("broker", info.brokers), ("controller", info.controllers)):
+        for e in entries:
+            if process_state(e.pid) != "stopped" and _is_isrsim(e.pid):
+                out.append(f"{kind} {e.id}")
+    return out
+
+
+def _is_isrsim(pid: int | None) -> bool:
+    """Whether ``pid`` is still one of isrsim's processes (not a recycled pid); True if unknown."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+    return b"cli.main" in cmdline or b"isrsim" in cmdline
+
+
+def running_warning(root: Path) -> str | None:
+    """One line when the cluster at ``root`` still runs: its logs, checkpoints and journals may still
+    change while Spark reads them (a follower catching up, a checkpoint rewritten)."""
+    running = running_nodes(root)
+    if not running:
+        return None
+    return (
+        f"warning: the cluster at {root} is still running ({', '.join(running)}): its data may still move "
+        f"while the report reads it (and a follower's HW checkpoint lags until it stops); stop it first "
+        f"with `isrsim cluster down --data-dir {root}`"
+    )
+
+
 def require_report_extra(command: str) -> None:
     """Stops ``command`` with one line naming what to install when the report's extra is missing."""
     missing = [name for name in REPORT_EXTRA_MODULES if importlib.util.find_spec(name) is None]
@@ -71,6 +112,9 @@ def report(
     stderr.
     """
     require_report_extra("report")
+    warning = running_warning(data_dir)
+    if warning:
+        click.echo(warning, err=True)
     from rich.console import Console
 
     from spark_jobs.report_job import SessionOwner, run_report

@@ -14,7 +14,7 @@ import trio
 from cli.output import OUTPUT_OPTION, echo_json
 from kit.cluster_client import ClientError, parse_address
 from kit.cluster_files import ClusterError, ClusterInfo
-from kit.controller_quorum import NoActiveController, Voter, ask_controller, voters_of
+from kit.controller_quorum import NoActiveController, Voter, all_down, ask_controller, voters_of
 from protocol import ApiKeys, Errors, error_name
 
 
@@ -45,11 +45,17 @@ def _request(
     try:
         resp, voter = trio.run(ask_controller, voters, api, body, timeout)
     except NoActiveController as exc:
-        raise click.ClickException(f"{exc}; is the cluster up? (`isrsim cluster status`)") from None
+        text = str(exc)
+        hint = "" if "is the cluster up?" in text else "; is the cluster up? (`isrsim cluster status`)"
+        raise click.ClickException(f"{text}{hint}") from None
     where = voter.address
     if resp is None:
+        down = trio.run(all_down, [voter])
+        if down is not None:
+            raise click.ClickException(down)
         raise click.ClickException(
-            f"the controller at {where} did not answer; is the cluster up? (`isrsim cluster status`)"
+            f"{where} accepted the connection but did not answer {api.name} within {timeout:.0f}s "
+            "(a paused or overloaded node?); `isrsim cluster status` shows the nodes"
         )
     if resp.get("error_code") == Errors.UNSUPPORTED_VERSION:
         raise click.ClickException(

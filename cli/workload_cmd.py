@@ -76,6 +76,26 @@ class _ProduceRun:
         return self.producer.stats
 
 
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+TIMEOUT_MS_DEPRECATED = (
+    "warning: `isrsim produce --timeout-ms` is deprecated: use --request-timeout-ms (the request "
+    "timeout); --timeout-ms is the consumer's idle exit in `isrsim consume`, as in Kafka's tools"
+)
+
+
+def _request_timeout(request_timeout_ms: int | None, timeout_ms: int | None) -> int:
+    """--request-timeout-ms, or the deprecated --timeout-ms (with a one-line notice on stderr)."""
+    if timeout_ms is not None:
+        if request_timeout_ms is not None and request_timeout_ms != timeout_ms:
+            raise click.UsageError(
+                f"--request-timeout-ms {request_timeout_ms} and its deprecated name --timeout-ms "
+                f"{timeout_ms} disagree: give --request-timeout-ms only"
+            )
+        click.echo(TIMEOUT_MS_DEPRECATED, err=True)
+        return timeout_ms
+    return request_timeout_ms if request_timeout_ms is not None else DEFAULT_REQUEST_TIMEOUT_MS
+
+
 @click.command()
 @click.argument("topic")
 @click.option(
@@ -108,11 +128,18 @@ class _ProduceRun:
     "--max-in-flight", type=int, default=5, show_default=True, help="Requests in flight per partition."
 )
 @click.option(
+    "--request-timeout-ms",
+    type=click.IntRange(1),
+    default=None,
+    help="How long a PRODUCE request waits for its answer, and its timeout_ms (Kafka's "
+    "request.timeout.ms; default 30000).",
+)
+@click.option(
     "--timeout-ms",
-    type=int,
-    default=30_000,
-    show_default=True,
-    help="PRODUCE timeout_ms (request.timeout.ms).",
+    type=click.IntRange(1),
+    default=None,
+    help="Deprecated: the old name of --request-timeout-ms here (in `isrsim consume`, as in Kafka's "
+    "console consumer, --timeout-ms is the idle exit).",
 )
 @click.option(
     "--delivery-timeout-ms",
@@ -164,7 +191,8 @@ def produce(
     batch_records: int,
     rate: float | None,
     max_in_flight: int,
-    timeout_ms: int,
+    request_timeout_ms: int | None,
+    timeout_ms: int | None,
     delivery_timeout_ms: int,
     retry_backoff_ms: int,
     retry_backoff_max_ms: int,
@@ -187,6 +215,7 @@ def produce(
     (at most one line per error every 5 s). Exits 1 if a batch was not acknowledged, 130 on Ctrl-C.
     """
     setup_logging("WARNING", "produce")
+    request_timeout_ms = _request_timeout(request_timeout_ms, timeout_ms)
     reader = None
     if count is None:
         from kit.console import READER_KEYS, LineReader, PropertyError, parse_properties
@@ -214,7 +243,7 @@ def produce(
         record_size=record_size,
         batch_records=batch_records,
         max_in_flight=max_in_flight,
-        request_timeout_ms=timeout_ms,
+        request_timeout_ms=request_timeout_ms,
         delivery_timeout_ms=delivery_timeout_ms,
         retry_backoff_ms=retry_backoff_ms,
         retry_backoff_max_ms=max(retry_backoff_ms, retry_backoff_max_ms),
@@ -376,7 +405,11 @@ async def _run_producer(producer: Producer, count: int, rate: float | None, show
     help="Consume as a member of this consumer group: its share of the partitions, from the committed "
     "offsets, committing as it reads (kafka-console-consumer --group).",
 )
-@click.option("--print-offsets", is_flag=True, help="Print partition and offset before each value.")
+@click.option(
+    "--print-offsets",
+    is_flag=True,
+    help="Print partition and offset before each record (then what --property print.* asks for).",
+)
 @click.option(
     "--count-only", is_flag=True, help="Print no records; a running count on a terminal, then the total."
 )
@@ -444,20 +477,18 @@ def consume(
                 sys.stderr.write(f"\r{consumer_ref[0].consumed + 1:,} messages")
                 sys.stderr.flush()
             return
-        if print_offsets:
-            value = "" if r.value is None else r.value.decode("utf-8", "replace")
-            out.write(f"{r.partition}\t{r.offset}\t{value}\n")
-            return
-        out.write(
-            formatter.format(
-                partition=r.partition,
-                offset=r.offset,
-                timestamp=r.timestamp,
-                key=r.key,
-                value=r.value,
-                headers=r.headers,
-            )
+        line = formatter.format(
+            partition=r.partition,
+            offset=r.offset,
+            timestamp=r.timestamp,
+            key=r.key,
+            value=r.value,
+            headers=r.headers,
         )
+        if print_offsets:
+            # Partition and offset first, then what --property asks for (the value by default).
+            line = f"{r.partition}\t{r.offset}\t{line or formatter.line_separator}"
+        out.write(line)
 
     async def main() -> int:
         bootstrap = bootstrap_from(bootstrap_server, data_dir)

@@ -11,6 +11,7 @@ from typing import Any
 
 import trio
 
+from kit.reachability import nothing_listening, refused
 from protocol import (
     CLUSTER_FILE,
     ApiKeys,
@@ -29,6 +30,15 @@ Address = tuple[str, int]
 
 class ClientError(Exception):
     """Something the user must fix (no cluster there, unknown topic); the message says what to do."""
+
+
+class NothingListening(ClientError):
+    """Every address asked refused the connection: no broker runs there (waiting cannot help)."""
+
+
+# A topic a broker does not know is looked up again for this long: a topic just made reaches the brokers'
+# metadata a moment after the controller has it.
+UNKNOWN_TOPIC_GRACE_S = 1.0
 
 
 CREDENTIALS_HINT = "(check the cluster root's client.properties, --command-config FILE, or --user/--password)"
@@ -131,6 +141,7 @@ class ClusterClient:
     async def request_any(self, api_key: int, body: Any, *, timeout: float = 10.0) -> dict[str, Any]:
         """Sends to the first bootstrap or known broker that answers."""
         errors: list[str] = []
+        not_listening: list[Address] = []
         candidates = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))
         for address in candidates:
             try:
@@ -138,7 +149,11 @@ class ClusterClient:
                 return await conn.request(api_key, body, timeout=timeout)
             except (OSError, ConnectionClosed, trio.TooSlowError) as exc:
                 self.drop(address)
+                if refused(exc):
+                    not_listening.append(address)
                 errors.append(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}")
+        if candidates and len(not_listening) == len(candidates):
+            raise NothingListening(nothing_listening(candidates, "broker"))
         raise ClientError(
             "no broker answered (" + "; ".join(errors) + "): is the cluster up? "
             "(`isrsim cluster status` shows it, `isrsim cluster up` starts it)"
@@ -163,18 +178,33 @@ class ClusterClient:
         return resp
 
     async def topic_partitions(self, topic: str, *, wait_s: float = 10.0) -> list[int]:
-        """The topic's partitions, waiting up to ``wait_s`` for it to appear with leaders."""
+        """The topic's partitions, waiting up to ``wait_s`` for its partitions' leaders. Fails at once
+        when nothing listens at any address, and after :data:`UNKNOWN_TOPIC_GRACE_S` when the brokers
+        do not know the topic (isrsim's clients do not ask for auto-creation)."""
         problem: ClientError | None = None
+        unknown_since: float | None = None
         with trio.move_on_after(wait_s):
             while True:
                 try:
                     # Short tries, so that one lost answer does not use up the whole wait.
                     resp = await self.refresh_metadata([topic], timeout=min(2.0, wait_s))
+                except NothingListening:
+                    raise
                 except ClientError as exc:
                     problem = exc
                     await trio.sleep(0.2)
                     continue
                 problem = None
+                unknown = any(
+                    t["name"] == topic and t["error_code"] == Errors.UNKNOWN_TOPIC_OR_PARTITION
+                    for t in resp["topics"]
+                )
+                if not unknown:
+                    unknown_since = None
+                elif unknown_since is None:
+                    unknown_since = trio.current_time()
+                elif trio.current_time() - unknown_since >= UNKNOWN_TOPIC_GRACE_S:
+                    break
                 for t in resp["topics"]:
                     if t["name"] == topic and t["error_code"] == Errors.NONE and t["partitions"]:
                         return sorted(p["partition_index"] for p in t["partitions"])

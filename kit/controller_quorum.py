@@ -20,6 +20,7 @@ import trio
 from kit.cluster_files import ClusterError, ClusterInfo, ProcessEntry
 from kit.node_query import ask
 from kit.processes import process_state
+from kit.reachability import CLUSTER_HINT, NOTHING_LISTENING, is_listening, nothing_listening
 from protocol import ApiKeys, Errors
 
 # How long a request waits for an active controller: a dead leader is noticed by the followers within
@@ -176,6 +177,32 @@ class NoActiveController(ClusterError):
     """No voter answered as the active controller within the wait; the message says what each said."""
 
 
+async def all_down(voters: list[Voter]) -> str | None:
+    """When no voter can answer (each one's process is not running, or nothing listens at its address),
+    one line saying so; else None (one is up, or may be: paused, slow, or starting an election)."""
+    stopped: list[str] = []
+    silent: list[str] = []
+
+    async def one(v: Voter) -> None:
+        if v.pid is not None and process_state(v.pid) == "stopped":
+            stopped.append(f"{v.id} ({v.address})")
+        elif await is_listening(v.host, v.port, PROBE_TIMEOUT_S) is False:
+            silent.append(v.address)
+
+    async with trio.open_nursery() as nursery:
+        for v in voters:
+            nursery.start_soon(one, v)
+    if len(stopped) + len(silent) < len(voters):
+        return None
+    who = "controller" if all(v.id is not None for v in voters) else "broker or controller"
+    if not stopped:
+        return nothing_listening(sorted(silent), who)
+    parts = [f"controller(s) {', '.join(sorted(stopped))} not running"]
+    if silent:
+        parts.append(f"{NOTHING_LISTENING} at {', '.join(sorted(silent))}")
+    return f"no {who} answered: {'; '.join(parts)}; {CLUSTER_HINT}"
+
+
 async def ask_controller(
     voters: list[Voter],
     api_key: int,
@@ -203,6 +230,10 @@ async def ask_controller(
     problem = ""
     while True:
         views = await describe_quorum(voters)
+        if not any(v.answered for v in views):
+            down = await all_down(voters)
+            if down is not None:
+                raise NoActiveController(down)
         known = with_nodes(voters, [n for v in views for n in v.nodes])
         if len(known) > len(voters):
             voters = known  # the leader may be a voter that was not given: ask every one of them
@@ -276,6 +307,7 @@ __all__ = [
     "NoActiveController",
     "Voter",
     "VoterView",
+    "all_down",
     "ask_controller",
     "ask_controller_sync",
     "describe_quorum",

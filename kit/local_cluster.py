@@ -225,7 +225,7 @@ def create_layout(
                 **(setup.node_settings(f"controller-{controller.id}", cdir, cdir) if setup else {}),
                 **controller_settings,
             },
-            apply_with=f"isrsim controller restart {controller.id}",
+            apply_with=f"isrsim controller restart {controller.id} --force",
             secret=setup is not None,
         )
     info = ClusterInfo(

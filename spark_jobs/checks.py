@@ -7,7 +7,8 @@ Python); ``check_<name>`` wires them to the report's ``Inputs`` and fetches ever
 
 - ``convergence``: live ISR replicas agree on LEO and HW at the end; the replicas in the ISR when the final
   stop began agree on LEO; HW <= LEO everywhere;
-- ``log_matching``: below the smallest HW every replica holds the same batches (Kafka's StrongIsr);
+- ``log_matching``: every replica holds the same batches below what was replicated to it: the
+  partition's final HW for the replicas in sync, its own HW for the others (Kafka's StrongIsr);
 - ``acked_not_lost``: every acknowledged batch (the leaders' ``acked.jsonl`` and the workload's journal) is
   on the final leader, every final ISR member and every member of the ISR when the final stop began;
 - ``offsets_contiguous``: no gap, overlap or duplicate batch within a replica;
@@ -236,39 +237,92 @@ def final_table(replicas: DataFrame, partitions: DataFrame, stop_isr: DataFrame)
 @dataclass
 class LogMatchingFindings:
     """``violations``: one row per base offset where the replicas differ (``sides``: what each holds);
-    ``compared``: the batches compared (below every replica's HW)."""
+    ``compared``: the batches compared (each replica's, below its bound, where two replicas or more
+    must hold the offset)."""
 
     violations: DataFrame
     compared: DataFrame
 
 
-def log_matching_violations(replicas: DataFrame, batches: DataFrame) -> LogMatchingFindings:
-    """Below the smallest HW of a partition's replicas (and at or above the largest log start), every
-    replica holds the same batches: base offset, last offset, leader epoch and CRC."""
-    bounds = replicas.groupBy(*TP).agg(
-        F.min(F.least(F.coalesce("hw", F.lit(0)), "leo")).alias("bound"),
-        F.max("log_start").alias("lower"),
-        F.count("*").alias("n_replicas"),
+def replicated_bounds(
+    replicas: DataFrame, partitions: DataFrame | None = None, stop_isr: DataFrame | None = None
+) -> DataFrame:
+    """Per replica (``REPLICA`` + ``bound``): the end of what it must hold as replicated. A replica in the
+    final ISR, in the ISR when the final stop began, or the final leader, holds everything below the
+    partition's final HW, the largest HW any of its replicas holds (a HW is only ever an offset the leader
+    committed); any other replica, what is below its own HW. A follower learns the leader's HW only from
+    its next fetch response, so the HW it checkpoints at a clean stop may lag behind (and a follower that
+    takes over while the ISR is below min.insync.replicas keeps its own, as Kafka's does): the highest one
+    says what was committed. Capped at the replica's LEO (a replica short of it is ``convergence``'s and
+    ``acked_not_lost``'s finding, not a mismatch)."""
+    own = F.coalesce(F.col("hw"), F.lit(0))
+    if partitions is None:
+        return replicas.select(*REPLICA, F.least(own, "leo").alias("bound"))
+    no_brokers = F.array().cast("array<int>")
+    parts = partitions.select(*TP, "leader", "isr")
+    if stop_isr is not None:
+        parts = parts.join(stop_isr, TP, "left")
+    else:
+        parts = parts.withColumn("stop_isr", no_brokers)
+    final_hw = replicas.groupBy(*TP).agg(F.max(own).alias("final_hw"))
+    parts = parts.join(final_hw, TP, "left").select(
+        *TP,
+        "final_hw",
+        F.array_distinct(
+            F.concat(
+                F.coalesce("isr", no_brokers),
+                F.coalesce("stop_isr", no_brokers),
+                F.when(F.col("leader").isNotNull(), F.array("leader")).otherwise(no_brokers),
+            )
+        ).alias("in_sync"),
     )
-    b = batches.join(bounds, TP).filter(
-        (F.col("last_offset") < F.col("bound"))
-        & (F.col("base_offset") >= F.col("lower"))
-        & (F.col("n_replicas") > 1)
+    r = replicas.join(parts, TP, "left")
+    in_sync = F.coalesce(F.array_contains("in_sync", F.col("broker")), F.lit(False))
+    bound = F.when(in_sync, F.greatest("final_hw", own)).otherwise(own)
+    return r.select(*REPLICA, F.least(bound, "leo").alias("bound"))
+
+
+def log_matching_violations(
+    replicas: DataFrame,
+    batches: DataFrame,
+    partitions: DataFrame | None = None,
+    stop_isr: DataFrame | None = None,
+) -> LogMatchingFindings:
+    """Every replica holds the same batches (base offset, last offset, leader epoch and CRC) below its
+    bound (``replicated_bounds``: the partition's final HW for the replicas in sync, its own HW for any other)
+    and at or above the partition's largest log start, at every base offset that two replicas or more
+    must hold. Without ``partitions`` every replica's bound is its own HW."""
+    rb = replicated_bounds(replicas, partitions, stop_isr)
+    lower = replicas.groupBy(*TP).agg(F.max("log_start").alias("lower"))
+    b = (
+        batches.join(rb, REPLICA)
+        .join(lower, TP)
+        .filter((F.col("base_offset") < F.col("bound")) & (F.col("base_offset") >= F.col("lower")))
     )
+    offsets = b.select(*TP, "base_offset").distinct()
+    expected = (
+        offsets.join(rb.withColumnRenamed("broker", "holder"), TP)
+        .filter(F.col("bound") > F.col("base_offset"))
+        .groupBy(*TP, "base_offset")
+        .agg(
+            F.sort_array(F.collect_list("holder")).alias("holders"),
+            F.min("bound").alias("smallest_hw"),
+        )
+        .filter(F.size("holders") > 1)
+    )
+    b = b.join(expected.select(*TP, "base_offset"), [*TP, "base_offset"])
     by_offset = b.groupBy(*TP, "base_offset").agg(
-        F.first("n_replicas").alias("n_replicas"),
-        F.first("bound").alias("smallest_hw"),
         F.sort_array(
             F.collect_list(F.struct("broker", "last_offset", "leader_epoch", "crc", "file", "position"))
         ).alias("sides"),
     )
-    holders = replicas.groupBy(*TP).agg(F.sort_array(F.collect_list("broker")).alias("holders"))
+    by_offset = by_offset.join(expected, [*TP, "base_offset"])
     distinct = F.size(
         F.array_distinct(
             F.transform("sides", lambda s: F.struct(s["last_offset"], s["leader_epoch"], s["crc"]))
         )
     )
-    bad = by_offset.filter((F.size("sides") < F.col("n_replicas")) | (distinct > 1)).join(holders, TP)
+    bad = by_offset.filter((F.size("sides") < F.size("holders")) | (distinct > 1))
     violations = bad.select(
         *TP,
         "base_offset",
@@ -299,8 +353,11 @@ def phrase_log_matching(got: dict[str, list[dict[str, Any]]], *, max_replicas: i
     return finished(
         "log_matching",
         "Logs match below the high watermark",
-        "Below the smallest HW of a partition's replicas (and above the largest log start offset) every "
-        "replica holds the same batches: base offset, last offset, leader epoch and CRC.",
+        "What was replicated is the same everywhere: below the partition's final HW (the largest HW a "
+        "replica holds) for the final leader and the replicas in the final ISR or in the ISR when the "
+        "final stop began, and below its own HW for any other replica "
+        "(and above the largest log start offset), every replica holds the same batches: base offset, "
+        "last offset, leader epoch and CRC.",
         got,
         checked=int(single(got["checked"])),
         notes=[] if max_replicas > 1 else [SINGLE_REPLICA_NOTE],
@@ -308,7 +365,7 @@ def phrase_log_matching(got: dict[str, list[dict[str, Any]]], *, max_replicas: i
 
 
 def check_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    found = log_matching_violations(inp.replicas, inp.batches)
+    found = log_matching_violations(inp.replicas, inp.batches, inp.partitions, cached(inp, "stop_isr"))
     got = collect_tables(
         {
             **violation_tables(found.violations, [*TP, "base_offset"], max_examples),

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from spark_jobs.availability import availability_sentence
+from spark_jobs.fault_overlap import fault_notice
 from spark_jobs.layout import InputProblem
 from spark_jobs.result import SCHEMA_VERSION
 
@@ -238,6 +239,11 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
         f"<h1>Consistency report: {_verdict_span(verdict)}</h1>",
         f"<p><b>{_e(VERDICT_WORDS.get(verdict, ''))}</b> · {len(report['checks'])} checks: "
         f"{_e(count_text)}</p>",
+        *(
+            [f"<p class='explain'>{_e(n)}</p>"]
+            if (n := fault_notice(report.get("writes_during_faults")))
+            else []
+        ),
         f"<p class='muted'>{_e(report['data_dir'])} · Spark master {_e(report['spark_master'])} · brokers "
         f"{_e(', '.join(str(b) for b in inp['brokers']))} · {inp['partitions']} partitions, up to "
         f"{inp['max_replicas_per_partition']} replicas each · read {inp['segment_bytes']:,} bytes of "
@@ -423,6 +429,9 @@ def render_terminal(console: Console, report: dict[str, Any], out: Path) -> None
     line.stylize(style.get(verdict, ""), 15, 15 + len(verdict))
     console.print(line, soft_wrap=True, highlight=False, crop=False, overflow="ignore")
     _say(console, f"  {VERDICT_WORDS.get(verdict, '')}", 2, "dim")
+    notice = fault_notice(report.get("writes_during_faults"))
+    if notice:
+        _say(console, f"  {notice}", 2, "yellow")
     t0 = report.get("t0_ms")
     for c in report["checks"]:
         v = c["verdict"]

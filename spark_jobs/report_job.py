@@ -236,6 +236,11 @@ def run_report(
         story = build_story(inputs, bands, max_plots)
     with phases.phase("availability: stalls and their causes; clients"):
         availability, clients = measure_availability(spark, inputs, story)
+    with phases.phase("writes in flight during faults"):
+        from spark_jobs.converge import final_stop_ms
+        from spark_jobs.fault_overlap import writes_during_faults
+
+        in_flight = writes_during_faults(inputs.acknowledged, story.windows, final_stop_ms(story.events))
     conv = next((r for r in results if r.name == "convergence"), None)
     if conv is not None:
         conv.extra["time_to_converge"] = story.per_partition
@@ -283,6 +288,7 @@ def run_report(
         "fault_matrix": story.figures.matrix,
         "availability": availability,
         "clients": clients,
+        "writes_during_faults": in_flight,
         "timings_s": phases.timings,
     }
     with phases.phase("writing report"):

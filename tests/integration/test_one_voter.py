@@ -49,7 +49,7 @@ def test_one_controller_is_a_quorum_of_one_voter(one: Cluster) -> None:
     assert [x["id"] for x in raw["controllers"]] == [1000] and raw["controller"] == raw["controllers"][0]
     props = Path(c.config).read_text()
     assert f"controller.quorum.voters=1000@127.0.0.1:{c.port}\n" in props
-    assert "`isrsim controller restart 1000` to apply" in props.splitlines()[0]
+    assert "`isrsim controller restart 1000 --force` to apply" in props.splitlines()[0]
     assert f"controller.quorum.voters=1000@127.0.0.1:{c.port}\n" in Path(info.brokers[0].config).read_text()
     # Its state is the metadata log, not a cluster-metadata.json.
     assert (Path(c.dir) / "quorum-state").is_file()
@@ -78,7 +78,7 @@ def test_one_controller_is_a_quorum_of_one_voter(one: Cluster) -> None:
 def test_a_restart_bumps_the_quorum_epoch_and_the_voter_leads_again(one: Cluster) -> None:
     c = one.info.controller
     before = max(e["epoch"] for e in events(c.journal, "quorum_state") if e["role"] == "leader")
-    out = one.cli("controller", "restart").stdout
+    out = one.cli("controller", "restart", "--force").stdout
     assert "controller 1000 restarted" in out
     (view,) = trio.run(describe_quorum, voters_of(one.info), 5.0)
     assert view.leader_id == 1000 and view.epoch > before

@@ -272,6 +272,37 @@ def test_log_matching_lists_a_replica_missing_a_batch(spark: Any) -> None:
     assert rows(found.violations, "base_offset", "missing_on") == [(10, [2])]
 
 
+def test_log_matching_judges_in_sync_replicas_below_the_partitions_final_hw(spark: Any) -> None:
+    """A clean stop: the followers had not yet learned the leader's HW (their checkpoints say 0), yet they
+    were in sync when the stop began: every batch below the partition's final HW is compared on all
+    three. A replica out of the ISR is compared below its own HW only."""
+    replicas = df(
+        spark, REPLICAS, [replica(1, 30, 30), replica(2, 30, 0), replica(3, 30, 0), replica(4, 20, 10)]
+    )
+    partitions = df(spark, PARTITIONS, [("t", 0, 1, 0, [1], "journal", [1])])
+    stop = df(spark, STOP_ISR, [("t", 0, [1, 2, 3])])
+    held = [batch(b, base, base + 9) for b in (1, 2, 3) for base in (0, 10, 20)]
+    held += [batch(4, 0, 9), batch(4, 10, 19, epoch=3, crc=99)]  # broker 4 diverged above its own HW
+    batches = df(spark, BATCHES, held)
+    found = checks.log_matching_violations(replicas, batches, partitions, stop)
+    assert rows(found.violations, "base_offset") == []
+    assert found.compared.count() == 3 * 3 + 1
+    # Without the partitions' ISR every replica is bounded by its own HW: the followers' 0 leaves only
+    # broker 1's and broker 4's first batch.
+    assert checks.log_matching_violations(replicas, batches).compared.count() == 2
+
+
+def test_log_matching_finds_a_divergence_on_an_in_sync_replica_whose_hw_lagged(spark: Any) -> None:
+    """The final leader (2) took over while the ISR was below min.insync.replicas and kept its HW 0; the
+    HW broker 1 learned as leader says what was committed, and both are compared below it."""
+    replicas = df(spark, REPLICAS, [replica(1, 20, 20), replica(2, 20, 0)])
+    partitions = df(spark, PARTITIONS, [("t", 0, 2, 1, [2], "journal", [2])])
+    stop = df(spark, STOP_ISR, [("t", 0, [1, 2])])
+    batches = df(spark, BATCHES, [batch(1, 0, 9), batch(2, 0, 9), batch(1, 10, 19), batch(2, 10, 19, crc=5)])
+    found = checks.log_matching_violations(replicas, batches, partitions, stop)
+    assert rows(found.violations, "base_offset", "smallest_hw", "missing_on") == [(10, 20, [])]
+
+
 # ---------------------------------------------------------------------------------------------- acked
 
 
