@@ -45,6 +45,11 @@ class GroupApis:
         self.metadata_cache = metadata_cache
         # OffsetCommits in client-activity.jsonl (set by the server).
         self.client_activity: ClientActivity | None = None
+        # FindCoordinator of a transactional id (key_type 1): the transaction coordinator's (set by the
+        # server).
+        self.find_transaction_coordinator: (
+            Callable[[Request, str], g.FindCoordinatorResponseCoordinator] | None
+        ) = None
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -90,12 +95,9 @@ class GroupApis:
             return g.FindCoordinatorResponseCoordinator(key=key, error_code=int(code), error_message=message)
 
         if key_type == g.COORDINATOR_TYPE_TRANSACTION:
-            # Not a retriable error (COORDINATOR_NOT_AVAILABLE would be retried until the client's timeout):
-            # Kafka's clients treat this one as fatal to a transactional producer, so it fails at once.
-            return error(
-                Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                f"isrsim does not serve transactions: no coordinator for transactional id {key!r}",
-            )
+            if self.find_transaction_coordinator is None:
+                return error(Errors.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running")
+            return self.find_transaction_coordinator(request, key)
         if key_type != g.COORDINATOR_TYPE_GROUP:  # Kafka's CoordinatorType.forId refuses it the same way
             return error(Errors.INVALID_REQUEST, f"unknown coordinator key_type {key_type}")
         if not self._group_allowed(request, AclOperation.DESCRIBE, key):

@@ -19,6 +19,7 @@ from broker.metadata_cache import PartitionMetadata
 from broker.partition import LeaderAndIsrState
 from broker.producer_id_manager import ProducerIdManager
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
+from broker.txn_apis import TxnApis
 from protocol import messages as m
 from protocol import producer_id_messages as pim
 from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, ApiKeys
@@ -71,6 +72,8 @@ class KafkaApis:
         self.client_activity: ClientActivity | None = None
         # Where INIT_PRODUCER_ID's ids come from (set by the server).
         self.producer_id_manager: ProducerIdManager | None = None
+        # InitProducerId with a transactional id: the transaction coordinator's (set by enable_transactions).
+        self.txn_apis: TxnApis | None = None
         self.broker_id = replica_manager.broker_id
         # The handler of every API the broker answers itself, by key: each has an ApiSpec
         # (protocol/api_specs.py) and every broker spec a handler once the groups are on (``check_handlers``).
@@ -100,6 +103,12 @@ class KafkaApis:
     def enable_groups(self, group_apis: GroupApis) -> None:
         """Serve the consumer-group APIs through ``group_apis`` (the server's group coordinator)."""
         self._handlers.update(group_apis.handlers())
+        self.kafka_supported.update(node_api_versions(Node.BROKER, kafka=True, bound=self._handlers))
+
+    def enable_transactions(self, txn_apis: TxnApis) -> None:
+        """Serve the transaction coordinator's APIs through ``txn_apis`` (docs/transactions.md)."""
+        self.txn_apis = txn_apis
+        self._handlers.update(txn_apis.handlers())
         self.kafka_supported.update(node_api_versions(Node.BROKER, kafka=True, bound=self._handlers))
 
     def check_handlers(self) -> None:
@@ -534,8 +543,10 @@ class KafkaApis:
             request.complete(to_body(body))
 
         if req.transactional_id is not None:
-            # isrsim has no transaction coordinator (docs/protocol.md).
-            answer(Errors.INVALID_REQUEST)
+            if self.txn_apis is None:
+                answer(Errors.COORDINATOR_NOT_AVAILABLE)
+            else:
+                self.txn_apis.handle_init_producer_id(request, req)
             return
         if self.auth.enabled and not (
             self.auth.authorize(request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)

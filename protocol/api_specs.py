@@ -23,6 +23,7 @@ from protocol import producer_id_messages as pim
 from protocol import raft_messages as rm
 from protocol import sasl_messages as sasl
 from protocol import security_messages as sm
+from protocol import txn_coordinator_messages as tm
 from protocol.api_keys import ApiKeys
 from protocol.fault_messages import (
     NetFaultsRequest,
@@ -345,6 +346,41 @@ API_SPECS: tuple[ApiSpec, ...] = (
             partitions=_partitions("partitions", "partitions", "partition", "partition"),
         ),
     ),
+    # The transaction coordinator's APIs (docs/transactions.md); served in msgpack at Kafka's versions.
+    ApiSpec(
+        ApiKeys.ADD_PARTITIONS_TO_TXN,
+        tm.AddPartitionsToTxnRequest,
+        tm.AddPartitionsToTxnResponse,
+        versions=(0, 4),
+        kafka_versions=(0, 4),
+        broker=_SERVED,
+    ),
+    ApiSpec(
+        ApiKeys.ADD_OFFSETS_TO_TXN,
+        tm.AddOffsetsToTxnRequest,
+        tm.AddOffsetsToTxnResponse,
+        versions=(0, 3),
+        kafka_versions=(0, 3),
+        broker=_SERVED,
+    ),
+    ApiSpec(
+        ApiKeys.END_TXN,
+        tm.EndTxnRequest,
+        tm.EndTxnResponse,
+        versions=(0, 3),
+        kafka_versions=(0, 3),
+        broker=_SERVED,
+    ),
+    ApiSpec(
+        ApiKeys.TXN_OFFSET_COMMIT,
+        tm.TxnOffsetCommitRequest,
+        tm.TxnOffsetCommitResponse,
+        versions=(0, 3),
+        kafka_versions=(0, 3),
+        broker=_SERVED,
+        error_top_level=False,
+        error_spread=_TOPIC_PARTITION_INDEXES,
+    ),
     ApiSpec(
         ApiKeys.DESCRIBE_ACLS,
         sm.DescribeAclsRequest,
@@ -469,6 +505,23 @@ API_SPECS: tuple[ApiSpec, ...] = (
         cm.BrokerHeartbeatRequest,
         cm.BrokerHeartbeatResponse,
         controller=_CLUSTER_ACTION,
+    ),
+    ApiSpec(
+        ApiKeys.DESCRIBE_TRANSACTIONS,
+        tm.DescribeTransactionsRequest,
+        tm.DescribeTransactionsResponse,
+        kafka_versions=(0, 0),
+        broker=_SERVED,
+        error_top_level=False,
+        error_spread=ErrorSpread("transaction_states", "transactional_ids", None, "transactional_id"),
+    ),
+    ApiSpec(
+        ApiKeys.LIST_TRANSACTIONS,
+        tm.ListTransactionsRequest,
+        tm.ListTransactionsResponse,
+        versions=(0, 1),
+        kafka_versions=(0, 1),
+        broker=_SERVED,
     ),
     ApiSpec(
         ApiKeys.ALLOCATE_PRODUCER_IDS,

@@ -241,6 +241,13 @@ class GroupCoordinator:
         finally:
             self._creating = False
 
+    # ------------------------------------------------------------------ transactions
+
+    def on_txn_marker(self, producer_id: int, partition: int, commit: bool) -> None:
+        """A transaction marker of ``producer_id`` is written to ``__consumer_offsets`` partition
+        ``partition`` here: TxnOffsetCommit's offsets held for it become committed (or are dropped)."""
+        self.apply(self.core.complete_txn_offsets(producer_id, partition, commit))
+
     # ------------------------------------------------------------------ effects
 
     def apply(self, effects: list[Effect]) -> None:

@@ -124,6 +124,25 @@ CASES: list[tuple[ApiKeys, dict[str, Any], dict[str, Any]]] = [
         {"groups": [{"group_id": "g", "error_code": E}]},
     ),
     (
+        ApiKeys.TXN_OFFSET_COMMIT,
+        {
+            "transactional_id": "x",
+            "group_id": "g",
+            "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}],
+        },
+        {"topics": [{"name": "t", "partitions": [{"partition_index": 1, "error_code": E}]}]},
+    ),
+    (
+        ApiKeys.DESCRIBE_TRANSACTIONS,
+        {"transactional_ids": ["x", "y"]},
+        {
+            "transaction_states": [
+                {"transactional_id": "x", "error_code": E},
+                {"transactional_id": "y", "error_code": E},
+            ]
+        },
+    ),
+    (
         ApiKeys.DELETE_GROUPS,
         {"groups_names": ["g", "h"]},
         {"results": [{"group_id": "g", "error_code": E}, {"group_id": "h", "error_code": E}]},

@@ -94,7 +94,8 @@ def fetch_body(**overrides: Any) -> dict[str, Any]:
 def test_tables_cover_every_api() -> None:
     assert [s.key for s in API_SPECS] == sorted(ApiKeys)  # one spec per API, in key order
     assert set(REQUEST_TYPES) == set(RESPONSE_TYPES) == set(ApiKeys)
-    # Version 0 everywhere but the consumer-group APIs, which serve Kafka's versions (docs/clients.md).
+    # Version 0 everywhere but the consumer-group and transaction APIs, which serve Kafka's versions
+    # (docs/clients.md).
     group_apis = {s.key for s in API_SPECS if s.versions != (0, 0)}
     assert group_apis == {
         ApiKeys.FIND_COORDINATOR,
@@ -107,6 +108,11 @@ def test_tables_cover_every_api() -> None:
         ApiKeys.LIST_GROUPS,
         ApiKeys.DESCRIBE_GROUPS,
         ApiKeys.DELETE_GROUPS,
+        ApiKeys.ADD_PARTITIONS_TO_TXN,
+        ApiKeys.ADD_OFFSETS_TO_TXN,
+        ApiKeys.END_TXN,
+        ApiKeys.TXN_OFFSET_COMMIT,
+        ApiKeys.LIST_TRANSACTIONS,
     }
     assert all(s.versions == s.kafka_versions for s in API_SPECS if s.key in group_apis)
     for key, cls in REQUEST_TYPES.items():
