@@ -194,10 +194,7 @@ class TransactionCoordinator:
         live = len(self.replica_manager.metadata_cache.brokers)
         rf = max(1, min(self.topic_config.replication_factor, live))
         partitions = self.core.config.num_partitions
-        configs = {
-            "min.insync.replicas": str(min(self.topic_config.min_isr, rf)),
-            "cleanup.policy": "compact",
-        }
+        configs = {"min.insync.replicas": str(min(self.topic_config.min_isr, rf))}
         try:
             error = await self.create_topic(TRANSACTION_STATE_TOPIC_NAME, partitions, rf, configs)
             if error not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):

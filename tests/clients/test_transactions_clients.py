@@ -1,0 +1,126 @@
+"""Transactions with Kafka's own client (docs/transactions.md): confluent-kafka's transactional producer
+commits and aborts transactions over two partitions and a read_committed consumer reads exactly the
+committed records; a second producer with the same transactional id fences the first; the coordinator's
+state is what `isrsim transactions describe` shows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from tests.clients.conftest import bootstrap
+from tests.integration.cluster_support import FAST, Cluster, cluster_up
+
+pytestmark = [pytest.mark.integration, pytest.mark.clients]
+
+TOPIC = "txn-topic"
+SETTINGS = (*FAST, "transaction.state.log.num.partitions=4", "offsets.topic.num.partitions=4")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    for c in cluster_up(tmp_path_factory.mktemp("txn") / "root", 3, SETTINGS):
+        c.cli("topic", "create", TOPIC, "--partitions", "2", "--replication-factor", "3")
+        yield c
+
+
+def producer(cluster: Cluster, transactional_id: str) -> Producer:
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap(cluster),
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": 20000,
+            "linger.ms": 0,
+        }
+    )
+    p.init_transactions(60)
+    return p
+
+
+def transaction(p: Producer, values: list[str], *, commit: bool) -> None:
+    p.begin_transaction()
+    for i, v in enumerate(values):
+        p.produce(TOPIC, value=v.encode(), partition=i % 2)
+    if commit:
+        p.commit_transaction(60)
+    else:
+        p.flush(30)
+        p.abort_transaction(60)
+
+
+def read_all(cluster: Cluster, isolation: str) -> list[str]:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap(cluster),
+            "group.id": f"reader-{isolation}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    c.assign([TopicPartition(TOPIC, p, 0) for p in (0, 1)])
+    got: list[str] = []
+    eof: set[int] = set()
+    try:
+        for _ in range(300):
+            msg = c.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == -191:  # _PARTITION_EOF
+                    eof.add(msg.partition())
+                    if eof == {0, 1}:
+                        break
+                    continue
+                raise KafkaException(msg.error())
+            eof.discard(msg.partition())
+            got.append(msg.value().decode())
+    finally:
+        c.close()
+    return sorted(got)
+
+
+def describe(cluster: Cluster, transactional_id: str) -> dict[str, object]:
+    out = cluster.cli("transactions", "describe", transactional_id, "-o", "json").stdout
+    result: dict[str, object] = json.loads(out)
+    return result
+
+
+def test_committed_records_only_are_read_committed(cluster: Cluster) -> None:
+    p = producer(cluster, "txn-a")
+    transaction(p, ["c0", "c1"], commit=True)
+    transaction(p, ["a0", "a1", "a2"], commit=False)
+    transaction(p, ["c2", "c3", "c4"], commit=True)
+    assert read_all(cluster, "read_committed") == ["c0", "c1", "c2", "c3", "c4"]
+    assert read_all(cluster, "read_uncommitted") == ["a0", "a1", "a2", "c0", "c1", "c2", "c3", "c4"]
+    d = describe(cluster, "txn-a")
+    assert d["state"] == "CompleteCommit"
+    assert d["producer_epoch"] == 0 and d["partitions"] == []
+    info = cluster.info
+    assert d["coordinator"] in {b.id for b in info.brokers}
+    listed = json.loads(cluster.cli("transactions", "list", "-o", "json").stdout)
+    assert {"transactional_id": "txn-a", "producer_id": d["producer_id"], "state": "CompleteCommit"} in [
+        {k: t[k] for k in ("transactional_id", "producer_id", "state")} for t in listed
+    ]
+    p.flush(10)
+
+
+def test_a_new_producer_fences_the_zombie(cluster: Cluster) -> None:
+    zombie = producer(cluster, "txn-z")
+    zombie.begin_transaction()
+    zombie.produce(TOPIC, value=b"zombie", partition=0)
+    zombie.flush(30)
+    assert describe(cluster, "txn-z")["state"] == "Ongoing"
+    # The new instance aborts the zombie's open transaction and bumps the epoch.
+    fresh = producer(cluster, "txn-z")
+    d = describe(cluster, "txn-z")
+    assert (d["state"], d["producer_epoch"]) == ("Empty", 2)
+    with pytest.raises(KafkaException) as info:
+        zombie.commit_transaction(30)
+    assert info.value.args[0].fatal() or "fenced" in str(info.value).lower()
+    transaction(fresh, ["fresh"], commit=True)
+    committed = read_all(cluster, "read_committed")
+    assert "fresh" in committed and "zombie" not in committed
