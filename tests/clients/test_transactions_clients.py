@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from tests.clients.conftest import bootstrap
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
+from tests.integration.harness import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.clients]
 
@@ -124,3 +125,35 @@ def test_a_new_producer_fences_the_zombie(cluster: Cluster) -> None:
     transaction(fresh, ["fresh"], commit=True)
     committed = read_all(cluster, "read_committed")
     assert "fresh" in committed and "zombie" not in committed
+
+
+def test_the_coordinator_moves_with_its_partition(cluster: Cluster) -> None:
+    """The coordinator's broker is killed: the new leader of the id's __transaction_state partition loads
+    it, and the next InitProducerId of the id bumps the same producer id's epoch."""
+    first = producer(cluster, "txn-move")
+    before = describe(cluster, "txn-move")
+    assert before["producer_epoch"] == 0
+    first.flush(1)
+    old = int(str(before["coordinator"]))
+    cluster.cli("broker", "kill", str(old))
+    try:
+        wait_until(
+            lambda: describe_or_none(cluster, "txn-move") not in (None, old),
+            timeout=30,
+            message="a new coordinator for txn-move",
+        )
+        producer(cluster, "txn-move").flush(1)
+        after = describe(cluster, "txn-move")
+        assert after["coordinator"] != old
+        assert (after["producer_id"], after["producer_epoch"], after["state"]) == (
+            before["producer_id"],
+            1,
+            "Empty",
+        )
+    finally:
+        cluster.cli("broker", "restart", str(old))
+
+
+def describe_or_none(cluster: Cluster, transactional_id: str) -> object:
+    proc = cluster.cli("transactions", "describe", transactional_id, "-o", "json", check=False, timeout=60)
+    return json.loads(proc.stdout)["coordinator"] if proc.returncode == 0 else None
