@@ -30,6 +30,7 @@ class ApiKeys(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    WRITE_TXN_MARKERS = 27
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -45,6 +46,7 @@ class ApiKeys(IntEnum):
     DESCRIBE_QUORUM = 55
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
     ALLOCATE_PRODUCER_IDS = 67
@@ -56,6 +58,9 @@ class ApiKeys(IntEnum):
 # Special replica ids (Kafka's FetchRequest / ListOffsetsRequest constants).
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
+# Kafka's IsolationLevel (FETCH and LIST_OFFSETS).
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 # Special timestamps for LIST_OFFSETS.
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2

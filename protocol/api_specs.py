@@ -23,6 +23,7 @@ from protocol import producer_id_messages as pim
 from protocol import raft_messages as rm
 from protocol import sasl_messages as sasl
 from protocol import security_messages as sm
+from protocol import txn_marker_messages as tm
 from protocol.api_keys import ApiKeys
 from protocol.fault_messages import (
     NetFaultsRequest,
@@ -346,6 +347,27 @@ API_SPECS: tuple[ApiSpec, ...] = (
         ),
     ),
     ApiSpec(
+        ApiKeys.WRITE_TXN_MARKERS,
+        tm.WriteTxnMarkersRequest,
+        tm.WriteTxnMarkersResponse,
+        kafka_versions=(1, 1),  # Kafka 4 keeps version 1 (0 is gone); msgpack: version 0, the same body
+        broker=_CLUSTER_ACTION,  # sent by transaction coordinators (brokers) only
+        error_top_level=False,
+        error_spread=ErrorSpread(
+            "markers",
+            "markers",
+            "producer_id",
+            "producer_id",
+            partitions=ErrorSpread(
+                "topics",
+                "topics",
+                "name",
+                "name",
+                partitions=ErrorSpread("partitions", "partition_indexes", None, "partition_index"),
+            ),
+        ),
+    ),
+    ApiSpec(
         ApiKeys.DESCRIBE_ACLS,
         sm.DescribeAclsRequest,
         sm.DescribeAclsResponse,
@@ -457,6 +479,21 @@ API_SPECS: tuple[ApiSpec, ...] = (
         kafka_versions=(0, 1),
         broker=_SERVED,
         controller=_SERVED,
+    ),
+    ApiSpec(
+        ApiKeys.DESCRIBE_PRODUCERS,
+        tm.DescribeProducersRequest,
+        tm.DescribeProducersResponse,
+        kafka_versions=(0, 0),
+        broker=_SERVED,  # Read on each topic: the handler decides
+        error_top_level=False,
+        error_spread=ErrorSpread(
+            "topics",
+            "topics",
+            "name",
+            "name",
+            partitions=ErrorSpread("partitions", "partition_indexes", None, "partition_index", message=True),
+        ),
     ),
     ApiSpec(
         ApiKeys.BROKER_REGISTRATION,
