@@ -20,9 +20,10 @@ from broker.partition import LeaderAndIsrState
 from broker.producer_id_manager import ProducerIdManager
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
 from broker.txn_apis import TxnApis
+from broker.txn_marker_apis import TxnMarkerApis
 from protocol import messages as m
 from protocol import producer_id_messages as pim
-from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, ApiKeys
+from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, READ_UNCOMMITTED, ApiKeys
 from protocol.api_specs import SPECS, Node, check_handlers, handled_by, node_api_versions
 from protocol.common import BrokerEndpoint, TopicPartition, is_valid_topic_name
 from protocol.errors import Errors, InvalidRequestError, KafkaError
@@ -90,6 +91,9 @@ class KafkaApis:
             ApiKeys.DESCRIBE_REPLICA_STATE: self.handle_describe_replica_state,
             ApiKeys.INIT_PRODUCER_ID: self.handle_init_producer_id,
         }
+        # The partition side of transactions: WRITE_TXN_MARKERS and DESCRIBE_PRODUCERS (docs/transactions.md).
+        self.txn_markers = TxnMarkerApis(replica_manager, auth)
+        self._handlers.update(self.txn_markers.handlers())
         # Clients' admin requests (forwarded to the controller, KIP-590) and auto-creation.
         self.admin = AdminApis(self.broker_id, replica_manager.metadata_cache, auth, "isrsim")
         self._handlers.update({k: functools.partial(h, self.admin) for k, h in _ADMIN_HANDLERS.items()})
@@ -237,7 +241,14 @@ class KafkaApis:
         context = self.fetch_manager.new_context(
             req.session_id, req.session_epoch, fetch_data, to_forget, req.replica_id >= 0
         )
-        params = FetchParams(req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes)
+        params = FetchParams(
+            req.replica_id,
+            req.max_wait_ms,
+            req.min_bytes,
+            req.max_bytes,
+            # A follower reads to the log end whatever it asks (Kafka's FETCH_LOG_END).
+            isolation_level=req.isolation_level if req.replica_id < 0 else READ_UNCOMMITTED,
+        )
         session = None
         if isinstance(context, IncrementalFetchContext) and req.replica_id >= 0:
             # A follower's session: only partitions with something to read or report (KIP-227).
@@ -266,10 +277,11 @@ class KafkaApis:
                 tp: PartitionResponseData(
                     int(r.error),
                     r.high_watermark,
-                    r.high_watermark,
+                    r.last_stable_offset,
                     r.log_start_offset,
                     r.records,
                     r.diverging_epoch,
+                    r.aborted_transactions,
                 )
                 for tp, r in results.items()
             }
@@ -331,6 +343,7 @@ class KafkaApis:
                         p.current_leader_epoch,
                         client_request=client_request,
                         fetch_only_from_leader=fetch_only_from_leader,
+                        isolation_level=req.isolation_level,
                     )
                 except KafkaError as exc:
                     resp.error_code = int(exc.error)

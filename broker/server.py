@@ -41,10 +41,11 @@ from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
-from protocol.common import BrokerEndpoint, wall_clock_ms
+from protocol.common import BrokerEndpoint, TopicPartition, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError, KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
+from protocol.group_records import GROUP_METADATA_TOPIC_NAME
 from protocol.record_codec import preload_fast_scan
 from protocol.schema import from_body
 from protocol.security import current_client_security
@@ -276,6 +277,15 @@ class KafkaServer:
         )
         group_apis.find_transaction_coordinator = txn_apis.find_coordinator
         self.apis.enable_transactions(txn_apis)
+        group_coordinator = self.group_coordinator
+
+        def offsets_marker(producer_id: int, commit: bool, written: list[TopicPartition]) -> None:
+            # A marker on __consumer_offsets completes TxnOffsetCommit's offsets held for the producer.
+            for topic, partition in written:
+                if topic == GROUP_METADATA_TOPIC_NAME:
+                    group_coordinator.on_txn_marker(producer_id, partition, commit)
+
+        self.apis.txn_markers.add_marker_listener(offsets_marker)
 
     def _build_security(self) -> None:
         """Security (docs/security.md): the live credential store SASL checks, what each listener asks of a

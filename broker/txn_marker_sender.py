@@ -10,14 +10,14 @@ from typing import Any
 
 from broker.metadata_cache import MetadataCache
 from coordinator.transaction.marker_channel import UNKNOWN, TxnMarkerEntry
+from protocol.api_keys import ApiKeys
 from protocol.client import open_connection
 from protocol.common import TopicPartition
 from protocol.errors import Errors
 
 log = logging.getLogger(__name__)
 
-WRITE_TXN_MARKERS_VERSION = 1
-_WRITE_TXN_MARKERS = 27  # Kafka's key of WRITE_TXN_MARKERS
+WRITE_TXN_MARKERS_VERSION = 0  # isrsim's encoding: version 0 (Kafka's version 1 body)
 
 
 class TxnMarkerSender:
@@ -62,7 +62,7 @@ class TxnMarkerSender:
             connect_timeout=self.request_timeout_s,
         ) as conn:
             answer = await conn.request(
-                _WRITE_TXN_MARKERS,
+                ApiKeys.WRITE_TXN_MARKERS,
                 body,
                 api_version=WRITE_TXN_MARKERS_VERSION,
                 timeout=self.request_timeout_s,

@@ -33,6 +33,7 @@ class ApiKeys(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
@@ -49,6 +50,7 @@ class ApiKeys(IntEnum):
     DESCRIBE_QUORUM = 55
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
     DESCRIBE_TRANSACTIONS = 65
@@ -62,6 +64,9 @@ class ApiKeys(IntEnum):
 # Special replica ids (Kafka's FetchRequest / ListOffsetsRequest constants).
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
+# Kafka's IsolationLevel (FETCH and LIST_OFFSETS).
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 # Special timestamps for LIST_OFFSETS.
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2

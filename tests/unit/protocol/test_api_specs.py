@@ -152,6 +152,45 @@ CASES: list[tuple[ApiKeys, dict[str, Any], dict[str, Any]]] = [
         {"groups": [{"group_id": "g", "topics": None}]},
         {"error_code": E, "error_message": MSG, "groups": [{"group_id": "g", "error_code": E}]},
     ),
+    (
+        ApiKeys.WRITE_TXN_MARKERS,
+        {
+            "markers": [
+                {
+                    "producer_id": 7,
+                    "producer_epoch": 1,
+                    "transaction_result": True,
+                    "topics": [{"name": "t", "partition_indexes": [0, 2]}],
+                    "coordinator_epoch": 3,
+                }
+            ]
+        },
+        {
+            "markers": [
+                {
+                    "producer_id": 7,
+                    "topics": [
+                        {
+                            "name": "t",
+                            "partitions": [{"partition_index": i, "error_code": E} for i in (0, 2)],
+                        }
+                    ],
+                }
+            ]
+        },
+    ),
+    (
+        ApiKeys.DESCRIBE_PRODUCERS,
+        {"topics": [{"name": "t", "partition_indexes": [1]}]},
+        {
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [{"partition_index": 1, "error_code": E, "error_message": MSG}],
+                }
+            ]
+        },
+    ),
     # Everything else: the code at the top level only.
     (ApiKeys.HEARTBEAT, {"group_id": "g"}, {"error_code": E, "error_message": MSG}),
     (ApiKeys.LIST_GROUPS, {}, {"error_code": E, "error_message": MSG}),

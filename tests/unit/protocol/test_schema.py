@@ -339,7 +339,8 @@ def test_to_body_is_plain_and_keeps_bytes() -> None:
         "session_id": 9,
         "responses": [{"topic": "t", "partitions": [{
             "partition_index": 0, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
-            "log_start_offset": -1, "records": b"\x00", "diverging_epoch": None,
+            "log_start_offset": -1, "aborted_transactions": None, "records": b"\x00",
+            "diverging_epoch": None,
         }]}],
     }  # fmt: skip
     assert type(body["responses"][0]) is dict
