@@ -312,12 +312,16 @@ class GroupApis:
         version = request.header.api_version
         if version >= 8:
             groups = [
-                self._fetch_group(request, grp.group_id, grp.topics, per_partition_errors=False)
+                self._fetch_group(
+                    request, grp.group_id, grp.topics, per_partition_errors=False, stable=req.require_stable
+                )
                 for grp in req.groups
             ]
             request.complete(to_body(g.OffsetFetchResponse(groups=groups)))
             return
-        one = self._fetch_group(request, req.group_id, req.topics, per_partition_errors=version < 2)
+        one = self._fetch_group(
+            request, req.group_id, req.topics, per_partition_errors=version < 2, stable=req.require_stable
+        )
         request.complete(
             to_body(
                 g.OffsetFetchResponse(topics=one.topics, error_code=one.error_code if version >= 2 else 0)
@@ -331,6 +335,7 @@ class GroupApis:
         topics: list[g.OffsetFetchRequestTopic] | None,
         *,
         per_partition_errors: bool,
+        stable: bool = False,
     ) -> g.OffsetFetchResponseGroup:
         wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
 
@@ -347,8 +352,12 @@ class GroupApis:
             return failed(error)
         describable = self.auth.authorized_topics(request, AclOperation.DESCRIBE, {tp[0] for tp in offsets})
         results: dict[TopicPartition, tuple[OffsetAndMetadata | None, Errors]] = {}
+        # require_stable (v7+, KIP-447): a partition whose offset a transaction may still change is unstable.
+        unstable = self.core.unstable_offsets(group_id) if stable else set()
         for tp, committed in offsets.items():
-            if tp[0] in describable:
+            if tp in unstable and tp[0] in describable:
+                results[tp] = (None, Errors.UNSTABLE_OFFSET_COMMIT)
+            elif tp[0] in describable:
                 results[tp] = (committed, Errors.NONE)
             elif wanted is not None:
                 results[tp] = (None, Errors.TOPIC_AUTHORIZATION_FAILED)

@@ -52,10 +52,12 @@ def run_transactions(
     )
     config["transactional.id"] = transactional_id
     config["transaction.timeout.ms"] = transaction_timeout_ms
+    config["message.timeout.ms"] = transaction_timeout_ms  # librdkafka: at most the transaction's
     stats = TransactionStats()
-    producer = Producer(config)
     timeout_s = transaction_timeout_ms / 1000
+    producer: Any = None
     try:
+        producer = Producer(config)
         producer.init_transactions(timeout_s)
         done = 0
         txn = 0
@@ -91,5 +93,6 @@ def run_transactions(
             f"(after {stats.committed} committed and {stats.aborted} aborted transactions)"
         ) from None
     finally:
-        producer.flush(1)
+        if producer is not None:
+            producer.flush(1)
     return stats

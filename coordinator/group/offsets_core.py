@@ -243,8 +243,12 @@ class OffsetsCore(CoreBase):
             del self._txn_offsets[producer_id]
         return effects
 
-    def pending_txn_offsets(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
-        return {tp: o for groups in self._txn_offsets.values() for tp, o in groups.get(group_id, {}).items()}
+    def unstable_offsets(self, group_id: str) -> set[TopicPartition]:
+        """Kafka's ``hasPendingOffsetCommitsForTopicPartition``: the partitions of the group with offsets held
+        for an open transaction or being written (OffsetFetch with ``require_stable`` answers them
+        UNSTABLE_OFFSET_COMMIT, KIP-447)."""
+        held = {tp for groups in self._txn_offsets.values() for tp in groups.get(group_id, {})}
+        return held | set(self._pending_commits.get(group_id, {}))
 
 
 def _no_answer(_result: object) -> None:

@@ -15,10 +15,15 @@ from tests.clients.conftest import bootstrap
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.clients]
+pytestmark = pytest.mark.integration  # 20 s: in make test
 
 TOPIC = "txn-topic"
-SETTINGS = (*FAST, "transaction.state.log.num.partitions=4", "offsets.topic.num.partitions=4")
+SETTINGS = (
+    *FAST,
+    "transaction.state.log.num.partitions=4",
+    "offsets.topic.num.partitions=4",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,12 +33,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
 
 
-def producer(cluster: Cluster, transactional_id: str) -> Producer:
+def producer(cluster: Cluster, transactional_id: str, timeout_ms: int = 20000) -> Producer:
     p = Producer(
         {
             "bootstrap.servers": bootstrap(cluster),
             "transactional.id": transactional_id,
-            "transaction.timeout.ms": 20000,
+            "transaction.timeout.ms": timeout_ms,
+            "message.timeout.ms": timeout_ms,
             "linger.ms": 0,
         }
     )
@@ -125,6 +131,45 @@ def test_a_new_producer_fences_the_zombie(cluster: Cluster) -> None:
     transaction(fresh, ["fresh"], commit=True)
     committed = read_all(cluster, "read_committed")
     assert "fresh" in committed and "zombie" not in committed
+
+
+def test_an_open_transaction_past_its_timeout_is_aborted(cluster: Cluster) -> None:
+    p = producer(cluster, "txn-slow", timeout_ms=2000)
+    p.begin_transaction()
+    p.produce(TOPIC, value=b"too-slow", partition=1)
+    p.flush(10)
+    assert describe(cluster, "txn-slow")["state"] == "Ongoing"
+    done = wait_until(
+        lambda: (d := describe(cluster, "txn-slow"))["state"] == "CompleteAbort" and d,
+        timeout=20,
+        message="the coordinator to abort txn-slow",
+    )
+    assert done["producer_epoch"] == 1  # bumped: the producer is fenced
+    with pytest.raises(KafkaException):
+        p.commit_transaction(10)
+    assert "too-slow" not in read_all(cluster, "read_committed")
+
+
+def test_offsets_sent_to_a_transaction_are_committed_with_it(cluster: Cluster) -> None:
+    group = "txn-group"
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap(cluster), "group.id": group, "enable.auto.commit": False}
+    )
+    p = producer(cluster, "txn-offsets")
+    try:
+        metadata = consumer.consumer_group_metadata()
+        for offset, commit in ((3, True), (5, False)):
+            p.begin_transaction()
+            p.produce(TOPIC, value=f"with-offsets-{offset}".encode(), partition=0)
+            p.send_offsets_to_transaction([TopicPartition(TOPIC, 0, offset)], metadata, 30)
+            if commit:
+                p.commit_transaction(30)
+            else:
+                p.abort_transaction(30)
+        committed = consumer.committed([TopicPartition(TOPIC, 0)], 30)
+        assert committed[0].offset == 3  # the aborted transaction's offset 5 was dropped
+    finally:
+        consumer.close()
 
 
 def test_the_coordinator_moves_with_its_partition(cluster: Cluster) -> None:
