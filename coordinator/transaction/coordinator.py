@@ -282,6 +282,7 @@ class TransactionCoordinator:
             producer_id=done.producer_id,
             producer_epoch=done.producer_epoch,
             state=done.state.value,
+            partitions=[{"topic": t, "partition": p} for t, p in sorted(done.partitions)],
         )
 
 

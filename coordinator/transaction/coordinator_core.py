@@ -439,6 +439,7 @@ class TransactionCoordinatorCore:
                     )
                 ]
             return [] if token is None else [Respond(token, self._result(append, answer))]
+        ended = frozenset(meta.partitions)
         meta.complete_transition_to(append.transit)
         transit = append.transit
         if append.purpose == "init":
@@ -460,7 +461,7 @@ class TransactionCoordinatorCore:
                 transit.producer_id,
                 transit.producer_epoch,
                 transit.state,
-                frozenset(),
+                ended,
             )
         ]
 

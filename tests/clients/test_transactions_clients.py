@@ -202,3 +202,19 @@ def test_the_coordinator_moves_with_its_partition(cluster: Cluster) -> None:
 def describe_or_none(cluster: Cluster, transactional_id: str) -> object:
     proc = cluster.cli("transactions", "describe", transactional_id, "-o", "json", check=False, timeout=60)
     return json.loads(proc.stdout)["coordinator"] if proc.returncode == 0 else None
+
+
+def test_cli_produces_transactions_and_consumes_read_committed(cluster: Cluster) -> None:
+    cluster.cli("topic", "create", "cli-txn", "--partitions", "3", "--replication-factor", "3")
+    out = cluster.cli(
+        "produce", "cli-txn", "--count", "300", "--transactional-id", "cli-1",
+        "--transaction-records", "50", "--abort-every", "2",
+    ).stdout  # fmt: skip
+    assert "3 transactions committed (150 records), 3 aborted (150 records)" in out
+
+    def consumed(*isolation: str) -> str:
+        args = ("consume", "cli-txn", "--from-beginning", "-e", "--count-only", *isolation)
+        return cluster.cli(*args).stderr
+
+    assert "Processed a total of 150 messages" in consumed("--isolation-level", "read_committed")
+    assert "Processed a total of 300 messages" in consumed()

@@ -137,7 +137,8 @@ def test_commit_writes_prepare_answers_then_markers_then_complete(clock: Clock) 
     assert end(core, 1000, 0, False)[0] == Errors.INVALID_TXN_STATE
     assert init(core).error == Errors.CONCURRENT_TRANSACTIONS
     done = written(core, core.on_markers_written(markers))
-    assert one(done, TransactionCompleted).state == S.COMPLETE_COMMIT
+    completed = one(done, TransactionCompleted)
+    assert (completed.state, completed.partitions) == (S.COMPLETE_COMMIT, frozenset({TP0, TP1}))
     assert core.txns[TXN].state == S.COMPLETE_COMMIT
     assert core.txns[TXN].partitions == set()
     # A retried EndTxn(commit) is answered NONE; abort now is a wrong state.
