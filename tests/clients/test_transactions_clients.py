@@ -1,7 +1,9 @@
 """Transactions with Kafka's own client (docs/transactions.md): confluent-kafka's transactional producer
 commits and aborts transactions over two partitions and a read_committed consumer reads exactly the
-committed records; a second producer with the same transactional id fences the first; the coordinator's
-state is what `isrsim transactions describe` shows."""
+committed records; a second producer with the same transactional id fences the first; a transaction open
+past its timeout is aborted; offsets sent to a transaction are committed with it; the coordinator moves
+with its __transaction_state partition and a new one finishes a prepared commit; the CLI's transactional
+produce and read_committed consume; the coordinator's state is what `isrsim transactions describe` shows."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from tests.clients.conftest import bootstrap
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import wait_until
 
-pytestmark = pytest.mark.integration  # 20 s: in make test
+pytestmark = pytest.mark.integration  # 30 s: in make test
 
 TOPIC = "txn-topic"
 SETTINGS = (
@@ -196,6 +198,41 @@ def test_the_coordinator_moves_with_its_partition(cluster: Cluster) -> None:
             "Empty",
         )
     finally:
+        cluster.cli("broker", "restart", str(old))
+
+
+def test_a_new_coordinator_finishes_a_prepared_commit(cluster: Cluster) -> None:
+    """The markers fail (a protocol fault on WriteTxnMarkers), so the transaction stays in PrepareCommit;
+    the coordinator's broker is killed; the new leader of its __transaction_state partition loads it in
+    PrepareCommit, sends the markers again once they can be written, and completes the commit."""
+    rule = cluster.cli("fault", "add", "--api", "WriteTxnMarkers", "--error", "NOT_ENOUGH_REPLICAS")
+    rule_id = rule.stdout.split()[0]
+    p = producer(cluster, "txn-prepared")
+    p.begin_transaction()
+    p.produce(TOPIC, value=b"prepared-0", partition=0)
+    p.produce(TOPIC, value=b"prepared-1", partition=1)
+    p.commit_transaction(30)  # answered once PrepareCommit is written
+    before = describe(cluster, "txn-prepared")
+    assert before["state"] == "PrepareCommit"
+    old = int(str(before["coordinator"]))
+    cluster.cli("broker", "kill", str(old))
+    try:
+        wait_until(
+            lambda: describe_or_none(cluster, "txn-prepared") not in (None, old),
+            timeout=30,
+            message="a new coordinator for txn-prepared",
+        )
+        assert describe(cluster, "txn-prepared")["state"] == "PrepareCommit"
+        cluster.cli("fault", "remove", rule_id, check=False)  # the killed node's rule went with it
+        wait_until(
+            lambda: describe(cluster, "txn-prepared")["state"] == "CompleteCommit",
+            timeout=30,
+            message="the new coordinator to complete the commit",
+        )
+        committed = read_all(cluster, "read_committed")
+        assert "prepared-0" in committed and "prepared-1" in committed
+    finally:
+        cluster.cli("fault", "remove", "--all", check=False)
         cluster.cli("broker", "restart", str(old))
 
 
