@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import trio
 from confluent_kafka import Consumer, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
 
 from protocol.api_keys import ApiKeys
 from protocol.control_records import (
@@ -240,3 +242,24 @@ def test_a_librdkafka_read_committed_consumer_reads_exactly_the_committed_record
 
     assert consume("read_committed") == [b"c0", b"c1", b"p0", b"e1"]
     assert consume("read_uncommitted") == [b"a0", b"a1", b"c0", b"c1", b"a2", b"a3", b"p0", b"e1"]
+
+
+def test_a_kafka_python_read_committed_consumer_reads_exactly_the_committed_records(
+    kafka_cluster: Cluster,
+) -> None:
+    c = kafka_cluster
+    wait_until(lambda: latest(c, 1) == 11, timeout=30, message="the log of the first test")
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap(c),
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        consumer_timeout_ms=3000,
+    )
+    try:
+        tp = KafkaTopicPartition(TOPIC, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        got = [m.value for m in consumer]
+    finally:
+        consumer.close()
+    assert got == [b"c0", b"c1", b"p0", b"e1"]
