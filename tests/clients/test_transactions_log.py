@@ -16,6 +16,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
 from protocol.api_keys import ApiKeys
+from protocol.client import open_connection
 from protocol.control_records import (
     ControlRecordType,
     EndTransactionMarker,
@@ -263,3 +264,46 @@ def test_a_kafka_python_read_committed_consumer_reads_exactly_the_committed_reco
     finally:
         consumer.close()
     assert got == [b"c0", b"c1", b"p0", b"e1"]
+
+
+def test_a_waiting_read_committed_fetch_is_answered_when_the_lso_moves(kafka_cluster: Cluster) -> None:
+    c = kafka_cluster
+    wait_until(lambda: latest(c, 1) == 11, timeout=30, message="the log of the first test")
+    pid = 9003
+    assert produce(c, txn_batch(pid, 0, [b"late"]))["base_offset"] == 11
+    leader = c.info.broker(c.leader(TOPIC, 0))
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 20_000,
+        "min_bytes": 1,
+        "isolation_level": 1,
+        "topics": [
+            {
+                "topic": TOPIC,
+                "partitions": [{"partition": 0, "fetch_offset": 11, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
+    marker = {
+        "markers": [
+            {
+                "producer_id": pid,
+                "producer_epoch": 0,
+                "transaction_result": True,
+                "topics": [{"name": TOPIC, "partition_indexes": [0]}],
+                "coordinator_epoch": 1,
+            }
+        ]
+    }
+
+    async def run() -> list[dict[str, Any]]:
+        # One connection, both requests at once: the broker takes the FETCH first and parks it (nothing
+        # below the LSO, 11, to read), then writes the marker; the answers come back in request order.
+        async with open_connection(leader.host, leader.port, client_id="txn-test") as conn:
+            return await conn.request_many([(ApiKeys.FETCH, body), (ApiKeys.WRITE_TXN_MARKERS, marker)])
+
+    fetched, marked = trio.run(run)
+    assert marked["markers"][0]["topics"][0]["partitions"][0]["error_code"] == 0
+    part = fetched["responses"][0]["partitions"][0]
+    assert part["last_stable_offset"] == 13
+    assert data_values(part["records"]) == [b"late"] and part["aborted_transactions"] == []
