@@ -20,7 +20,7 @@ from broker.partition import LeaderAndIsrState
 from broker.producer_id_manager import ProducerIdManager
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
 from broker.txn_apis import TxnApis
-from broker.txn_marker_apis import TxnMarkerApis
+from broker.txn_marker_apis import TxnMarkerApis, has_transactional_batch
 from protocol import messages as m
 from protocol import producer_id_messages as pim
 from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, READ_UNCOMMITTED, ApiKeys
@@ -153,17 +153,30 @@ class KafkaApis:
     def handle_produce(self, request: Request, req: m.ProduceRequest) -> None:
         # One response per partition, however often it is named (Kafka keeps the last records given).
         order = _unique_order((t.name, [p.index for p in t.partition_data]) for t in req.topic_data)
+        entries = {(t.name, p.index): p.records for t in req.topic_data for p in t.partition_data}
+        refusal: tuple[Errors, str] | None = None
         if req.acks not in (-1, 0, 1):
+            refusal = Errors.INVALID_REQUIRED_ACKS, f"acks={req.acks}: must be -1, 0 or 1"
+        elif any(has_transactional_batch(r) for r in entries.values()) and not (
+            req.transactional_id is not None
+            and self.auth.authorize(
+                request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
+            )
+        ):
+            # Kafka's handleProduceRequest: transactional records need Write on their transactional id.
+            refusal = (
+                Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                f"transactional records with transactional_id {req.transactional_id!r}: Write on the "
+                "transactional id is required",
+            )
+        if refusal is not None:
             statuses = {
-                (name, idx): ProducePartitionStatus(
-                    -1, -1, -1, Errors.INVALID_REQUIRED_ACKS, f"acks={req.acks}: must be -1, 0 or 1", False
-                )
+                (name, idx): ProducePartitionStatus(-1, -1, -1, refusal[0], refusal[1], False)
                 for name, idxs in order
                 for idx in idxs
             }
             request.complete(to_body(_produce_response(order, statuses)))
             return
-        entries = {(t.name, p.index): p.records for t in req.topic_data for p in t.partition_data}
         acks = req.acks
         received_ms = _received_ms(request, self.replica_manager.clock_ms())
         activity = self.client_activity

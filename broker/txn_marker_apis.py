@@ -14,6 +14,7 @@ written (the group coordinator completes a transaction's offsets on ``__consumer
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -24,6 +25,16 @@ from protocol.api_keys import ApiKeys
 from protocol.common import TopicPartition
 from protocol.control_records import ControlRecordType, EndTransactionMarker, build_end_txn_marker_batch
 from protocol.errors import Errors, KafkaError
+from protocol.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    BATCH_LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    MIN_BATCH_LENGTH,
+    TRANSACTIONAL_FLAG_MASK,
+)
 from protocol.schema import to_body
 from server.auth_helper import AuthHelper
 from server.request_channel import Request
@@ -35,6 +46,29 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Request, Any], Coroutine[Any, Any, None] | None]
 # (producer_id, committed, the partitions whose marker is written): after a marker's appends complete.
 MarkerListener = Callable[[int, bool, list[TopicPartition]], None]
+
+_ATTRIBUTES = struct.Struct(">h")
+_BATCH_LENGTH = struct.Struct(">i")
+
+
+def has_transactional_batch(records: bytes) -> bool:
+    """Whether any batch of a PRODUCE's ``records`` has the transactional bit (Kafka's
+    ``RequestUtils.flag``). Only well-framed batches count (magic 2, a length within the bytes): what does
+    not frame is the log validation's to refuse (CORRUPT_MESSAGE)."""
+    pos, end = 0, len(records)
+    while pos + BATCH_HEADER_SIZE <= end:
+        length = _BATCH_LENGTH.unpack_from(records, pos + BATCH_LENGTH_OFFSET)[0]
+        if (
+            records[pos + MAGIC_OFFSET] != MAGIC
+            or length < MIN_BATCH_LENGTH
+            or pos + LOG_OVERHEAD + length > end
+        ):
+            return False
+        if _ATTRIBUTES.unpack_from(records, pos + ATTRIBUTES_OFFSET)[0] & TRANSACTIONAL_FLAG_MASK:
+            return True
+        pos += LOG_OVERHEAD + length
+    return False
+
 
 # Kafka's request.timeout.ms default: how long a marker's acks=all append may wait for the ISR.
 DEFAULT_MARKER_TIMEOUT_MS = 30_000

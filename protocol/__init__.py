@@ -33,7 +33,8 @@ if TYPE_CHECKING:
         encode_subscription,
         range_assign,
     )
-    from protocol.errors import RETRIABLE, CorruptRecordError, Errors
+    from protocol.control_records import decode_end_txn_marker
+    from protocol.errors import RETRIABLE, CorruptRecordError, Errors, KafkaError
     from protocol.fault_injector import net_faults_set_body, rules_from_body
     from protocol.fault_messages import ProtocolFaultsResponse
     from protocol.fault_rules import (
@@ -88,6 +89,7 @@ _EXPORTS: dict[str, str] = {
     "error_name": "protocol.common",
     "wall_clock_ms": "protocol.common",
     "CorruptRecordError": "protocol.errors",
+    "KafkaError": "protocol.errors",
     "Errors": "protocol.errors",
     "RETRIABLE": "protocol.errors",
     "net_faults_set_body": "protocol.fault_injector",
@@ -117,6 +119,7 @@ _EXPORTS: dict[str, str] = {
     "batch_crc": "protocol.records",
     "build_simple_batch": "protocol.records",
     "decode_records": "protocol.records",
+    "decode_end_txn_marker": "protocol.control_records",
     "iter_batches": "protocol.records",
     "read_header": "protocol.records",
 }
@@ -144,6 +147,7 @@ __all__ = [
     "FaultError",
     "FaultSet",
     "KafkaConnection",
+    "KafkaError",
     "LinkFault",
     "ProtocolFaultRule",
     "ProtocolFaultsResponse",
@@ -157,6 +161,7 @@ __all__ = [
     "build_simple_batch",
     "current_client_security",
     "decode_assignment",
+    "decode_end_txn_marker",
     "decode_records",
     "decode_subscription",
     "encode_assignment",
