@@ -1,6 +1,7 @@
-"""``isrsim transactions list | describe ID`` (kafka-transactions.sh --list / describe): the transactional
-ids the brokers coordinate, and for one its state by Kafka's name, producer id and epoch, timeout, start
-time, the partitions of its open transaction and its coordinator (docs/transactions.md)."""
+"""``isrsim transactions list | describe ID | describe-producers`` (kafka-transactions.sh --list / describe /
+describe-producers): the transactional ids the brokers coordinate; for one its state by Kafka's name,
+producer id and epoch, timeout, start time, the partitions of its open transaction and its coordinator; a
+partition's active producers, from its leader (docs/transactions.md)."""
 
 from __future__ import annotations
 
@@ -112,6 +113,38 @@ async def list_transactions(client: ClusterClient) -> list[dict[str, Any]]:
     return sorted(out, key=lambda t: str(t["transactional_id"]))
 
 
+async def describe_producers(client: ClusterClient, topic: str, partition: int) -> dict[str, Any]:
+    """A partition's active producers (DescribeProducers at its leader), retried while leadership moves."""
+    partitions = await client.topic_partitions(topic, wait_s=2.0)
+    if partition not in partitions:
+        raise ClientError(f"partition {partition} does not exist in {topic} ({len(partitions)} partitions)")
+    last = Errors.NONE
+    with trio.move_on_after(15):
+        while True:
+            await client.refresh_metadata([topic])
+            leader = client.leader_for((topic, partition))
+            if leader >= 0:
+                body = {"topics": [{"name": topic, "partition_indexes": [partition]}]}
+                try:
+                    resp = await _ask(client, leader, ApiKeys.DESCRIBE_PRODUCERS, body, 0)
+                except (OSError, trio.TooSlowError, ConnectionClosed):
+                    resp = None
+                if resp is not None:
+                    p = resp["topics"][0]["partitions"][0]
+                    last = Errors(p["error_code"])
+                    if last == Errors.NONE:
+                        return {
+                            "topic": topic,
+                            "partition": partition,
+                            "leader": leader,
+                            "producers": p["active_producers"],
+                        }
+                    if last not in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_OR_PARTITION):
+                        break
+            await trio.sleep(0.2)
+    raise ClientError(f"no producers of {topic}-{partition}: {error_name(last) if last else 'no leader'}")
+
+
 @click.group()
 def transactions() -> None:
     """List and describe transactions (kafka-transactions)."""
@@ -169,4 +202,43 @@ def describe_cmd(
         partitions,
     ]
     for line in _table(headers, [row]):
+        click.echo(line)
+
+
+@transactions.command("describe-producers")
+@click.option("--topic", required=True, help="The topic.")
+@click.option("--partition", type=click.IntRange(0), required=True, help="The partition.")
+@DATA_DIR_OPTION
+@BOOTSTRAP_OPTION
+@OUTPUT_OPTION
+def describe_producers_cmd(
+    topic: str, partition: int, data_dir: Path | None, bootstrap_server: str | None, output: str
+) -> None:
+    """The partition's active producers at its leader: id, epoch, last coordinator epoch, last sequence and
+    timestamp, the first offset of the open transaction (-1: none)."""
+    setup_logging("WARNING", "transactions")
+    doc = _run(lambda client: describe_producers(client, topic, partition), data_dir, bootstrap_server)
+    if output == "json":
+        echo_json(doc)
+        return
+    headers = [
+        "ProducerId",
+        "ProducerEpoch",
+        "LatestCoordinatorEpoch",
+        "LastSequence",
+        "LastTimestamp",
+        "CurrentTransactionStartOffset",
+    ]
+    rows = [
+        [
+            p["producer_id"],
+            p["producer_epoch"],
+            p["coordinator_epoch"],
+            p["last_sequence"],
+            p["last_timestamp"],
+            p["current_txn_start_offset"],
+        ]
+        for p in doc["producers"]
+    ]
+    for line in _table(headers, rows):
         click.echo(line)

@@ -255,3 +255,20 @@ def test_cli_produces_transactions_and_consumes_read_committed(cluster: Cluster)
 
     assert "Processed a total of 150 messages" in consumed("--isolation-level", "read_committed")
     assert "Processed a total of 300 messages" in consumed()
+    producer_id = describe(cluster, "cli-1")["producer_id"]
+    entries = []
+    for p in range(3):
+        args = (
+            "transactions",
+            "describe-producers",
+            "--topic",
+            "cli-txn",
+            "--partition",
+            str(p),
+            "-o",
+            "json",
+        )
+        entries += [
+            e for e in json.loads(cluster.cli(*args).stdout)["producers"] if e["producer_id"] == producer_id
+        ]
+    assert entries and all(e["current_txn_start_offset"] == -1 for e in entries)  # every transaction ended
