@@ -376,6 +376,7 @@ def _produce_transactions(
     bootstrap_server: str | None,
 ) -> None:
     """``--transactional-id``: COUNT records in transactions (kit/transactional_producer.py)."""
+    from kit.librdkafka_producer import read_properties
     from kit.transactional_producer import TransactionStats, run_transactions
 
     if count is None or count < 0:
@@ -396,6 +397,10 @@ def _produce_transactions(
             transaction_records=transaction_records,
             abort_every=abort_every,
             record_size=record_size,
+            # A secure cluster's client.properties (cluster up --secure), as librdkafka reads it.
+            properties=read_properties(props)
+            if (props := (data_dir or Path("isrsim-data")) / "client.properties").is_file()
+            else None,
             on_transaction=progress,
         )
     except ClientError as exc:
