@@ -188,6 +188,38 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("offsets.load.buffer.size", parse_int, 5242880, "Bytes read at a time when loading groups.", 1),
     ConfigKey("offset.metadata.max.bytes", parse_int, 4096, "Largest metadata of a committed offset.", 0),
+    ConfigKey("transaction.state.log.num.partitions", parse_int, 50, "Partitions of __transaction_state.", 1),
+    ConfigKey(
+        "transaction.state.log.replication.factor",
+        parse_int,
+        3,
+        "Replication factor of __transaction_state (at most the live brokers when it is created).",
+        1,
+    ),
+    ConfigKey(
+        "transaction.state.log.min.isr", parse_int, 2, "min.insync.replicas of __transaction_state.", 1
+    ),
+    ConfigKey(
+        "transaction.state.log.load.buffer.size",
+        parse_int,
+        5242880,
+        "Bytes read at a time when loading transactional ids.",
+        1,
+    ),
+    ConfigKey(
+        "transaction.max.timeout.ms",
+        parse_int,
+        900000,
+        "Largest transaction.timeout.ms a producer may ask.",
+        1,
+    ),
+    ConfigKey(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        parse_int,
+        10000,
+        "How often the coordinator aborts transactions open past their timeout.",
+        1,
+    ),
     ConfigKey(
         "group.min.session.timeout.ms", parse_int, 6000, "Smallest session timeout a member may ask.", 0
     ),

@@ -94,6 +94,8 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     partitions: dict[TopicPartition, FetchPartitionStatus] = field(default_factory=dict)
+    # Kafka's IsolationLevel: 1 (read_committed) reads only below the LSO.
+    isolation_level: int = 0
 
     @property
     def is_from_follower(self) -> bool:

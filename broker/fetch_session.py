@@ -84,6 +84,12 @@ class FetchResponseData:
                     last_stable_offset=pr.last_stable_offset,
                     log_start_offset=pr.log_start_offset,
                     records=pr.records,
+                    aborted_transactions=None
+                    if pr.aborted_transactions is None
+                    else [
+                        m.FetchResponseAbortedTransaction(producer_id=p, first_offset=f)
+                        for p, f in pr.aborted_transactions
+                    ],
                     diverging_epoch=None
                     if pr.diverging_epoch is None
                     else m.FetchResponseEpochEndOffset(

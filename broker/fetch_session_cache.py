@@ -59,6 +59,8 @@ class PartitionResponseData:
     log_start_offset: int = INVALID_LOG_START_OFFSET
     records: bytes = b""
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) when the fetcher's log diverges
+    # read_committed: (producer_id, first_offset) of the aborted transactions in ``records``; else None.
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 @dataclass(slots=True)

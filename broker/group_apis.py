@@ -45,6 +45,11 @@ class GroupApis:
         self.metadata_cache = metadata_cache
         # OffsetCommits in client-activity.jsonl (set by the server).
         self.client_activity: ClientActivity | None = None
+        # FindCoordinator of a transactional id (key_type 1): the transaction coordinator's (set by the
+        # server).
+        self.find_transaction_coordinator: (
+            Callable[[Request, str], g.FindCoordinatorResponseCoordinator] | None
+        ) = None
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -90,12 +95,9 @@ class GroupApis:
             return g.FindCoordinatorResponseCoordinator(key=key, error_code=int(code), error_message=message)
 
         if key_type == g.COORDINATOR_TYPE_TRANSACTION:
-            # Not a retriable error (COORDINATOR_NOT_AVAILABLE would be retried until the client's timeout):
-            # Kafka's clients treat this one as fatal to a transactional producer, so it fails at once.
-            return error(
-                Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                f"isrsim does not serve transactions: no coordinator for transactional id {key!r}",
-            )
+            if self.find_transaction_coordinator is None:
+                return error(Errors.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running")
+            return self.find_transaction_coordinator(request, key)
         if key_type != g.COORDINATOR_TYPE_GROUP:  # Kafka's CoordinatorType.forId refuses it the same way
             return error(Errors.INVALID_REQUEST, f"unknown coordinator key_type {key_type}")
         if not self._group_allowed(request, AclOperation.DESCRIBE, key):
@@ -310,12 +312,16 @@ class GroupApis:
         version = request.header.api_version
         if version >= 8:
             groups = [
-                self._fetch_group(request, grp.group_id, grp.topics, per_partition_errors=False)
+                self._fetch_group(
+                    request, grp.group_id, grp.topics, per_partition_errors=False, stable=req.require_stable
+                )
                 for grp in req.groups
             ]
             request.complete(to_body(g.OffsetFetchResponse(groups=groups)))
             return
-        one = self._fetch_group(request, req.group_id, req.topics, per_partition_errors=version < 2)
+        one = self._fetch_group(
+            request, req.group_id, req.topics, per_partition_errors=version < 2, stable=req.require_stable
+        )
         request.complete(
             to_body(
                 g.OffsetFetchResponse(topics=one.topics, error_code=one.error_code if version >= 2 else 0)
@@ -329,6 +335,7 @@ class GroupApis:
         topics: list[g.OffsetFetchRequestTopic] | None,
         *,
         per_partition_errors: bool,
+        stable: bool = False,
     ) -> g.OffsetFetchResponseGroup:
         wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
 
@@ -345,8 +352,12 @@ class GroupApis:
             return failed(error)
         describable = self.auth.authorized_topics(request, AclOperation.DESCRIBE, {tp[0] for tp in offsets})
         results: dict[TopicPartition, tuple[OffsetAndMetadata | None, Errors]] = {}
+        # require_stable (v7+, KIP-447): a partition whose offset a transaction may still change is unstable.
+        unstable = self.core.unstable_offsets(group_id) if stable else set()
         for tp, committed in offsets.items():
-            if tp[0] in describable:
+            if tp in unstable and tp[0] in describable:
+                results[tp] = (None, Errors.UNSTABLE_OFFSET_COMMIT)
+            elif tp[0] in describable:
                 results[tp] = (committed, Errors.NONE)
             elif wanted is not None:
                 results[tp] = (None, Errors.TOPIC_AUTHORIZATION_FAILED)

@@ -19,9 +19,11 @@ from broker.metadata_cache import PartitionMetadata
 from broker.partition import LeaderAndIsrState
 from broker.producer_id_manager import ProducerIdManager
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
+from broker.txn_apis import TxnApis
+from broker.txn_marker_apis import TxnMarkerApis, has_transactional_batch
 from protocol import messages as m
 from protocol import producer_id_messages as pim
-from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, ApiKeys
+from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, READ_UNCOMMITTED, ApiKeys
 from protocol.api_specs import SPECS, Node, check_handlers, handled_by, node_api_versions
 from protocol.common import BrokerEndpoint, TopicPartition, is_valid_topic_name
 from protocol.errors import Errors, InvalidRequestError, KafkaError
@@ -73,6 +75,8 @@ class KafkaApis:
         self.client_activity: ClientActivity | None = None
         # Where INIT_PRODUCER_ID's ids come from (set by the server).
         self.producer_id_manager: ProducerIdManager | None = None
+        # InitProducerId with a transactional id: the transaction coordinator's (set by enable_transactions).
+        self.txn_apis: TxnApis | None = None
         self.broker_id = replica_manager.broker_id
         # The handler of every API the broker answers itself, by key: each has an ApiSpec
         # (protocol/api_specs.py) and every broker spec a handler once the groups are on (``check_handlers``).
@@ -89,6 +93,9 @@ class KafkaApis:
             ApiKeys.DESCRIBE_REPLICA_STATE: self.handle_describe_replica_state,
             ApiKeys.INIT_PRODUCER_ID: self.handle_init_producer_id,
         }
+        # The partition side of transactions: WRITE_TXN_MARKERS and DESCRIBE_PRODUCERS (docs/transactions.md).
+        self.txn_markers = TxnMarkerApis(replica_manager, auth)
+        self._handlers.update(self.txn_markers.handlers())
         # Clients' admin requests (forwarded to the controller, KIP-590) and auto-creation.
         self.admin = AdminApis(self.broker_id, replica_manager.metadata_cache, auth, "isrsim")
         self._handlers.update({k: functools.partial(h, self.admin) for k, h in _ADMIN_HANDLERS.items()})
@@ -102,6 +109,12 @@ class KafkaApis:
     def enable_groups(self, group_apis: GroupApis) -> None:
         """Serve the consumer-group APIs through ``group_apis`` (the server's group coordinator)."""
         self._handlers.update(group_apis.handlers())
+        self.kafka_supported.update(node_api_versions(Node.BROKER, kafka=True, bound=self._handlers))
+
+    def enable_transactions(self, txn_apis: TxnApis) -> None:
+        """Serve the transaction coordinator's APIs through ``txn_apis`` (docs/transactions.md)."""
+        self.txn_apis = txn_apis
+        self._handlers.update(txn_apis.handlers())
         self.kafka_supported.update(node_api_versions(Node.BROKER, kafka=True, bound=self._handlers))
 
     def check_handlers(self) -> None:
@@ -142,17 +155,30 @@ class KafkaApis:
     def handle_produce(self, request: Request, req: m.ProduceRequest) -> None:
         # One response per partition, however often it is named (Kafka keeps the last records given).
         order = _unique_order((t.name, [p.index for p in t.partition_data]) for t in req.topic_data)
+        entries = {(t.name, p.index): p.records for t in req.topic_data for p in t.partition_data}
+        refusal: tuple[Errors, str] | None = None
         if req.acks not in (-1, 0, 1):
+            refusal = Errors.INVALID_REQUIRED_ACKS, f"acks={req.acks}: must be -1, 0 or 1"
+        elif any(has_transactional_batch(r) for r in entries.values()) and not (
+            req.transactional_id is not None
+            and self.auth.authorize(
+                request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
+            )
+        ):
+            # Kafka's handleProduceRequest: transactional records need Write on their transactional id.
+            refusal = (
+                Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                f"transactional records with transactional_id {req.transactional_id!r}: Write on the "
+                "transactional id is required",
+            )
+        if refusal is not None:
             statuses = {
-                (name, idx): ProducePartitionStatus(
-                    -1, -1, -1, Errors.INVALID_REQUIRED_ACKS, f"acks={req.acks}: must be -1, 0 or 1", False
-                )
+                (name, idx): ProducePartitionStatus(-1, -1, -1, refusal[0], refusal[1], False)
                 for name, idxs in order
                 for idx in idxs
             }
             request.complete(to_body(_produce_response(order, statuses)))
             return
-        entries = {(t.name, p.index): p.records for t in req.topic_data for p in t.partition_data}
         acks = req.acks
         received_ms = _received_ms(request, self.replica_manager.clock_ms())
         activity = self.client_activity
@@ -230,7 +256,14 @@ class KafkaApis:
         context = self.fetch_manager.new_context(
             req.session_id, req.session_epoch, fetch_data, to_forget, req.replica_id >= 0
         )
-        params = FetchParams(req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes)
+        params = FetchParams(
+            req.replica_id,
+            req.max_wait_ms,
+            req.min_bytes,
+            req.max_bytes,
+            # A follower reads to the log end whatever it asks (Kafka's FETCH_LOG_END).
+            isolation_level=req.isolation_level if req.replica_id < 0 else READ_UNCOMMITTED,
+        )
         session = None
         if isinstance(context, IncrementalFetchContext) and req.replica_id >= 0:
             # A follower's session: only partitions with something to read or report (KIP-227).
@@ -259,10 +292,11 @@ class KafkaApis:
                 tp: PartitionResponseData(
                     int(r.error),
                     r.high_watermark,
-                    r.high_watermark,
+                    r.last_stable_offset,
                     r.log_start_offset,
                     r.records,
                     r.diverging_epoch,
+                    r.aborted_transactions,
                 )
                 for tp, r in results.items()
             }
@@ -324,6 +358,7 @@ class KafkaApis:
                         p.current_leader_epoch,
                         client_request=client_request,
                         fetch_only_from_leader=fetch_only_from_leader,
+                        isolation_level=req.isolation_level,
                     )
                 except KafkaError as exc:
                     resp.error_code = int(exc.error)
@@ -544,8 +579,10 @@ class KafkaApis:
             request.complete(to_body(body))
 
         if req.transactional_id is not None:
-            # isrsim has no transaction coordinator (docs/protocol.md).
-            answer(Errors.INVALID_REQUEST)
+            if self.txn_apis is None:
+                answer(Errors.COORDINATOR_NOT_AVAILABLE)
+            else:
+                self.txn_apis.handle_init_producer_id(request, req)
             return
         if self.auth.enabled and not (
             self.auth.authorize(request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)

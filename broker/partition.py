@@ -15,13 +15,18 @@ from protocol.api_keys import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     NO_PARTITION_LEADER_EPOCH,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
 )
 from protocol.common import TopicPartition
 from protocol.errors import Errors, KafkaError, OffsetOutOfRangeError
+from protocol.records import BATCH_HEADER_SIZE, read_header
 from protocol.replication import TruncationMode
 from storage.log import MAX_TIMESTAMP, NO_TIMESTAMP, Log, LogAppendInfo
+from storage.producer_state_entry import AppendOrigin
+from storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +105,10 @@ class LogReadResult:
     log_start_offset: int
     log_end_offset: int
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): nothing read, the logs diverge
+    last_stable_offset: int = -1
+    # read_committed only: the aborted transactions overlapping the records read (Kafka's Fetch v4+
+    # ``aborted_transactions``); None for read_uncommitted and followers.
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,22 +305,30 @@ class Partition:
         return Errors.NONE, epoch, offset
 
     def fetch_offset_for_timestamp(
-        self, timestamp: int, current_leader_epoch: int, *, client_request: bool, fetch_only_from_leader: bool
+        self,
+        timestamp: int,
+        current_leader_epoch: int,
+        *,
+        client_request: bool,
+        fetch_only_from_leader: bool,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> TimestampAndOffset:
         """Kafka's ``fetchOffsetForTimestamp``. Latest (-1) is the HW for a client (the last offset it may
         read), the LEO for a broker or the debug replica id; earliest (-2) is the log start offset; a
         timestamp >= 0 is the first record whose timestamp is >= it, found with the time index, with its
         batch's leader epoch, and -3 the first record with the largest timestamp (Kafka's MAX_TIMESTAMP).
         For a client only an offset below the HW is answered; none is ``(-1, -1, -1)``. Epoch and leadership
-        are checked first (``fetch_only_from_leader`` False: any replica answers)."""
+        are checked first (``fetch_only_from_leader`` False: any replica answers). At read_committed a
+        client's last fetchable offset is the LSO instead of the HW."""
         self.check_local_log(current_leader_epoch, require_leader=fetch_only_from_leader)
+        fetchable = self.last_stable_offset if isolation_level == READ_COMMITTED else self._high_watermark
         cache = self.log.leader_epoch_cache
         if timestamp == EARLIEST_TIMESTAMP:
             offset = self.log_start_offset
             epoch = cache.epoch_for_offset(offset)
             return TimestampAndOffset(NO_TIMESTAMP, offset, UNDEFINED_EPOCH if epoch is None else epoch)
         if timestamp == LATEST_TIMESTAMP:
-            offset = self._high_watermark if client_request else self.log_end_offset
+            offset = fetchable if client_request else self.log_end_offset
             if self.is_leader:
                 epoch = self.leader_epoch
             else:
@@ -320,7 +337,7 @@ class Partition:
             return TimestampAndOffset(NO_TIMESTAMP, offset, epoch)
         if timestamp >= 0 or timestamp == MAX_TIMESTAMP:
             found = self.log.fetch_offset_by_timestamp(timestamp)
-            if found is None or (client_request and found[1] >= self._high_watermark):
+            if found is None or (client_request and found[1] >= fetchable):
                 return TimestampAndOffset(NO_TIMESTAMP, -1, UNDEFINED_EPOCH)
             return TimestampAndOffset(*found)
         raise KafkaError(
@@ -331,7 +348,15 @@ class Partition:
 
     # ------------------------------------------------------------------ leader: produce
 
-    def append_records_to_leader(self, records: bytes, required_acks: int) -> LogAppendInfo:
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first offset of the oldest transaction not decided (or decided by a marker not
+        yet below the HW) when it is below the high watermark, else the high watermark."""
+        return self.log.last_stable_offset(self._high_watermark)
+
+    def append_records_to_leader(
+        self, records: bytes, required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
         if not self.is_leader:
             raise KafkaError(
                 Errors.NOT_LEADER_OR_FOLLOWER,
@@ -343,7 +368,7 @@ class Partition:
                 f"{self.tp[0]}-{self.tp[1]}: ISR {sorted(self.isr)} is smaller than min.insync.replicas="
                 f"{self.min_insync_replicas}",
             )
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin)
         self.maybe_increment_leader_hw()
         return info
 
@@ -545,6 +570,7 @@ class Partition:
         fetch_only_from_leader: bool = True,
         min_one_message: bool = True,
         last_fetched_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> LogReadResult:
         """Kafka's ``Partition.fetchRecords``/``readRecords``. With ``last_fetched_epoch`` (>= 0) the
         fetcher's last epoch is checked first (KIP-595's divergence, for any fetcher of Fetch v12+): where
@@ -577,14 +603,27 @@ class Partition:
                 f"{self.tp[0]}-{self.tp[1]}: fetch offset {fetch_offset} is outside the log "
                 f"[{lso}, {leo}] on broker {self.local_broker_id}"
             )
-        max_offset = None if from_follower else self._high_watermark
+        read_committed = not from_follower and isolation_level == READ_COMMITTED
+        last_stable = self.last_stable_offset
+        max_offset: int | None = None  # a follower reads to the log end
+        if not from_follower:
+            max_offset = last_stable if read_committed else self._high_watermark
         if max_offset is not None and fetch_offset >= max_offset:
             data = b""
         else:
             data = self.log.read(
                 fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
             )
-        return LogReadResult(data, self._high_watermark, lso, leo)
+        aborted = None
+        if read_committed:
+            # Kafka's addAbortedTransactions: those overlapping [fetch offset, the offset after the data).
+            aborted = []
+            if data:
+                upper = _next_offset_after(data)
+                aborted = self.log.collect_aborted_transactions(fetch_offset, upper)
+        return LogReadResult(
+            data, self._high_watermark, lso, leo, last_stable_offset=last_stable, aborted_transactions=aborted
+        )
 
     # ------------------------------------------------------------------ follower side
 
@@ -620,3 +659,13 @@ class Partition:
         if self._high_watermark < self.log.log_start_offset:
             self._high_watermark = self.log.log_start_offset
         return changed
+
+
+def _next_offset_after(data: bytes) -> int:
+    """The offset after the last of the whole batches in ``data``."""
+    pos, next_offset = 0, -1
+    while pos + BATCH_HEADER_SIZE <= len(data):
+        header = read_header(data, pos)
+        next_offset = header.next_offset
+        pos += header.size
+    return next_offset

@@ -48,7 +48,7 @@ from fetcher.truncation import (
     truncation_reason,
 )
 from protocol import messages as m
-from protocol.api_keys import DEBUGGING_REPLICA_ID
+from protocol.api_keys import DEBUGGING_REPLICA_ID, READ_COMMITTED, READ_UNCOMMITTED
 from protocol.common import LEADER_DURING_DELETE, BrokerEndpoint, TopicPartition
 from protocol.compression import CompressionType
 from protocol.errors import CorruptRecordError, Errors, InvalidRecordError, KafkaError, KafkaStorageError
@@ -59,6 +59,7 @@ from storage.checkpoint import already_durable, group_commit, write_all_atomical
 from storage.log import LogConfig
 from storage.log_manager import LogManager
 from storage.log_validator import TimestampType
+from storage.producer_state_entry import AppendOrigin
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,9 @@ class FetchPartitionResult:
     log_start_offset: int
     records: bytes
     diverging_epoch: tuple[int, int] | None = None
+    last_stable_offset: int = -1
+    # read_committed: (producer_id, first_offset) of the aborted transactions in the records; else None.
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 class ReplicaManager:
@@ -581,6 +585,7 @@ class ReplicaManager:
         internal_topics_allowed: bool = False,
         client_id: str = "",
         received_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> None:
         """Kafka's ``appendRecords``. Only the broker itself writes to an internal topic
         (``__consumer_offsets``: the group coordinator); a client gets INVALID_TOPIC_EXCEPTION. Every batch
@@ -601,7 +606,7 @@ class ReplicaManager:
                         Errors.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {tp[0]}"
                     )
                 partition = self.get_partition_or_error(tp)
-                info = partition.append_records_to_leader(records, required_acks)
+                info = partition.append_records_to_leader(records, required_acks, origin)
             except KafkaError as exc:
                 statuses[tp] = ProducePartitionStatus(
                     -1,
@@ -765,7 +770,12 @@ class ReplicaManager:
             return None
         if not partition.is_leader:
             return None
-        end = partition.log_end_offset if from_follower else partition.high_watermark
+        if from_follower:
+            end = partition.log_end_offset
+        elif params.isolation_level == READ_COMMITTED:
+            end = partition.last_stable_offset
+        else:
+            end = partition.high_watermark
         if status.fetch_offset > partition.log_end_offset or status.fetch_offset < partition.log_start_offset:
             return None
         if end <= status.fetch_offset:
@@ -800,11 +810,13 @@ class ReplicaManager:
                     fetch_only_from_leader=fetch_only_from_leader,
                     min_one_message=not got_records,
                     last_fetched_epoch=status.last_fetched_epoch,
+                    isolation_level=params.isolation_level,
                 )
             except KafkaError as exc:
                 hw = partition.high_watermark if partition is not None else -1
                 lso = partition.log_start_offset if partition is not None else -1
-                results[tp] = FetchPartitionResult(exc.error, hw, lso, b"")
+                stable = partition.last_stable_offset if partition is not None else -1
+                results[tp] = FetchPartitionResult(exc.error, hw, lso, b"", last_stable_offset=stable)
                 continue
             remaining -= len(read.records)
             if read.records:
@@ -817,12 +829,15 @@ class ReplicaManager:
                     self._on_isr_change(partition, change)
                 if hw_moved:
                     self._on_hw_moved(partition)
+            aborted = read.aborted_transactions
             results[tp] = FetchPartitionResult(
                 Errors.NONE,
                 partition.high_watermark,
                 read.log_start_offset,
                 read.records,
                 read.diverging_epoch,
+                partition.last_stable_offset,
+                None if aborted is None else [(t.producer_id, t.first_offset) for t in aborted],
             )
         return results
 
@@ -1120,6 +1135,7 @@ class ReplicaManager:
         *,
         client_request: bool,
         fetch_only_from_leader: bool,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> TimestampAndOffset:
         """Kafka's ``fetchOffsetForTimestamp``; raises ``KafkaError`` for the partition's error."""
         return self.get_partition_or_error(tp).fetch_offset_for_timestamp(
@@ -1127,6 +1143,7 @@ class ReplicaManager:
             current_leader_epoch,
             client_request=client_request,
             fetch_only_from_leader=fetch_only_from_leader,
+            isolation_level=isolation_level,
         )
 
     def last_offset_for_leader_epoch(

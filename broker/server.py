@@ -29,19 +29,25 @@ from broker.producer_id_manager import ProducerIdManager, controller_block_sourc
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
 from broker.topic_configs import TopicConfigFetcher, broker_log_config, broker_topic_defaults
+from broker.txn_apis import TxnApis
+from broker.txn_marker_sender import TxnMarkerSender
 from coordinator.group.coordinator import GroupCoordinator, OffsetsTopicConfig
 from coordinator.group.coordinator_core import GroupConfig
 from coordinator.group.group_metrics import GroupCoordinatorCollector
+from coordinator.transaction.coordinator import TransactionCoordinator, TransactionTopicConfig
+from coordinator.transaction.coordinator_core import TxnConfig
+from coordinator.transaction.marker_channel import TransactionMarkerChannelManager
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
 from protocol import config_messages as cfm
 from protocol import controller_messages as cm
 from protocol.api_keys import ApiKeys
-from protocol.common import BrokerEndpoint, wall_clock_ms
+from protocol.common import BrokerEndpoint, TopicPartition, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError, KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
 from protocol.file_names import ACKED_FILE, ACTIVITY_FILE, EVENTS_FILE, SERVED_FILE
+from protocol.group_records import GROUP_METADATA_TOPIC_NAME
 from protocol.record_codec import preload_fast_scan
 from protocol.schema import from_body
 from protocol.security import current_client_security
@@ -252,8 +258,53 @@ class KafkaServer:
         group_apis = GroupApis(self.group_coordinator, self.auth, self.replica_manager.metadata_cache)
         group_apis.client_activity = self.client_activity
         self.apis.enable_groups(group_apis)
+        self._build_transaction_coordinator(group_apis)
         self.apis.check_handlers()  # every API of protocol/api_specs.py a broker serves has its handler
         self.metrics.registry.register(GroupCoordinatorCollector(self.group_coordinator.core))
+
+    def _build_transaction_coordinator(self, group_apis: GroupApis) -> None:
+        """Transactions (docs/transactions.md): this broker coordinates the transactional ids of the
+        __transaction_state partitions it leads, and sends their markers to the partitions' leaders."""
+        c = self.config
+        sender = TxnMarkerSender(self.broker_id, self.replica_manager.metadata_cache)
+        self.txn_marker_channel = TransactionMarkerChannelManager(
+            self.broker_id, sender.leader_of, sender.send
+        )
+        self.txn_coordinator = TransactionCoordinator(
+            self.broker_id,
+            TxnConfig(
+                num_partitions=c.get_int("transaction.state.log.num.partitions"),
+                max_timeout_ms=c.get_int("transaction.max.timeout.ms"),
+                offsets_num_partitions=c.get_int("offsets.topic.num.partitions"),
+            ),
+            TransactionTopicConfig(
+                replication_factor=c.get_int("transaction.state.log.replication.factor"),
+                min_isr=c.get_int("transaction.state.log.min.isr"),
+                load_buffer_size=c.get_int("transaction.state.log.load.buffer.size"),
+                abort_timed_out_interval_ms=c.get_int(
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+                ),
+            ),
+            self.replica_manager,
+            self.txn_marker_channel,
+            self.journal,
+            clock_ms=wall_clock_ms,
+            generate_producer_id=lambda: self.producer_id_manager.generate_producer_id(),
+        )
+        txn_apis = TxnApis(
+            self.txn_coordinator, self.auth, self.replica_manager.metadata_cache, self.group_coordinator
+        )
+        group_apis.find_transaction_coordinator = txn_apis.find_coordinator
+        self.apis.enable_transactions(txn_apis)
+        group_coordinator = self.group_coordinator
+
+        def offsets_marker(producer_id: int, commit: bool, written: list[TopicPartition]) -> None:
+            # A marker on __consumer_offsets completes TxnOffsetCommit's offsets held for the producer.
+            for topic, partition in written:
+                if topic == GROUP_METADATA_TOPIC_NAME:
+                    group_coordinator.on_txn_marker(producer_id, partition, commit)
+
+        self.apis.txn_markers.add_marker_listener(offsets_marker)
 
     def _build_security(self) -> None:
         """Security (docs/security.md): the live credential store SASL checks, what each listener asks of a
@@ -369,6 +420,9 @@ class KafkaServer:
         self.replica_manager.broker_state = self._broker_state
         self.group_coordinator.create_topic = lambda name, partitions, rf: create_topic(
             controller_channel, name, partitions, rf
+        )
+        self.txn_coordinator.create_topic = lambda name, partitions, rf, configs: create_topic(
+            controller_channel, name, partitions, rf, configs
         )
         self.producer_id_manager.source = controller_block_source(
             self.broker_id, controller_channel, lambda: lifecycle.broker_epoch
@@ -489,6 +543,7 @@ class KafkaServer:
             if self.metrics_server is not None:
                 await nursery.start(self.metrics_server.serve)
             await nursery.start(self.group_coordinator.run)
+            await nursery.start(self.txn_coordinator.run)
             nursery.start_soon(self.handler_pool.run)
             if self.lifecycle is not None and self.alter_partition is not None:
                 await nursery.start(self.lifecycle.run)
@@ -608,13 +663,21 @@ class KafkaServer:
 
 
 async def create_topic(
-    channel: ControllerChannel, name: str, partitions: int, replication_factor: int
+    channel: ControllerChannel,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: dict[str, str] | None = None,
 ) -> Errors:
-    """Asks the controller to create a topic (as Kafka's brokers do for ``__consumer_offsets``)."""
+    """Asks the controller to create a topic (as Kafka's brokers do for ``__consumer_offsets`` and
+    ``__transaction_state``)."""
     request = cm.CreateTopicsRequest(
         topics=[
             cm.CreateTopicsRequestTopic(
-                name=name, num_partitions=partitions, replication_factor=replication_factor
+                name=name,
+                num_partitions=partitions,
+                replication_factor=replication_factor,
+                configs=dict(configs or {}),
             )
         ]
     )

@@ -1,8 +1,9 @@
 """``isrsim dump-log``: the batches of a segment, or of every segment of a partition, as Kafka's
 ``kafka-dump-log.sh --files`` prints them: offsets, count, producer fields, leader epoch, position, size,
 codec, CRC and whether it is valid; with ``--print-data-log`` each record too (offset, timestamp, sizes,
-header keys, key and payload), compressed batches decompressed. A torn or corrupt tail is reported where it
-starts, not raised."""
+header keys, key and payload), compressed batches decompressed, and a control record's end-transaction
+marker (COMMIT or ABORT, coordinator epoch). A ``.txnindex`` file's aborted transactions are printed as
+Kafka's ``AbortedTxn`` entries. A torn or corrupt tail is reported where it starts, not raised."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from typing import Any
 import click
 
 from cli.output import OUTPUT_OPTION, echo_json
-from protocol import CompressionType, CorruptRecordError, batch_crc, decode_records, read_header
+from protocol import (
+    CompressionType,
+    CorruptRecordError,
+    KafkaError,
+    batch_crc,
+    decode_end_txn_marker,
+    decode_records,
+    read_header,
+)
 
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
@@ -60,6 +69,36 @@ def dump_index(path: Path) -> dict[str, Any]:
         ]
     problem = f"{len(data) % size} bytes after the last whole entry" if len(data) % size else None
     return {"file": str(path), "size": len(data), "entries": entries, "problem": problem}
+
+
+def dump_txn_index(path: Path) -> dict[str, Any]:
+    """The entries of a ``.txnindex`` file: Kafka's ``AbortedTxn`` (version i16, producer_id i64,
+    first_offset i64, last_offset i64, last_stable_offset i64; 34 bytes each)."""
+    import struct
+
+    size, fmt = 34, struct.Struct(">hqqqq")
+    data = path.read_bytes()
+    entries = [
+        {
+            "version": version,
+            "producer_id": producer_id,
+            "first_offset": first,
+            "last_offset": last,
+            "last_stable_offset": lso,
+        }
+        for version, producer_id, first, last, lso in fmt.iter_unpack(data[: len(data) // size * size])
+    ]
+    problem = f"{len(data) % size} bytes after the last whole entry" if len(data) % size else None
+    return {"file": str(path), "size": len(data), "entries": entries, "problem": problem}
+
+
+def _control_fields(key: bytes | None, value: bytes | None) -> dict[str, Any]:
+    """A control record's end-transaction marker, as kafka-dump-log.sh names it."""
+    try:
+        marker = decode_end_txn_marker(key, value)
+    except KafkaError as exc:
+        return {"control_problem": exc.message}
+    return {"end_txn_marker": marker.control_type.name, "coordinator_epoch": marker.coordinator_epoch}
 
 
 def dump_segment(path: Path, with_records: bool = False) -> dict[str, Any]:
@@ -115,6 +154,7 @@ def dump_segment(path: Path, with_records: bool = False) -> dict[str, Any]:
                     "headers": [[k, _text(v)] for k, v in r.headers],
                     "key": _text(r.key),
                     "payload": _text(r.value),
+                    **(_control_fields(r.key, r.value) if batch["is_control"] else {}),
                 }
                 for r in records
             ]
@@ -140,8 +180,9 @@ def dump_segment(path: Path, with_records: bool = False) -> dict[str, Any]:
 @OUTPUT_OPTION
 def dump_log(paths: tuple[Path, ...], files: tuple[str, ...], print_data_log: bool, output: str) -> None:
     """Print the batches of each PATH (or of each file of --files, comma-separated, as kafka-dump-log.sh
-    --files): a segment (<base offset>.log) or a partition directory (every segment); or the entries of a
-    .index or .timeindex file. Exits 1 if a batch is corrupt or a file ends in a torn batch."""
+    --files): a segment (<base offset>.log) or a partition directory (every segment, then its .txnindex
+    files); or the entries of a .index, .timeindex or .txnindex file. Exits 1 if a batch is corrupt or a
+    file ends in a torn batch."""
     wanted = [*paths, *(Path(f.strip()) for item in files for f in item.split(",") if f.strip())]
     if not wanted:
         raise click.UsageError("name what to dump: PATH or --files FILE[,FILE...]")
@@ -149,8 +190,12 @@ def dump_log(paths: tuple[Path, ...], files: tuple[str, ...], print_data_log: bo
     for path in wanted:
         if path.suffix in (".index", ".timeindex") and path.is_file():
             dumps.append(dump_index(path))
+        elif path.suffix == ".txnindex" and path.is_file():
+            dumps.append(dump_txn_index(path))
         else:
             dumps += [dump_segment(f, print_data_log) for f in segment_files(path)]
+            if path.is_dir():  # a partition directory: its aborted transactions too
+                dumps += [dump_txn_index(f) for f in sorted(path.glob("*.txnindex"))]
     if output == "json":
         echo_json(dumps)
     else:
@@ -175,7 +220,12 @@ def dump_log(paths: tuple[Path, ...], files: tuple[str, ...], print_data_log: bo
 def _print_index(index: dict[str, Any]) -> None:
     click.echo(f"Dumping {index['file']}")
     for e in index["entries"]:
-        if "timestamp" in e:
+        if "producer_id" in e:
+            click.echo(
+                f"version: {e['version']} producerId: {e['producer_id']} firstOffset: {e['first_offset']} "
+                f"lastOffset: {e['last_offset']} lastStableOffset: {e['last_stable_offset']}"
+            )
+        elif "timestamp" in e:
             click.echo(f"timestamp: {e['timestamp']} offset: {e['offset']}")
         else:
             click.echo(f"offset: {e['offset']} position: {e['position']}")
@@ -201,6 +251,17 @@ def _print_segment(d: dict[str, Any]) -> None:
         )
         for r in b.get("records", []):
             keys = ",".join(r["header_keys"])
+            if b["is_control"]:
+                what = (
+                    f"endTxnMarker: {r['end_txn_marker']} coordinatorEpoch: {r['coordinator_epoch']}"
+                    if "end_txn_marker" in r
+                    else f"control record not read: {r.get('control_problem')}"
+                )
+                click.echo(
+                    f"| offset: {r['offset']} CreateTime: {r['create_time']} keySize: {r['key_size']} "
+                    f"valueSize: {r['value_size']} sequence: {r['sequence']} headerKeys: [{keys}] {what}"
+                )
+                continue
             key = f" key: {r['key']}" if r["key"] is not None else ""
             click.echo(
                 f"| offset: {r['offset']} CreateTime: {r['create_time']} keySize: {r['key_size']} "

@@ -234,7 +234,6 @@ def _add_rule(
     click.echo(f"rule {added.id} on node(s) {', '.join(nodes)}: {added.describe()}", err=True)
 
 
-
 def _status_line(status: RuleStatus) -> str:
     per_node = ", ".join(f"{n}: {h}" for n, h in sorted(status.hits_by_node.items()))
     return f"{status.rule.id:>4}  {status.hits:>6}  {status.rule.describe()}  [nodes {per_node}]"

@@ -59,6 +59,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "security": ("cli.security_cmd:security", "Make TLS certificates and SCRAM users for a cluster."),
     "topic": ("cli.topic_cmd:topic", "Create, list, describe and delete topics (kafka-topics)."),
+    "transactions": (
+        "cli.transactions_cmd:transactions",
+        "List and describe transactions: state, producer id and epoch, partitions (kafka-transactions).",
+    ),
     "user": ("cli.user_cmd:user", "Add, list and delete SCRAM users (kafka-configs --entity-type users)."),
 }
 

@@ -179,6 +179,26 @@ def _request_timeout(request_timeout_ms: int | None, timeout_ms: int | None) -> 
     "on every batch, so a retried batch is written once and in order. Default: on with --acks all, off "
     "otherwise; --idempotence with --acks 0 or 1 is an error (as Kafka's).",
 )
+@click.option(
+    "--transactional-id",
+    default=None,
+    help="Produce the --count records in transactions with this transactional.id, through librdkafka "
+    "(the clients extra; docs/transactions.md).",
+)
+@click.option(
+    "--transaction-records",
+    type=click.IntRange(1),
+    default=100,
+    show_default=True,
+    help="Records per transaction (with --transactional-id).",
+)
+@click.option(
+    "--abort-every",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Abort every K-th transaction instead of committing it (0: commit all).",
+)
 @click.option("--no-acked-journal", is_flag=True, help="Write no workload journal.")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: on a terminal).")
 @DATA_DIR_OPTION
@@ -203,6 +223,9 @@ def produce(
     progress: bool | None,
     properties: tuple[str, ...],
     partition: int | None,
+    transactional_id: str | None,
+    transaction_records: int,
+    abort_every: int,
     data_dir: Path | None,
     bootstrap_server: str | None,
 ) -> None:
@@ -216,6 +239,18 @@ def produce(
     """
     setup_logging("WARNING", "produce")
     request_timeout_ms = _request_timeout(request_timeout_ms, timeout_ms)
+    if transactional_id is not None:
+        _produce_transactions(
+            topic,
+            transactional_id,
+            count,
+            transaction_records,
+            abort_every,
+            record_size,
+            data_dir,
+            bootstrap_server,
+        )
+        return
     reader = None
     if count is None:
         from kit.console import READER_KEYS, LineReader, PropertyError, parse_properties
@@ -359,6 +394,54 @@ async def _run_producer(producer: Producer, count: int, rate: float | None, show
         return await producer.run(count, rate)
 
 
+def _produce_transactions(
+    topic: str,
+    transactional_id: str,
+    count: int | None,
+    transaction_records: int,
+    abort_every: int,
+    record_size: int,
+    data_dir: Path | None,
+    bootstrap_server: str | None,
+) -> None:
+    """``--transactional-id``: COUNT records in transactions (kit/transactional_producer.py)."""
+    from kit.librdkafka_producer import read_properties
+    from kit.transactional_producer import TransactionStats, run_transactions
+
+    if count is None or count < 0:
+        raise click.UsageError("--transactional-id needs --count N (records to produce in transactions)")
+
+    def progress(stats: TransactionStats) -> None:
+        if sys.stderr.isatty():
+            click.echo(
+                f"\r{stats.committed} committed, {stats.aborted} aborted transactions", nl=False, err=True
+            )
+
+    try:
+        stats = run_transactions(
+            bootstrap_from(bootstrap_server, data_dir),
+            topic,
+            transactional_id,
+            count,
+            transaction_records=transaction_records,
+            abort_every=abort_every,
+            record_size=record_size,
+            # A secure cluster's client.properties (cluster up --secure), as librdkafka reads it.
+            properties=read_properties(props)
+            if (props := (data_dir or Path("isrsim-data")) / "client.properties").is_file()
+            else None,
+            on_transaction=progress,
+        )
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+    if sys.stderr.isatty():
+        click.echo("", err=True)
+    click.echo(
+        f"{stats.committed} transactions committed ({stats.committed_records} records), "
+        f"{stats.aborted} aborted ({stats.aborted_records} records), transactional id {transactional_id}"
+    )
+
+
 # ---------------------------------------------------------------------------------------------- consume
 
 
@@ -411,6 +494,14 @@ async def _run_producer(producer: Producer, count: int, rate: float | None, show
     help="Print partition and offset before each record (then what --property print.* asks for).",
 )
 @click.option(
+    "--isolation-level",
+    type=click.Choice(["read_uncommitted", "read_committed"]),
+    default="read_uncommitted",
+    show_default=True,
+    help="read_committed: only committed transactions' records, up to the last stable offset "
+    "(docs/transactions.md).",
+)
+@click.option(
     "--count-only", is_flag=True, help="Print no records; a running count on a terminal, then the total."
 )
 @DATA_DIR_OPTION
@@ -423,6 +514,7 @@ def consume(
     exit_at_end: bool,
     group_id: str | None,
     print_offsets: bool,
+    isolation_level: str,
     count_only: bool,
     partition: int | None,
     offset: str | None,
@@ -502,6 +594,7 @@ def consume(
                 group=group,
                 partition=partition,
                 offset=start_offset,
+                isolation_level=1 if isolation_level == "read_committed" else 0,
             )
             consumer_ref.append(consumer)
             n = await consumer.run(

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from protocol.common import TopicPartition
 from storage.log import Log
+from storage.producer_state_entry import AppendOrigin
 
 # Called with the partitions this broker now leads (with their leader epochs) and those it resigned.
 LeadershipListener = Callable[[list[tuple[TopicPartition, int]], list[TopicPartition]], None]
@@ -59,4 +60,7 @@ class PartitionWriter(Protocol):
         *,
         internal_topics_allowed: bool = False,
         client_id: str = "",
+        # COORDINATOR: a coordinator's own write (Kafka's AppendOrigin): producer epochs checked, no
+        # sequences (transactional offset commits, transaction markers).
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> None: ...

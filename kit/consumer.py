@@ -1,5 +1,8 @@
 """A consumer: finds each partition's leader, starts at the earliest or latest offset (LIST_OFFSETS), and
-long-polls FETCH (sessionless, read up to the HW), following leader changes."""
+long-polls FETCH (sessionless, read up to the HW, or with read_committed up to the last stable offset),
+following leader changes. Transaction markers (control batches) are never delivered; with read_committed
+the batches of aborted transactions are skipped as Kafka's consumer does (the FETCH answer's
+``aborted_transactions``, each in effect from its ``first_offset`` until its producer's abort marker)."""
 
 from __future__ import annotations
 
@@ -26,6 +29,16 @@ from protocol import (
 
 log = logging.getLogger(__name__)
 
+_TRANSACTIONAL_BIT = 0x10  # a batch's attributes bit 4
+_CONTROL_BIT = 0x20  # bit 5: a transaction marker
+
+
+def _is_abort_marker(data: bytes, pos: int) -> bool:
+    """A control batch's record key is ``{version int16, type int16}``: type 0 abort, 1 commit."""
+    _, records = decode_records(data, pos)
+    key = records[0].key if records else None
+    return key is not None and len(key) >= 4 and int.from_bytes(key[2:4], "big") == 0
+
 
 @dataclass(frozen=True, slots=True)
 class ConsumedRecord:
@@ -51,6 +64,7 @@ class Consumer:
         offset: int | None = None,
         group: GroupMember | None = None,
         auto_commit_interval_ms: int = 5000,
+        isolation_level: int = 0,
     ) -> None:
         """Reads every partition of ``topic``, or only ``partition``; from the earliest offset
         (``from_beginning``) or the latest, or from ``offset`` (of ``partition``). An offset out of range
@@ -69,6 +83,8 @@ class Consumer:
         self.positions: dict[int, int] = {}
         self.high_watermarks: dict[int, int] = {}
         self.consumed = 0
+        # 0 read_uncommitted, 1 read_committed (Kafka's IsolationLevel).
+        self.isolation_level = isolation_level
 
     async def _list_offset(self, partition: int, timestamp: int) -> int:
         while True:
@@ -79,7 +95,7 @@ class Consumer:
                     ApiKeys.LIST_OFFSETS,
                     {
                         "replica_id": CONSUMER_REPLICA_ID,
-                        "isolation_level": 0,
+                        "isolation_level": self.isolation_level,
                         "topics": [
                             {
                                 "name": self.topic,
@@ -240,7 +256,7 @@ class Consumer:
             "max_wait_ms": self.max_wait_ms,
             "min_bytes": 1,
             "max_bytes": 52428800,
-            "isolation_level": 0,
+            "isolation_level": self.isolation_level,
             "session_id": 0,
             "session_epoch": -1,
             "topics": [
@@ -292,8 +308,15 @@ class Consumer:
                 if code != Errors.NONE:
                     refresh = True
                     continue
-                self.high_watermarks[partition] = int(p.get("high_watermark", -1))
-                got += self._deliver(partition, p["records"], on_record, max_records)
+                end = p.get("high_watermark", -1)
+                if self.isolation_level == 1 and p.get("last_stable_offset", -1) >= 0:
+                    end = p["last_stable_offset"]
+                self.high_watermarks[partition] = int(end)
+                aborted = [
+                    (int(a["producer_id"]), int(a["first_offset"]))
+                    for a in p.get("aborted_transactions") or []
+                ]
+                got += self._deliver(partition, p["records"], on_record, max_records, aborted)
         if refresh:
             await trio.sleep(0.1)
             await self.client.refresh_metadata([self.topic])
@@ -305,11 +328,30 @@ class Consumer:
         data: bytes,
         on_record: Callable[[ConsumedRecord], None],
         max_records: int | None,
+        aborted_transactions: list[tuple[int, int]] | None = None,
     ) -> int:
         got = 0
         position = self.positions[partition]
+        # Kafka's consumer: an aborted transaction is in effect from its first offset; its batches are
+        # skipped until its producer's abort marker.
+        pending_aborts = sorted(aborted_transactions or [], key=lambda a: a[1])
+        aborting: set[int] = set()
         for pos, header in iter_batches(data):
+            while pending_aborts and pending_aborts[0][1] <= header.last_offset:
+                aborting.add(pending_aborts.pop(0)[0])
+            if header.attributes & _CONTROL_BIT:
+                if header.producer_id in aborting and _is_abort_marker(data, pos):
+                    aborting.discard(header.producer_id)
+                position = max(position, header.next_offset)
+                continue
             if header.last_offset < position:
+                continue
+            if (
+                self.isolation_level == 1
+                and header.attributes & _TRANSACTIONAL_BIT
+                and header.producer_id in aborting
+            ):
+                position = header.next_offset
                 continue
             _, records = decode_records(data, pos)
             for r in records:

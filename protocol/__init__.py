@@ -33,7 +33,8 @@ if TYPE_CHECKING:
         encode_subscription,
         range_assign,
     )
-    from protocol.errors import RETRIABLE, CorruptRecordError, Errors
+    from protocol.control_records import decode_end_txn_marker
+    from protocol.errors import RETRIABLE, CorruptRecordError, Errors, KafkaError
     from protocol.fault_injector import net_faults_set_body, rules_from_body
     from protocol.fault_kinds import (
         DOWN_KINDS,
@@ -117,6 +118,7 @@ _EXPORTS: dict[str, str] = {
     "error_name": "protocol.common",
     "wall_clock_ms": "protocol.common",
     "CorruptRecordError": "protocol.errors",
+    "KafkaError": "protocol.errors",
     "Errors": "protocol.errors",
     "RETRIABLE": "protocol.errors",
     "net_faults_set_body": "protocol.fault_injector",
@@ -171,6 +173,7 @@ _EXPORTS: dict[str, str] = {
     "batch_crc": "protocol.records",
     "build_simple_batch": "protocol.records",
     "decode_records": "protocol.records",
+    "decode_end_txn_marker": "protocol.control_records",
     "iter_batches": "protocol.records",
     "read_header": "protocol.records",
 }
@@ -222,6 +225,7 @@ __all__ = [
     "FaultKind",
     "FaultSet",
     "KafkaConnection",
+    "KafkaError",
     "LinkFault",
     "ProtocolFaultRule",
     "ProtocolFaultsResponse",
@@ -235,6 +239,7 @@ __all__ = [
     "build_simple_batch",
     "current_client_security",
     "decode_assignment",
+    "decode_end_txn_marker",
     "decode_records",
     "decode_subscription",
     "encode_assignment",

@@ -24,6 +24,8 @@ from protocol import producer_id_messages as pim
 from protocol import raft_messages as rm
 from protocol import sasl_messages as sasl
 from protocol import security_messages as sm
+from protocol import txn_coordinator_messages as tcm
+from protocol import txn_marker_messages as tm
 from protocol.api_keys import ApiKeys
 from protocol.fault_messages import (
     NetFaultsRequest,
@@ -346,6 +348,62 @@ API_SPECS: tuple[ApiSpec, ...] = (
             partitions=_partitions("partitions", "partitions", "partition", "partition"),
         ),
     ),
+    # The transaction coordinator's APIs (docs/transactions.md); served in msgpack at Kafka's versions.
+    ApiSpec(
+        ApiKeys.ADD_PARTITIONS_TO_TXN,
+        tcm.AddPartitionsToTxnRequest,
+        tcm.AddPartitionsToTxnResponse,
+        versions=(0, 4),
+        kafka_versions=(0, 4),
+        broker=_SERVED,
+    ),
+    ApiSpec(
+        ApiKeys.ADD_OFFSETS_TO_TXN,
+        tcm.AddOffsetsToTxnRequest,
+        tcm.AddOffsetsToTxnResponse,
+        versions=(0, 3),
+        kafka_versions=(0, 3),
+        broker=_SERVED,
+    ),
+    ApiSpec(
+        ApiKeys.END_TXN,
+        tcm.EndTxnRequest,
+        tcm.EndTxnResponse,
+        versions=(0, 3),
+        kafka_versions=(0, 3),
+        broker=_SERVED,
+    ),
+    ApiSpec(
+        ApiKeys.WRITE_TXN_MARKERS,
+        tm.WriteTxnMarkersRequest,
+        tm.WriteTxnMarkersResponse,
+        kafka_versions=(1, 1),  # Kafka 4 keeps version 1 (0 is gone); msgpack: version 0, the same body
+        broker=_CLUSTER_ACTION,  # sent by transaction coordinators (brokers) only
+        error_top_level=False,
+        error_spread=ErrorSpread(
+            "markers",
+            "markers",
+            "producer_id",
+            "producer_id",
+            partitions=ErrorSpread(
+                "topics",
+                "topics",
+                "name",
+                "name",
+                partitions=ErrorSpread("partitions", "partition_indexes", None, "partition_index"),
+            ),
+        ),
+    ),
+    ApiSpec(
+        ApiKeys.TXN_OFFSET_COMMIT,
+        tcm.TxnOffsetCommitRequest,
+        tcm.TxnOffsetCommitResponse,
+        versions=(0, 3),
+        kafka_versions=(0, 3),
+        broker=_SERVED,
+        error_top_level=False,
+        error_spread=_TOPIC_PARTITION_INDEXES,
+    ),
     ApiSpec(
         ApiKeys.DESCRIBE_ACLS,
         sm.DescribeAclsRequest,
@@ -484,6 +542,21 @@ API_SPECS: tuple[ApiSpec, ...] = (
         controller=_SERVED,
     ),
     ApiSpec(
+        ApiKeys.DESCRIBE_PRODUCERS,
+        tm.DescribeProducersRequest,
+        tm.DescribeProducersResponse,
+        kafka_versions=(0, 0),
+        broker=_SERVED,  # Read on each topic: the handler decides
+        error_top_level=False,
+        error_spread=ErrorSpread(
+            "topics",
+            "topics",
+            "name",
+            "name",
+            partitions=ErrorSpread("partitions", "partition_indexes", None, "partition_index", message=True),
+        ),
+    ),
+    ApiSpec(
         ApiKeys.BROKER_REGISTRATION,
         cm.BrokerRegistrationRequest,
         cm.BrokerRegistrationResponse,
@@ -494,6 +567,23 @@ API_SPECS: tuple[ApiSpec, ...] = (
         cm.BrokerHeartbeatRequest,
         cm.BrokerHeartbeatResponse,
         controller=_CLUSTER_ACTION,
+    ),
+    ApiSpec(
+        ApiKeys.DESCRIBE_TRANSACTIONS,
+        tcm.DescribeTransactionsRequest,
+        tcm.DescribeTransactionsResponse,
+        kafka_versions=(0, 0),
+        broker=_SERVED,
+        error_top_level=False,
+        error_spread=ErrorSpread("transaction_states", "transactional_ids", None, "transactional_id"),
+    ),
+    ApiSpec(
+        ApiKeys.LIST_TRANSACTIONS,
+        tcm.ListTransactionsRequest,
+        tcm.ListTransactionsResponse,
+        versions=(0, 1),
+        kafka_versions=(0, 1),
+        broker=_SERVED,
     ),
     ApiSpec(
         ApiKeys.ALLOCATE_PRODUCER_IDS,

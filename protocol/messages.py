@@ -135,12 +135,22 @@ class FetchResponseEpochEndOffset:
 
 
 @dataclass(slots=True, kw_only=True)
+class FetchResponseAbortedTransaction:
+    """An aborted transaction whose records a read_committed consumer drops (Kafka's Fetch v4+)."""
+
+    producer_id: Int64
+    first_offset: Int64
+
+
+@dataclass(slots=True, kw_only=True)
 class FetchResponsePartition:
     partition_index: Int32
     error_code: Int16 = 0
     high_watermark: Int64 = -1
     last_stable_offset: Int64 = -1
     log_start_offset: Int64 = -1
+    # read_committed: the aborted transactions overlapping ``records``; None (null) for read_uncommitted.
+    aborted_transactions: list[FetchResponseAbortedTransaction] | None = None
     records: bytes = b""
     # Set only when the fetch named a last_fetched_epoch that diverges from this log (no records then).
     diverging_epoch: FetchResponseEpochEndOffset | None = None

@@ -23,6 +23,7 @@ from storage.segment import (
     parse_segment_file_name,
     segment_file_name,
 )
+from storage.transaction_index import TXN_INDEX_SUFFIX
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def load_segments(
         if base is not None:
             bases.append(base)
             continue
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             orphan = parse_segment_file_name(path.name, suffix)
             if orphan is not None and not (directory / segment_file_name(orphan, LOG_SUFFIX)).exists():
                 logger.warning("%sdeleting index %s that has no log file", prefix, path.name)
@@ -67,7 +68,7 @@ def load_segments(
                     len(later),
                 )
                 for later_base in later:
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                         (directory / segment_file_name(later_base, suffix)).unlink(missing_ok=True)
                 break
         else:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from protocol.compression import CompressionType
+from protocol.control_records import EndTransactionMarker, is_control, read_end_txn_marker
 from protocol.errors import CorruptRecordError, Errors, KafkaError, OffsetOutOfRangeError
 from protocol.records import BatchHeader, assign_offsets_and_epoch, iter_batches, read_header
 from storage.checkpoint import LeaderEpochCheckpointFile
@@ -56,12 +57,15 @@ from storage.log_validator import (
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
+    MarkerReader,
     ProducerStateManager,
     apply_batches,
     find_duplicate,
+    finish_append,
     rebuild_producer_state,
 )
 from storage.segment import LogSegment
+from storage.transaction_index import AbortedTxn, CompletedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -355,12 +359,15 @@ class Log:
         except CorruptRecordError as e:
             raise CorruptRecordError(f"{self._topic}-{self._partition}: {e.message}") from e
 
-    def _validate_as_leader(self, records: Records) -> ValidationResult:
+    def _validate_as_leader(self, records: Records, origin: AppendOrigin) -> ValidationResult:
         if len(records) == 0:
             raise CorruptRecordError(f"{self._topic}-{self._partition}: append of zero bytes")
         try:
             return validate_records_as_leader(
-                records, timestamp_type=self.timestamp_type, now_ms=self._now_ms()
+                records,
+                timestamp_type=self.timestamp_type,
+                now_ms=self._now_ms(),
+                allow_control=origin is AppendOrigin.COORDINATOR,
             )
         except KafkaError as e:
             e.message = f"{self._topic}-{self._partition}: {e.message}"
@@ -387,11 +394,16 @@ class Log:
         Batches with a producer id are checked against the producer state (``producer_state``): a retry of
         one of the producer's last five batches is not written and the answer carries the offsets it was
         written at (``duplicate``); an older epoch raises INVALID_PRODUCER_EPOCH, a sequence gap
-        OUT_OF_ORDER_SEQUENCE_NUMBER (sequences are checked for ``AppendOrigin.CLIENT`` only)."""
-        validated = self._validate_as_leader(records)
+        OUT_OF_ORDER_SEQUENCE_NUMBER (sequences are checked for ``AppendOrigin.CLIENT`` only).
+
+        Transactions: a transactional batch opens its producer's transaction (the partition's first unstable
+        offset); a control batch (``AppendOrigin.COORDINATOR`` only: WriteTxnMarkers) ends it, and an
+        aborted one gets its ``.txnindex`` entry in the segment of the marker."""
+        validated = self._validate_as_leader(records, origin)
         records, batches = validated.records, validated.batches
         fresh = validated.rewritten  # records is then a buffer of the validator's own
-        if self.compression_type is not None:
+        has_control = any(is_control(h) for _, h in batches)
+        if self.compression_type is not None and not has_control:
             converted = recompress_for_topic(records, batches, self.compression_type)
             if converted is not None:
                 records = converted
@@ -430,11 +442,13 @@ class Log:
                         if duplicate.last_offset - duplicate.first_offset == h.last_offset_delta
                     ),
                 )
-        producers = apply_batches(self._producer_state, headers, origin)
+        positions = {h.base_offset: pos for (pos, _), h in zip(batches, headers, strict=True)}
+        producers, completed = apply_batches(
+            self._producer_state, headers, origin, self._marker_reader(buf, positions)
+        )
         self._epoch_cache.assign(leader_epoch, first_offset)
         self._append(buf, headers)
-        for info in producers.values():
-            self._producer_state.update(info)
+        finish_append(self._producer_state, producers.values(), completed, self._append_aborted_txn)
         self._producer_state.update_map_end_offset(self.log_end_offset)
         return self._append_info(headers, len(buf), validated.log_append_time_ms)
 
@@ -458,14 +472,79 @@ class Log:
                 )
             expected = header.next_offset
         self._check_append_size(len(records))
-        producers = apply_batches(self._producer_state, headers, AppendOrigin.REPLICATION)
+        positions = {h.base_offset: pos for pos, h in batches}
+        producers, completed = apply_batches(
+            self._producer_state, headers, AppendOrigin.REPLICATION, self._marker_reader(records, positions)
+        )
         for header in headers:
             self._epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
         self._append(records, headers)
-        for info in producers.values():
-            self._producer_state.update(info)
+        finish_append(self._producer_state, producers.values(), completed, self._append_aborted_txn)
         self._producer_state.update_map_end_offset(self.log_end_offset)
         return self._append_info(headers, len(records))
+
+    def _marker_reader(self, data: Records, positions: dict[int, int]) -> MarkerReader:
+        """Reads the end-transaction marker of a control batch of ``data`` (found by its base offset)."""
+
+        def read(header: BatchHeader) -> tuple[EndTransactionMarker | None, int]:
+            return read_end_txn_marker(data, positions[header.base_offset])
+
+        return read
+
+    def _read_marker_from_log(self, header: BatchHeader) -> tuple[EndTransactionMarker | None, int]:
+        """The marker of a control batch already in the log (a replay); a damaged one counts as empty."""
+        try:
+            data = self.read(header.base_offset, 1)
+            return read_end_txn_marker(data, 0)
+        except KafkaError as e:
+            logger.error(
+                "%scontrol batch at offset %d not read: %s", self._prefix, header.base_offset, e.message
+            )
+            return None, -1
+
+    def _segment_of(self, offset: int) -> LogSegment:
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        return self._segments[i]
+
+    def _append_aborted_txn(self, txn: CompletedTxn, last_stable_offset: int) -> None:
+        """The ``.txnindex`` entry of an aborted transaction, in the segment of its marker (Kafka's
+        ``LogSegment.updateTxnIndex``); a replay does not write it twice."""
+        self._segment_of(txn.last_offset).txn_index.maybe_append(
+            AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, last_stable_offset)
+        )
+
+    # ------------------------------------------------------------------ transactions
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction not yet decided, or decided by a marker not yet below
+        the high watermark, at least the log start offset (Kafka's ``firstUnstableOffsetMetadata``)."""
+        first = self._producer_state.first_unstable_offset()
+        return None if first is None else max(first, self._log_start_offset)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's ``lastStableOffset``: the first unstable offset when it is below ``high_watermark``,
+        else the high watermark. Completed transactions whose markers are below the high watermark stop
+        counting as unstable here."""
+        self._producer_state.on_high_watermark_updated(high_watermark)
+        first = self.first_unstable_offset()
+        return first if first is not None and first < high_watermark else high_watermark
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Kafka's ``collectAbortedTransactions``: the aborted transactions that overlap
+        ``[start_offset, upper_bound_offset)``, from the ``.txnindex`` of the segment holding
+        ``start_offset`` on, until an entry's LSO reaches the upper bound."""
+        out: list[AbortedTxn] = []
+        i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
+        for segment in self._segments[i:]:
+            found, complete = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+            out.extend(found)
+            if complete:
+                break
+        return out
+
+    def aborted_transactions(self) -> list[AbortedTxn]:
+        """Every ``.txnindex`` entry of the log (for tools and tests)."""
+        return [txn for segment in self._segments for txn in segment.txn_index]
 
     def _append(self, data: Records, headers: list[BatchHeader]) -> None:
         segment = self._segments[-1]
@@ -775,6 +854,8 @@ class Log:
             last_offset=last_offset,
             read_headers=lambda offset: self.batch_headers(offset),
             now_ms=self._now_ms(),
+            read_marker=self._read_marker_from_log,
+            on_aborted=self._append_aborted_txn,
         )
 
     @_disk("writing the producer snapshot of")

@@ -34,9 +34,10 @@ Refused with INVALID_RECORD (87), as Kafka's ``InvalidRecordException``:
 
 - ``records_count`` < 1, or ``last_offset_delta + 1 != records_count`` (Kafka: "Inconsistent batch offset
   range and record count");
-- the control bit (clients may not write control records); the transactional bit (isrsim has no
-  transactions: a difference from Kafka);
-- ``producer_id >= 0`` with ``base_sequence < 0`` (Kafka: "Invalid sequence number");
+- the control bit from a client (clients may not write control records; a leader's own WriteTxnMarkers
+  append, ``allow_control``, may);
+- the transactional bit with ``producer_id < 0`` (a transaction belongs to a producer id);
+- ``producer_id >= 0`` with ``base_sequence < 0`` from a client (Kafka: "Invalid sequence number");
 - a compressed batch that is not alone in the request (Kafka: "Compressed outer record has more than one
   batch");
 - records that are not Kafka's ``DefaultRecord`` (a length that does not match the record's fields, a
@@ -132,24 +133,32 @@ class _Verdict:
     rebuild: bool  # compressed, with offsets out of order: build it again
 
 
-def _attributes_problem(header: BatchHeader) -> KafkaError | None:
+def _attributes_problem(header: BatchHeader, allow_control: bool) -> KafkaError | None:
     attributes = header.attributes
     if attributes <= MAX_CODEC_ID:
         return None
     codec = attributes & COMPRESSION_CODEC_MASK
     if codec > MAX_CODEC_ID:
         return unsupported_codec(codec)
-    if attributes & CONTROL_FLAG_MASK:
+    if attributes & CONTROL_FLAG_MASK and not allow_control:
         why = "the control bit is set: clients are not allowed to write control records"
-    elif attributes & TRANSACTIONAL_FLAG_MASK:
-        why = "the transactional bit is set: isrsim has no transactions"
+    elif attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id < 0:
+        why = (
+            f"the transactional bit is set with producer_id {header.producer_id}: a transactional batch "
+            "needs a producer id"
+        )
     else:
         return None  # the timestamp type, the delete horizon bit, bits Kafka does not know: as Kafka
     return InvalidRecordError(f"attributes 0x{attributes:04x}: {why}")
 
 
 def _check_batch(
-    buf: bytes | bytearray, pos: int, first_index: int, timestamp_type: TimestampType, now_ms: int
+    buf: bytes | bytearray,
+    pos: int,
+    first_index: int,
+    timestamp_type: TimestampType,
+    now_ms: int,
+    allow_control: bool = False,
 ) -> _Verdict:
     """Validate the batch at ``pos`` as described above; ``first_index`` is the record index (within the
     partition's records) of its first record. Returns what the stored batch must say, or raises."""
@@ -158,11 +167,11 @@ def _check_batch(
     problem = offset_range_problem(header)
     if problem is not None:
         raise InvalidRecordError(f"{where}: {problem}")
-    bad_attributes = _attributes_problem(header)
+    bad_attributes = _attributes_problem(header, allow_control)
     if bad_attributes is not None:
         bad_attributes.message = f"{where}: {bad_attributes.message}"
         raise bad_attributes
-    if header.producer_id >= 0 and header.base_sequence < 0:
+    if header.producer_id >= 0 and header.base_sequence < 0 and not allow_control:
         raise InvalidRecordError(
             f"{where}: producer_id {header.producer_id} with base_sequence {header.base_sequence}: "
             "invalid sequence number"
@@ -263,10 +272,12 @@ def validate_records_as_leader(
     *,
     timestamp_type: TimestampType = TimestampType.CREATE_TIME,
     now_ms: int = NO_TIMESTAMP,
+    allow_control: bool = False,
 ) -> ValidationResult:
     """Validate every batch of a producer's ``records`` as described above and apply Kafka's fixes.
-    ``now_ms`` is the broker's time (used on a LogAppendTime topic). Raises a ``KafkaError`` naming the
-    batch and the problem; nothing is changed in ``buf``."""
+    ``now_ms`` is the broker's time (used on a LogAppendTime topic). ``allow_control``: the leader's own
+    append of a transaction marker (Kafka's ``AppendOrigin.COORDINATOR``), whose control batch carries no
+    sequence. Raises a ``KafkaError`` naming the batch and the problem; nothing is changed in ``buf``."""
     if isinstance(buf, memoryview):
         buf = buf.tobytes()
     verdicts: list[tuple[int, _Verdict]] = []
@@ -274,7 +285,7 @@ def validate_records_as_leader(
     index = 0
     end = len(buf)
     while pos < end:
-        verdict = _check_batch(buf, pos, index, timestamp_type, now_ms)
+        verdict = _check_batch(buf, pos, index, timestamp_type, now_ms, allow_control)
         verdicts.append((pos, verdict))
         pos += verdict.header.size
         index += verdict.header.records_count

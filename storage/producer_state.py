@@ -12,8 +12,14 @@ rolls (at its base offset, fsynced with the next flush), at a clean stop (at the
 truncation or a load (at the new log end); those of deleted segments go with them, and a truncation drops
 every snapshot beyond the new log end.
 
+Transactions (Kafka's ``ongoingTxns`` / ``unreplicatedTxns``): every producer's open transaction is kept by
+its first offset; a marker moves it to the completed ones until the high watermark passes the marker. The
+partition's first unstable offset is the smallest first offset of both, and its last stable offset (LSO)
+that offset when it is below the high watermark, else the high watermark. A snapshot keeps each producer's
+open transaction (``current_txn_first_offset``), so a reload knows it; a producer with an open
+transaction never expires.
+
 Synchronous and free of sockets; time comes from the injected ``clock_ms``. Snapshot files are the only I/O.
-There are no transactions, so ``coordinator_epoch`` and ``current_txn_first_offset`` are -1 in every entry.
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ import logging
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from crc32c import crc32c
 
+from protocol.control_records import EndTransactionMarker, is_control
 from protocol.errors import CorruptRecordError
 from protocol.records import BatchHeader
 from storage.producer_state_entry import (
@@ -37,11 +45,13 @@ from storage.producer_state_entry import (
     ProducerStateEntry,
     last_sequence,
 )
+from storage.transaction_index import CompletedTxn
 
 __all__ = [
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
     "AppendOrigin",
     "BatchMetadata",
+    "CompletedTxn",
     "CorruptSnapshotError",
     "ProducerAppendInfo",
     "ProducerStateEntry",
@@ -50,6 +60,7 @@ __all__ = [
     "decode_snapshot",
     "encode_snapshot",
     "find_duplicate",
+    "finish_append",
     "rebuild_producer_state",
 ]
 
@@ -99,7 +110,7 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
             entry.last_offset_delta,
             entry.last_timestamp,
             entry.coordinator_epoch,
-            -1,
+            entry.current_txn_first_offset,
         )
         pos += _SNAPSHOT_ENTRY.size
     struct.pack_into(">I", buf, 2, crc32c(memoryview(buf)[_CRC_START:]))
@@ -120,10 +131,12 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
         raise CorruptSnapshotError(f"{count} entries do not fill {len(data)} bytes")
     entries: list[ProducerStateEntry] = []
     for i in range(count):
-        (producer_id, epoch, seq, offset, offset_delta, timestamp, coordinator_epoch, _txn) = (
+        (producer_id, epoch, seq, offset, offset_delta, timestamp, coordinator_epoch, txn_first) = (
             _SNAPSHOT_ENTRY.unpack_from(data, _SNAPSHOT_HEAD.size + i * _SNAPSHOT_ENTRY.size)
         )
-        entry = ProducerStateEntry(producer_id, epoch, coordinator_epoch, timestamp)
+        entry = ProducerStateEntry(
+            producer_id, epoch, coordinator_epoch, timestamp, current_txn_first_offset=max(-1, txn_first)
+        )
         if offset >= 0:
             entry.batch_metadata.append(BatchMetadata(seq, offset, offset_delta, timestamp))
         entries.append(entry)
@@ -136,6 +149,16 @@ def read_snapshot(path: Path) -> list[ProducerStateEntry]:
     except FileNotFoundError as e:
         raise CorruptSnapshotError(f"{path} is gone") from e
     return decode_snapshot(data)
+
+
+@dataclass(slots=True)
+class TxnMetadata:
+    """One transaction of the partition (Kafka's ``TxnMetadata``): its first offset, and its marker's offset
+    once it is completed."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int | None = None
 
 
 class ProducerStateManager:
@@ -157,6 +180,10 @@ class ProducerStateManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.log_prefix = f"[ProducerStateManager partition={topic_partition}] "
         self._producers: dict[int, ProducerStateEntry] = {}
+        # Open transactions, and completed ones whose marker is not yet below the high watermark, by their
+        # first offset.
+        self._ongoing_txns: dict[int, TxnMetadata] = {}
+        self._unreplicated_txns: dict[int, TxnMetadata] = {}
         self._snapshots: list[int] = []  # offsets of the snapshot files, sorted
         self._unflushed: set[int] = set()
         self._last_map_offset = 0
@@ -178,7 +205,59 @@ class ProducerStateManager:
 
     @property
     def is_empty(self) -> bool:
-        return not self._producers
+        return not self._producers and not self._unreplicated_txns
+
+    # ------------------------------------------------------------------ transactions
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction that is open, or ended by a marker not yet below the
+        high watermark (Kafka's ``firstUnstableOffset``); None when there is none."""
+        firsts = [*self._ongoing_txns, *self._unreplicated_txns]
+        return min(firsts) if firsts else None
+
+    def first_undecided_offset(self) -> int | None:
+        return min(self._ongoing_txns) if self._ongoing_txns else None
+
+    @property
+    def ongoing_txns(self) -> Mapping[int, TxnMetadata]:
+        return self._ongoing_txns
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Completed transactions whose marker is below ``high_watermark`` no longer hold the LSO."""
+        self._remove_unreplicated_transactions(high_watermark)
+
+    def _remove_unreplicated_transactions(self, offset: int) -> None:
+        for first in [
+            f
+            for f, t in self._unreplicated_txns.items()
+            if t.last_offset is not None and t.last_offset < offset
+        ]:
+            del self._unreplicated_txns[first]
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO right after ``completed``'s marker, before it is marked complete (Kafka's
+        ``lastStableOffset(CompletedTxn)``: the first offset of the oldest other open transaction, else the
+        offset after the marker). It goes into the aborted transaction's ``.txnindex`` entry."""
+        others = [f for f, t in self._ongoing_txns.items() if t.producer_id != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """The marker of ``completed`` is written: it stops being open, and holds the first unstable offset
+        until the high watermark passes the marker."""
+        txn = self._ongoing_txns.pop(completed.first_offset, None)
+        if txn is None:
+            raise ValueError(
+                f"{self.log_prefix}attempted to complete transaction {completed}, which was not started"
+            )
+        txn.last_offset = completed.last_offset
+        self._unreplicated_txns[completed.first_offset] = txn
+
+    def _load_producer_entry(self, entry: ProducerStateEntry) -> None:
+        self._producers[entry.producer_id] = entry
+        if entry.current_txn_first_offset >= 0:
+            self._ongoing_txns[entry.current_txn_first_offset] = TxnMetadata(
+                entry.producer_id, entry.current_txn_first_offset
+            )
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
@@ -196,9 +275,15 @@ class ProducerStateManager:
             current.update(updated)
         else:
             self._producers[append_info.producer_id] = updated
+        for first_offset in append_info.started_transactions:
+            self._ongoing_txns[first_offset] = TxnMetadata(append_info.producer_id, first_offset)
 
     def _is_expired(self, now_ms: int, entry: ProducerStateEntry) -> bool:
-        return now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+        """Idle for ``producer.id.expiration.ms`` with no open transaction (Kafka's ``isProducerExpired``)."""
+        return (
+            entry.current_txn_first_offset < 0
+            and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+        )
 
     def remove_expired_producers(self, now_ms: int) -> None:
         """Forget producer ids idle for ``producer.id.expiration.ms``."""
@@ -315,7 +400,7 @@ class ProducerStateManager:
             logger.info("%sloading producer state from snapshot %s", self.log_prefix, path)
             for entry in entries:
                 if not self._is_expired(now_ms, entry):
-                    self._producers[entry.producer_id] = entry
+                    self._load_producer_entry(entry)
             self._last_snap_offset = offset
             self._last_map_offset = offset
             return
@@ -331,6 +416,9 @@ class ProducerStateManager:
                 self._remove_and_delete_snapshot(offset)
         if log_end_offset != self._last_map_offset:
             self._producers.clear()
+            self._ongoing_txns.clear()
+            # The log end is assumed to be at or below the high watermark: no completed marker is above it.
+            self._unreplicated_txns.clear()
             self._load_from_snapshot(log_start_offset, now_ms)
         else:
             self.on_log_start_offset_incremented(log_start_offset)
@@ -338,6 +426,8 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything, snapshots included; the state now ends at ``offset``."""
         self._producers.clear()
+        self._ongoing_txns.clear()
+        self._unreplicated_txns.clear()
         for snap in list(self._snapshots):
             self._remove_and_delete_snapshot(snap)
         self._last_snap_offset = 0
@@ -348,18 +438,30 @@ class ProducerStateManager:
         self._load_snapshots()
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        self._remove_unreplicated_transactions(log_start_offset)
         if self._last_map_offset < log_start_offset:
             self._last_map_offset = log_start_offset
         latest = self.latest_snapshot_offset()
         self._last_snap_offset = latest if latest is not None else log_start_offset
 
 
+# The end-transaction marker of a control batch and its record's timestamp ((None, -1) for an empty one).
+MarkerReader = Callable[[BatchHeader], tuple[EndTransactionMarker | None, int]]
+# Where an aborted transaction's ``.txnindex`` entry goes: (the transaction, the LSO after its marker).
+AbortedTxnSink = Callable[[CompletedTxn, int], None]
+
+
 def apply_batches(
-    manager: ProducerStateManager, headers: Iterable[BatchHeader], origin: AppendOrigin
-) -> dict[int, ProducerAppendInfo]:
-    """Check ``headers`` (offsets assigned) for ``origin`` and return the append infos per producer id,
-    without changing ``manager``. Raises the error a leader answers with."""
+    manager: ProducerStateManager,
+    headers: Iterable[BatchHeader],
+    origin: AppendOrigin,
+    read_marker: MarkerReader | None = None,
+) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn]]:
+    """Check ``headers`` (offsets assigned) for ``origin`` and return the append infos per producer id and
+    the transactions their markers end, without changing ``manager``. Raises the error a leader answers
+    with. ``read_marker`` reads a control batch's marker (a control batch is skipped without it)."""
     updated: dict[int, ProducerAppendInfo] = {}
+    completed: list[CompletedTxn] = []
     for header in headers:
         if header.producer_id < 0:
             continue
@@ -367,8 +469,30 @@ def apply_batches(
         if info is None:
             info = manager.prepare_update(header.producer_id, origin)
             updated[header.producer_id] = info
-        info.append(header)
-    return updated
+        marker, timestamp = (None, -1)
+        if is_control(header) and read_marker is not None:
+            marker, timestamp = read_marker(header)
+        done = info.append(header, marker, timestamp)
+        if done is not None:
+            completed.append(done)
+    return updated, completed
+
+
+def finish_append(
+    manager: ProducerStateManager,
+    infos: Iterable[ProducerAppendInfo],
+    completed: Iterable[CompletedTxn],
+    on_aborted: AbortedTxnSink | None,
+) -> None:
+    """Take in what :func:`apply_batches` found once the batches are in the log: the producers' new state,
+    then each ended transaction (an aborted one first handed to ``on_aborted`` with the LSO after its
+    marker, for the ``.txnindex``), as Kafka's ``UnifiedLog.append``."""
+    for info in infos:
+        manager.update(info)
+    for txn in completed:
+        if txn.is_aborted and on_aborted is not None:
+            on_aborted(txn, manager.last_stable_offset(txn))
+        manager.complete_txn(txn)
 
 
 def find_duplicate(manager: ProducerStateManager, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
@@ -396,36 +520,31 @@ def rebuild_producer_state(
     last_offset: int,
     read_headers: Callable[[int], Iterable[BatchHeader]],
     now_ms: int,
+    read_marker: MarkerReader | None = None,
+    on_aborted: AbortedTxnSink | None = None,
 ) -> None:
     """Bring ``manager`` to the log below ``last_offset`` (Kafka's ``rebuildProducerState``): reload the
     latest snapshot at or below it, replay the batches from there, and snapshot at ``last_offset``.
-    ``read_headers(offset)`` yields the headers of the log's batches from the one containing ``offset``."""
+    ``read_headers(offset)`` yields the headers of the log's batches from the one containing ``offset``;
+    ``read_marker`` reads a control batch's marker, and ``on_aborted`` receives each aborted transaction
+    the replay ends (its ``.txnindex`` entry, written again if it is missing)."""
     bases = sorted(segment_base_offsets)
     to_snapshot = set(bases[-2:])
     was_empty = manager.is_empty and manager.map_end_offset >= last_offset
     manager.truncate_and_reload(log_start_offset, last_offset, now_ms)
     if last_offset > manager.map_end_offset and not was_empty:
         start = max(manager.map_end_offset, log_start_offset)
-        pending: dict[int, ProducerAppendInfo] = {}
         for header in _until_damaged(manager, read_headers(start)):
             if header.base_offset >= last_offset:
                 break
             if header.base_offset < start:
                 continue
             if header.base_offset in to_snapshot and header.base_offset > manager.map_end_offset:
-                for info in pending.values():
-                    manager.update(info)
-                pending.clear()
                 manager.update_map_end_offset(header.base_offset)
                 manager.take_snapshot()
             if header.producer_id >= 0:
-                appending = pending.get(header.producer_id)
-                if appending is None:
-                    appending = manager.prepare_update(header.producer_id, AppendOrigin.REPLICATION)
-                    pending[header.producer_id] = appending
-                appending.append(header)
-        for info in pending.values():
-            manager.update(info)
+                infos, completed = apply_batches(manager, [header], AppendOrigin.REPLICATION, read_marker)
+                finish_append(manager, infos.values(), completed, on_aborted)
     manager.update_map_end_offset(last_offset)
     manager.take_snapshot()
 

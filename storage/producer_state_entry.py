@@ -14,8 +14,14 @@ sequence ranges and offsets). A leader checks every client batch that carries a 
   accepted with any sequence, as Kafka does since 2.5 (KIP-360: no UNKNOWN_PRODUCER_ID).
 
 Followers and log loading apply the same batches with no checks (:attr:`AppendOrigin.REPLICATION`).
-Transactions (control batches, ongoing-transaction offsets) are not modelled: isrsim refuses transactional
-batches.
+
+Transactions (KIP-98): a transactional data batch of a producer with no open transaction opens one at its
+first offset (``current_txn_first_offset``, one of the "started transactions" of the append); a
+non-transactional batch while one is open gets INVALID_TXN_STATE (48). A control batch (an end-transaction
+marker, written by WriteTxnMarkers) checks the producer epoch (older: INVALID_PRODUCER_EPOCH) and the
+coordinator epoch (older: TRANSACTION_COORDINATOR_FENCED, 52), closes the open transaction (a
+:class:`CompletedTxn`, for the LSO and the ``.txnindex``) and forgets the producer's batches, as Kafka's
+``appendEndTxnMarker``. On the replication path these are logged, not refused.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 
+from protocol.control_records import EndTransactionMarker, is_control, is_transactional
 from protocol.errors import Errors, KafkaError
 from protocol.records import BatchHeader
+from storage.transaction_index import CompletedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +85,20 @@ class InvalidProducerEpochError(KafkaError):
         super().__init__(Errors.INVALID_PRODUCER_EPOCH, message)
 
 
+class InvalidTxnStateError(KafkaError):
+    """INVALID_TXN_STATE (48): a non-transactional batch from a producer with an open transaction."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Errors.INVALID_TXN_STATE, message)
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """TRANSACTION_COORDINATOR_FENCED (52): a marker from an older coordinator epoch than the last one."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Errors.TRANSACTION_COORDINATOR_FENCED, message)
+
+
 class AppendOrigin(enum.Enum):
     """Who appends, which decides what is checked (Kafka's ``AppendOrigin``)."""
 
@@ -113,6 +135,9 @@ class ProducerStateEntry:
     coordinator_epoch: int = -1
     last_timestamp: int = NO_TIMESTAMP
     batch_metadata: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    # The first offset of the producer's open transaction in this partition, -1 when none (Kafka's
+    # ``currentTxnFirstOffset``).
+    current_txn_first_offset: int = -1
 
     @classmethod
     def empty(cls, producer_id: int) -> ProducerStateEntry:
@@ -144,7 +169,11 @@ class ProducerStateEntry:
 
     def copy_without_batches(self) -> ProducerStateEntry:
         return ProducerStateEntry(
-            self.producer_id, self.producer_epoch, self.coordinator_epoch, self.last_timestamp
+            self.producer_id,
+            self.producer_epoch,
+            self.coordinator_epoch,
+            self.last_timestamp,
+            current_txn_first_offset=self.current_txn_first_offset,
         )
 
     def maybe_update_producer_epoch(self, producer_epoch: int) -> bool:
@@ -168,6 +197,14 @@ class ProducerStateEntry:
         self.batch_metadata.extend(next_entry.batch_metadata)
         self.coordinator_epoch = next_entry.coordinator_epoch
         self.last_timestamp = next_entry.last_timestamp
+        self.current_txn_first_offset = next_entry.current_txn_first_offset
+
+    def end_transaction(self, producer_epoch: int, coordinator_epoch: int, timestamp: int) -> None:
+        """A marker ended the transaction: Kafka's ``update(epoch, coordinatorEpoch, timestamp)``."""
+        self.maybe_update_producer_epoch(producer_epoch)
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = timestamp
+        self.current_txn_first_offset = -1
 
     def find_duplicate_batch(
         self, producer_epoch: int, first_seq: int, last_seq: int
@@ -193,6 +230,8 @@ class ProducerAppendInfo:
         self.current_entry = current_entry
         self.origin = origin
         self.updated_entry = current_entry.copy_without_batches()
+        # First offsets of the transactions this append opened.
+        self.started_transactions: list[int] = []
 
     def _check_producer_epoch(self, producer_epoch: int, offset: int) -> None:
         current = self.updated_entry.producer_epoch
@@ -239,16 +278,59 @@ class ProducerAppendInfo:
         last_timestamp: int,
         first_offset: int,
         last_offset: int,
+        transactional: bool = False,
     ) -> None:
         self._check_producer_epoch(producer_epoch, first_offset)
         if self.origin is AppendOrigin.CLIENT:
             self._check_sequence(producer_epoch, first_seq, first_offset)
-        self.updated_entry.add_batch(
-            producer_epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp
-        )
+        updated = self.updated_entry
+        updated.add_batch(producer_epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp)
+        if updated.current_txn_first_offset >= 0 and not transactional:
+            raise InvalidTxnStateError(
+                f"expected a transactional write from producer {self.producer_id} at offset {first_offset} "
+                f"in {self.topic_partition}: its transaction opened at offset "
+                f"{updated.current_txn_first_offset} is not ended"
+            )
+        if updated.current_txn_first_offset < 0 and transactional:
+            updated.current_txn_first_offset = first_offset
+            self.started_transactions.append(first_offset)
 
-    def append(self, header: BatchHeader) -> None:
-        """Check and take in one batch whose offsets are assigned."""
+    def append_end_txn_marker(
+        self, marker: EndTransactionMarker, producer_epoch: int, offset: int, timestamp: int
+    ) -> CompletedTxn | None:
+        """Kafka's ``appendEndTxnMarker``: the transaction it ends, None if the producer had none open here
+        (a marker for an empty transaction changes neither the LSO nor the ``.txnindex``)."""
+        self._check_producer_epoch(producer_epoch, offset)
+        updated = self.updated_entry
+        if updated.coordinator_epoch > marker.coordinator_epoch:
+            message = (
+                f"invalid coordinator epoch for producer {self.producer_id} at offset {offset} in "
+                f"{self.topic_partition}: {marker.coordinator_epoch} (zombie), {updated.coordinator_epoch} "
+                "(current)"
+            )
+            if self.origin is AppendOrigin.REPLICATION:
+                logger.info("%s", message)
+            else:
+                raise TransactionCoordinatorFencedError(message)
+        completed = None
+        if updated.current_txn_first_offset >= 0:
+            completed = CompletedTxn(
+                self.producer_id, updated.current_txn_first_offset, offset, not marker.is_commit
+            )
+        updated.end_transaction(producer_epoch, marker.coordinator_epoch, timestamp)
+        return completed
+
+    def append(
+        self, header: BatchHeader, marker: EndTransactionMarker | None = None, marker_timestamp: int = -1
+    ) -> CompletedTxn | None:
+        """Check and take in one batch whose offsets are assigned; for a control batch, ``marker`` is its
+        end-transaction marker (None: an empty control batch, which changes nothing)."""
+        if is_control(header):
+            if marker is None:
+                return None
+            return self.append_end_txn_marker(
+                marker, header.producer_epoch, header.base_offset, marker_timestamp
+            )
         self.append_data_batch(
             header.producer_epoch,
             header.base_sequence,
@@ -256,7 +338,9 @@ class ProducerAppendInfo:
             header.max_timestamp,
             header.base_offset,
             header.last_offset,
+            is_transactional(header),
         )
+        return None
 
     def to_entry(self) -> ProducerStateEntry:
         return self.updated_entry

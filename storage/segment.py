@@ -1,5 +1,6 @@
 """One segment of a partition log: ``<20-digit base offset>.log`` plus Kafka's sparse ``.index`` and
-``.timeindex``.
+``.timeindex``, and Kafka's ``.txnindex`` of the aborted transactions whose markers it holds
+(``storage.transaction_index``, created on the first entry).
 
 The ``.log`` file is record batches back to back (docs/storage.md), exactly as they were appended. A segment
 never decodes records: it writes bytes, reads byte ranges that are whole batches, and looks at 61-byte batch
@@ -25,6 +26,7 @@ from protocol.records import BATCH_HEADER_SIZE, BatchHeader, decode_records, rea
 from storage.index import MAX_RELATIVE, OffsetIndex
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.time_index import NO_TIMESTAMP, TimeIndex
+from storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 _PREFIX = struct.Struct(">qi")  # base_offset, batch_length
 
@@ -61,15 +63,18 @@ class LogSegment:
         self.log_path = Path(directory) / segment_file_name(base_offset, LOG_SUFFIX)
         self.index_path = Path(directory) / segment_file_name(base_offset, INDEX_SUFFIX)
         self.time_index_path = Path(directory) / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        self.txn_index_path = Path(directory) / segment_file_name(base_offset, TXN_INDEX_SUFFIX)
         self._index_interval = index_interval_bytes
         flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if create else 0)
         if create:
             self.index_path.unlink(missing_ok=True)
             self.time_index_path.unlink(missing_ok=True)
+            self.txn_index_path.unlink(missing_ok=True)
         self._index_was_missing = not self.index_path.exists() or not self.time_index_path.exists()
         self._fd = os.open(self.log_path, flags, 0o644)
         self.index = OffsetIndex(self.index_path, base_offset)
         self.time_index = TimeIndex(self.time_index_path, base_offset)
+        self.txn_index = TransactionIndex(self.txn_index_path, base_offset)
         self._size = os.fstat(self._fd).st_size
         self._next_offset = base_offset
         # Kafka's maxTimestampAndOffsetSoFar: the largest batch max_timestamp and the last offset of the
@@ -369,6 +374,7 @@ class LogSegment:
         removed = self._size - position
         self.index.truncate_to_position(position)
         self.time_index.truncate_to(next_offset)
+        self.txn_index.truncate_to(next_offset)
         os.ftruncate(self._fd, position)
         self._size = position
         self._next_offset = next_offset
@@ -503,6 +509,9 @@ class LogSegment:
             os.ftruncate(self._fd, pos)
             self._size = pos
         self._next_offset = next_offset
+        # Entries of markers cut off go; those of markers kept stay (the producer state's replay of the
+        # log writes any that are missing).
+        self.txn_index.truncate_to(next_offset)
         self._bytes_since_index_entry = since_entry
         return truncated
 
@@ -512,6 +521,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -525,3 +535,4 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.index.delete()
         self.time_index.delete()
+        self.txn_index.delete()

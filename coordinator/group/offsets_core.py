@@ -26,6 +26,8 @@ class OffsetsCore(CoreBase):
         # writes are in flight for each.
         self._pending_commits: dict[str, dict[TopicPartition, int]] = {}
         self._next_cleanup_ms = clock() + config.offsets_retention_check_interval_ms
+        # TxnOffsetCommit's offsets, pending until their transaction ends: producer id -> group -> offsets.
+        self._txn_offsets: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
 
     def commit_offsets(
         self,
@@ -173,3 +175,81 @@ class OffsetsCore(CoreBase):
             return []
         self._next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
         return self.expire_offsets()
+
+    # ------------------------------------------------------------------ transactional offsets
+
+    def txn_commit_offsets(
+        self,
+        token: object,
+        group_id: str,
+        producer_id: int,
+        member_id: str,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        *,
+        group_instance_id: str | None = None,
+    ) -> list[Effect]:
+        """Kafka's ``handleTxnCommitOffsets``: the offsets are held for the producer's transaction and
+        become committed offsets when its commit marker reaches this group's partition
+        (:meth:`complete_txn_offsets`); an abort drops them (docs/transactions.md)."""
+
+        def everywhere(error: Errors) -> list[Effect]:
+            return [Respond(token, CommitResult(dict.fromkeys(offsets, error)))]
+
+        error = self.validate_group_status(group_id)
+        if error is not None:
+            return everywhere(error)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = GroupMetadata(group_id, state_timestamp_ms=self.clock())
+            self.groups[group_id] = group
+        if group.is_state(GroupState.DEAD):
+            return everywhere(Errors.COORDINATOR_NOT_AVAILABLE)
+        if is_fenced(group, group_instance_id, member_id):
+            return everywhere(Errors.FENCED_INSTANCE_ID)
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID:
+            if not group.has(member_id):
+                return everywhere(Errors.UNKNOWN_MEMBER_ID)
+            if generation_id != group.generation_id:
+                return everywhere(Errors.ILLEGAL_GENERATION)
+        now = self.clock()
+        errors: dict[TopicPartition, Errors] = {}
+        held = self._txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
+        for tp, o in offsets.items():
+            if len(o.metadata.encode()) > self.config.max_metadata_size:
+                errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
+                continue
+            held[tp] = o if o.commit_timestamp_ms >= 0 else dataclasses.replace(o, commit_timestamp_ms=now)
+            errors[tp] = Errors.NONE
+        return [Respond(token, CommitResult(errors))]
+
+    def complete_txn_offsets(self, producer_id: int, partition: int, commit: bool) -> list[Effect]:
+        """A marker of ``producer_id`` written to ``__consumer_offsets`` partition ``partition``: its held
+        offsets of the groups of that partition are written as committed offsets (commit) or dropped."""
+        held = self._txn_offsets.get(producer_id)
+        if not held:
+            return []
+        effects: list[Effect] = []
+        for group_id in [g for g in held if self.partition_for(g) == partition]:
+            offsets = held.pop(group_id)
+            group = self.groups.get(group_id)
+            if not commit or not offsets or group is None or group.is_state(GroupState.DEAD):
+                continue
+            pending = self._pending_commits.setdefault(group_id, {})
+            for tp in offsets:
+                pending[tp] = pending.get(tp, 0) + 1
+            effects.append(StoreOffsets(_no_answer, group_id, partition, offsets))
+        if not held:
+            del self._txn_offsets[producer_id]
+        return effects
+
+    def unstable_offsets(self, group_id: str) -> set[TopicPartition]:
+        """Kafka's ``hasPendingOffsetCommitsForTopicPartition``: the partitions of the group with offsets held
+        for an open transaction or being written (OffsetFetch with ``require_stable`` answers them
+        UNSTABLE_OFFSET_COMMIT, KIP-447)."""
+        held = {tp for groups in self._txn_offsets.values() for tp in groups.get(group_id, {})}
+        return held | set(self._pending_commits.get(group_id, {}))
+
+
+def _no_answer(_result: object) -> None:
+    """The token of a write no request waits for (a transaction's offsets made committed)."""

@@ -29,6 +29,8 @@ from protocol.records import Buffer, Record, build_batch, decode_records, read_h
 
 log = logging.getLogger(__name__)
 
+_CONTROL_BIT = 0x20  # a batch's attributes bit 5: a control batch
+
 
 def offset_commit_batch(
     group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata], timestamp_ms: int
@@ -100,6 +102,8 @@ class GroupLoader:
                 self.skipped += header.records_count
                 records = []
             pos += header.size
+            if header.attributes & _CONTROL_BIT:
+                continue  # a transaction marker: TxnOffsetCommit's offsets are written once committed
             for record in records:
                 try:
                     self.add_record(record.key, record.value)

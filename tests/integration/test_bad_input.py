@@ -142,9 +142,11 @@ def leader_and_isr(topic: str, partition: int, replicas: list[int], isr: list[in
     }
 
 
-def produce_body(topic: str, partition: int, records: Any, acks: Any = 1) -> dict[str, Any]:
+def produce_body(
+    topic: str, partition: int, records: Any, acks: Any = 1, transactional_id: str | None = None
+) -> dict[str, Any]:
     return {
-        "transactional_id": None,
+        "transactional_id": transactional_id,
         "acks": acks,
         "timeout_ms": 5000,
         "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
@@ -526,7 +528,7 @@ def _invalid_record_cases() -> list[Any]:
         ("codec-7", _rebuild(_batch(), attributes=7), 76, []),
         ("gzip-bytes-that-are-not-gzip", _rebuild(_batch(), attributes=1), 2, []),
         ("zstd-bytes-that-are-not-zstd", _rebuild(_batch(), attributes=4), 2, []),
-        ("transactional", _rebuild(_batch(), attributes=0x10), 87, []),
+        ("transactional-without-producer-id", _rebuild(_batch(), attributes=0x10), 87, []),
         ("control", _rebuild(_batch(), attributes=0x20), 87, []),
         (
             "log-append-time-unset",  # Kafka names every record of the batch
@@ -592,8 +594,9 @@ async def test_batch_whose_content_lies_is_refused_as_log_validator_does(
     """CRC-valid batches whose header disagrees with their records, whose records are malformed, or whose
     attributes ask for what Kafka refuses: nothing is appended (``intact``), the answer is Kafka's
     (INVALID_RECORD 87, UNSUPPORTED_COMPRESSION_TYPE 76, CORRUPT_MESSAGE 2 for a stream that does not
-    decompress, INVALID_TIMESTAMP 32), with a record error naming the bad record."""
-    resp = await produce_raw(broker, produce_body("t", 0, records, acks=-1))
+    decompress, INVALID_TIMESTAMP 32), with a record error naming the bad record. (The request names a
+    transactional id, so that a transactional batch reaches the log's validation.)"""
+    resp = await produce_raw(broker, produce_body("t", 0, records, acks=-1, transactional_id="bad-input"))
     part = resp["responses"][0]["partition_responses"][0]
     assert part["error_code"] == code, part
     assert part["base_offset"] == -1 and part["error_message"].startswith("t-0: "), part

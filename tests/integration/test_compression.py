@@ -121,6 +121,7 @@ def test_a_topic_compression_type_recompresses_as_kafka_does(tmp_path: Path) -> 
             "--config", "compression.type=brotli", check=False,
         )  # fmt: skip
         assert bad.returncode != 0 and "compression.type" in bad.stderr
+
         def codecs(topic: str) -> list[int]:
             directory = root / "broker-1" / "data" / f"{topic}-0"
             data = b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))

@@ -356,6 +356,7 @@ def test_an_isr_change_whose_answer_was_lost_is_answered_when_the_leader_retries
             timeout=30,
             message=lambda: f"{follower} back in the controller's ISR: {cluster.metadata('lost')}",
         )
+
         # The leader journals each ISR it applies once the controller's answer arrives, which may be a
         # moment after the controller's metadata shows it.
         def since_heal() -> list[dict[str, Any]]:

@@ -211,6 +211,7 @@ def test_waiting_acks_all_produce_gets_not_leader_when_leadership_moves(pair: li
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(produce)
+
             # Wait until the produce is parked in the leader's purgatory (LEO moved); then move leadership.
             async def appended() -> bool:
                 state = await request(b1.host, b1.port, ApiKeys.DESCRIBE_REPLICA_STATE, {"topics": None})

@@ -233,6 +233,7 @@ async def test_init_producer_id(tmp_path: Path) -> None:
         assert (second.error_code, second.producer_id, second.producer_epoch) == (0, 1, 0)
         half = await init_producer_id(b, producer_id=0)
         assert half.error_code == Errors.INVALID_REQUEST
+        # A transactional id is the transaction coordinator's, not enabled on this bare broker.
         transactional = await init_producer_id(b, transactional_id="tx")
-        assert transactional.error_code == Errors.INVALID_REQUEST
+        assert transactional.error_code == Errors.COORDINATOR_NOT_AVAILABLE
         nursery.cancel_scope.cancel()

@@ -136,6 +136,25 @@ CASES: list[tuple[ApiKeys, dict[str, Any], dict[str, Any]]] = [
         for key in (ApiKeys.ALTER_CONFIGS, ApiKeys.INCREMENTAL_ALTER_CONFIGS)
     ),
     (
+        ApiKeys.TXN_OFFSET_COMMIT,
+        {
+            "transactional_id": "x",
+            "group_id": "g",
+            "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}],
+        },
+        {"topics": [{"name": "t", "partitions": [{"partition_index": 1, "error_code": E}]}]},
+    ),
+    (
+        ApiKeys.DESCRIBE_TRANSACTIONS,
+        {"transactional_ids": ["x", "y"]},
+        {
+            "transaction_states": [
+                {"transactional_id": "x", "error_code": E},
+                {"transactional_id": "y", "error_code": E},
+            ]
+        },
+    ),
+    (
         ApiKeys.DELETE_GROUPS,
         {"groups_names": ["g", "h"]},
         {"results": [{"group_id": "g", "error_code": E}, {"group_id": "h", "error_code": E}]},
@@ -144,6 +163,45 @@ CASES: list[tuple[ApiKeys, dict[str, Any], dict[str, Any]]] = [
         ApiKeys.OFFSET_FETCH,
         {"groups": [{"group_id": "g", "topics": None}]},
         {"error_code": E, "error_message": MSG, "groups": [{"group_id": "g", "error_code": E}]},
+    ),
+    (
+        ApiKeys.WRITE_TXN_MARKERS,
+        {
+            "markers": [
+                {
+                    "producer_id": 7,
+                    "producer_epoch": 1,
+                    "transaction_result": True,
+                    "topics": [{"name": "t", "partition_indexes": [0, 2]}],
+                    "coordinator_epoch": 3,
+                }
+            ]
+        },
+        {
+            "markers": [
+                {
+                    "producer_id": 7,
+                    "topics": [
+                        {
+                            "name": "t",
+                            "partitions": [{"partition_index": i, "error_code": E} for i in (0, 2)],
+                        }
+                    ],
+                }
+            ]
+        },
+    ),
+    (
+        ApiKeys.DESCRIBE_PRODUCERS,
+        {"topics": [{"name": "t", "partition_indexes": [1]}]},
+        {
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [{"partition_index": 1, "error_code": E, "error_message": MSG}],
+                }
+            ]
+        },
     ),
     # Everything else: the code at the top level only.
     (ApiKeys.HEARTBEAT, {"group_id": "g"}, {"error_code": E, "error_message": MSG}),

@@ -1,4 +1,5 @@
-"""Every group API's request and response, filled in, through Kafka's encoding at every version served."""
+"""Every group and transaction API's request and response, filled in, through Kafka's encoding at every
+version served."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import pytest
 
 from protocol import group_messages as g
 from protocol import kafka_codec as kc
+from protocol import txn_coordinator_messages as tm
 from protocol.api_specs import API_SPECS, SPECS
 from protocol.framing import RequestHeader
 from protocol.schema import from_body, to_body
 
-# The group APIs: msgpack serves them at Kafka's versions.
+# The group and transaction APIs: msgpack serves them at Kafka's versions.
 GROUP_SPECS = [s for s in API_SPECS if s.versions != (0, 0)]
 
 RESPONSES: dict[int, Any] = {
@@ -84,6 +86,42 @@ RESPONSES: dict[int, Any] = {
             g.DeleteGroupsResponseResult(group_id="h", error_code=68),
         ]
     ),
+    24: tm.AddPartitionsToTxnResponse(
+        results_by_transaction=[
+            tm.AddPartitionsToTxnResult(
+                transactional_id="x",
+                topic_results=[
+                    tm.AddPartitionsToTxnTopicResult(
+                        name="t",
+                        results_by_partition=[tm.AddPartitionsToTxnPartitionResult(partition_index=1)],
+                    )
+                ],
+            )
+        ],
+        results_by_topic_v3_and_below=[
+            tm.AddPartitionsToTxnTopicResult(
+                name="t",
+                results_by_partition=[
+                    tm.AddPartitionsToTxnPartitionResult(partition_index=0, partition_error_code=48)
+                ],
+            )
+        ],
+    ),
+    25: tm.AddOffsetsToTxnResponse(error_code=51),
+    26: tm.EndTxnResponse(error_code=90),
+    28: tm.TxnOffsetCommitResponse(
+        topics=[
+            tm.TxnOffsetCommitResponseTopic(
+                name="t", partitions=[tm.TxnOffsetCommitResponsePartition(partition_index=0, error_code=0)]
+            )
+        ]
+    ),
+    66: tm.ListTransactionsResponse(
+        unknown_state_filters=["Nope"],
+        transaction_states=[
+            tm.ListTransactionsState(transactional_id="x", producer_id=7, transaction_state="Ongoing")
+        ],
+    ),
 }
 
 
@@ -117,4 +155,9 @@ def _minimal_request(api: int) -> dict[str, Any]:
         16: {},
         15: {"groups": ["g"]},
         42: {"groups_names": ["g"]},
+        24: {},
+        25: {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0, "group_id": "g"},
+        26: {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0, "committed": True},
+        28: {"transactional_id": "x", "group_id": "g", "producer_id": 1, "producer_epoch": 0},
+        66: {},
     }[api]

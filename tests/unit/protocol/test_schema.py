@@ -94,7 +94,8 @@ def fetch_body(**overrides: Any) -> dict[str, Any]:
 def test_tables_cover_every_api() -> None:
     assert [s.key for s in API_SPECS] == sorted(ApiKeys)  # one spec per API, in key order
     assert set(REQUEST_TYPES) == set(RESPONSE_TYPES) == set(ApiKeys)
-    # Version 0 everywhere but the consumer-group APIs, which serve Kafka's versions (docs/clients.md).
+    # Version 0 everywhere but the consumer-group and transaction APIs, which serve Kafka's versions
+    # (docs/clients.md).
     group_apis = {s.key for s in API_SPECS if s.versions != (0, 0)}
     assert group_apis == {
         ApiKeys.FIND_COORDINATOR,
@@ -107,6 +108,11 @@ def test_tables_cover_every_api() -> None:
         ApiKeys.LIST_GROUPS,
         ApiKeys.DESCRIBE_GROUPS,
         ApiKeys.DELETE_GROUPS,
+        ApiKeys.ADD_PARTITIONS_TO_TXN,
+        ApiKeys.ADD_OFFSETS_TO_TXN,
+        ApiKeys.END_TXN,
+        ApiKeys.TXN_OFFSET_COMMIT,
+        ApiKeys.LIST_TRANSACTIONS,
     }
     assert all(s.versions == s.kafka_versions for s in API_SPECS if s.key in group_apis)
     for key, cls in REQUEST_TYPES.items():
@@ -333,7 +339,8 @@ def test_to_body_is_plain_and_keeps_bytes() -> None:
         "session_id": 9,
         "responses": [{"topic": "t", "partitions": [{
             "partition_index": 0, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
-            "log_start_offset": -1, "records": b"\x00", "diverging_epoch": None,
+            "log_start_offset": -1, "aborted_transactions": None, "records": b"\x00",
+            "diverging_epoch": None,
         }]}],
     }  # fmt: skip
     assert type(body["responses"][0]) is dict
