@@ -42,9 +42,9 @@ integration: $(STAMP) kcat
 # The long real-client runs, kept out of `make test` for its time: group members across a coordinator's
 # failure, librdkafka across a leader's, a secure cluster from client.properties, every codec through
 # librdkafka, a chaos run driven by librdkafka, and the idempotence stories (30 % of answers lost across
-# failovers and restarts).
+# failovers and restarts), protocol-level fault rules, transactions, retention, and a clean librdkafka run's report.
 clients: $(STAMP) kcat
-	$(BIN)/pytest -q -m clients tests/clients tests/integration/test_idempotence.py
+	$(BIN)/pytest -q -m clients tests/clients tests/integration/test_idempotence.py tests/spark/test_clean_run.py
 
 # The scenarios under the buggy truncation modes (KIP-101 under high-watermark, KIP-279 under
 # leader-epoch-pre-kip-279), the network-fault ones and zombie-leader: each brings up its own cluster,

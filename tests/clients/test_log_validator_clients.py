@@ -1,8 +1,7 @@
 """What the leader fixes as Kafka's LogValidator does, over Kafka's binary protocol: a hand-built batch
 whose max_timestamp is -1 (as some Go clients send it), uncompressed and gzip, is accepted, stored with the
 largest record timestamp and a CRC computed again, and a librdkafka consumer reads every record back with
-its timestamp. And a transactional librdkafka producer fails at once with a clear error (isrsim serves no
-transaction coordinator) instead of retrying until its timeout."""
+its timestamp."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from crc32c import crc32c
 
 from protocol.api_keys import ApiKeys
@@ -84,14 +83,3 @@ async def test_max_timestamp_unset_is_accepted_fixed_and_read_back(
     finally:
         consumer.close()
 
-
-def test_transactional_producer_fails_fast_with_a_clear_error(broker: BrokerProcess) -> None:
-    producer = Producer({"bootstrap.servers": broker.address, "transactional.id": "tx-1"})
-    started = time.monotonic()
-    with pytest.raises(KafkaException) as info:
-        producer.init_transactions(30)
-    elapsed = time.monotonic() - started
-    error = info.value.args[0]
-    assert error.fatal() and not error.retriable()
-    assert "does not serve transactions" in error.str()
-    assert elapsed < 10, f"init_transactions took {elapsed:.1f}s"

@@ -20,7 +20,7 @@ from tests.clients.conftest import bootstrap, kcat
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.clients]  # make clients (a minute: a cluster of its own)
 
 
 @pytest.fixture(autouse=True)

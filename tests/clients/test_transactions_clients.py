@@ -17,7 +17,7 @@ from tests.clients.conftest import bootstrap
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import wait_until
 
-pytestmark = pytest.mark.integration  # 30 s: in make test
+pytestmark = [pytest.mark.integration, pytest.mark.clients]  # make clients (30 s)
 
 TOPIC = "txn-topic"
 SETTINGS = (

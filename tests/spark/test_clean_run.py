@@ -18,7 +18,7 @@ from spark_jobs.report_job import EXIT_OK, run_report
 from tests.integration.cluster_support import FAST
 from tests.integration.harness import run_cli
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.clients]  # make clients
 
 RECORDS = 5000
 
