@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from broker.coordinator_lookup import coordinator_error, find_coordinator_node
 from broker.metadata_cache import MetadataCache
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.coordinator_core import CommitResult, DeleteResult, JoinResult, LeaveResult, SyncResult
@@ -91,30 +92,24 @@ class GroupApis:
         )
 
     def _find(self, request: Request, key: str, key_type: int) -> g.FindCoordinatorResponseCoordinator:
-        def error(code: Errors, message: str) -> g.FindCoordinatorResponseCoordinator:
-            return g.FindCoordinatorResponseCoordinator(key=key, error_code=int(code), error_message=message)
-
         if key_type == g.COORDINATOR_TYPE_TRANSACTION:
             if self.find_transaction_coordinator is None:
-                return error(Errors.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running")
+                return coordinator_error(
+                    key, Errors.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running"
+                )
             return self.find_transaction_coordinator(request, key)
         if key_type != g.COORDINATOR_TYPE_GROUP:  # Kafka's CoordinatorType.forId refuses it the same way
-            return error(Errors.INVALID_REQUEST, f"unknown coordinator key_type {key_type}")
+            return coordinator_error(key, Errors.INVALID_REQUEST, f"unknown coordinator key_type {key_type}")
         if not self._group_allowed(request, AclOperation.DESCRIBE, key):
-            return error(Errors.GROUP_AUTHORIZATION_FAILED, f"not authorized to describe group {key!r}")
-        tp = self.coordinator.offsets_topic_partition(key)
-        meta = self.metadata_cache.partitions.get(tp)
-        if meta is None:
-            self.coordinator.maybe_create_offsets_topic()
-            return error(Errors.COORDINATOR_NOT_AVAILABLE, f"{tp[0]} is being created")
-        node = next(
-            (b for b in self.metadata_cache.brokers_on(request.listener_name) if b.broker_id == meta.leader),
-            None,
-        )
-        if node is None:
-            return error(Errors.COORDINATOR_NOT_AVAILABLE, f"{tp[0]}-{tp[1]} has no live leader")
-        return g.FindCoordinatorResponseCoordinator(
-            key=key, node_id=node.broker_id, host=node.host, port=node.port
+            return coordinator_error(
+                key, Errors.GROUP_AUTHORIZATION_FAILED, f"not authorized to describe group {key!r}"
+            )
+        return find_coordinator_node(
+            self.metadata_cache,
+            request.listener_name,
+            key,
+            self.coordinator.offsets_topic_partition(key),
+            self.coordinator.maybe_create_offsets_topic,
         )
 
     # ------------------------------------------------------------------ JoinGroup / SyncGroup / Heartbeat

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from broker.coordinator_lookup import coordinator_error, find_coordinator_node
 from broker.metadata_cache import MetadataCache
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.coordinator_core import CommitResult
@@ -76,29 +77,22 @@ class TxnApis:
     # ------------------------------------------------------------------ FindCoordinator (key_type 1)
 
     def find_coordinator(self, request: Request, key: str) -> g.FindCoordinatorResponseCoordinator:
-        def error(code: Errors, message: str) -> g.FindCoordinatorResponseCoordinator:
-            return g.FindCoordinatorResponseCoordinator(key=key, error_code=int(code), error_message=message)
-
         if not key:
-            return error(Errors.INVALID_REQUEST, "an empty transactional id has no coordinator")
+            return coordinator_error(
+                key, Errors.INVALID_REQUEST, "an empty transactional id has no coordinator"
+            )
         if not self._txn_allowed(request, AclOperation.DESCRIBE, key):
-            return error(
+            return coordinator_error(
+                key,
                 Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 f"not authorized to describe transactional id {key!r}",
             )
-        tp = self.coordinator.transaction_topic_partition(key)
-        meta = self.metadata_cache.partitions.get(tp)
-        if meta is None:
-            self.coordinator.maybe_create_transaction_topic()
-            return error(Errors.COORDINATOR_NOT_AVAILABLE, f"{tp[0]} is being created")
-        node = next(
-            (b for b in self.metadata_cache.brokers_on(request.listener_name) if b.broker_id == meta.leader),
-            None,
-        )
-        if node is None:
-            return error(Errors.COORDINATOR_NOT_AVAILABLE, f"{tp[0]}-{tp[1]} has no live leader")
-        return g.FindCoordinatorResponseCoordinator(
-            key=key, node_id=node.broker_id, host=node.host, port=node.port
+        return find_coordinator_node(
+            self.metadata_cache,
+            request.listener_name,
+            key,
+            self.coordinator.transaction_topic_partition(key),
+            self.coordinator.maybe_create_transaction_topic,
         )
 
     # ------------------------------------------------------------------ InitProducerId

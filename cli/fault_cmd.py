@@ -8,7 +8,9 @@ library under the commands is :mod:`kit.protocol_faults`; docs/faults.md has the
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 import trio
@@ -27,6 +29,8 @@ from kit.protocol_faults import (
 )
 from protocol import ProtocolFaultRule, RuleError, parse_api, parse_error
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 
 class BadRule(click.ClickException):
     """A rule that cannot be: one line, exit 2 (as click's own usage errors)."""
@@ -41,6 +45,26 @@ def _cluster(data_dir: Path | None, bootstrap_server: str | None) -> NetCluster:
         raise click.ClickException(str(exc)) from None
 
 
+def request_filters(command: F) -> F:
+    """The options that choose which requests a rule matches, shared by ``add`` and ``observe``."""
+    options = [
+        click.option(
+            "--api", "api", required=True, help="Kafka's API name: Produce, Fetch, Metadata, JoinGroup ..."
+        ),
+        click.option("--topic", default=None, help="Only requests that touch this topic."),
+        click.option("--partition", type=int, default=None, help="Only requests that touch this partition."),
+        click.option("--group", default=None, help="Only requests of this consumer group."),
+        click.option("--transactional-id", default=None, help="Only requests of this transactional id."),
+        click.option("--client-id", default=None, help="Only requests with this client.id."),
+        click.option(
+            "--node", default=None, help="Only on this node (a broker id, or controller); default every node."
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @click.group("fault")
 def fault() -> None:
     """Protocol-level fault rules: answer chosen requests with an error, a delay, no answer or a closed
@@ -52,15 +76,7 @@ def fault() -> None:
 
 
 @fault.command("add")
-@click.option("--api", "api", required=True, help="Kafka's API name: Produce, Fetch, Metadata, JoinGroup ...")
-@click.option("--topic", default=None, help="Only requests that touch this topic.")
-@click.option("--partition", type=int, default=None, help="Only requests that touch this partition.")
-@click.option("--group", default=None, help="Only requests of this consumer group.")
-@click.option("--transactional-id", default=None, help="Only requests of this transactional id.")
-@click.option("--client-id", default=None, help="Only requests with this client.id.")
-@click.option(
-    "--node", default=None, help="Only on this node (a broker id, or controller); default every node."
-)
+@request_filters
 @click.option(
     "--error", default=None, help="Answer with this error: Kafka's name or code (NOT_LEADER_OR_FOLLOWER, 6)."
 )
@@ -126,15 +142,7 @@ def fault_add(
 
 
 @fault.command("observe")
-@click.option("--api", "api", required=True, help="Kafka's API name: Produce, Fetch, Metadata, JoinGroup ...")
-@click.option("--topic", default=None, help="Only requests that touch this topic.")
-@click.option("--partition", type=int, default=None, help="Only requests that touch this partition.")
-@click.option("--group", default=None, help="Only requests of this consumer group.")
-@click.option("--transactional-id", default=None, help="Only requests of this transactional id.")
-@click.option("--client-id", default=None, help="Only requests with this client.id.")
-@click.option(
-    "--node", default=None, help="Only on this node (a broker id, or controller); default every node."
-)
+@request_filters
 @click.option("--count", type=int, default=None, help="Count at most N matches (on each node).")
 @DATA_DIR
 @BOOTSTRAP

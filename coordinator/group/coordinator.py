@@ -40,12 +40,13 @@ from coordinator.group.offsets_log import (
     offset_commit_batch,
     tombstones_batch,
 )
+from coordinator.partition_loader import replay_partition
 from coordinator.partition_writer import PartitionWriter
 from protocol.common import Clock, TopicPartition
 from protocol.consumer_protocol import decode_assignment
-from protocol.errors import Errors, KafkaError
+from protocol.errors import Errors
 from protocol.group_records import GROUP_METADATA_TOPIC_NAME
-from protocol.records import iter_batches, read_header
+from protocol.records import read_header
 from server.journal import Journal
 
 log = logging.getLogger(__name__)
@@ -161,26 +162,15 @@ class GroupCoordinator:
         tp = (GROUP_METADATA_TOPIC_NAME, partition)
         started = time.monotonic()
         loader = GroupLoader()
-        offset = 0
-        try:
-            part = self.replica_manager.get_partition_or_error(tp)
-            offset = part.log.log_start_offset
-            end = part.log.log_end_offset
-            while offset < end:
-                if self._loading.get(partition) != leader_epoch:
-                    return
-                data = part.log.read(offset, self.topic_config.load_buffer_size, max_offset=end)
-                if not data:
-                    break
-                loader.add_batches(data)
-                offset = _next_offset(data)
-                await trio.sleep(0)
-        except (KafkaError, OSError, ValueError) as exc:
-            # What was read is served; the rest of the partition could not be (logged for the operator).
-            log.error(
-                "broker %d: loading %s-%d stopped at offset %d: %s", self.broker_id, tp[0], tp[1], offset, exc
-            )
-        if self._loading.get(partition) != leader_epoch:
+        current = await replay_partition(
+            self.replica_manager,
+            tp,
+            self.topic_config.load_buffer_size,
+            loader.add_batches,
+            lambda: self._loading.get(partition) == leader_epoch,
+            self.broker_id,
+        )
+        if not current:
             return
         del self._loading[partition]
         loaded = loader.result()
@@ -438,13 +428,3 @@ class GroupCoordinator:
             leader_id=event.leader_id,
             members=event.members,
         )
-
-
-def _next_offset(data: bytes) -> int:
-    """The offset after the last batch in ``data`` (whole batches, as ``Log.read`` returns them)."""
-    last = -1
-    for _, header in iter_batches(data, validate=False):
-        last = header.next_offset
-    if last < 0:
-        raise ValueError("no batch in a non-empty read")
-    return last

@@ -20,6 +20,7 @@ from typing import Any
 
 import trio
 
+from coordinator.partition_loader import replay_partition
 from coordinator.partition_writer import PartitionWriter
 from coordinator.transaction.coordinator_core import (
     AppendTxn,
@@ -33,8 +34,7 @@ from coordinator.transaction.coordinator_core import (
 from coordinator.transaction.marker_channel import TransactionMarkerChannelManager, TxnMarkerEntry
 from coordinator.transaction.txn_log import TransactionLoader, transaction_batch
 from protocol.common import Clock, TopicPartition
-from protocol.errors import Errors, KafkaError
-from protocol.records import iter_batches
+from protocol.errors import Errors
 from protocol.txn_records import TRANSACTION_STATE_TOPIC_NAME
 from server.journal import Journal
 
@@ -138,23 +138,15 @@ class TransactionCoordinator:
         tp = (TRANSACTION_STATE_TOPIC_NAME, partition)
         started = time.monotonic()
         loader = TransactionLoader()
-        offset = 0
-        try:
-            part = self.replica_manager.get_partition_or_error(tp)
-            offset = part.log.log_start_offset
-            end = part.log.log_end_offset
-            while offset < end:
-                if self._loading.get(partition) != leader_epoch:
-                    return
-                data = part.log.read(offset, self.topic_config.load_buffer_size, max_offset=end)
-                if not data:
-                    break
-                loader.add_batches(data)
-                offset = _next_offset(data)
-                await trio.sleep(0)
-        except (KafkaError, OSError, ValueError) as exc:
-            log.error("broker %d: loading %s-%d stopped at offset %d: %s", self.broker_id, *tp, offset, exc)
-        if self._loading.get(partition) != leader_epoch:
+        current = await replay_partition(
+            self.replica_manager,
+            tp,
+            self.topic_config.load_buffer_size,
+            loader.add_batches,
+            lambda: self._loading.get(partition) == leader_epoch,
+            self.broker_id,
+        )
+        if not current:
             return
         del self._loading[partition]
         self.apply(self.core.on_loaded(partition, leader_epoch, loader.transactions))
@@ -284,12 +276,3 @@ class TransactionCoordinator:
             state=done.state.value,
             partitions=[{"topic": t, "partition": p} for t, p in sorted(done.partitions)],
         )
-
-
-def _next_offset(data: bytes) -> int:
-    last = -1
-    for _, header in iter_batches(data, validate=False):
-        last = header.next_offset
-    if last < 0:
-        raise ValueError("no batch in a non-empty read")
-    return last
