@@ -28,7 +28,7 @@ import trio
 from rich.markup import escape
 
 from kit.cluster_files import ClusterInfo
-from lab.chaos.run import NO_WORKLOAD, ChaosRun, Outcome
+from lab.chaos.run import NO_WORKLOAD, ChaosRun
 from lab.chaos.schedule import Schedule
 from lab.chaos.view import ChaosView
 from protocol import CLIENT_PROPERTIES, ProtocolFaultRule, wall_clock_ms
@@ -109,43 +109,16 @@ class AppRun(ChaosRun):
         self.app_label = log_path.stem  # app-1
         self._play_scope = trio.CancelScope()
 
-    async def main(self) -> Outcome:
-        try:
-            await self.add_rules()
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._watch)
-                keeping = trio.CancelScope()
-                if self.applied.plan:
-                    nursery.start_soon(self._keep_rules, keeping)
-                async with trio.open_nursery() as work:
-                    work.start_soon(self._app)
-                    with self._play_scope:
-                        if self.faults:
-                            await self._play()
-                        else:
-                            await trio.sleep(self.schedule.duration_s)
-                    self.state.phase = "stopping the program"
-                    self.stop_workload.set()
-                self.outcome.workload_stopped_ms = wall_clock_ms()
-                self.state.phase = "healing"
-                keeping.cancel()
-                removed = await self.remove_rules()
-                self.outcome.final_actions = removed + await self.nemesis.heal_everything()
-                if self.outcome.final_actions:
-                    self.outcome.last_fault_end_ms = wall_clock_ms()
-                    self.view.say("at the end: " + ", ".join(self.outcome.final_actions))
-                self.state.faults = []
-                self.state.phase = "converging (waiting for in-sync replicas)"
-                self.view.say("converging: waiting until every replica is in its ISR with one LEO")
-                await self._converge()
-                nursery.cancel_scope.cancel()
-        finally:
-            self.outcome.injected = dict(self.nemesis.injected)
-            self.outcome.skipped = len(self.nemesis.skipped)
-            self.outcome.skipped_steps = [
-                {"index": st.index, "fault": st.describe(), "why": why} for st, why in self.nemesis.skipped
-            ]
-        return self.outcome
+    async def _work(self, work: trio.Nursery) -> None:
+        """The program (started in ``work``) and the fault schedule (or, with ``--no-faults``, the run's
+        duration), until the schedule ends or the program exits."""
+        work.start_soon(self._app)
+        with self._play_scope:
+            if self.faults:
+                await self._play()
+            else:
+                await trio.sleep(self.schedule.duration_s)
+        self.state.phase = "stopping the program"
 
     async def _app(self) -> None:
         """Runs the program to its end (or stops it once ``stop_workload`` is set); its exit ends the

@@ -138,9 +138,7 @@ class ChaosRun:
                 if self.applied.plan:
                     nursery.start_soon(self._keep_rules, keeping)
                 async with trio.open_nursery() as work:
-                    work.start_soon(self._workload)
-                    await self._play()
-                    self.state.phase = "draining"
+                    await self._work(work)
                     self.stop_workload.set()
                 self.outcome.workload_stopped_ms = wall_clock_ms()
                 self.state.phase = "healing"
@@ -151,7 +149,8 @@ class ChaosRun:
                     self.outcome.last_fault_end_ms = wall_clock_ms()
                     self.view.say("at the end: " + ", ".join(self.outcome.final_actions))
                 self.state.faults = []
-                self.state.phase = "waiting for in-sync replicas"
+                self.state.phase = "converging (waiting for in-sync replicas)"
+                self.view.say("converging: waiting until every replica is in its ISR with one LEO")
                 await self._converge()
                 nursery.cancel_scope.cancel()
         finally:
@@ -161,6 +160,12 @@ class ChaosRun:
                 {"index": st.index, "fault": st.describe(), "why": why} for st, why in self.nemesis.skipped
             ]
         return self.outcome
+
+    async def _work(self, work: trio.Nursery) -> None:
+        """The workload (started in ``work``) and the fault schedule, until the schedule ends."""
+        work.start_soon(self._workload)
+        await self._play()
+        self.state.phase = "draining"
 
     async def _play(self) -> None:
         """The schedule's actions in time order (ends before starts at the same moment). A start that would
