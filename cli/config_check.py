@@ -10,8 +10,24 @@ from collections.abc import Iterable, Mapping
 import click
 
 ENV_PREFIX = "ISRSIM_"
-# Variables the CLI itself reads (not configuration keys).
-CLI_VARIABLES = frozenset({"ISRSIM_DATA_DIR", "ISRSIM_COMMAND_CONFIG"})
+# Variables isrsim's own tools read (not configuration keys): the CLI's, the slow-step log every node
+# honours, what `isrsim run` gives the user's program (which may itself call the CLI), the fuzzer's and
+# the bench's knobs, and the compose build's.
+CLI_VARIABLES = frozenset(
+    {
+        "ISRSIM_DATA_DIR",
+        "ISRSIM_COMMAND_CONFIG",
+        "ISRSIM_SLOW_STEP_MS",
+        "ISRSIM_SEED",
+        "ISRSIM_CLIENT_PROPERTIES",
+        "ISRSIM_FUZZ_SECONDS",
+        "ISRSIM_FUZZ_INPUTS",
+        "ISRSIM_FUZZ_SEED",
+        "ISRSIM_BENCH_LOG_LEVEL",
+        "ISRSIM_HOST_WORKLOAD",
+        "ISRSIM_DEBIAN_MIRROR",
+    }
+)
 
 
 def env_name(key: str) -> str:

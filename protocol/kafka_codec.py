@@ -130,7 +130,7 @@ def decode_request(payload: bytes | bytearray | memoryview, body_types: Mapping[
     flexible = _request_flexible(api_key, version)
     try:
         client_id, offset = _read_header_rest(view, flexible)
-    except Exception as exc:  # truncated client_id or tagged fields, bad UTF-8 ...
+    except Exception as exc:  # truncated client_id or tagged fields ...
         raise InvalidFrame(f"Kafka request header does not parse: {type(exc).__name__}: {exc}") from exc
     header = RequestHeader(api_key, version, correlation_id, client_id or "")
     cls = _REQUESTS.get(api_key)
@@ -162,7 +162,9 @@ def _read_header_rest(view: memoryview, flexible: bool) -> tuple[str | None, int
     if length >= 0:
         if pos + length > len(view):
             raise ValueError(f"client_id of {length} bytes runs past the frame")
-        client_id = bytes(view[pos : pos + length]).decode("utf-8")
+        # Kafka reads the header's strings as Java does (``new String(bytes, UTF_8)``): bytes that are not
+        # UTF-8 become U+FFFD, and the request is served.
+        client_id = bytes(view[pos : pos + length]).decode("utf-8", errors="replace")
         pos += length
     elif length != -1:
         raise ValueError(f"client_id length {length}")

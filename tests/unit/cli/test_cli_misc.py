@@ -63,6 +63,17 @@ def test_unknown_isrsim_variables_are_named() -> None:
     assert unknown_variables(["broker.id", "min.insync.replicas"], env) == ["ISRSIM_MIN_INSYNC_REPLICA"]
 
 
+def test_variables_isrsim_itself_reads_are_not_called_unknown() -> None:
+    # The slow-step log every node honours, and what `isrsim run` hands the program (which may call the CLI).
+    env = {
+        "ISRSIM_SLOW_STEP_MS": "50",
+        "ISRSIM_SEED": "7",
+        "ISRSIM_CLIENT_PROPERTIES": "/x",
+        "ISRSIM_NUM_X": "1",
+    }
+    assert unknown_variables(["broker.id"], env) == ["ISRSIM_NUM_X"]
+
+
 def _segment(tmp_path: Path) -> Path:
     partition = tmp_path / "t-0"
     partition.mkdir()

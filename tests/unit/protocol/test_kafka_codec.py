@@ -280,3 +280,12 @@ def test_header_v2_tagged_fields_are_skipped() -> None:
 def test_null_client_id() -> None:
     req = decode(kc.encode_request(18, 0, 4, None, {}))
     assert req.header == RequestHeader(18, 0, 4, "")
+
+
+def test_a_client_id_that_is_not_utf8_is_read_as_kafka_reads_it() -> None:
+    # Kafka decodes the header's client_id as Java's String does: bad bytes become U+FFFD and the request
+    # is served (it is not a malformed frame).
+    frame = struct.pack(">hhih", 3, 1, 9, 4) + b"ab\xff\xfe" + b"\x00\x00\x00\x00"
+    req = kc.decode_request(frame, BODY_TYPES)
+    assert req.header == RequestHeader(3, 1, 9, "ab\ufffd\ufffd")
+    assert req.body is not None and req.error is None
