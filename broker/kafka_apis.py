@@ -184,6 +184,8 @@ class KafkaApis:
         activity = self.client_activity
         # Write on the topic, else TOPIC_AUTHORIZATION_FAILED for its partitions (Kafka's handleProduce).
         refused = self._refuse_unwritable(request, entries) if self.auth.enabled else {}
+        if request.kafka_encoding:
+            refused.update(_refuse_not_one_batch(request.header.api_version, entries))
 
         def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
             if refused:
@@ -746,3 +748,39 @@ def _produce_response(
             )
         topics.append(m.ProduceResponseTopic(name=name, partition_responses=parts))
     return m.ProduceResponse(responses=topics)
+
+
+def _refuse_not_one_batch(
+    version: int, entries: dict[TopicPartition, bytes]
+) -> dict[TopicPartition, ProducePartitionStatus]:
+    """Kafka's ``ProduceRequest.validateRecords``: from Produce v3 a partition's records are exactly one
+    record batch; other partitions leave ``entries``, answered INVALID_RECORD (87)."""
+    refused: dict[TopicPartition, ProducePartitionStatus] = {}
+    if version < 3:
+        return refused
+    for tp, records in entries.items():
+        size = len(records)
+        if size == 0:
+            why = f"Produce requests with version {version} must have at least one record batch per partition"
+        elif (
+            size >= _BATCH_LENGTH_END
+            and 0 < (length := _read_batch_length(records)) < size - _BATCH_LENGTH_END
+        ):
+            why = (
+                f"Produce requests with version {version} are only allowed to contain exactly one record "
+                "batch per partition"
+            )
+        else:
+            continue
+        refused[tp] = ProducePartitionStatus(-1, -1, -1, Errors.INVALID_RECORD, why, False)
+    for tp in refused:
+        del entries[tp]
+    return refused
+
+
+# A batch's first 12 bytes: base offset (int64), then the length of the rest (int32).
+_BATCH_LENGTH_END = 12
+
+
+def _read_batch_length(records: bytes) -> int:
+    return int.from_bytes(records[8:12], "big", signed=True)

@@ -102,6 +102,25 @@ async def test_produce_v0_to_v2_advertised_and_refused(broker: BrokerProcess) ->
             assert [(p["index"], p["error_code"]) for p in parts] == [(0, 35), (1, 35)]
 
 
+async def test_produce_refuses_a_partition_with_other_than_one_batch(module_launcher: BrokerLauncher) -> None:
+    # Kafka's ProduceRequest.validateRecords (v3+): exactly one record batch per partition, else
+    # INVALID_RECORD for that partition; the request's other partitions are served.
+    broker = module_launcher.start(2, {"initial.leader.partitions": "t-0,t-1"})
+    one = build_simple_batch([b"a"], base_timestamp=1_000)
+    two = one + build_simple_batch([b"b"], base_timestamp=1_000)
+    data = [{"name": "t", "partition_data": [{"index": 0, "records": two}, {"index": 1, "records": one}]}]
+    async with KafkaWire(broker.host, broker.port) as wire:
+        resp = await wire.call(ApiKeys.PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": data})
+        parts = {p["index"]: p for p in resp["responses"][0]["partition_responses"]}
+        assert parts[0]["error_code"] == Errors.INVALID_RECORD
+        assert "exactly one record batch per partition" in parts[0]["error_message"]
+        assert parts[1]["error_code"] == Errors.NONE and parts[1]["base_offset"] >= 0
+        empty = [{"name": "t", "partition_data": [{"index": 0, "records": b""}]}]
+        resp = await wire.call(ApiKeys.PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": empty})
+        assert resp["responses"][0]["partition_responses"][0]["error_code"] == Errors.INVALID_RECORD
+    await still_serves(broker)
+
+
 async def test_version_below_range_is_unsupported(broker: BrokerProcess) -> None:
     fetch = {
         "replica_id": -1,
