@@ -192,6 +192,8 @@ class Log:
         self._bases = [s.base_offset for s in segments]
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
+        # (active segment base, segment count, active segment bytes, log end) at the last flush
+        self._flushed_shape: tuple[int, int, int, int] | None = None
         self._epoch_cache = leader_epoch_cache
         self._clock = clock
         self._active_created = clock()
@@ -837,12 +839,24 @@ class Log:
 
     @_disk("flushing")
     def flush(self) -> None:
-        """fsync every segment that may hold data past the recovery point, then move it to the log end."""
+        """fsync every segment that may hold data past the recovery point, then move it to the log end.
+
+        A log unchanged since its last flush (the same log end, segments and active segment size, no
+        snapshot waiting) costs nothing: a broker with thousands of idle partitions does not fsync each
+        of them at every checkpoint. A truncation changes the active segment's size, so it is synced."""
+        shape = (self._bases[-1], len(self._segments), self._segments[-1].size, self.log_end_offset)
+        if (
+            shape == self._flushed_shape
+            and self._recovery_point == self.log_end_offset
+            and not self._producer_state.has_unflushed_snapshots
+        ):
+            return
         for segment in self._segments:
             if segment.next_offset > self._recovery_point or segment is self._segments[-1]:
                 segment.flush()
         self._producer_state.flush_snapshots()
         self._recovery_point = self.log_end_offset
+        self._flushed_shape = shape
 
     def _rebuild_producer_state(self, last_offset: int) -> None:
         """The producer state of the log below ``last_offset``: the latest snapshot at or below it plus

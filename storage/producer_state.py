@@ -342,6 +342,10 @@ class ProducerStateManager:
         )
         return path
 
+    @property
+    def has_unflushed_snapshots(self) -> bool:
+        return bool(self._unflushed)
+
     def flush_snapshots(self) -> None:
         """fsync the snapshots written without ``sync``."""
         for offset in sorted(self._unflushed):

@@ -312,6 +312,29 @@ def test_flush_moves_recovery_point(log: Log) -> None:
     assert log.recovery_point == 0
 
 
+def test_flush_of_an_unchanged_log_syncs_nothing(log: Log, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    log.append_as_leader(batch(3), leader_epoch=0)
+    log.append_as_leader(batch(2), leader_epoch=0)
+    log.flush()
+    assert synced  # new data: the active segment (and its indexes) synced
+    synced.clear()
+    log.flush()
+    assert synced == []  # idle: nothing to sync
+    log.truncate_to(3)
+    assert log.recovery_point == 3 == log.log_end_offset
+    log.flush()
+    assert synced  # a truncation is made durable too, though the recovery point did not move
+    synced.clear()
+    log.append_as_leader(batch(2), leader_epoch=0)
+    log.flush()
+    assert synced and log.recovery_point == 5
+
+
 def test_batch_headers(log: Log) -> None:
     for _ in range(40):
         log.append_as_leader(batch(2, 50), leader_epoch=0)
