@@ -517,3 +517,40 @@ def clean_group_into(
     finally:
         os.close(fd)
     return [t for s in group for t in s.aborted if t.last_offset in ctx.kept_control_offsets]
+
+
+class Throttler:
+    """Kafka's ``Throttler``: called with the bytes just read or written, it sleeps (on the calling
+    thread, the cleaner's) whenever the rate since the last check exceeds ``bytes_per_second``."""
+
+    CHECK_INTERVAL_S = 0.3
+
+    def __init__(
+        self,
+        bytes_per_second: float,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        import time
+
+        self.bytes_per_second = bytes_per_second
+        self._clock = clock or time.monotonic
+        self._sleep = sleep or time.sleep
+        self._period_start = self._clock()
+        self._observed = 0
+        self.slept_s = 0.0
+
+    def maybe_throttle(self, nbytes: int) -> None:
+        if self.bytes_per_second >= 1e300:
+            return
+        self._observed += nbytes
+        now = self._clock()
+        elapsed = now - self._period_start
+        if elapsed < self.CHECK_INTERVAL_S and self._observed < self.bytes_per_second * self.CHECK_INTERVAL_S:
+            return
+        wanted = self._observed / self.bytes_per_second
+        if wanted > elapsed:
+            self._sleep(wanted - elapsed)
+            self.slept_s += wanted - elapsed
+        self._period_start = self._clock()
+        self._observed = 0
