@@ -365,7 +365,7 @@ def phrase_log_matching(got: dict[str, list[dict[str, Any]]], *, max_replicas: i
 
 
 def check_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    from spark_jobs.compaction_checks import above_cleaned, compacted_note
+    from spark_jobs.compacted import above_cleaned, compacted_note
 
     batches = above_cleaned(inp, inp.batches)
     found = log_matching_violations(inp.replicas, batches, inp.partitions, cached(inp, "stop_isr"))
@@ -535,7 +535,7 @@ def phrase_acked(got: dict[str, list[dict[str, Any]]], *, torn_lines: int) -> Ch
 
 
 def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    from spark_jobs.compaction_checks import above_cleaned
+    from spark_jobs.compacted import above_cleaned
 
     deleted = cached(inp, "deleted")
     acked = above_cleaned(inp, after_deletion(inp.acknowledged, deleted, "acked_ms"))
@@ -615,7 +615,7 @@ def phrase_contiguous(got: dict[str, list[dict[str, Any]]], *, batches: int) -> 
 
 
 def check_contiguous(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    from spark_jobs.compaction_checks import without_compacted
+    from spark_jobs.compacted import without_compacted
 
     violations = contiguous_violations(without_compacted(inp, inp.batches), inp.replicas)
     got = collect_tables(violation_tables(violations, [*REPLICA, "base_offset"], max_examples))
