@@ -81,6 +81,23 @@ def _last_acked(inp: Inputs, parts: set[_KEY]) -> dict[_KEY, dict[str, tuple[int
     return out
 
 
+def judge_key(acked_offset: int, acked_value: int | None, got: tuple[int, int | None] | None) -> str | None:
+    """What is wrong with a replica whose last record of a key is ``got`` (offset, value CRC), the key's
+    last acknowledged write being at ``acked_offset`` with value CRC ``acked_value`` (None: a
+    tombstone); None if nothing is."""
+    if acked_value is None:
+        if got is not None and got[0] < acked_offset:
+            return "an older value is back after its acknowledged tombstone"
+        return None
+    if got is None:
+        return "the key's last acknowledged value is gone (no record of the key)"
+    if got[0] < acked_offset:
+        return "an older value is the key's last record"
+    if got[0] == acked_offset and got[1] != acked_value:
+        return "a different value is at the acknowledged offset"
+    return None
+
+
 def _key_text(key_hex: str) -> str:
     raw = bytes.fromhex(key_hex)
     try:
@@ -121,16 +138,7 @@ def check_compaction_kept_latest(inp: Inputs, max_examples: int = DEFAULT_MAX_EX
                 continue
             checked += 1
             got = latest.get(key)
-            problem = None
-            if value is None:
-                if got is not None and got[0] < offset:
-                    problem = "an older value is back after its acknowledged tombstone"
-            elif got is None:
-                problem = "the key's last acknowledged value is gone (no record of the key)"
-            elif got[0] < offset:
-                problem = "an older value is the key's last record"
-            elif got[0] == offset and got[1] != value:
-                problem = "a different value is at the acknowledged offset"
+            problem = judge_key(offset, value, got)
             if problem is not None:
                 violations += 1
                 if len(examples) < max_examples:
