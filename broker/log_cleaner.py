@@ -156,6 +156,9 @@ class LogCleaner:
             return True
         if self.log_manager.logs.get(tp) is not lg:
             return True
+        if not result.swaps:
+            # Nothing below the high watermark to map yet (it lies inside an inactive segment): back off.
+            return False
         swapped = finish_pass(lg, plan, result)
         self.passes += 1
         stats = result.stats
