@@ -16,6 +16,8 @@ from protocol.records import CONTROL_FLAG_MASK, decode_records, iter_batches
 from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import REPO_ROOT, python_cmd, wait_until
 
+pytestmark = pytest.mark.integration
+
 TOPIC = "kv"
 KEYS = 20
 
@@ -71,6 +73,8 @@ def cleaned_to(cluster: Cluster, broker_id: int) -> int:
     return 0
 
 
+@pytest.mark.spark
+@pytest.mark.timeout(900)  # two broker restarts, convergence and the Spark report
 def test_followers_catch_up_from_cleaned_segments_and_a_leader_change_after_a_clean(cluster: Cluster) -> None:
     cluster.cli(
         "topic", "create", TOPIC, "--partitions", "1", "--replication-factor", "3",
