@@ -29,6 +29,7 @@ and the first segment younger than ``min.compaction.lag.ms``):
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -531,8 +532,6 @@ class Throttler:
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
-        import time
-
         self.bytes_per_second = bytes_per_second
         self._clock = clock or time.monotonic
         self._sleep = sleep or time.sleep
