@@ -121,7 +121,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "How often every log deletes the segments its retention no longer keeps.",
         1,
     ),
-    ConfigKey("log.cleanup.policy", parse_str, "delete", "delete, compact or both (compaction: not built)."),
+    ConfigKey("log.cleanup.policy", parse_str, "delete", "delete, compact or both (docs/storage.md)."),
     ConfigKey(
         "log.cleaner.delete.retention.ms",
         parse_int,
@@ -135,6 +135,28 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "log.cleaner.min.cleanable.ratio", parse_str, "0.5", "Dirty ratio (min.cleanable.dirty.ratio)."
     ),
+    # The log cleaner (docs/storage.md), Kafka's keys and defaults.
+    ConfigKey(
+        "log.cleaner.max.compaction.lag.ms",
+        parse_int,
+        9223372036854775807,
+        "Dirty age that forces a clean (max.compaction.lag.ms).",
+        1,
+    ),
+    ConfigKey("log.cleaner.enable", parse_bool, True, "Run the log cleaner on compacted topics."),
+    ConfigKey("log.cleaner.threads", parse_int, 1, "Cleaner threads (isrsim: one task).", 0),
+    ConfigKey(
+        "log.cleaner.dedupe.buffer.size", parse_int, 134217728, "Offset map memory (24 bytes a key).", 1024
+    ),
+    ConfigKey("log.cleaner.io.buffer.size", parse_int, 524288, "Cleaner read/write chunk size.", 4096),
+    ConfigKey("log.cleaner.io.buffer.load.factor", parse_str, "0.9", "How full the offset map may get."),
+    ConfigKey(
+        "log.cleaner.io.max.bytes.per.second",
+        parse_str,
+        "1.7976931348623157E308",
+        "The cleaner's read plus write I/O budget.",
+    ),
+    ConfigKey("log.cleaner.backoff.ms", parse_int, 15000, "Sleep when no log needs cleaning.", 0),
     ConfigKey("message.max.bytes", parse_int, 1048588, "Largest record batch accepted.", 100),
     ConfigKey("socket.request.max.bytes", parse_int, 104857600, "Largest request frame accepted.", 1),
     ConfigKey(

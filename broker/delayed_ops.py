@@ -25,6 +25,9 @@ class ProducePartitionStatus:
     batches: tuple[BatchHeader, ...] = ()
     # The broker's time stamped on the batches of a LogAppendTime topic, else -1 (Kafka's logAppendTime).
     log_append_time_ms: int = -1
+    # On a compacted topic, each record's (offset, key in hex, CRC-32C of its value or None for a
+    # tombstone), for the acknowledgement journal (the report's compaction_kept_latest).
+    records: tuple[tuple[int, str, int | None], ...] | None = None
 
 
 def _responded(_: object) -> None:

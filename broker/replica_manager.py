@@ -22,6 +22,7 @@ from pathlib import Path
 
 import trio
 
+from broker.compacted_acks import record_digests
 from broker.delayed import DelayedOperationPurgatory
 from broker.delayed_ops import (
     DelayedFetch,
@@ -618,6 +619,13 @@ class ReplicaManager:
                     record_errors=exc.record_errors if isinstance(exc, InvalidRecordError) else [],
                 )
                 continue
+            digests = None
+            if (
+                self.acked_journal is not None
+                and partition.log.config.compact
+                and not internal_topics_allowed
+            ):
+                digests = record_digests(records, info.batches)
             statuses[tp] = ProducePartitionStatus(
                 info.last_offset + 1,
                 info.first_offset,
@@ -625,6 +633,7 @@ class ReplicaManager:
                 acks_pending=required_acks == -1,
                 batches=info.batches,
                 log_append_time_ms=info.log_append_time_ms,
+                records=digests,
             )
             self.state_listener.on_offsets_changed(partition)
             # New data: wake fetches waiting on this partition (followers and, if the HW moved, consumers).

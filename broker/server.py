@@ -23,6 +23,7 @@ from broker.forwarding import ForwardingManager
 from broker.group_apis import GroupApis
 from broker.kafka_apis import BROKER_APIS, KafkaApis
 from broker.lifecycle import BrokerLifecycleManager
+from broker.log_cleaner import LogCleaner, cleaner_config_from
 from broker.metadata_cache import MetadataCache
 from broker.metrics.broker_metrics import BrokerMetrics
 from broker.producer_id_manager import ProducerIdManager, controller_block_source, local_block_source
@@ -133,6 +134,7 @@ class KafkaServer:
         self.controlled_shutdown = "not tried"
         self._controlled = True
         self.log_manager = build_log_manager(config)
+        self.log_cleaner: LogCleaner | None = None  # started with the periodic tasks (log.cleaner.enable)
         self.journal = open_journal(config)
         # Every batch a leader acknowledges to a client, before the response goes out (docs/storage.md).
         self.acked_journal = open_ack_journal(config)
@@ -418,8 +420,13 @@ class KafkaServer:
         self.apis.admin.forwarding = self.forwarding
         self.replica_manager.broker_epoch = lambda: lifecycle.broker_epoch
         self.replica_manager.broker_state = self._broker_state
+        # Kafka's configs of __consumer_offsets: compacted, 100 MiB segments (offsets.topic.segment.bytes).
         self.group_coordinator.create_topic = lambda name, partitions, rf: create_topic(
-            controller_channel, name, partitions, rf
+            controller_channel,
+            name,
+            partitions,
+            rf,
+            {"cleanup.policy": "compact", "segment.bytes": "104857600"},
         )
         self.txn_coordinator.create_topic = lambda name, partitions, rf, configs: create_topic(
             controller_channel, name, partitions, rf, configs
@@ -650,6 +657,19 @@ class KafkaServer:
         ]
         for name, period, fn in tasks:
             nursery.start_soon(self._every, name, period, fn)
+        cleaner_config = cleaner_config_from(c.get)
+        if cleaner_config.enable:
+
+            def high_watermark(tp: TopicPartition) -> int | None:
+                partition = rm.partitions.get(tp)
+                if partition is None:
+                    return None
+                if rm.topic_config_fetcher is not None and tp[0] not in rm.topic_configs:
+                    return None  # its topic's policy is not known yet (after a restart)
+                return partition.high_watermark
+
+            self.log_cleaner = LogCleaner(self.log_manager, cleaner_config, high_watermark)
+            nursery.start_soon(self.log_cleaner.run)
 
     async def _every(self, name: str, period_s: float, fn: Callable[[], object]) -> None:
         while True:

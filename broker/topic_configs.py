@@ -107,13 +107,19 @@ _LOG_CONFIG_FIELDS: dict[str, str] = {
     "retention.ms": "retention_ms",
     "retention.bytes": "retention_bytes",
     "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
 }
 
 
 def log_config_for(base: LogConfig, configs: Mapping[str, str]) -> LogConfig:
     """The log settings of a topic: the broker's ``base`` with the topic's own values of ``segment.bytes``,
-    ``segment.ms``, ``max.message.bytes``, ``retention.ms``, ``retention.bytes`` and ``cleanup.policy``
-    (a value that does not parse keeps the broker's, with a warning: the controller checked it)."""
+    ``segment.ms``, ``max.message.bytes``, ``retention.ms``, ``retention.bytes``, ``cleanup.policy`` and the
+    cleaner's ``delete.retention.ms``, ``min.compaction.lag.ms``, ``max.compaction.lag.ms``,
+    ``min.cleanable.dirty.ratio`` (a value that does not parse keeps the broker's, with a warning: the
+    controller checked it)."""
     changes: dict[str, object] = {}
     for key, attr in _LOG_CONFIG_FIELDS.items():
         raw = configs.get(key)
@@ -123,7 +129,7 @@ def log_config_for(base: LogConfig, configs: Mapping[str, str]) -> LogConfig:
             changes[attr] = raw.strip()
             continue
         try:
-            changes[attr] = int(raw.strip())
+            changes[attr] = float(raw.strip()) if attr == "min_cleanable_dirty_ratio" else int(raw.strip())
         except ValueError:
             log.warning("topic config %s=%r is not a number: the broker's value applies", key, raw)
     return replace(base, **changes) if changes else base  # type: ignore[arg-type]
@@ -156,7 +162,19 @@ def broker_log_config(get: Callable[[str], object]) -> LogConfig:
         retention_ms=retention_ms,
         retention_bytes=-1 if retention_bytes is None else retention_bytes,
         cleanup_policy=str(get("log.cleanup.policy") or "delete"),
+        delete_retention_ms=_or(number("log.cleaner.delete.retention.ms"), LogConfig.delete_retention_ms),
+        min_compaction_lag_ms=_or(
+            number("log.cleaner.min.compaction.lag.ms"), LogConfig.min_compaction_lag_ms
+        ),
+        max_compaction_lag_ms=_or(
+            number("log.cleaner.max.compaction.lag.ms"), LogConfig.max_compaction_lag_ms
+        ),
+        min_cleanable_dirty_ratio=float(str(get("log.cleaner.min.cleanable.ratio") or "0.5")),
     )
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def broker_topic_defaults(
@@ -189,6 +207,10 @@ def broker_topic_defaults(
         "min.cleanable.dirty.ratio": (
             ("log.cleaner.min.cleanable.ratio",),
             str(get("log.cleaner.min.cleanable.ratio")),
+        ),
+        "max.compaction.lag.ms": (
+            ("log.cleaner.max.compaction.lag.ms",),
+            str(base.max_compaction_lag_ms),
         ),
     }
     for topic_key, (broker_keys, value) in keys.items():

@@ -25,6 +25,7 @@ from protocol import (
 
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
+_DELETE_HORIZON = 0x40  # attributes bit 6: the batch carries a delete horizon
 
 
 def _text(data: bytes | None) -> str | None:
@@ -136,6 +137,8 @@ def dump_segment(path: Path, with_records: bool = False) -> dict[str, Any]:
             "compresscodec": _codec_name(h.attributes),
             "crc": h.crc,
             "is_valid": computed == h.crc,
+            # Set by the log cleaner on a batch with tombstones or an empty transaction's marker (KIP-534).
+            "delete_horizon_ms": h.base_timestamp if h.attributes & _DELETE_HORIZON else None,
         }
         if with_records and batch["is_valid"]:
             try:
@@ -194,14 +197,19 @@ def dump_log(paths: tuple[Path, ...], files: tuple[str, ...], print_data_log: bo
             dumps.append(dump_txn_index(path))
         else:
             dumps += [dump_segment(f, print_data_log) for f in segment_files(path)]
-            if path.is_dir():  # a partition directory: its aborted transactions too
+            if path.is_dir():  # a partition directory: its aborted transactions and cleaner state too
                 dumps += [dump_txn_index(f) for f in sorted(path.glob("*.txnindex"))]
+                cleaner = dump_cleaner_state(path)
+                if cleaner is not None:
+                    dumps.append(cleaner)
     if output == "json":
         echo_json(dumps)
     else:
         for d in dumps:
             if "entries" in d:
                 _print_index(d)
+            elif "cleaner_checkpoint" in d:
+                _print_cleaner_state(d)
             else:
                 _print_segment(d)
     # An index that ends in part of an entry is named with its problem; segments with a bad batch together.
@@ -215,6 +223,31 @@ def dump_log(paths: tuple[Path, ...], files: tuple[str, ...], print_data_log: bo
         problems.append(f"corrupt or torn batches in {', '.join(bad)}")
     if problems:
         raise click.ClickException("; ".join(problems))
+
+
+def dump_cleaner_state(partition_dir: Path) -> dict[str, Any] | None:
+    """A partition directory's log cleaner state: its ``cleaner-offset-checkpoint`` entry (in the log
+    directory above it) and any ``.cleaned`` / ``.swap`` file a clean killed mid-swap left (settled at the
+    broker's next start). None when there is neither."""
+    leftovers = sorted(p.name for p in partition_dir.iterdir() if p.suffix in (".cleaned", ".swap"))
+    checkpoint = partition_dir.parent / "cleaner-offset-checkpoint"
+    offset = None
+    topic, _, partition = partition_dir.name.rpartition("-")
+    if checkpoint.is_file():
+        for line in checkpoint.read_text().splitlines()[2:]:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == topic and parts[1] == partition:
+                offset = int(parts[2])
+    if offset is None and not leftovers:
+        return None
+    return {"file": str(checkpoint), "cleaner_checkpoint": offset, "interrupted_clean_files": leftovers}
+
+
+def _print_cleaner_state(d: dict[str, Any]) -> None:
+    if d["cleaner_checkpoint"] is not None:
+        click.echo(f"Cleaner checkpoint: {d['cleaner_checkpoint']} (the log cleaner has cleaned below it)")
+    for name in d["interrupted_clean_files"]:
+        click.echo(f"Interrupted clean: {name} (settled at the broker's next start)")
 
 
 def _print_index(index: dict[str, Any]) -> None:
@@ -248,6 +281,11 @@ def _print_segment(d: dict[str, Any]) -> None:
             f"CreateTime: {b['create_time']} size: {b['size']} magic: {b['magic']} "
             f"compresscodec: {b['compresscodec']} crc: {b['crc']} "
             f"isvalid: {str(b['is_valid']).lower()}"
+            + (
+                f" deleteHorizonMs: {b['delete_horizon_ms']}"
+                if b.get("delete_horizon_ms") is not None
+                else ""
+            )
         )
         for r in b.get("records", []):
             keys = ",".join(r["header_keys"])

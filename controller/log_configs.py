@@ -96,8 +96,8 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
             CONFIG_TYPE_LIST,
             "delete",
             _cleanup_policy,
-            "delete: old segments are deleted by retention.ms and retention.bytes; compact: the log is "
-            "compacted (not built yet in isrsim: a compact-only topic keeps everything); both: both.",
+            "delete: old segments are deleted by retention.ms and retention.bytes; compact: the log cleaner "
+            "keeps the latest record per key; both: both.",
             "log.cleanup.policy",
         ),
         TopicConfigDef(
@@ -113,7 +113,7 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
             CONFIG_TYPE_LONG,
             "86400000",
             _number(CONFIG_TYPE_LONG, 0),
-            "How long tombstones are kept in a compacted topic (for the log cleaner, not built yet).",
+            "How long the cleaner keeps a tombstone (or an empty transaction's marker) once it has seen it.",
             "log.cleaner.delete.retention.ms",
         ),
         TopicConfigDef(
@@ -137,7 +137,7 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
             CONFIG_TYPE_DOUBLE,
             "0.5",
             _ratio,
-            "The share of a compacted log not yet cleaned before the cleaner runs (not built yet).",
+            "The share of a compacted log not yet cleaned before the cleaner cleans it.",
             "log.cleaner.min.cleanable.ratio",
         ),
         TopicConfigDef(
@@ -145,8 +145,16 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
             CONFIG_TYPE_LONG,
             "0",
             _number(CONFIG_TYPE_LONG, 0),
-            "How long a record stays uncompacted at least (for the log cleaner, not built yet).",
+            "How long a record stays uncompacted at least (segments newer than this are not cleaned).",
             "log.cleaner.min.compaction.lag.ms",
+        ),
+        TopicConfigDef(
+            "max.compaction.lag.ms",
+            CONFIG_TYPE_LONG,
+            str(_LONG_MAX),
+            _number(CONFIG_TYPE_LONG, 1),
+            "A log whose oldest dirty segment is older than this is cleaned whatever its dirty ratio.",
+            "log.cleaner.max.compaction.lag.ms",
         ),
         TopicConfigDef(
             "min.insync.replicas",

@@ -375,5 +375,8 @@ class Consumer:
                 position = offset + 1
                 self.consumed += 1
                 got += 1
+            # As Kafka's consumer: past the whole batch (a compacted batch may end with removed offsets,
+            # or hold no record at all).
+            position = max(position, header.next_offset)
         self.positions[partition] = position
         return got

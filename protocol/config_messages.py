@@ -24,6 +24,7 @@ DYNAMIC_BROKER_KEYS: tuple[str, ...] = (
     "log.cleaner.delete.retention.ms",
     "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.min.cleanable.ratio",
+    "log.cleaner.max.compaction.lag.ms",
 )
 # Kafka's DescribeConfigs sources of dynamic broker configs.
 CONFIG_SOURCE_DYNAMIC_BROKER = 2

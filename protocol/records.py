@@ -242,6 +242,37 @@ def build_simple_batch(
     )
 
 
+def assemble_batch(
+    payload: bytes,
+    *,
+    records_count: int,
+    last_offset_delta: int,
+    base_offset: int,
+    partition_leader_epoch: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    attributes: int,
+) -> bytes:
+    """A batch from its header fields and its (already compressed, if the codec says so) records bytes,
+    with the CRC computed: for the log cleaner, which rewrites batches keeping their offsets."""
+    return _assemble(
+        payload,
+        records_count=records_count,
+        last_offset_delta=last_offset_delta,
+        max_timestamp_delta=max_timestamp - base_timestamp,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        base_timestamp=base_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        attributes=attributes,
+    )
+
+
 def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Decode the header at ``pos``. Checks that 61 bytes are there, the magic and the minimum batch_length;
     it does not check that the whole batch is in ``buf`` nor its CRC (see :func:`validate_batch`)."""
@@ -304,12 +335,26 @@ def offset_range_problem(header: BatchHeader) -> str | None:
     return None
 
 
+def stored_range_problem(header: BatchHeader) -> str | None:
+    """Why the header's records_count and last_offset_delta cannot describe a stored batch, or None. A
+    batch the log cleaner rewrote keeps its base and last offsets but may hold fewer records than its
+    offset range (Kafka's compacted batches: ``0 <= records_count <= last_offset_delta + 1``; an empty one
+    keeps a producer's last sequence)."""
+    if header.last_offset_delta < 0:
+        return f"last_offset_delta {header.last_offset_delta} < 0"
+    if header.records_count < 0 or header.records_count > header.last_offset_delta + 1:
+        delta, count = header.last_offset_delta, header.records_count
+        return f"records_count {count} does not fit last_offset_delta {delta}"
+    return None
+
+
 def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
-    """Check the batch at ``pos`` without decoding its records: :func:`check_framing`, and dense offset
-    deltas (``last_offset_delta + 1 == records_count >= 1``). Raises :class:`CorruptRecordError` naming the
-    position and the problem. (A leader validates more, records included: ``storage.log_validator``.)"""
+    """Check the batch at ``pos`` without decoding its records: :func:`check_framing`, and offset deltas a
+    stored batch can have (:func:`stored_range_problem`: dense as a producer writes them, or sparse as
+    the log cleaner leaves them). Raises :class:`CorruptRecordError` naming the position and the problem.
+    (A leader validates more, dense deltas and the records included: ``storage.log_validator``.)"""
     header = check_framing(buf, pos)
-    problem = offset_range_problem(header)
+    problem = stored_range_problem(header)
     if problem is not None:
         raise CorruptRecordError(f"batch at position {pos}: {problem}")
     return header
@@ -430,6 +475,7 @@ __all__ = [
     "BatchHeader",
     "CompressionType",
     "Record",
+    "assemble_batch",
     "assign_offsets_and_epoch",
     "batch_crc",
     "build_batch",
@@ -441,5 +487,6 @@ __all__ = [
     "record_bytes",
     "scan_valid_prefix",
     "set_max_timestamp",
+    "stored_range_problem",
     "validate_batch",
 ]

@@ -154,27 +154,27 @@ class AckJournal(Journal):
         for (topic, partition), status in statuses.items():
             if status.error != 0:
                 continue
+            records = getattr(status, "records", None)
             for b in status.batches:
-                parts.append(
-                    json.dumps(
-                        {
-                            "ts_ms": ts,
-                            "broker_id": owner,
-                            "topic": topic,
-                            "partition": partition,
-                            "base_offset": b.base_offset,
-                            "last_offset": b.last_offset,
-                            "crc": b.crc,
-                            "acks": acks,
-                            "producer_id": b.producer_id,
-                            "producer_epoch": b.producer_epoch,
-                            "base_sequence": b.base_sequence,
-                            "client_id": client_id,
-                            "received_ms": received,
-                        },
-                        separators=(",", ":"),
-                    )
-                )
+                line: dict[str, object] = {
+                    "ts_ms": ts,
+                    "broker_id": owner,
+                    "topic": topic,
+                    "partition": partition,
+                    "base_offset": b.base_offset,
+                    "last_offset": b.last_offset,
+                    "crc": b.crc,
+                    "acks": acks,
+                    "producer_id": b.producer_id,
+                    "producer_epoch": b.producer_epoch,
+                    "base_sequence": b.base_sequence,
+                    "client_id": client_id,
+                    "received_ms": received,
+                }
+                if records is not None:
+                    first, last = b.base_offset, b.last_offset
+                    line["records"] = [list(r) for r in records if first <= r[0] <= last]
+                parts.append(json.dumps(line, separators=(",", ":")))
         if parts:
             parts.append("")
             self._write("\n".join(parts), len(parts) - 1)

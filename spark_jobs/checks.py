@@ -365,7 +365,10 @@ def phrase_log_matching(got: dict[str, list[dict[str, Any]]], *, max_replicas: i
 
 
 def check_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    found = log_matching_violations(inp.replicas, inp.batches, inp.partitions, cached(inp, "stop_isr"))
+    from spark_jobs.compacted import above_cleaned, compacted_note
+
+    batches = above_cleaned(inp, inp.batches)
+    found = log_matching_violations(inp.replicas, batches, inp.partitions, cached(inp, "stop_isr"))
     got = collect_tables(
         {
             **violation_tables(found.violations, [*TP, "base_offset"], max_examples),
@@ -373,6 +376,9 @@ def check_log_matching(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) ->
         }
     )
     result = phrase_log_matching(got, max_replicas=inp.max_replicas)
+    note = compacted_note(inp)
+    if note:
+        result.notes.append(note)
     if result.examples:
         result.extra["first_records"] = _divergence_records(inp, result.examples)
     for ex in result.examples:
@@ -529,8 +535,10 @@ def phrase_acked(got: dict[str, list[dict[str, Any]]], *, torn_lines: int) -> Ch
 
 
 def check_acked(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    from spark_jobs.compacted import above_cleaned
+
     deleted = cached(inp, "deleted")
-    acked = after_deletion(inp.acknowledged, deleted, "acked_ms")
+    acked = above_cleaned(inp, after_deletion(inp.acknowledged, deleted, "acked_ms"))
     found = acked_violations(acked, inp.partitions, cached(inp, "stop_isr"), inp.batches, inp.replicas)
     got = collect_tables(
         {
@@ -607,7 +615,9 @@ def phrase_contiguous(got: dict[str, list[dict[str, Any]]], *, batches: int) -> 
 
 
 def check_contiguous(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
-    violations = contiguous_violations(inp.batches, inp.replicas)
+    from spark_jobs.compacted import without_compacted
+
+    violations = contiguous_violations(without_compacted(inp, inp.batches), inp.replicas)
     got = collect_tables(violation_tables(violations, [*REPLICA, "base_offset"], max_examples))
     return phrase_contiguous(got, batches=inp.stats.batches)
 

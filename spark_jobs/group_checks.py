@@ -101,24 +101,42 @@ def _expected_replicas(partitions: DataFrame, stop_isr: DataFrame) -> DataFrame:
 
 
 def offsets_not_lost_violations(
-    commits: DataFrame, partitions: DataFrame, stop_isr: DataFrame, batches: DataFrame, replicas: DataFrame
+    commits: DataFrame,
+    partitions: DataFrame,
+    stop_isr: DataFrame,
+    batches: DataFrame,
+    replicas: DataFrame,
+    cleaned: DataFrame | None = None,
 ) -> DataFrame:
     """Each committed offset (``commits``: ``committed_offsets``) on each replica of its
     ``__consumer_offsets`` partition that must hold it: the replica holds, below the partition's final HW,
     this commit's batch or a later acknowledged commit's of the same group, topic and partition (at its
     journaled base offset, with its last offset and CRC). The violating rows, with ``problem`` saying what
-    the replica has at the commit's offset."""
+    the replica has at the commit's offset. ``cleaned`` (``topic``, ``partition``, ``cleaned_below``): below
+    there a compacted partition's batches may have been rewritten by its cleaner (other CRC, fewer
+    records): a batch at the commit's base and last offset is the commit's."""
     hw = _final_hw(replicas)
-    held_batches = (
+
+    def with_crc_key(df: DataFrame) -> DataFrame:
+        if cleaned is None:
+            return df.withColumn("crc_key", F.col("crc"))
+        rewritten = F.col("cleaned_below").isNotNull() & (F.col("base_offset") < F.col("cleaned_below"))
+        return (
+            df.join(F.broadcast(cleaned), TP, "left")
+            .withColumn("crc_key", F.when(rewritten, F.lit(-1)).otherwise(F.col("crc")))
+            .drop("cleaned_below")
+        )
+
+    held_batches = with_crc_key(
         batches.select(*REPLICA, "base_offset", "last_offset", "crc")
         .join(hw, TP, "left")
         .filter(F.col("final_hw").isNull() | (F.col("last_offset") < F.col("final_hw")))
         .drop("final_hw")
-    )
+    ).drop("crc")
     # The commits each replica holds, and per key the newest of them.
     held = (
-        commits.select(*TP, *KEY, "base_offset", "last_offset", "crc")
-        .join(held_batches, [*TP, "base_offset", "last_offset", "crc"])
+        with_crc_key(commits.select(*TP, *KEY, "base_offset", "last_offset", "crc"))
+        .join(held_batches, [*TP, "base_offset", "last_offset", "crc_key"])
         .groupBy(*REPLICA, *KEY)
         .agg(F.max("base_offset").alias("newest_held"))
     )
@@ -190,9 +208,37 @@ def phrase_offsets_not_lost(got: dict[str, list[dict[str, Any]]]) -> CheckResult
 
 
 def check_committed_offsets_not_lost(inp: Inputs, max_examples: int = DEFAULT_MAX_EXAMPLES) -> CheckResult:
+    from spark_jobs.compacted import cleaned_bounds
+
     commits = committed_offsets(inp.journal)
+    bounds = cleaned_bounds(inp)
+    if bounds:
+        # A deleted group's commits are removed by the cleaner with its tombstones (as in Kafka): not judged
+        # on a compacted __consumer_offsets.
+        deleted = (
+            inp.journal.filter((F.col("source") == "broker") & (F.col("event") == "group_deleted"))
+            .groupBy("group_id")
+            .agg(F.max("ts_ms").alias("deleted_ms"))
+        )
+        compacted = [t for (t, _p) in bounds]
+        commits = (
+            commits.join(deleted, "group_id", "left")
+            .filter(
+                F.col("deleted_ms").isNull()
+                | (F.col("deleted_ms") < F.col("ts_ms"))
+                | ~F.col("topic").isin(compacted)
+            )
+            .drop("deleted_ms")
+        )
+    cleaned = (
+        inp.batches.sparkSession.createDataFrame(
+            [(t, p, b) for (t, p), b in bounds.items()], "topic STRING, partition INT, cleaned_below LONG"
+        )
+        if bounds
+        else None
+    )
     violations = offsets_not_lost_violations(
-        commits, inp.partitions, cached(inp, "stop_isr"), inp.batches, inp.replicas
+        commits, inp.partitions, cached(inp, "stop_isr"), inp.batches, inp.replicas, cleaned
     )
     got = collect_tables(
         {

@@ -15,7 +15,9 @@ UNKNOWN_SERVER_ERROR (-1) as Kafka maps its ``OffsetsOutOfOrderException`` /
 
 Deliberate differences from Kafka, for a simpler model of the same behaviour:
 
-- A follower append must start exactly at the log end offset (Kafka tolerates a gap for compacted topics).
+- A follower append must start exactly at the log end offset and its batches follow on, except on a
+  compacted log (``allow_gaps``), where, as in Kafka, batches need only increase: the cleaner removed whole
+  batches. Reads and recovery check the same way (a base offset that does not follow on is damage).
 - Truncation is at batch boundaries: ``truncate_to(t)`` removes the whole batch containing ``t``, and the
   log end offset becomes that batch's base offset (Kafka sets it to ``t``). Replication only truncates to
   epoch boundaries and high watermarks, which are batch boundaries, so the two agree in practice.
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -46,7 +49,7 @@ from protocol.errors import CorruptRecordError, Errors, KafkaError, OffsetOutOfR
 from protocol.records import BatchHeader, assign_offsets_and_epoch, iter_batches, read_header
 from storage.checkpoint import LeaderEpochCheckpointFile
 from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.loader import load_segments
+from storage.loader import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX, load_segments
 from storage.log_dir_failure import LogDirFailureChannel
 from storage.log_validator import (
     TimestampType,
@@ -64,8 +67,8 @@ from storage.producer_state import (
     finish_append,
     rebuild_producer_state,
 )
-from storage.segment import LogSegment
-from storage.transaction_index import AbortedTxn, CompletedTxn
+from storage.segment import LOG_SUFFIX, LogSegment, segment_file_name
+from storage.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn, CompletedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +103,15 @@ MAX_TIMESTAMP = -3
 Records = bytes | bytearray | memoryview
 
 
+def _fsync_dir(directory: Path) -> None:
+    """Make renames in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class LogConfig:
     """Per-log settings, with Kafka's defaults: the broker's (``log.segment.bytes``,
@@ -116,6 +128,13 @@ class LogConfig:
     retention_ms: int = 7 * 24 * 60 * 60 * 1000
     retention_bytes: int = -1
     cleanup_policy: str = "delete"
+    # The cleaner's (storage.cleaner): delete.retention.ms, min.compaction.lag.ms, max.compaction.lag.ms,
+    # min.cleanable.dirty.ratio (defaults: log.cleaner.delete.retention.ms, ...min.compaction.lag.ms,
+    # ...max.compaction.lag.ms, log.cleaner.min.cleanable.ratio).
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 9223372036854775807
+    min_cleanable_dirty_ratio: float = 0.5
 
     @property
     def delete(self) -> bool:
@@ -182,7 +201,11 @@ class Log:
         self._log_dir_name = str(directory.parent)
         self._topic = topic
         self._partition = partition
-        self.config = config
+        self._allow_gaps = config.compact or any(s.allow_gaps for s in segments)
+        # Bumped by whatever removes or rewrites batches (truncation, retention, a new log start, a swap):
+        # a cleaner that read the log before a change does not swap in what it made of it.
+        self.mutations = 0
+        self._config = config
         # The topic's compression.type when it names a codec (Kafka recompresses other batches to it);
         # None for ``producer`` (the default: batches are kept as the producer compressed them).
         self.compression_type: CompressionType | None = None
@@ -209,6 +232,28 @@ class Log:
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        if config.compact:
+            self.allow_gaps = True
+
+    @property
+    def allow_gaps(self) -> bool:
+        """Whether the log is compacted: its batches need only increase (set for good once it is; a log
+        cleaned once keeps its gaps whatever its policy becomes)."""
+        return self._allow_gaps
+
+    @allow_gaps.setter
+    def allow_gaps(self, value: bool) -> None:
+        self._allow_gaps = self._allow_gaps or value
+        for segment in self._segments:
+            segment.allow_gaps = self._allow_gaps
+
     # ------------------------------------------------------------------ loading
 
     @classmethod
@@ -224,8 +269,10 @@ class Log:
         clock: Callable[[], float] = time.time,
         had_clean_shutdown: bool = False,
         failure_channel: LogDirFailureChannel | None = None,
+        allow_gaps: bool = False,
     ) -> Log:
-        """Open (or create) the log in ``dir``, the partition's own directory.
+        """Open (or create) the log in ``dir``, the partition's own directory. ``allow_gaps``: the log is
+        known to be compacted (its topic's policy, or the cleaner's checkpoint names it).
 
         Unless ``had_clean_shutdown``, segments holding offsets at or after ``recovery_point`` are
         recovered: every batch is validated and the first invalid, partial or out-of-order one is cut off
@@ -240,13 +287,23 @@ class Log:
         cache = LeaderEpochFileCache(
             LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT), log_prefix=prefix
         )
+        allow_gaps = allow_gaps or config.compact
         segments = load_segments(
-            directory, config.index_interval_bytes, recovery_point, cache, prefix, had_clean_shutdown
+            directory,
+            config.index_interval_bytes,
+            recovery_point,
+            cache,
+            prefix,
+            had_clean_shutdown,
+            allow_gaps=allow_gaps,
         )
         if not segments:
             segments = [
                 LogSegment.create(
-                    directory, log_start_offset, index_interval_bytes=config.index_interval_bytes
+                    directory,
+                    log_start_offset,
+                    index_interval_bytes=config.index_interval_bytes,
+                    allow_gaps=allow_gaps,
                 )
             ]
         log_end = segments[-1].next_offset
@@ -457,14 +514,15 @@ class Log:
     @_disk("appending to")
     def append_as_follower(self, records: Records) -> LogAppendInfo:
         """Validate ``records`` fetched from the leader and append them as they are. They must start at
-        the log end offset and be contiguous (else :class:`OffsetsOutOfOrderError`). Each batch's
+        the log end offset and be contiguous (else :class:`OffsetsOutOfOrderError`); on a compacted log
+        (``allow_gaps``) they need only start at or after it and increase, as Kafka's. Each batch's
         partition leader epoch goes into the epoch cache (Kafka assigns every batch; the cache ignores
         repeats of the latest epoch)."""
         batches = self._validate(records)
         headers = [header for _, header in batches]
         expected = self.log_end_offset
         for header in headers:
-            if header.base_offset != expected:
+            if header.base_offset < expected if self._allow_gaps else header.base_offset != expected:
                 raise OffsetsOutOfOrderError(
                     f"{self._topic}-{self._partition}: follower append expected a batch at offset "
                     f"{expected}, got one at {header.base_offset} (first offset {headers[0].base_offset}, "
@@ -589,7 +647,10 @@ class Log:
         new_base = active.next_offset
         active.on_become_inactive()
         segment = LogSegment.create(
-            self._dir, new_base, index_interval_bytes=self.config.index_interval_bytes
+            self._dir,
+            new_base,
+            index_interval_bytes=self.config.index_interval_bytes,
+            allow_gaps=self._allow_gaps,
         )
         self._segments.append(segment)
         self._bases.append(new_base)
@@ -648,11 +709,14 @@ class Log:
         i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
         while i < len(self._segments):
             segment = self._segments[i]
-            if segment.next_offset > start_offset:
-                return segment.read(
+            if segment.next_offset > start_offset and not segment.is_empty:
+                data = segment.read(
                     start_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
                 )
-            i += 1  # a gap after this segment (possible only after recovery cut it): try the next one
+                if data or not self._allow_gaps:
+                    return data
+            # A gap after this segment (after recovery cut it, or the cleaner emptied its end): the next one.
+            i += 1
         return b""
 
     def batch_headers(self, from_offset: int | None = None) -> Iterator[BatchHeader]:
@@ -684,6 +748,7 @@ class Log:
             self.truncate_fully_and_start_at(target_offset)
             return True
         keep = bisect.bisect_right(self._bases, target_offset)  # segments with base <= target
+        self.mutations += 1
         for segment in self._segments[keep:]:
             segment.delete()
         self._producer_state.delete_snapshots_at(self._bases[keep:])
@@ -705,8 +770,12 @@ class Log:
         """Delete everything and start an empty log at ``new_offset`` (which becomes the log start)."""
         for segment in self._segments:
             segment.delete()
+        self.mutations += 1
         segment = LogSegment.create(
-            self._dir, new_offset, index_interval_bytes=self.config.index_interval_bytes
+            self._dir,
+            new_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            allow_gaps=self._allow_gaps,
         )
         self._segments = [segment]
         self._bases = [new_offset]
@@ -734,6 +803,7 @@ class Log:
         if new_start <= self._log_start_offset:
             return False
         self._log_start_offset = new_start
+        self.mutations += 1
         self._epoch_cache.truncate_from_start(new_start)
         # Segment i holds offsets below bases[i + 1]; it can go when that is <= new_start.
         drop = bisect.bisect_right(self._bases, new_start) - 1
@@ -815,6 +885,7 @@ class Log:
             count += 1
         if count == 0:
             return 0
+        self.mutations += 1
         if count == len(self._segments):
             self.roll()  # the log always keeps one segment: the new active one, empty
         new_start = self._segments[count].base_offset
@@ -834,6 +905,75 @@ class Log:
         del self._segments[:count]
         del self._bases[:count]
         return count
+
+    # ------------------------------------------------------------------ the cleaner's side
+
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """Kafka's ``lastRecordsOfActiveProducers``: per producer id, the last offset of its last data
+        batch (None when its last entry is a marker) and its epoch; the cleaner keeps those batches."""
+        out: dict[int, tuple[int | None, int]] = {}
+        for pid, entry in self._producer_state.active_producers.items():
+            last = entry.last_data_offset
+            out[pid] = (last if last >= 0 else None, entry.producer_epoch)
+        return out
+
+    @_disk("swapping cleaned segments into")
+    def replace_segments(self, base_offset: int, old_bases: list[int], seen_mutations: int) -> bool:
+        """Kafka's ``replaceSegments``: swap the cleaned segment ``<base_offset>.log.cleaned`` (and its
+        ``.txnindex.cleaned``, if any) in for the segments at ``old_bases``. The cleaned files are renamed
+        ``.swap``, the old segments deleted, the ``.swap`` files renamed into place; a crash at any point is
+        settled at the next start (``storage.loader``). Nothing is swapped (the cleaned files are deleted,
+        False) if the log changed since the cleaner read it (``seen_mutations``) or the old segments are no
+        longer a run of inactive segments of the log."""
+        suffixes = (LOG_SUFFIX, TXN_INDEX_SUFFIX)
+        names = {suffix: segment_file_name(base_offset, suffix) for suffix in suffixes}
+        first = bisect.bisect_left(self._bases, old_bases[0]) if old_bases else 0
+        still_there = (
+            bool(old_bases)
+            and old_bases[0] == base_offset
+            and self._bases[first : first + len(old_bases)] == old_bases
+            and first + len(old_bases) < len(self._segments)
+        )
+        if self.mutations != seen_mutations or not still_there:
+            for name in names.values():
+                (self._dir / (name + CLEANED_FILE_SUFFIX)).unlink(missing_ok=True)
+            logger.info(
+                "%scleaned segment %d not swapped in: the log changed meanwhile", self._prefix, base_offset
+            )
+            return False
+        for name in names.values():
+            cleaned = self._dir / (name + CLEANED_FILE_SUFFIX)
+            if cleaned.exists():
+                cleaned.rename(self._dir / (name + SWAP_FILE_SUFFIX))
+        _fsync_dir(self._dir)
+        old = self._segments[first : first + len(old_bases)]
+        mtime = old[-1].log_path.stat().st_mtime
+        for segment in old:
+            segment.delete()
+        for name in names.values():
+            swap = self._dir / (name + SWAP_FILE_SUFFIX)
+            if swap.exists():
+                swap.rename(self._dir / name)
+        _fsync_dir(self._dir)
+        os.utime(self._dir / names[LOG_SUFFIX], (mtime, mtime))  # retention.ms by mtime sees the old age
+        segment = LogSegment.open(
+            self._dir, base_offset, index_interval_bytes=self.config.index_interval_bytes, allow_gaps=True
+        )
+        segment.recover()
+        segment.on_become_inactive()
+        segment.flush()
+        self._segments[first : first + len(old_bases)] = [segment]
+        self._bases[first : first + len(old_bases)] = [base_offset]
+        self.allow_gaps = True
+        self.mutations += 1
+        logger.info(
+            "%sswapped in cleaned segment %d (%d bytes) for segment(s) %s",
+            self._prefix,
+            base_offset,
+            segment.size,
+            old_bases,
+        )
+        return True
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -879,6 +1019,7 @@ class Log:
         self._producer_state.take_snapshot()
 
     def close(self) -> None:
+        self.mutations += 1
         for segment in self._segments:
             segment.close()
 

@@ -22,6 +22,7 @@ from protocol.common import TopicPartition, is_valid_topic_name
 from protocol.errors import KafkaStorageError
 from protocol.file_names import META_PROPERTIES
 from storage.checkpoint import CheckpointError, OffsetCheckpointFile, fsync_directory
+from storage.cleaner_manager import CLEANER_OFFSET_CHECKPOINT, COMPACTED_INTERNAL_TOPICS
 from storage.log import Log, LogConfig
 from storage.log_dir_failure import LogDirFailureChannel
 
@@ -41,6 +42,7 @@ _IF_DELETED = {
     HW_CHECKPOINT: "the high watermarks then restart from each log's start and catch up from the leaders",
     RECOVERY_POINT_CHECKPOINT: "every segment is then recovered on the next start",
     LOG_START_CHECKPOINT: "each log then starts at its first segment",
+    CLEANER_OFFSET_CHECKPOINT: "the cleaner then cleans each compacted log from its start again",
 }
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -89,6 +91,9 @@ class LogManager:
         self.hw_checkpoint = OffsetCheckpointFile(log_dir / HW_CHECKPOINT)
         self.recovery_checkpoint = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT)
         self.log_start_checkpoint = OffsetCheckpointFile(log_dir / LOG_START_CHECKPOINT)
+        # The log cleaner's: per compacted partition, the first offset not cleaned (storage.cleaner_manager).
+        self.cleaner_checkpoint = OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT)
+        self.cleaner_offsets: dict[TopicPartition, int] = {}
 
     # ------------------------------------------------------------------ start-up
 
@@ -168,6 +173,7 @@ class LogManager:
         recovery = self._read_checkpoint(self.recovery_checkpoint)
         starts = self._read_checkpoint(self.log_start_checkpoint)
         hws = self._read_checkpoint(self.hw_checkpoint)
+        self.cleaner_offsets = self._read_checkpoint(self.cleaner_checkpoint)
         log.info(
             "loading logs from %s: %s",
             self.log_dir,
@@ -197,6 +203,7 @@ class LogManager:
                     clock=self.clock,
                     had_clean_shutdown=had_clean_shutdown,
                     failure_channel=self.failure_channel,
+                    allow_gaps=tp in self.cleaner_offsets or tp[0] in COMPACTED_INTERNAL_TOPICS,
                 )
             except CheckpointError as e:
                 raise LogDirLoadError(
@@ -274,6 +281,7 @@ class LogManager:
                 self.config,
                 clock=self.clock,
                 failure_channel=self.failure_channel,
+                allow_gaps=tp[0] in COMPACTED_INTERNAL_TOPICS,
             )
         self.logs[tp] = created
         return created
@@ -324,6 +332,15 @@ class LogManager:
             "writing " + LOG_START_CHECKPOINT,
             lambda: self.log_start_checkpoint.write(
                 {tp: lg.log_start_offset for tp, lg in self.logs.items()}
+            ),
+        )
+
+    def checkpoint_cleaner_offsets(self) -> None:
+        """Write ``cleaner-offset-checkpoint`` for the hosted logs the cleaner knows."""
+        self._checkpoint(
+            "writing " + CLEANER_OFFSET_CHECKPOINT,
+            lambda: self.cleaner_checkpoint.write(
+                {tp: off for tp, off in self.cleaner_offsets.items() if tp in self.logs}
             ),
         )
 

@@ -58,8 +58,19 @@ def parse_segment_file_name(name: str, suffix: str) -> int | None:
 class LogSegment:
     """A ``.log`` file and its index. Not thread-safe; the owning :class:`~storage.log.Log` serialises."""
 
-    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int, create: bool) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        create: bool,
+        allow_gaps: bool = False,
+    ) -> None:
         self.base_offset = base_offset
+        # A compacted log's segment: batches need only increase (the cleaner removed whole batches and
+        # left gaps), else each must start where the one before it ended.
+        self.allow_gaps = allow_gaps
         self.log_path = Path(directory) / segment_file_name(base_offset, LOG_SUFFIX)
         self.index_path = Path(directory) / segment_file_name(base_offset, INDEX_SUFFIX)
         self.time_index_path = Path(directory) / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
@@ -87,14 +98,34 @@ class LogSegment:
             self._load_next_offset()
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096) -> LogSegment:
+    def create(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096, allow_gaps: bool = False
+    ) -> LogSegment:
         """A new empty segment (any files already at this base offset are replaced)."""
-        return cls(directory, base_offset, index_interval_bytes=index_interval_bytes, create=True)
+        return cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            create=True,
+            allow_gaps=allow_gaps,
+        )
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096) -> LogSegment:
+    def open(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096, allow_gaps: bool = False
+    ) -> LogSegment:
         """An existing segment, trusted as it is; call :meth:`sanity_check` or :meth:`recover` next."""
-        return cls(directory, base_offset, index_interval_bytes=index_interval_bytes, create=False)
+        return cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            create=False,
+            allow_gaps=allow_gaps,
+        )
+
+    def _off_track(self, base_offset: int, expected: int) -> bool:
+        """Whether a batch at ``base_offset`` cannot follow offsets that end before ``expected``."""
+        return base_offset < expected if self.allow_gaps else base_offset != expected
 
     # ------------------------------------------------------------------ state
 
@@ -168,7 +199,7 @@ class LogSegment:
                             f"its index entry says {expected_last}"
                         )
                     expected_last, check = None, True
-                elif check and header.base_offset != follows:
+                elif check and self._off_track(header.base_offset, follows):
                     raise CorruptRecordError(
                         f"{self.log_path}: batch at byte {pos + i} has base offset {header.base_offset}, "
                         f"expected {follows} (the offsets before it end at {follows - 1})"
@@ -258,7 +289,7 @@ class LogSegment:
         pos, expected = 0, first_offset
         while pos + BATCH_HEADER_SIZE <= len(data):
             base_offset, _ = _PREFIX.unpack_from(data, pos)
-            if base_offset != expected:
+            if self._off_track(base_offset, expected):
                 logger.error(
                     "%s: batch at byte %d has base offset %d, expected %d: not served (the log is damaged; "
                     "this replica should be rebuilt from the leader)",
@@ -368,7 +399,8 @@ class LogSegment:
         if found is None:
             return 0
         position, header = found
-        return self._cut(position, header.base_offset)
+        # In a compacted segment the batch found may start past ``offset`` (a gap): the end is ``offset``.
+        return self._cut(position, min(header.base_offset, offset))
 
     def _cut(self, position: int, next_offset: int) -> int:
         removed = self._size - position
@@ -455,7 +487,7 @@ class LogSegment:
             off_track = False
             at, follows = pos, next_offset
             for n, header in enumerate(headers):
-                if header.base_offset != follows:
+                if self._off_track(header.base_offset, follows):
                     # The base offset is not covered by the CRC: a batch that does not follow on is damaged.
                     logger.warning(
                         "%s: batch at byte %d has base offset %d, expected %d: cutting from there",

@@ -186,7 +186,12 @@ class TransactionCoordinator:
         live = len(self.replica_manager.metadata_cache.brokers)
         rf = max(1, min(self.topic_config.replication_factor, live))
         partitions = self.core.config.num_partitions
-        configs = {"min.insync.replicas": str(min(self.topic_config.min_isr, rf))}
+        # Kafka's: compacted, 100 MiB segments (transaction.state.log.segment.bytes), min.insync.replicas.
+        configs = {
+            "min.insync.replicas": str(min(self.topic_config.min_isr, rf)),
+            "cleanup.policy": "compact",
+            "segment.bytes": "104857600",
+        }
         try:
             error = await self.create_topic(TRANSACTION_STATE_TOPIC_NAME, partitions, rf, configs)
             if error not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):

@@ -20,6 +20,7 @@ DEFAULTS: dict[str, object] = {
     "log.cleaner.delete.retention.ms": 86400000,
     "log.cleaner.min.compaction.lag.ms": 0,
     "log.cleaner.min.cleanable.ratio": "0.5",
+    "log.cleaner.max.compaction.lag.ms": 9223372036854775807,
 }
 
 

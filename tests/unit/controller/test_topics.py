@@ -329,6 +329,7 @@ def test_describe_configs_gives_overrides_and_defaults() -> None:
         "cleanup.policy": ("delete", cm.CONFIG_SOURCE_DEFAULT),
         "compression.type": ("producer", cm.CONFIG_SOURCE_DEFAULT),
         "delete.retention.ms": ("86400000", cm.CONFIG_SOURCE_DEFAULT),
+        "max.compaction.lag.ms": ("9223372036854775807", cm.CONFIG_SOURCE_DEFAULT),
         "max.message.bytes": ("1048588", cm.CONFIG_SOURCE_DEFAULT),
         "message.timestamp.type": ("CreateTime", cm.CONFIG_SOURCE_DEFAULT),
         "min.cleanable.dirty.ratio": ("0.5", cm.CONFIG_SOURCE_DEFAULT),

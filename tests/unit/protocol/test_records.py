@@ -164,18 +164,35 @@ def test_lying_batch_length() -> None:
         read_header(tiny)
 
 
-def test_non_dense_deltas_rejected() -> None:
-    batch = build_batch([Record(0, 0, None, b"a"), Record(2, 0, None, b"b")])
-    with pytest.raises(CorruptRecordError, match="last_offset_delta 2 does not match records_count 2"):
+def test_sparse_deltas_are_a_stored_batch_but_not_a_producers() -> None:
+    """A batch the log cleaner rewrote keeps its offset range with fewer records (Kafka's compacted
+    batches): replicas and readers take it; the leader's validator still wants dense deltas."""
+    from protocol.errors import KafkaError
+    from storage.log_validator import validate_records_as_leader
+
+    batch = build_batch([Record(0, 0, b"k", b"a"), Record(2, 0, b"k", b"b")])
+    assert validate_batch(batch).records_count == 2
+    with pytest.raises(KafkaError, match="last_offset_delta 2 does not match records_count 2"):
+        validate_records_as_leader(batch)
+
+
+def test_more_records_than_offsets_rejected() -> None:
+    batch = bytearray(build_simple_batch([b"a", b"b"]))
+    struct.pack_into(">i", batch, 23, 0)
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    with pytest.raises(CorruptRecordError, match="records_count 2 does not fit last_offset_delta 0"):
         validate_batch(batch)
 
 
-def test_zero_records_rejected() -> None:
+def test_empty_batch_with_an_offset_range_is_valid() -> None:
+    """Kafka's cleaner keeps a producer's last batch as an empty header (records_count 0)."""
     batch = bytearray(build_simple_batch([b"a"]))
     struct.pack_into(">i", batch, 57, 0)
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    assert validate_batch(batch).records_count == 0
     struct.pack_into(">i", batch, 23, -1)
     struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
-    with pytest.raises(CorruptRecordError, match="records_count 0"):
+    with pytest.raises(CorruptRecordError, match="last_offset_delta -1 < 0"):
         validate_batch(batch)
 
 
