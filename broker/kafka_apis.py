@@ -762,10 +762,7 @@ def _refuse_not_one_batch(
         size = len(records)
         if size == 0:
             why = f"Produce requests with version {version} must have at least one record batch per partition"
-        elif (
-            size >= _BATCH_LENGTH_END
-            and 0 < (length := _read_batch_length(records)) < size - _BATCH_LENGTH_END
-        ):
+        elif size >= _BATCH_LENGTH_END and 0 < _read_batch_length(records) < size - _BATCH_LENGTH_END:
             why = (
                 f"Produce requests with version {version} are only allowed to contain exactly one record "
                 "batch per partition"
