@@ -13,6 +13,7 @@ import trio
 
 from broker.admin_apis import AdminApis
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
+from broker.delete_records import DeleteRecordsApis
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
 from broker.group_apis import GroupApis
 from broker.metadata_cache import PartitionMetadata
@@ -96,6 +97,8 @@ class KafkaApis:
         # The partition side of transactions: WRITE_TXN_MARKERS and DESCRIBE_PRODUCERS (docs/transactions.md).
         self.txn_markers = TxnMarkerApis(replica_manager, auth)
         self._handlers.update(self.txn_markers.handlers())
+        # DELETE_RECORDS: log start offsets moved by clients (broker/delete_records.py).
+        self._handlers.update(DeleteRecordsApis(replica_manager, auth).handlers())
         # Clients' admin requests (forwarded to the controller, KIP-590) and auto-creation.
         self.admin = AdminApis(self.broker_id, replica_manager.metadata_cache, auth, "isrsim")
         self._handlers.update({k: functools.partial(h, self.admin) for k, h in _ADMIN_HANDLERS.items()})

@@ -136,6 +136,8 @@ class ReplicaManager:
         self.clock_ms = clock_ms
         self.produce_purgatory = produce_purgatory
         self.fetch_purgatory = fetch_purgatory
+        # DELETE_RECORDS answers waiting for the replicas' log start offsets (broker/delete_records.py).
+        self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords")
         self.partitions: dict[TopicPartition, Partition] = {}
         # Follower session fetches parked in the fetch purgatory, with their sessions' partitions.
         self._parked_session_fetches: list[tuple[DelayedFetch, Mapping[TopicPartition, CachedPartition]]] = []
@@ -829,6 +831,7 @@ class ReplicaManager:
                     self._on_isr_change(partition, change)
                 if hw_moved:
                     self._on_hw_moved(partition)
+                self.delete_records_purgatory.check_and_complete(tp)
             aborted = read.aborted_transactions
             results[tp] = FetchPartitionResult(
                 Errors.NONE,
@@ -1056,6 +1059,7 @@ class ReplicaManager:
 
     def _complete_delayed(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
         self._wake_fetches(tp)
 
     # ------------------------------------------------------------------ the fetchers' view (follower side)
@@ -1234,6 +1238,7 @@ class ReplicaManager:
     def shutdown(self) -> None:
         self.produce_purgatory.complete_all()
         self.fetch_purgatory.complete_all()
+        self.delete_records_purgatory.complete_all()
         for partition in self.partitions.values():
             self.state_listener.on_offsets_changed(partition)
         self.state_listener.flush_offsets()

@@ -324,8 +324,23 @@ API_SPECS: tuple[ApiSpec, ...] = (
             "responses", "topics", "name", "name", message=True, names_first="topic_names"
         ),
     ),
-    # Schema only: no process serves it yet (docs/protocol.md).
-    ApiSpec(ApiKeys.DELETE_RECORDS, cm.DeleteRecordsRequest, cm.DeleteRecordsResponse),
+    ApiSpec(
+        ApiKeys.DELETE_RECORDS,
+        cm.DeleteRecordsRequest,
+        cm.DeleteRecordsResponse,
+        kafka_versions=(0, 2),
+        broker=_SERVED,  # Delete on each topic: the handler decides
+        error_top_level=False,
+        error_spread=ErrorSpread(
+            "topics",
+            "topics",
+            "name",
+            "name",
+            partitions=ErrorSpread(
+                "partitions", "partitions", "partition_index", "partition_index", fixed={"low_watermark": -1}
+            ),
+        ),
+    ),
     ApiSpec(
         ApiKeys.INIT_PRODUCER_ID,
         pim.InitProducerIdRequest,

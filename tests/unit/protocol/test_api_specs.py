@@ -203,6 +203,15 @@ CASES: list[tuple[ApiKeys, dict[str, Any], dict[str, Any]]] = [
             ]
         },
     ),
+    (
+        ApiKeys.DELETE_RECORDS,
+        {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": 5}]}], "timeout_ms": 10},
+        {
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "error_code": E, "low_watermark": -1}]}
+            ]
+        },
+    ),
     # Everything else: the code at the top level only.
     (ApiKeys.HEARTBEAT, {"group_id": "g"}, {"error_code": E, "error_message": MSG}),
     (ApiKeys.LIST_GROUPS, {}, {"error_code": E, "error_message": MSG}),

@@ -1,0 +1,123 @@
+"""Kafka's admin APIs from real clients on a real cluster (docs/clients.md): DeleteRecords (kafka-python's
+``delete_records``, confluent-kafka's ``delete_records``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import pytest
+import trio
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient
+
+from protocol.api_keys import ApiKeys
+from tests.clients.conftest import bootstrap
+from tests.integration.cluster_support import FAST, Cluster, cluster_up
+from tests.integration.harness import request, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.clients]
+
+
+@pytest.fixture(scope="module")
+def admin_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    yield from cluster_up(tmp_path_factory.mktemp("admin") / "root", 3, FAST)
+
+
+def replica_starts(cluster: Cluster, topic: str, partition: int = 0) -> dict[int, int]:
+    """The log start offset of ``topic``-``partition`` on each broker hosting it."""
+    out: dict[int, int] = {}
+    for b in cluster.info.brokers:
+        resp = trio.run(
+            partial(request, security=None),
+            b.host,
+            b.port,
+            ApiKeys.DESCRIBE_REPLICA_STATE,
+            {"topics": [{"name": topic}]},
+        )
+        for p in resp["partitions"]:
+            if p["partition"] == partition:
+                out[b.id] = p["log_start_offset"]
+    return out
+
+
+def produce(cluster: Cluster, topic: str, count: int, partition: int = 0) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), acks="all", linger_ms=0)
+    try:
+        for i in range(count):
+            producer.send(topic, value=b"v%d" % i, partition=partition).get(timeout=30)
+    finally:
+        producer.close()
+
+
+def test_delete_records_moves_every_replicas_log_start(admin_cluster: Cluster) -> None:
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import OffsetOutOfRangeError
+
+    cluster = admin_cluster
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(cluster), request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("trimmed", 1, 3)])
+        wait_until(lambda: cluster.isr_full("trimmed"), 30)
+        produce(cluster, "trimmed", 20)
+        tp = TopicPartition("trimmed", 0)
+        result = admin.delete_records({tp: 7})
+        # the answer waits for the low watermark: every replica on a live broker has moved its log start
+        assert result[tp]["low_watermark"] == 7
+        assert result[tp]["error_code"] == 0
+        assert replica_starts(cluster, "trimmed") == {1: 7, 2: 7, 3: 7}
+        # beyond the high watermark: OFFSET_OUT_OF_RANGE, nothing moves
+        with pytest.raises(OffsetOutOfRangeError):
+            admin.delete_records({tp: 21})
+        # -1 is the high watermark
+        result = admin.delete_records({tp: -1})
+        assert result[tp]["low_watermark"] == 20
+        wait_until(lambda: set(replica_starts(cluster, "trimmed").values()) == {20}, 30)
+    finally:
+        admin.close()
+    # the leader checkpoints the log start at once (followers at their next periodic checkpoint)
+    leader = AdminClient({"bootstrap.servers": bootstrap(cluster)}).list_topics("trimmed", timeout=30)
+    leader_id = leader.topics["trimmed"].partitions[0].leader
+    text = (Path(cluster.info.broker(leader_id).data_dir) / "log-start-offset-checkpoint").read_text()
+    assert "trimmed 0 20" in text.splitlines(), text
+
+
+def test_delete_records_from_confluent_kafka_and_fetch_below_it(admin_cluster: Cluster) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    cluster = admin_cluster
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    for future in admin.create_topics([NewTopic("cut", 2, 3)]).values():
+        future.result(timeout=60)
+    wait_until(lambda: cluster.isr_full("cut"), 30)
+    produce(cluster, "cut", 10, partition=1)
+    futures = admin.delete_records([CkTopicPartition("cut", 1, 4)], request_timeout=30)
+    deleted = futures[CkTopicPartition("cut", 1, 4)].result(timeout=60)
+    assert deleted.low_watermark == 4
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap(cluster), "group.id": "cut-reader", "auto.offset.reset": "error"}
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(CkTopicPartition("cut", 1), timeout=10)
+        assert (low, high) == (4, 10)
+        # a fetch below the log start is answered OFFSET_OUT_OF_RANGE (auto.offset.reset=error reports it)
+        consumer.assign([CkTopicPartition("cut", 1, 2)])
+        error = None
+        for _ in range(60):
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is not None:
+                error = msg.error()
+                break
+        assert error is not None and "out of range" in error.str().lower(), error
+    finally:
+        consumer.close()
+    # an unknown partition is answered UNKNOWN_TOPIC_OR_PARTITION
+    futures = admin.delete_records([CkTopicPartition("cut", 9, 1)], request_timeout=30)
+    with pytest.raises(KafkaException):
+        futures[CkTopicPartition("cut", 9, 1)].result(timeout=60)
