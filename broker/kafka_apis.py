@@ -11,6 +11,7 @@ from typing import Any
 
 import trio
 
+from broker import acl_apis
 from broker.admin_apis import AdminApis
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.delete_records import DeleteRecordsApis
@@ -52,6 +53,9 @@ _ADMIN_HANDLERS: dict[ApiKeys, Callable[[AdminApis, Request, Any], None]] = {
     ApiKeys.INCREMENTAL_ALTER_CONFIGS: AdminApis.handle_incremental_alter_configs,
     ApiKeys.DESCRIBE_CLUSTER: AdminApis.handle_describe_cluster,
     ApiKeys.DESCRIBE_QUORUM: AdminApis.handle_describe_quorum,
+    ApiKeys.DESCRIBE_ACLS: acl_apis.handle_describe_acls,
+    ApiKeys.CREATE_ACLS: acl_apis.handle_create_acls,
+    ApiKeys.DELETE_ACLS: acl_apis.handle_delete_acls,
 }
 
 # The APIs whose requests a broker's metrics count (Kafka's RequestMetrics): those it answers itself, the

@@ -419,10 +419,13 @@ API_SPECS: tuple[ApiSpec, ...] = (
         error_top_level=False,
         error_spread=_TOPIC_PARTITION_INDEXES,
     ),
+    # The ACL APIs: the controller owns the ACLs; a broker forwards them to it (broker/acl_apis.py).
     ApiSpec(
         ApiKeys.DESCRIBE_ACLS,
         sm.DescribeAclsRequest,
         sm.DescribeAclsResponse,
+        kafka_versions=(1, 3),
+        broker=Serving(cluster_operation="DESCRIBE"),
         controller=Serving(cluster_operation="DESCRIBE"),
         requires_authorizer=True,
     ),
@@ -430,15 +433,24 @@ API_SPECS: tuple[ApiSpec, ...] = (
         ApiKeys.CREATE_ACLS,
         sm.CreateAclsRequest,
         sm.CreateAclsResponse,
+        kafka_versions=(1, 3),
+        broker=Serving(cluster_operation="ALTER"),
         controller=Serving(cluster_operation="ALTER"),
         requires_authorizer=True,
+        error_top_level=False,
+        # one result per creation (a result names nothing: the creation is kept where no field takes it)
+        error_spread=ErrorSpread("results", "creations", None, "creation", message=True),
     ),
     ApiSpec(
         ApiKeys.DELETE_ACLS,
         sm.DeleteAclsRequest,
         sm.DeleteAclsResponse,
+        kafka_versions=(1, 3),
+        broker=Serving(cluster_operation="ALTER"),
         controller=Serving(cluster_operation="ALTER"),
         requires_authorizer=True,
+        error_top_level=False,
+        error_spread=ErrorSpread("filter_results", "filters", None, "filter", message=True),
     ),
     ApiSpec(
         ApiKeys.DESCRIBE_CONFIGS,

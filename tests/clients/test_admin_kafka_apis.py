@@ -121,3 +121,42 @@ def test_delete_records_from_confluent_kafka_and_fetch_below_it(admin_cluster: C
     futures = admin.delete_records([CkTopicPartition("cut", 9, 1)], request_timeout=30)
     with pytest.raises(KafkaException):
         futures[CkTopicPartition("cut", 9, 1)].result(timeout=60)
+
+
+def test_acl_apis_without_an_authorizer_are_security_disabled(admin_cluster: Cluster) -> None:
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+    from kafka.errors import SecurityDisabledError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(admin_cluster), request_timeout_ms=30000)
+    try:
+        acl_filter = ACLFilter(
+            principal=None,
+            host=None,
+            operation=ACLOperation.ANY,
+            permission_type=ACLPermissionType.ANY,
+            resource_pattern=ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY),
+        )
+        with pytest.raises(SecurityDisabledError):
+            admin.describe_acls(acl_filter)
+        acl = ACL(
+            principal="User:bob",
+            host="*",
+            operation=ACLOperation.READ,
+            permission_type=ACLPermissionType.ALLOW,
+            resource_pattern=ResourcePattern(ResourceType.TOPIC, "t", ACLResourcePatternType.LITERAL),
+        )
+        created = admin.create_acls([acl])
+        # one result per creation, each SECURITY_DISABLED
+        assert created == {"succeeded": [], "failed": [SecurityDisabledError]}
+    finally:
+        admin.close()
