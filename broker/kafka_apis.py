@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from broker import acl_apis
+from broker import acl_apis, partition_admin_apis
 from broker.admin_apis import AdminApis
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
 from broker.delete_records import DeleteRecordsApis
@@ -56,6 +56,7 @@ _ADMIN_HANDLERS: dict[ApiKeys, Callable[[AdminApis, Request, Any], None]] = {
     ApiKeys.DESCRIBE_ACLS: acl_apis.handle_describe_acls,
     ApiKeys.CREATE_ACLS: acl_apis.handle_create_acls,
     ApiKeys.DELETE_ACLS: acl_apis.handle_delete_acls,
+    ApiKeys.ELECT_LEADERS: partition_admin_apis.handle_elect_leaders,
 }
 
 # The APIs whose requests a broker's metrics count (Kafka's RequestMetrics): those it answers itself, the
@@ -103,6 +104,8 @@ class KafkaApis:
         self._handlers.update(self.txn_markers.handlers())
         # DELETE_RECORDS: log start offsets moved by clients (broker/delete_records.py).
         self._handlers.update(DeleteRecordsApis(replica_manager, auth).handlers())
+        # DESCRIBE_LOG_DIRS: this broker's log dir (broker/partition_admin_apis.py).
+        self._handlers.update(partition_admin_apis.LogDirsApis(replica_manager).handlers())
         # Clients' admin requests (forwarded to the controller, KIP-590) and auto-creation.
         self.admin = AdminApis(self.broker_id, replica_manager.metadata_cache, auth, "isrsim")
         self._handlers.update({k: functools.partial(h, self.admin) for k, h in _ADMIN_HANDLERS.items()})

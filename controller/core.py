@@ -28,6 +28,7 @@ from typing import Any
 from controller import elections as el
 from controller.config_control import ConfigChange, incremental_topic_configs, replaced_topic_configs
 from controller.describe import describe_cluster_response, metadata_response
+from controller.leader_election import elect_leader
 from controller.log_configs import TOPIC_CONFIG_DEFS
 from controller.request_batch import OutboundRequest, RequestBatch
 from controller.state import (
@@ -45,6 +46,7 @@ from controller.topics import (
     plan_topic,
     replication_factor_unreachable,
 )
+from protocol import admin_messages as am
 from protocol import config_messages as cfm
 from protocol import controller_messages as cm
 from protocol import messages as m
@@ -960,6 +962,59 @@ class ControllerCore:
 
     def describe_cluster(self, listener: str | None = None) -> cm.DescribeClusterResponse:
         return describe_cluster_response(self.state, self.controller_id, listener)
+
+    # ------------------------------------------------------------------------ ELECT_LEADERS (43)
+
+    def elect_leaders(self, req: am.ElectLeadersRequest) -> am.ElectLeadersResponse:
+        """KRaft's ``electLeaders``: each named partition (null: every partition, leaving out those that
+        need no election) gets a preferred or unclean election (``controller/leader_election.py``)."""
+        every = req.topic_partitions is None
+        if req.topic_partitions is None:
+            named = [(name, sorted(t.partitions)) for name, t in sorted(self.state.topics.items())]
+        else:
+            merged: dict[str, list[int]] = {}
+            for tps in req.topic_partitions:
+                merged.setdefault(tps.topic, [])
+                merged[tps.topic] += [i for i in tps.partitions if i not in merged[tps.topic]]
+            named = list(merged.items())
+        acceptable = self.eligible_brokers()
+        unclean = req.election_type != am.ELECTION_PREFERRED
+        reason = "unclean_leader_election" if unclean else "preferred_leader_election"
+        results: list[am.ElectLeadersReplicaElectionResult] = []
+        for name, indexes in named:
+            topic = self.state.topics.get(name)
+            out: list[am.ElectLeadersPartitionResult] = []
+            for index in indexes:
+                p = None if topic is None else topic.partitions.get(index)
+                if p is None:
+                    what = (
+                        f"No such topic as {name}"
+                        if topic is None
+                        else f"No such partition as {name}-{index}"
+                    )
+                    out.append(
+                        am.ElectLeadersPartitionResult(
+                            partition_id=index,
+                            error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION),
+                            error_message=what,
+                        )
+                    )
+                    continue
+                change = elect_leader(p, req.election_type, acceptable)
+                if isinstance(change, tuple):
+                    if every and change[0] == Errors.ELECTION_NOT_NEEDED:
+                        continue
+                    out.append(
+                        am.ElectLeadersPartitionResult(
+                            partition_id=index, error_code=int(change[0]), error_message=change[1]
+                        )
+                    )
+                    continue
+                self._apply((name, index), p, change.leader, change.isr, reason, change.unclean)
+                out.append(am.ElectLeadersPartitionResult(partition_id=index))
+            if out or not every:
+                results.append(am.ElectLeadersReplicaElectionResult(topic=name, partition_result=out))
+        return am.ElectLeadersResponse(replica_election_results=results)
 
 
 __all__ = ["ControllerCore", "ControllerSettings", "Effects", "JournalEvent"]

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from protocol import admin_messages as am
 from protocol import config_messages as cfm
 from protocol import controller_messages as cm
 from protocol import group_messages as g
@@ -482,6 +483,13 @@ API_SPECS: tuple[ApiSpec, ...] = (
         ),
     ),
     ApiSpec(
+        ApiKeys.DESCRIBE_LOG_DIRS,
+        am.DescribeLogDirsRequest,
+        am.DescribeLogDirsResponse,
+        kafka_versions=(1, 4),
+        broker=Serving(cluster_operation="DESCRIBE"),
+    ),
+    ApiSpec(
         ApiKeys.SASL_AUTHENTICATE,
         sasl.SaslAuthenticateRequest,
         sasl.SaslAuthenticateResponse,
@@ -508,6 +516,21 @@ API_SPECS: tuple[ApiSpec, ...] = (
         broker=_SERVED,
         error_top_level=False,
         error_spread=ErrorSpread("results", "groups_names", None, "group_id"),
+    ),
+    ApiSpec(
+        ApiKeys.ELECT_LEADERS,
+        am.ElectLeadersRequest,
+        am.ElectLeadersResponse,
+        kafka_versions=(0, 2),
+        broker=Serving(cluster_operation="ALTER"),  # forwarded to the controller
+        controller=Serving(cluster_operation="ALTER"),
+        error_spread=ErrorSpread(
+            "replica_election_results",
+            "topic_partitions",
+            "topic",
+            "topic",
+            partitions=ErrorSpread("partition_result", "partitions", None, "partition_id", message=True),
+        ),
     ),
     ApiSpec(
         ApiKeys.INCREMENTAL_ALTER_CONFIGS,

@@ -160,3 +160,75 @@ def test_acl_apis_without_an_authorizer_are_security_disabled(admin_cluster: Clu
         assert created == {"succeeded": [], "failed": [SecurityDisabledError]}
     finally:
         admin.close()
+
+
+def test_preferred_leader_election_through_the_controller(admin_cluster: Cluster) -> None:
+    """kafka-python's elect_leaders (ElectLeaders, forwarded to the controller): a partition whose preferred
+    replica returned after a failover gets it back as leader; asked again, ELECTION_NOT_NEEDED; an unclean
+    election of a partition that has a leader is not needed either."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    cluster = admin_cluster
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(cluster), request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("elected", 1, 3)])
+        wait_until(lambda: cluster.isr_full("elected"), 30)
+        replicas = cluster.metadata("elected")[0]["replica_nodes"]
+        preferred = replicas[0]
+        assert cluster.leader("elected", 0) == preferred
+        cluster.cli("broker", "kill", str(preferred))
+        wait_until(lambda: cluster.leader("elected", 0) not in (preferred, -1), 60)
+        cluster.cli("broker", "restart", str(preferred))
+        wait_until(lambda: cluster.isr_full("elected"), 60)
+        assert cluster.leader("elected", 0) != preferred  # no automatic rebalance
+
+        response = admin.elect_leaders(0, {"elected": [0]})
+        [result] = response.replica_election_results
+        assert [(p.partition_id, p.error_code) for p in result.partition_result] == [(0, 0)]
+        wait_until(lambda: cluster.leader("elected", 0) == preferred, 30)
+
+        response = admin.elect_leaders(0, {"elected": [0]}, raise_errors=False)
+        [result] = response.replica_election_results
+        assert [p.error_code for p in result.partition_result] == [84]  # ELECTION_NOT_NEEDED
+        response = admin.elect_leaders(1, {"elected": [0], "nowhere": [0]}, raise_errors=False)
+        codes = {
+            r.topic: [p.error_code for p in r.partition_result] for r in response.replica_election_results
+        }
+        assert codes == {"elected": [84], "nowhere": [3]}  # UNKNOWN_TOPIC_OR_PARTITION
+        # every topic (kafka-python names each partition): elected, or not needed
+        response = admin.elect_leaders(0, None, raise_errors=False)
+        every = [p for r in response.replica_election_results for p in r.partition_result]
+        assert every and {p.error_code for p in every} <= {0, 84}, every
+    finally:
+        admin.close()
+
+
+def test_describe_log_dirs(admin_cluster: Cluster) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    cluster = admin_cluster
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(cluster), request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("sized", 2, 3)])
+        wait_until(lambda: cluster.isr_full("sized"), 30)
+        produce(cluster, "sized", 10, partition=1)
+        broker = cluster.info.brokers[0]
+        wait_until(lambda: cluster.replica_offsets("sized").get((broker.id, 1), (0, 0))[0] == 10, 30)
+        [answer] = admin.describe_log_dirs(brokers=[broker.id])
+        assert answer["broker"] == broker.id
+        [log_dir] = answer["log_dirs"]
+        assert log_dir["error_code"] == 0
+        assert Path(log_dir["log_dir"]) == Path(broker.data_dir).resolve()
+        assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
+        sized = {t["name"]: t["partitions"] for t in log_dir["topics"]}["sized"]
+        by_index = {p["partition_index"]: p for p in sized}
+        size_on_disk = sum(f.stat().st_size for f in (Path(broker.data_dir) / "sized-1").glob("*.log"))
+        assert by_index[1]["partition_size"] == size_on_disk > 0
+        assert by_index[0]["partition_size"] == 0
+        assert all(p["offset_lag"] == 0 and p["is_future_key"] is False for p in sized)
+        # only the partitions asked for
+        [answer] = admin.describe_log_dirs({"sized": [1]}, brokers=[broker.id])
+        [topic] = answer["log_dirs"][0]["topics"]
+        assert (topic["name"], [p["partition_index"] for p in topic["partitions"]]) == ("sized", [1])
+    finally:
+        admin.close()
