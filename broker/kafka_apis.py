@@ -57,6 +57,8 @@ _ADMIN_HANDLERS: dict[ApiKeys, Callable[[AdminApis, Request, Any], None]] = {
     ApiKeys.CREATE_ACLS: acl_apis.handle_create_acls,
     ApiKeys.DELETE_ACLS: acl_apis.handle_delete_acls,
     ApiKeys.ELECT_LEADERS: partition_admin_apis.handle_elect_leaders,
+    ApiKeys.ALTER_PARTITION_REASSIGNMENTS: partition_admin_apis.handle_alter_partition_reassignments,
+    ApiKeys.LIST_PARTITION_REASSIGNMENTS: partition_admin_apis.handle_list_partition_reassignments,
 }
 
 # The APIs whose requests a broker's metrics count (Kafka's RequestMetrics): those it answers itself, the

@@ -31,6 +31,24 @@ def handle_elect_leaders(admin: AdminApis, request: Request, req: am.ElectLeader
     admin._forward(request, ApiKeys.ELECT_LEADERS, req, req.timeout_ms, respond)
 
 
+def handle_alter_partition_reassignments(
+    admin: AdminApis, request: Request, req: am.AlterPartitionReassignmentsRequest
+) -> None:
+    def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
+        request.complete(answer if answer is not None else error_body(error, why))
+
+    admin._forward(request, ApiKeys.ALTER_PARTITION_REASSIGNMENTS, req, req.timeout_ms, respond)
+
+
+def handle_list_partition_reassignments(
+    admin: AdminApis, request: Request, req: am.ListPartitionReassignmentsRequest
+) -> None:
+    def respond(answer: dict[str, Any] | None, error: Errors, why: str) -> None:
+        request.complete(answer if answer is not None else error_body(error, why))
+
+    admin._forward(request, ApiKeys.LIST_PARTITION_REASSIGNMENTS, req, req.timeout_ms, respond)
+
+
 class LogDirsApis:
     def __init__(self, replica_manager: ReplicaManager) -> None:
         self.replica_manager = replica_manager

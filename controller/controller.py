@@ -838,6 +838,12 @@ class ControllerApis:
             ApiKeys.ELECT_LEADERS: lambda request, body, core, now: AnswerOnceReplicasKnow(
                 core.elect_leaders(body), body.timeout_ms / 1000.0
             ),
+            ApiKeys.ALTER_PARTITION_REASSIGNMENTS: lambda request, body, core, now: AnswerOnceReplicasKnow(
+                core.alter_partition_reassignments(body), body.timeout_ms / 1000.0
+            ),
+            ApiKeys.LIST_PARTITION_REASSIGNMENTS: lambda request, body, core, now: (
+                core.list_partition_reassignments(body)
+            ),
             ApiKeys.CREATE_ACLS: self._security_api(SecurityControl.create_acls, changes=True),
             ApiKeys.DESCRIBE_ACLS: self._security_api(SecurityControl.describe_acls, changes=False),
             ApiKeys.DELETE_ACLS: self._security_api(SecurityControl.delete_acls, changes=True),

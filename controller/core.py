@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller import elections as el
+from controller import reassignment as ra
 from controller.config_control import ConfigChange, incremental_topic_configs, replaced_topic_configs
 from controller.describe import describe_cluster_response, metadata_response
 from controller.leader_election import elect_leader
@@ -485,6 +486,7 @@ class ControllerCore:
                         reason="alter_partition",
                     )
                     self._batch.add_update_metadata(self.live_brokers(), [tp])
+                    self._maybe_complete_reassignment(tp, p)
                 out.partitions.append(
                     cm.AlterPartitionResponsePartition(
                         partition_index=tp[1],
@@ -962,6 +964,116 @@ class ControllerCore:
 
     def describe_cluster(self, listener: str | None = None) -> cm.DescribeClusterResponse:
         return describe_cluster_response(self.state, self.controller_id, listener)
+
+    # ------------------------------------------------------------------------ reassignments (45, 46)
+
+    def _apply_replica_change(
+        self, tp: TopicPartition, p: PartitionState, change: ra.ReplicaChange, reason: str
+    ) -> None:
+        """New replicas (and ISR, leader) for ``tp``: LEADER_AND_ISR to the live replicas, STOP_REPLICA with
+        deletion to the brokers whose replicas go (when they return, if they are down)."""
+        p.replicas = list(change.replicas)
+        p.adding_replicas = list(change.adding)
+        p.removing_replicas = list(change.removing)
+        self._apply(tp, p, change.leader, change.isr, reason)
+        self._emit(
+            "partition_reassignment",
+            topic=tp[0],
+            partition=tp[1],
+            replicas=list(p.replicas),
+            adding_replicas=list(p.adding_replicas),
+            removing_replicas=list(p.removing_replicas),
+            reason=reason,
+        )
+        live = self.live_brokers()
+        for r in change.stopped:
+            if r in live:
+                self._batch.add_stop_replica(r, tp, EPOCH_DURING_DELETE, True)
+            else:
+                self.state.pending_deletions.setdefault(r, []).append(tp)
+
+    def _maybe_complete_reassignment(self, tp: TopicPartition, p: PartitionState) -> None:
+        done = ra.maybe_complete(ra.ongoing(p), self.eligible_brokers())
+        if done is not None:
+            self._apply_replica_change(tp, p, done, "reassignment_completed")
+
+    def alter_partition_reassignments(
+        self, req: am.AlterPartitionReassignmentsRequest
+    ) -> am.AlterPartitionReassignmentsResponse:
+        """KRaft's ``alterPartitionReassignments``: each partition starts, replaces or (null replicas)
+        cancels a reassignment (``controller/reassignment.py``)."""
+        registered = set(self.state.brokers)
+        acceptable = self.eligible_brokers()
+        out: list[am.ReassignableTopicResponse] = []
+        for t in req.topics:
+            topic = self.state.topics.get(t.name)
+            results: list[am.ReassignablePartitionResponse] = []
+            for rp in t.partitions:
+                tp = (t.name, rp.partition_index)
+                p = None if topic is None else topic.partitions.get(rp.partition_index)
+                error: tuple[Errors, str | None] | None = None
+                if p is None:
+                    error = Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {t.name}-{tp[1]}."
+                elif rp.replicas is None:
+                    if not p.adding_replicas and not p.removing_replicas:
+                        error = Errors.NO_REASSIGNMENT_IN_PROGRESS, None
+                    else:
+                        self._apply_replica_change(
+                            tp, p, ra.cancel_reassignment(p, acceptable), "reassignment_cancelled"
+                        )
+                else:
+                    target = list(rp.replicas)
+                    error = ra.validate_target(
+                        target, registered, len(ra.original_replicas(p)), req.allow_replication_factor_change
+                    )
+                    if error is None and (target != p.replicas or p.adding_replicas or p.removing_replicas):
+                        if target == ra.original_replicas(p):
+                            change = ra.cancel_reassignment(p, acceptable)
+                        else:
+                            change = ra.start_reassignment(p, target, acceptable)
+                        reason = (
+                            "reassignment_completed"
+                            if not change.adding and not change.removing
+                            else ("reassignment_started")
+                        )
+                        self._apply_replica_change(tp, p, change, reason)
+                code, message = (Errors.NONE, None) if error is None else error
+                results.append(
+                    am.ReassignablePartitionResponse(
+                        partition_index=rp.partition_index, error_code=int(code), error_message=message
+                    )
+                )
+            out.append(am.ReassignableTopicResponse(name=t.name, partitions=results))
+        return am.AlterPartitionReassignmentsResponse(
+            allow_replication_factor_change=req.allow_replication_factor_change, responses=out
+        )
+
+    def list_partition_reassignments(
+        self, req: am.ListPartitionReassignmentsRequest
+    ) -> am.ListPartitionReassignmentsResponse:
+        """The ongoing reassignments of the partitions named (null: all); unknown ones are left out."""
+        if req.topics is None:
+            named = [(name, sorted(t.partitions)) for name, t in sorted(self.state.topics.items())]
+        else:
+            named = [(t.name, list(t.partition_indexes)) for t in req.topics]
+        topics: list[am.OngoingTopicReassignment] = []
+        for name, indexes in named:
+            topic = self.state.topics.get(name)
+            if topic is None:
+                continue
+            ongoing = [
+                am.OngoingPartitionReassignment(
+                    partition_index=i,
+                    replicas=list(p.replicas),
+                    adding_replicas=list(p.adding_replicas),
+                    removing_replicas=list(p.removing_replicas),
+                )
+                for i in indexes
+                if (p := topic.partitions.get(i)) is not None and (p.adding_replicas or p.removing_replicas)
+            ]
+            if ongoing:
+                topics.append(am.OngoingTopicReassignment(name=name, partitions=ongoing))
+        return am.ListPartitionReassignmentsResponse(topics=topics)
 
     # ------------------------------------------------------------------------ ELECT_LEADERS (43)
 

@@ -8,6 +8,14 @@ DESCRIBE_LOG_DIRS (35)
     ``{topics[{topic, partitions[int]}] | null (every partition)}`` -> ``{throttle_time_ms, error_code,
     results[{error_code, log_dir, topics[{name, partitions[{partition_index, partition_size, offset_lag,
     is_future_key}]}], total_bytes, usable_bytes}]}``. Answered by the broker asked, of its own log dir.
+ALTER_PARTITION_REASSIGNMENTS (45)
+    ``{timeout_ms, allow_replication_factor_change, topics[{name, partitions[{partition_index, replicas |
+    null (cancel)}]}]}`` -> ``{throttle_time_ms, error_code, error_message, responses[{name,
+    partitions[{partition_index, error_code, error_message}]}]}``. Forwarded to the controller.
+LIST_PARTITION_REASSIGNMENTS (46)
+    ``{timeout_ms, topics[{name, partition_indexes}] | null (all)}`` -> ``{throttle_time_ms, error_code,
+    error_message, topics[{name, partitions[{partition_index, replicas, adding_replicas,
+    removing_replicas}]}]}``. Forwarded to the controller.
 """
 
 from __future__ import annotations
@@ -102,9 +110,93 @@ class DescribeLogDirsResponse:
     results: list[DescribeLogDirsResult] = field(default_factory=list)
 
 
+# ------------------------------------------------------------------- ALTER_PARTITION_REASSIGNMENTS (45)
+
+
+@dataclass(slots=True, kw_only=True)
+class ReassignablePartition:
+    partition_index: Int32
+    # None: cancel the partition's ongoing reassignment
+    replicas: list[Int32] | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ReassignableTopic:
+    name: str
+    partitions: list[ReassignablePartition] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class AlterPartitionReassignmentsRequest:
+    timeout_ms: Int32 = field(default=60000, metadata=NON_NEGATIVE)
+    allow_replication_factor_change: bool = True
+    topics: list[ReassignableTopic] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class ReassignablePartitionResponse:
+    partition_index: Int32
+    error_code: Int16 = 0
+    error_message: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ReassignableTopicResponse:
+    name: str
+    partitions: list[ReassignablePartitionResponse] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class AlterPartitionReassignmentsResponse:
+    throttle_time_ms: Int32 = 0
+    allow_replication_factor_change: bool = True
+    error_code: Int16 = 0
+    error_message: str | None = None
+    responses: list[ReassignableTopicResponse] = field(default_factory=list)
+
+
+# -------------------------------------------------------------------- LIST_PARTITION_REASSIGNMENTS (46)
+
+
+@dataclass(slots=True, kw_only=True)
+class ListPartitionReassignmentsTopics:
+    name: str
+    partition_indexes: list[Int32] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class ListPartitionReassignmentsRequest:
+    timeout_ms: Int32 = field(default=60000, metadata=NON_NEGATIVE)
+    topics: list[ListPartitionReassignmentsTopics] | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class OngoingPartitionReassignment:
+    partition_index: Int32
+    replicas: list[Int32] = field(default_factory=list)
+    adding_replicas: list[Int32] = field(default_factory=list)
+    removing_replicas: list[Int32] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class OngoingTopicReassignment:
+    name: str
+    partitions: list[OngoingPartitionReassignment] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class ListPartitionReassignmentsResponse:
+    throttle_time_ms: Int32 = 0
+    error_code: Int16 = 0
+    error_message: str | None = None
+    topics: list[OngoingTopicReassignment] = field(default_factory=list)
+
+
 __all__ = [
     "ELECTION_PREFERRED",
     "ELECTION_UNCLEAN",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "DescribableLogDirTopic",
     "DescribeLogDirsPartition",
     "DescribeLogDirsRequest",
@@ -116,4 +208,13 @@ __all__ = [
     "ElectLeadersRequest",
     "ElectLeadersResponse",
     "ElectLeadersTopicPartitions",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
+    "ListPartitionReassignmentsTopics",
+    "OngoingPartitionReassignment",
+    "OngoingTopicReassignment",
+    "ReassignablePartition",
+    "ReassignablePartitionResponse",
+    "ReassignableTopic",
+    "ReassignableTopicResponse",
 ]

@@ -545,6 +545,31 @@ API_SPECS: tuple[ApiSpec, ...] = (
         ),
     ),
     ApiSpec(
+        ApiKeys.ALTER_PARTITION_REASSIGNMENTS,
+        am.AlterPartitionReassignmentsRequest,
+        am.AlterPartitionReassignmentsResponse,
+        kafka_versions=(0, 1),
+        broker=Serving(cluster_operation="ALTER"),  # forwarded to the controller
+        controller=Serving(cluster_operation="ALTER"),
+        error_spread=ErrorSpread(
+            "responses",
+            "topics",
+            "name",
+            "name",
+            partitions=ErrorSpread(
+                "partitions", "partitions", "partition_index", "partition_index", message=True
+            ),
+        ),
+    ),
+    ApiSpec(
+        ApiKeys.LIST_PARTITION_REASSIGNMENTS,
+        am.ListPartitionReassignmentsRequest,
+        am.ListPartitionReassignmentsResponse,
+        kafka_versions=(0, 0),
+        broker=Serving(cluster_operation="DESCRIBE"),  # forwarded to the controller
+        controller=Serving(cluster_operation="DESCRIBE"),
+    ),
+    ApiSpec(
         ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
         sm.DescribeUserScramCredentialsRequest,
         sm.DescribeUserScramCredentialsResponse,

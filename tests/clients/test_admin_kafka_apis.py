@@ -232,3 +232,75 @@ def test_describe_log_dirs(admin_cluster: Cluster) -> None:
         assert (topic["name"], [p["partition_index"] for p in topic["partitions"]]) == ("sized", [1])
     finally:
         admin.close()
+
+
+def test_partition_reassignment_through_the_controller(admin_cluster: Cluster) -> None:
+    """kafka-python's alter/list_partition_reassignments: a replica moves to another broker (added, caught
+    up into the ISR, then the old one removed and its log deleted), the records all still there; a
+    reassignment to a broker that is down stays ongoing and is cancelled with null replicas."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import NoReassignmentInProgressError
+
+    cluster = admin_cluster
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(cluster), request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("moved", 1, 2)])
+        wait_until(lambda: cluster.isr_full("moved"), 30)
+        produce(cluster, "moved", 30)
+        old = list(cluster.metadata("moved")[0]["replica_nodes"])
+        [spare] = [b.id for b in cluster.info.brokers if b.id not in old]
+        target = [old[1], spare]
+        tp = TopicPartition("moved", 0)
+        assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+
+        def moved() -> bool:
+            meta = cluster.metadata("moved")[0]
+            return (
+                list(meta["replica_nodes"]) == target
+                and sorted(meta["isr_nodes"]) == sorted(target)
+                and not admin.list_partition_reassignments()
+            )
+
+        wait_until(moved, 60)
+        assert cluster.leader("moved", 0) in target
+        gone = Path(cluster.info.broker(old[0]).data_dir) / "moved-0"
+        wait_until(lambda: not gone.exists(), 30)
+        wait_until(lambda: cluster.replica_offsets("moved").get((spare, 0), (0, 0))[0] == 30, 30)
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap(cluster), auto_offset_reset="earliest")
+        try:
+            consumer.assign([tp])
+            got: list[bytes] = []
+            for _ in range(30):
+                for records in consumer.poll(timeout_ms=1000).values():
+                    got += [r.value for r in records]
+                if len(got) >= 30:
+                    break
+            assert got == [b"v%d" % i for i in range(30)]
+        finally:
+            consumer.close()
+
+        # nothing to cancel
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+        # a reassignment that cannot complete (the new replica's broker is down), then cancelled
+        cluster.cli("broker", "kill", str(old[0]))
+        wait_until(
+            lambda: (
+                old[0] not in {b["node_id"] for b in cluster.ask(target[0], 3, {"topics": []})["brokers"]}
+            ),
+            30,
+        )
+        admin.close()
+        live = tuple(b for b in target)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap(cluster, brokers=live), request_timeout_ms=30000)
+        assert admin.alter_partition_reassignments({tp: [*target, old[0]]}) == {tp: None}
+        ongoing = admin.list_partition_reassignments()
+        assert ongoing == {
+            tp: {"replicas": [*target, old[0]], "adding_replicas": [old[0]], "removing_replicas": []}
+        }
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        assert admin.list_partition_reassignments() == {}
+        assert list(cluster.metadata("moved")[0]["replica_nodes"]) == target
+        cluster.cli("broker", "restart", str(old[0]))
+    finally:
+        admin.close()
