@@ -304,3 +304,64 @@ def test_partition_reassignment_through_the_controller(admin_cluster: Cluster) -
         cluster.cli("broker", "restart", str(old[0]))
     finally:
         admin.close()
+
+
+def test_four_kafka_python_consumers_reach_one_generation(admin_cluster: Cluster) -> None:
+    """kafka-python's own integration test_group: four consumers of a 4-partition topic, each in its thread,
+    share one stable generation (none rejoining, each with a partition) within 15 s. The coordinator's
+    initial delay (group.initial.rebalance.delay.ms, 3 s, extended once while members keep arriving, as
+    Kafka's InitialDelayedJoin) takes about 6 s of it."""
+    import threading
+    import time
+
+    from kafka import KafkaConsumer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    cluster = admin_cluster
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(cluster), request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("grouped", 4, 3)])
+    finally:
+        admin.close()
+    wait_until(lambda: cluster.isr_full("grouped"), 30)
+    consumers: dict[int, KafkaConsumer] = {}
+    stop = threading.Event()
+
+    def consume(i: int) -> None:
+        consumer = KafkaConsumer(
+            "grouped",
+            bootstrap_servers=bootstrap(cluster),
+            group_id="four",
+            client_id=f"consumer_thread-{i}",
+            heartbeat_interval_ms=500,
+        )
+        consumers[i] = consumer
+        while not stop.is_set():
+            consumer.poll(timeout_ms=200)
+        consumer.close(timeout_ms=500)
+
+    threads = [threading.Thread(target=consume, args=(i,), daemon=True) for i in range(4)]
+    for t in threads:
+        t.start()
+    try:
+
+        def stable() -> bool:
+            if len(consumers) < 4:
+                return False
+            members = list(consumers.values())
+            generations = {c._coordinator._generation.generation_id for c in members}
+            return (
+                all(c.assignment() for c in members)
+                and len(generations) == 1
+                and not any(c._coordinator.rejoining for c in members)
+            )
+
+        start = time.monotonic()
+        wait_until(stable, 15)
+        assigned = [tp for c in consumers.values() for tp in c.assignment()]
+        assert sorted(tp.partition for tp in assigned) == [0, 1, 2, 3]
+        print(f"one generation after {time.monotonic() - start:.1f} s")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
