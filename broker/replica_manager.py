@@ -542,7 +542,11 @@ class ReplicaManager:
                 if not any(t == tp[0] for t, _ in self.partitions):
                     self._forget_topic(tp[0])
                 self._hw_checkpoint.pop(tp, None)
-                self.metadata_cache.remove_partition(tp)
+                # A deleted topic leaves the cache; a replica moved away by a reassignment does not (the
+                # partition lives on elsewhere, and UPDATE_METADATA already lists its new replicas).
+                meta = self.metadata_cache.partitions.get(tp)
+                if meta is None or self.broker_id in meta.replicas or meta.leader == LEADER_DURING_DELETE:
+                    self.metadata_cache.remove_partition(tp)
             elif partition is not None:
                 self._hw_checkpoint[tp] = partition.high_watermark
             self.state_listener.on_partition_stopped(tp, delete)

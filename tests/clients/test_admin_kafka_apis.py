@@ -195,6 +195,9 @@ def test_preferred_leader_election_through_the_controller(admin_cluster: Cluster
             r.topic: [p.error_code for p in r.partition_result] for r in response.replica_election_results
         }
         assert codes == {"elected": [84], "nowhere": [3]}  # UNKNOWN_TOPIC_OR_PARTITION
+        # the command line (kafka-leader-election): not needed is no failure
+        out = cluster.cli("leader-election", "--election-type", "preferred", "--topic", "elected")
+        assert "elected-0: ELECTION_NOT_NEEDED" in out.stdout, out.stdout
         # every topic (kafka-python names each partition): elected, or not needed
         response = admin.elect_leaders(0, None, raise_errors=False)
         every = [p for r in response.replica_election_results for p in r.partition_result]
@@ -298,7 +301,10 @@ def test_partition_reassignment_through_the_controller(admin_cluster: Cluster) -
         assert ongoing == {
             tp: {"replicas": [*target, old[0]], "adding_replicas": [old[0]], "removing_replicas": []}
         }
-        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        out = cluster.cli("reassign-partitions", "--list")
+        line = f"moved-0: replicas {[*target, old[0]]} adding {[old[0]]} removing []"
+        assert line in out.stdout, out.stdout
+        cluster.cli("reassign-partitions", "--topic", "moved", "--partition", "0", "--cancel")
         assert admin.list_partition_reassignments() == {}
         assert list(cluster.metadata("moved")[0]["replica_nodes"]) == target
         cluster.cli("broker", "restart", str(old[0]))
