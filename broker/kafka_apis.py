@@ -11,8 +11,10 @@ from typing import Any
 
 import trio
 
+from broker import acl_apis, partition_admin_apis
 from broker.admin_apis import AdminApis
 from broker.delayed_ops import FetchParams, FetchPartitionStatus, ProducePartitionStatus
+from broker.delete_records import DeleteRecordsApis
 from broker.fetch_session import FetchManager, IncrementalFetchContext, PartitionResponseData
 from broker.group_apis import GroupApis
 from broker.metadata_cache import PartitionMetadata
@@ -51,6 +53,12 @@ _ADMIN_HANDLERS: dict[ApiKeys, Callable[[AdminApis, Request, Any], None]] = {
     ApiKeys.INCREMENTAL_ALTER_CONFIGS: AdminApis.handle_incremental_alter_configs,
     ApiKeys.DESCRIBE_CLUSTER: AdminApis.handle_describe_cluster,
     ApiKeys.DESCRIBE_QUORUM: AdminApis.handle_describe_quorum,
+    ApiKeys.DESCRIBE_ACLS: acl_apis.handle_describe_acls,
+    ApiKeys.CREATE_ACLS: acl_apis.handle_create_acls,
+    ApiKeys.DELETE_ACLS: acl_apis.handle_delete_acls,
+    ApiKeys.ELECT_LEADERS: partition_admin_apis.handle_elect_leaders,
+    ApiKeys.ALTER_PARTITION_REASSIGNMENTS: partition_admin_apis.handle_alter_partition_reassignments,
+    ApiKeys.LIST_PARTITION_REASSIGNMENTS: partition_admin_apis.handle_list_partition_reassignments,
 }
 
 # The APIs whose requests a broker's metrics count (Kafka's RequestMetrics): those it answers itself, the
@@ -96,6 +104,10 @@ class KafkaApis:
         # The partition side of transactions: WRITE_TXN_MARKERS and DESCRIBE_PRODUCERS (docs/transactions.md).
         self.txn_markers = TxnMarkerApis(replica_manager, auth)
         self._handlers.update(self.txn_markers.handlers())
+        # DELETE_RECORDS: log start offsets moved by clients (broker/delete_records.py).
+        self._handlers.update(DeleteRecordsApis(replica_manager, auth).handlers())
+        # DESCRIBE_LOG_DIRS: this broker's log dir (broker/partition_admin_apis.py).
+        self._handlers.update(partition_admin_apis.LogDirsApis(replica_manager).handlers())
         # Clients' admin requests (forwarded to the controller, KIP-590) and auto-creation.
         self.admin = AdminApis(self.broker_id, replica_manager.metadata_cache, auth, "isrsim")
         self._handlers.update({k: functools.partial(h, self.admin) for k, h in _ADMIN_HANDLERS.items()})

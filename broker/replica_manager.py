@@ -137,6 +137,8 @@ class ReplicaManager:
         self.clock_ms = clock_ms
         self.produce_purgatory = produce_purgatory
         self.fetch_purgatory = fetch_purgatory
+        # DELETE_RECORDS answers waiting for the replicas' log start offsets (broker/delete_records.py).
+        self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords")
         self.partitions: dict[TopicPartition, Partition] = {}
         # Follower session fetches parked in the fetch purgatory, with their sessions' partitions.
         self._parked_session_fetches: list[tuple[DelayedFetch, Mapping[TopicPartition, CachedPartition]]] = []
@@ -541,7 +543,11 @@ class ReplicaManager:
                 if not any(t == tp[0] for t, _ in self.partitions):
                     self._forget_topic(tp[0])
                 self._hw_checkpoint.pop(tp, None)
-                self.metadata_cache.remove_partition(tp)
+                # A deleted topic leaves the cache; a replica moved away by a reassignment does not (the
+                # partition lives on elsewhere, and UPDATE_METADATA already lists its new replicas).
+                meta = self.metadata_cache.partitions.get(tp)
+                if meta is None or self.broker_id in meta.replicas or meta.leader == LEADER_DURING_DELETE:
+                    self.metadata_cache.remove_partition(tp)
             elif partition is not None:
                 self._hw_checkpoint[tp] = partition.high_watermark
             self.state_listener.on_partition_stopped(tp, delete)
@@ -838,6 +844,7 @@ class ReplicaManager:
                     self._on_isr_change(partition, change)
                 if hw_moved:
                     self._on_hw_moved(partition)
+                self.delete_records_purgatory.check_and_complete(tp)
             aborted = read.aborted_transactions
             results[tp] = FetchPartitionResult(
                 Errors.NONE,
@@ -1065,6 +1072,7 @@ class ReplicaManager:
 
     def _complete_delayed(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
         self._wake_fetches(tp)
 
     # ------------------------------------------------------------------ the fetchers' view (follower side)
@@ -1243,6 +1251,7 @@ class ReplicaManager:
     def shutdown(self) -> None:
         self.produce_purgatory.complete_all()
         self.fetch_purgatory.complete_all()
+        self.delete_records_purgatory.complete_all()
         for partition in self.partitions.values():
             self.state_listener.on_offsets_changed(partition)
         self.state_listener.flush_offsets()

@@ -563,6 +563,7 @@ class KafkaServer:
             nursery.start_soon(self._handle_log_dir_failures)
             nursery.start_soon(self.produce_purgatory.run)
             nursery.start_soon(self.fetch_purgatory.run)
+            nursery.start_soon(self.replica_manager.delete_records_purgatory.run)
             self._start_periodic(nursery)
             self.journal.emit(
                 "broker_started",

@@ -43,10 +43,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "List, describe and delete consumer groups: members, offsets, lag (kafka-consumer-groups).",
     ),
     "health": ("cli.health_cmd:health", "Exit 0 if the node at HOST:PORT answers (healthchecks)."),
+    "leader-election": (
+        "cli.partition_admin_cmd:leader_election",
+        "Elect preferred or unclean leaders through the controller (kafka-leader-election).",
+    ),
     "net": ("cli.net_cmd:net", "Inject network faults between nodes (partition, delay, loss, heal)."),
     "produce": (
         "cli.workload_cmd:produce",
         "Produce COUNT numbered records, or stdin's lines, to TOPIC (kafka-console-producer).",
+    ),
+    "reassign-partitions": (
+        "cli.partition_admin_cmd:reassign_partitions",
+        "Move a partition's replicas, cancel a move, list moves (kafka-reassign-partitions).",
     ),
     "report": ("cli.report_cmd:report", "Run the PySpark consistency report over a cluster root."),
     "run": (

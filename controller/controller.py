@@ -835,6 +835,15 @@ class ControllerApis:
             ApiKeys.INCREMENTAL_ALTER_CONFIGS: lambda request, body, core, now: self._alter_configs(
                 request, ApiKeys.INCREMENTAL_ALTER_CONFIGS, body
             ),
+            ApiKeys.ELECT_LEADERS: lambda request, body, core, now: AnswerOnceReplicasKnow(
+                core.elect_leaders(body), body.timeout_ms / 1000.0
+            ),
+            ApiKeys.ALTER_PARTITION_REASSIGNMENTS: lambda request, body, core, now: AnswerOnceReplicasKnow(
+                core.alter_partition_reassignments(body), body.timeout_ms / 1000.0
+            ),
+            ApiKeys.LIST_PARTITION_REASSIGNMENTS: lambda request, body, core, now: (
+                core.list_partition_reassignments(body)
+            ),
             ApiKeys.CREATE_ACLS: self._security_api(SecurityControl.create_acls, changes=True),
             ApiKeys.DESCRIBE_ACLS: self._security_api(SecurityControl.describe_acls, changes=False),
             ApiKeys.DELETE_ACLS: self._security_api(SecurityControl.delete_acls, changes=True),

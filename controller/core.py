@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller import elections as el
+from controller import reassignment as ra
 from controller.config_control import ConfigChange, incremental_topic_configs, replaced_topic_configs
 from controller.describe import describe_cluster_response, metadata_response
+from controller.leader_election import elect_leader
 from controller.log_configs import TOPIC_CONFIG_DEFS
 from controller.request_batch import OutboundRequest, RequestBatch
 from controller.state import (
@@ -45,6 +47,7 @@ from controller.topics import (
     plan_topic,
     replication_factor_unreachable,
 )
+from protocol import admin_messages as am
 from protocol import config_messages as cfm
 from protocol import controller_messages as cm
 from protocol import messages as m
@@ -483,6 +486,7 @@ class ControllerCore:
                         reason="alter_partition",
                     )
                     self._batch.add_update_metadata(self.live_brokers(), [tp])
+                    self._maybe_complete_reassignment(tp, p)
                 out.partitions.append(
                     cm.AlterPartitionResponsePartition(
                         partition_index=tp[1],
@@ -960,6 +964,169 @@ class ControllerCore:
 
     def describe_cluster(self, listener: str | None = None) -> cm.DescribeClusterResponse:
         return describe_cluster_response(self.state, self.controller_id, listener)
+
+    # ------------------------------------------------------------------------ reassignments (45, 46)
+
+    def _apply_replica_change(
+        self, tp: TopicPartition, p: PartitionState, change: ra.ReplicaChange, reason: str
+    ) -> None:
+        """New replicas (and ISR, leader) for ``tp``: LEADER_AND_ISR to the live replicas, STOP_REPLICA with
+        deletion to the brokers whose replicas go (when they return, if they are down)."""
+        p.replicas = list(change.replicas)
+        p.adding_replicas = list(change.adding)
+        p.removing_replicas = list(change.removing)
+        self._apply(tp, p, change.leader, change.isr, reason)
+        self._emit(
+            "partition_reassignment",
+            topic=tp[0],
+            partition=tp[1],
+            replicas=list(p.replicas),
+            adding_replicas=list(p.adding_replicas),
+            removing_replicas=list(p.removing_replicas),
+            reason=reason,
+        )
+        live = self.live_brokers()
+        for r in change.stopped:
+            if r in live:
+                self._batch.add_stop_replica(r, tp, EPOCH_DURING_DELETE, True)
+            else:
+                self.state.pending_deletions.setdefault(r, []).append(tp)
+
+    def _maybe_complete_reassignment(self, tp: TopicPartition, p: PartitionState) -> None:
+        done = ra.maybe_complete(ra.ongoing(p), self.eligible_brokers())
+        if done is not None:
+            self._apply_replica_change(tp, p, done, "reassignment_completed")
+
+    def alter_partition_reassignments(
+        self, req: am.AlterPartitionReassignmentsRequest
+    ) -> am.AlterPartitionReassignmentsResponse:
+        """KRaft's ``alterPartitionReassignments``: each partition starts, replaces or (null replicas)
+        cancels a reassignment (``controller/reassignment.py``)."""
+        registered = set(self.state.brokers)
+        acceptable = self.eligible_brokers()
+        out: list[am.ReassignableTopicResponse] = []
+        for t in req.topics:
+            topic = self.state.topics.get(t.name)
+            results: list[am.ReassignablePartitionResponse] = []
+            for rp in t.partitions:
+                tp = (t.name, rp.partition_index)
+                p = None if topic is None else topic.partitions.get(rp.partition_index)
+                error: tuple[Errors, str | None] | None = None
+                if p is None:
+                    error = Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {t.name}-{tp[1]}."
+                elif rp.replicas is None:
+                    if not p.adding_replicas and not p.removing_replicas:
+                        error = Errors.NO_REASSIGNMENT_IN_PROGRESS, None
+                    else:
+                        self._apply_replica_change(
+                            tp, p, ra.cancel_reassignment(p, acceptable), "reassignment_cancelled"
+                        )
+                else:
+                    target = list(rp.replicas)
+                    error = ra.validate_target(
+                        target, registered, len(ra.original_replicas(p)), req.allow_replication_factor_change
+                    )
+                    if error is None and (target != p.replicas or p.adding_replicas or p.removing_replicas):
+                        if target == ra.original_replicas(p):
+                            change = ra.cancel_reassignment(p, acceptable)
+                        else:
+                            change = ra.start_reassignment(p, target, acceptable)
+                        reason = (
+                            "reassignment_completed"
+                            if not change.adding and not change.removing
+                            else ("reassignment_started")
+                        )
+                        self._apply_replica_change(tp, p, change, reason)
+                code, message = (Errors.NONE, None) if error is None else error
+                results.append(
+                    am.ReassignablePartitionResponse(
+                        partition_index=rp.partition_index, error_code=int(code), error_message=message
+                    )
+                )
+            out.append(am.ReassignableTopicResponse(name=t.name, partitions=results))
+        return am.AlterPartitionReassignmentsResponse(
+            allow_replication_factor_change=req.allow_replication_factor_change, responses=out
+        )
+
+    def list_partition_reassignments(
+        self, req: am.ListPartitionReassignmentsRequest
+    ) -> am.ListPartitionReassignmentsResponse:
+        """The ongoing reassignments of the partitions named (null: all); unknown ones are left out."""
+        if req.topics is None:
+            named = [(name, sorted(t.partitions)) for name, t in sorted(self.state.topics.items())]
+        else:
+            named = [(t.name, list(t.partition_indexes)) for t in req.topics]
+        topics: list[am.OngoingTopicReassignment] = []
+        for name, indexes in named:
+            topic = self.state.topics.get(name)
+            if topic is None:
+                continue
+            ongoing = [
+                am.OngoingPartitionReassignment(
+                    partition_index=i,
+                    replicas=list(p.replicas),
+                    adding_replicas=list(p.adding_replicas),
+                    removing_replicas=list(p.removing_replicas),
+                )
+                for i in indexes
+                if (p := topic.partitions.get(i)) is not None and (p.adding_replicas or p.removing_replicas)
+            ]
+            if ongoing:
+                topics.append(am.OngoingTopicReassignment(name=name, partitions=ongoing))
+        return am.ListPartitionReassignmentsResponse(topics=topics)
+
+    # ------------------------------------------------------------------------ ELECT_LEADERS (43)
+
+    def elect_leaders(self, req: am.ElectLeadersRequest) -> am.ElectLeadersResponse:
+        """KRaft's ``electLeaders``: each named partition (null: every partition, leaving out those that
+        need no election) gets a preferred or unclean election (``controller/leader_election.py``)."""
+        every = req.topic_partitions is None
+        if req.topic_partitions is None:
+            named = [(name, sorted(t.partitions)) for name, t in sorted(self.state.topics.items())]
+        else:
+            merged: dict[str, list[int]] = {}
+            for tps in req.topic_partitions:
+                merged.setdefault(tps.topic, [])
+                merged[tps.topic] += [i for i in tps.partitions if i not in merged[tps.topic]]
+            named = list(merged.items())
+        acceptable = self.eligible_brokers()
+        unclean = req.election_type != am.ELECTION_PREFERRED
+        reason = "unclean_leader_election" if unclean else "preferred_leader_election"
+        results: list[am.ElectLeadersReplicaElectionResult] = []
+        for name, indexes in named:
+            topic = self.state.topics.get(name)
+            out: list[am.ElectLeadersPartitionResult] = []
+            for index in indexes:
+                p = None if topic is None else topic.partitions.get(index)
+                if p is None:
+                    what = (
+                        f"No such topic as {name}"
+                        if topic is None
+                        else f"No such partition as {name}-{index}"
+                    )
+                    out.append(
+                        am.ElectLeadersPartitionResult(
+                            partition_id=index,
+                            error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION),
+                            error_message=what,
+                        )
+                    )
+                    continue
+                change = elect_leader(p, req.election_type, acceptable)
+                if isinstance(change, tuple):
+                    if every and change[0] == Errors.ELECTION_NOT_NEEDED:
+                        continue
+                    out.append(
+                        am.ElectLeadersPartitionResult(
+                            partition_id=index, error_code=int(change[0]), error_message=change[1]
+                        )
+                    )
+                    continue
+                self._apply((name, index), p, change.leader, change.isr, reason, change.unclean)
+                out.append(am.ElectLeadersPartitionResult(partition_id=index))
+            if out or not every:
+                results.append(am.ElectLeadersReplicaElectionResult(topic=name, partition_result=out))
+        return am.ElectLeadersResponse(replica_election_results=results)
 
 
 __all__ = ["ControllerCore", "ControllerSettings", "Effects", "JournalEvent"]

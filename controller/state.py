@@ -57,6 +57,10 @@ class PartitionState:
     isr: list[int]
     partition_epoch: int = 0
     controller_epoch: int = 0
+    # An ongoing reassignment (KRaft's PartitionRegistration addingReplicas / removingReplicas): ``replicas``
+    # is then the target followed by the replicas being removed.
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -130,6 +134,14 @@ class ClusterState:
                             "isr": list(p.isr),
                             "partition_epoch": p.partition_epoch,
                             "controller_epoch": p.controller_epoch,
+                            **(
+                                {
+                                    "adding_replicas": list(p.adding_replicas),
+                                    "removing_replicas": list(p.removing_replicas),
+                                }
+                                if p.adding_replicas or p.removing_replicas
+                                else {}
+                            ),
                         }
                         for idx, p in sorted(t.partitions.items())
                     ],
@@ -177,6 +189,8 @@ class ClusterState:
                     isr=[int(r) for r in p["isr"]],
                     partition_epoch=int(p["partition_epoch"]),
                     controller_epoch=int(p["controller_epoch"]),
+                    adding_replicas=[int(r) for r in p.get("adding_replicas", [])],
+                    removing_replicas=[int(r) for r in p.get("removing_replicas", [])],
                 )
                 for p in t["partitions"]
             }

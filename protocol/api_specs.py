@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from protocol import admin_messages as am
 from protocol import config_messages as cfm
 from protocol import controller_messages as cm
 from protocol import group_messages as g
@@ -324,8 +325,23 @@ API_SPECS: tuple[ApiSpec, ...] = (
             "responses", "topics", "name", "name", message=True, names_first="topic_names"
         ),
     ),
-    # Schema only: no process serves it yet (docs/protocol.md).
-    ApiSpec(ApiKeys.DELETE_RECORDS, cm.DeleteRecordsRequest, cm.DeleteRecordsResponse),
+    ApiSpec(
+        ApiKeys.DELETE_RECORDS,
+        cm.DeleteRecordsRequest,
+        cm.DeleteRecordsResponse,
+        kafka_versions=(0, 2),
+        broker=_SERVED,  # Delete on each topic: the handler decides
+        error_top_level=False,
+        error_spread=ErrorSpread(
+            "topics",
+            "topics",
+            "name",
+            "name",
+            partitions=ErrorSpread(
+                "partitions", "partitions", "partition_index", "partition_index", fixed={"low_watermark": -1}
+            ),
+        ),
+    ),
     ApiSpec(
         ApiKeys.INIT_PRODUCER_ID,
         pim.InitProducerIdRequest,
@@ -404,10 +420,13 @@ API_SPECS: tuple[ApiSpec, ...] = (
         error_top_level=False,
         error_spread=_TOPIC_PARTITION_INDEXES,
     ),
+    # The ACL APIs: the controller owns the ACLs; a broker forwards them to it (broker/acl_apis.py).
     ApiSpec(
         ApiKeys.DESCRIBE_ACLS,
         sm.DescribeAclsRequest,
         sm.DescribeAclsResponse,
+        kafka_versions=(1, 3),
+        broker=Serving(cluster_operation="DESCRIBE"),
         controller=Serving(cluster_operation="DESCRIBE"),
         requires_authorizer=True,
     ),
@@ -415,15 +434,24 @@ API_SPECS: tuple[ApiSpec, ...] = (
         ApiKeys.CREATE_ACLS,
         sm.CreateAclsRequest,
         sm.CreateAclsResponse,
+        kafka_versions=(1, 3),
+        broker=Serving(cluster_operation="ALTER"),
         controller=Serving(cluster_operation="ALTER"),
         requires_authorizer=True,
+        error_top_level=False,
+        # one result per creation (a result names nothing: the creation is kept where no field takes it)
+        error_spread=ErrorSpread("results", "creations", None, "creation", message=True),
     ),
     ApiSpec(
         ApiKeys.DELETE_ACLS,
         sm.DeleteAclsRequest,
         sm.DeleteAclsResponse,
+        kafka_versions=(1, 3),
+        broker=Serving(cluster_operation="ALTER"),
         controller=Serving(cluster_operation="ALTER"),
         requires_authorizer=True,
+        error_top_level=False,
+        error_spread=ErrorSpread("filter_results", "filters", None, "filter", message=True),
     ),
     ApiSpec(
         ApiKeys.DESCRIBE_CONFIGS,
@@ -455,6 +483,13 @@ API_SPECS: tuple[ApiSpec, ...] = (
         ),
     ),
     ApiSpec(
+        ApiKeys.DESCRIBE_LOG_DIRS,
+        am.DescribeLogDirsRequest,
+        am.DescribeLogDirsResponse,
+        kafka_versions=(1, 4),
+        broker=Serving(cluster_operation="DESCRIBE"),
+    ),
+    ApiSpec(
         ApiKeys.SASL_AUTHENTICATE,
         sasl.SaslAuthenticateRequest,
         sasl.SaslAuthenticateResponse,
@@ -483,6 +518,21 @@ API_SPECS: tuple[ApiSpec, ...] = (
         error_spread=ErrorSpread("results", "groups_names", None, "group_id"),
     ),
     ApiSpec(
+        ApiKeys.ELECT_LEADERS,
+        am.ElectLeadersRequest,
+        am.ElectLeadersResponse,
+        kafka_versions=(0, 2),
+        broker=Serving(cluster_operation="ALTER"),  # forwarded to the controller
+        controller=Serving(cluster_operation="ALTER"),
+        error_spread=ErrorSpread(
+            "replica_election_results",
+            "topic_partitions",
+            "topic",
+            "topic",
+            partitions=ErrorSpread("partition_result", "partitions", None, "partition_id", message=True),
+        ),
+    ),
+    ApiSpec(
         ApiKeys.INCREMENTAL_ALTER_CONFIGS,
         cfm.IncrementalAlterConfigsRequest,
         cfm.IncrementalAlterConfigsResponse,
@@ -493,6 +543,31 @@ API_SPECS: tuple[ApiSpec, ...] = (
         error_spread=ErrorSpread(
             "responses", "resources", "resource_name", "resource_name", message=True, copy=("resource_type",)
         ),
+    ),
+    ApiSpec(
+        ApiKeys.ALTER_PARTITION_REASSIGNMENTS,
+        am.AlterPartitionReassignmentsRequest,
+        am.AlterPartitionReassignmentsResponse,
+        kafka_versions=(0, 1),
+        broker=Serving(cluster_operation="ALTER"),  # forwarded to the controller
+        controller=Serving(cluster_operation="ALTER"),
+        error_spread=ErrorSpread(
+            "responses",
+            "topics",
+            "name",
+            "name",
+            partitions=ErrorSpread(
+                "partitions", "partitions", "partition_index", "partition_index", message=True
+            ),
+        ),
+    ),
+    ApiSpec(
+        ApiKeys.LIST_PARTITION_REASSIGNMENTS,
+        am.ListPartitionReassignmentsRequest,
+        am.ListPartitionReassignmentsResponse,
+        kafka_versions=(0, 0),
+        broker=Serving(cluster_operation="DESCRIBE"),  # forwarded to the controller
+        controller=Serving(cluster_operation="DESCRIBE"),
     ),
     ApiSpec(
         ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,

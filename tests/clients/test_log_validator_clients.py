@@ -82,4 +82,3 @@ async def test_max_timestamp_unset_is_accepted_fixed_and_read_back(
         assert found.offset == 1
     finally:
         consumer.close()
-

@@ -97,3 +97,84 @@ def test_authorized_operations_are_what_the_acls_allow(secure_cluster: Cluster) 
         refused["guarded"].result(timeout=60)
     grown = admin.create_partitions([NewPartitions("guarded", 2)], request_timeout=30)
     assert grown["guarded"].result(timeout=60) is None
+
+
+def test_acls_in_kafkas_encoding_from_both_clients(secure_cluster: Cluster) -> None:
+    """CreateAcls, DescribeAcls and DeleteAcls (29-31) sent to brokers in Kafka's encoding: confluent-kafka
+    creates a binding, kafka-python (SASL_SSL with SCRAM) sees it and deletes it, and the ACL works."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+    from kafka.admin import (
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+    )
+    from kafka.admin import ResourcePatternFilter as KpResourcePatternFilter
+    from kafka.admin import ResourceType as KpResourceType
+
+    props = client_properties(secure_cluster)
+    admin = AdminClient({"bootstrap.servers": bootstrap(secure_cluster), **props})
+    binding = AclBinding(
+        ResourceType.TOPIC,
+        "acl-topic",
+        ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        AclOperation.WRITE,
+        AclPermissionType.ALLOW,
+    )
+    for future in admin.create_acls([binding], request_timeout=30).values():
+        assert future.result(timeout=60) is None
+    described = admin.describe_acls(
+        AclBindingFilter(
+            ResourceType.TOPIC,
+            "acl-topic",
+            ResourcePatternType.ANY,
+            None,
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        ),
+        request_timeout=30,
+    ).result(timeout=60)
+    assert described == [binding]
+
+    kp_admin = KafkaAdminClient(
+        bootstrap_servers=bootstrap(secure_cluster),
+        security_protocol="SASL_SSL",
+        sasl_mechanism=props["sasl.mechanism"],
+        sasl_plain_username=props["sasl.username"],
+        sasl_plain_password=props["sasl.password"],
+        ssl_cafile=props["ssl.ca.location"],
+        ssl_check_hostname=False,
+        request_timeout_ms=30000,
+    )
+    try:
+        acl_filter = ACLFilter(
+            principal="User:alice",
+            host="*",
+            operation=ACLOperation.ANY,
+            permission_type=ACLPermissionType.ANY,
+            resource_pattern=KpResourcePatternFilter(
+                KpResourceType.TOPIC, "acl-topic", ACLResourcePatternType.LITERAL
+            ),
+        )
+        acls, error = kp_admin.describe_acls(acl_filter)
+        assert error.errno == 0
+        assert [(a.principal, a.operation) for a in acls] == [("User:alice", ACLOperation.WRITE)]
+        deleted = kp_admin.delete_acls([acl_filter])
+        [(_, matches, filter_error)] = deleted
+        assert filter_error.errno == 0
+        assert [(a.principal, a.operation) for a in matches] == [("User:alice", ACLOperation.WRITE)]
+        acls, _ = kp_admin.describe_acls(acl_filter)
+        assert acls == []
+    finally:
+        kp_admin.close()

@@ -203,6 +203,30 @@ CASES: list[tuple[ApiKeys, dict[str, Any], dict[str, Any]]] = [
             ]
         },
     ),
+    (
+        ApiKeys.DELETE_RECORDS,
+        {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": 5}]}], "timeout_ms": 10},
+        {
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "error_code": E, "low_watermark": -1}]}
+            ]
+        },
+    ),
+    (
+        ApiKeys.CREATE_ACLS,
+        {"creations": [{"principal": "User:a"}, {"principal": "User:b"}]},
+        {
+            "results": [
+                {"creation": {"principal": p}, "error_code": E, "error_message": MSG}
+                for p in ("User:a", "User:b")
+            ]
+        },
+    ),
+    (
+        ApiKeys.DELETE_ACLS,
+        {"filters": [{"principal_filter": None}]},
+        {"filter_results": [{"filter": {"principal_filter": None}, "error_code": E, "error_message": MSG}]},
+    ),
     # Everything else: the code at the top level only.
     (ApiKeys.HEARTBEAT, {"group_id": "g"}, {"error_code": E, "error_message": MSG}),
     (ApiKeys.LIST_GROUPS, {}, {"error_code": E, "error_message": MSG}),
