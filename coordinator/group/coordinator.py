@@ -246,16 +246,8 @@ class GroupCoordinator:
     def on_txn_marker(self, producer_id: int, partition: int, commit: bool) -> None:
         """A transaction marker of ``producer_id`` is written to ``__consumer_offsets`` partition
         ``partition`` here: TxnOffsetCommit's offsets held for it become committed (or are dropped). Called
-        from the marker's completion, so the offsets' own write starts in a task of its own, not inside
-        the purgatory that is completing the marker."""
-        if self._nursery is None:
-            self.apply(self.core.complete_txn_offsets(producer_id, partition, commit))
-            return
-
-        async def complete() -> None:
-            self.apply(self.core.complete_txn_offsets(producer_id, partition, commit))
-
-        self._nursery.start_soon(complete)
+        from the marker's completion, inside the produce purgatory (which allows a new watch then)."""
+        self.apply(self.core.complete_txn_offsets(producer_id, partition, commit))
 
     # ------------------------------------------------------------------ effects
 
