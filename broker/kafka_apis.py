@@ -21,6 +21,7 @@ from broker.producer_id_manager import ProducerIdManager
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
 from broker.txn_apis import TxnApis
 from broker.txn_marker_apis import TxnMarkerApis, has_transactional_batch
+from broker.txn_verification import TxnVerification
 from protocol import messages as m
 from protocol import producer_id_messages as pim
 from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, READ_UNCOMMITTED, ApiKeys
@@ -77,6 +78,8 @@ class KafkaApis:
         self.producer_id_manager: ProducerIdManager | None = None
         # InitProducerId with a transactional id: the transaction coordinator's (set by enable_transactions).
         self.txn_apis: TxnApis | None = None
+        # KIP-890: transactional appends verified with the coordinator (None: the legacy mode).
+        self.txn_verification: TxnVerification | None = None
         self.broker_id = replica_manager.broker_id
         # The handler of every API the broker answers itself, by key: each has an ApiSpec
         # (protocol/api_specs.py) and every broker spec a handler once the groups are on (``check_handlers``).
@@ -204,6 +207,21 @@ class KafkaApis:
 
         if refused and not entries:
             respond({})
+            return
+        if (
+            self.txn_verification is not None
+            and req.transactional_id
+            and any(has_transactional_batch(r) for r in entries.values())
+        ):
+            self.txn_verification.append_records(
+                req.transactional_id,
+                req.timeout_ms,
+                acks,
+                entries,
+                respond,
+                client_id=request.header.client_id,
+                received_ms=received_ms,
+            )
             return
         self.replica_manager.append_records(
             req.timeout_ms,

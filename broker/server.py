@@ -31,6 +31,7 @@ from broker.replica_state_listener import ReplicaStateListener
 from broker.topic_configs import TopicConfigFetcher, broker_log_config, broker_topic_defaults
 from broker.txn_apis import TxnApis
 from broker.txn_marker_sender import TxnMarkerSender
+from broker.txn_verification import AddPartitionsToTxnManager, TxnVerification
 from coordinator.group.coordinator import GroupCoordinator, OffsetsTopicConfig
 from coordinator.group.coordinator_core import GroupConfig
 from coordinator.group.group_metrics import GroupCoordinatorCollector
@@ -296,6 +297,16 @@ class KafkaServer:
         )
         group_apis.find_transaction_coordinator = txn_apis.find_coordinator
         self.apis.enable_transactions(txn_apis)
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
+        if bool(c.get("transaction.partition.verification.enable")):
+            self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+                self.broker_id,
+                self.replica_manager.metadata_cache,
+                self.txn_coordinator.transaction_topic_partition,
+            )
+            self.apis.txn_verification = TxnVerification(
+                self.replica_manager, self.add_partitions_to_txn_manager
+            )
         group_coordinator = self.group_coordinator
 
         def offsets_marker(producer_id: int, commit: bool, written: list[TopicPartition]) -> None:
@@ -544,6 +555,8 @@ class KafkaServer:
                 await nursery.start(self.metrics_server.serve)
             await nursery.start(self.group_coordinator.run)
             await nursery.start(self.txn_coordinator.run)
+            if self.add_partitions_to_txn_manager is not None:
+                await nursery.start(self.add_partitions_to_txn_manager.run)
             nursery.start_soon(self.handler_pool.run)
             if self.lifecycle is not None and self.alter_partition is not None:
                 await nursery.start(self.lifecycle.run)
