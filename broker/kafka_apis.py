@@ -706,7 +706,20 @@ def _note_fetch(
             first, last, count = span
             # A batch starts at or before the offset asked; its records before that offset are not new.
             records = max(0, min(count, last - max(first, fetch_offset) + 1))
-            activity.served(client_id, host, tp[0], tp[1], fetch_offset, last, isolation_level)
+            if isolation_level == 1:  # read_committed: what the transaction checks compare with the log
+                activity.served(
+                    client_id,
+                    host,
+                    tp[0],
+                    tp[1],
+                    fetch_offset,
+                    last,
+                    isolation_level,
+                    r.last_stable_offset,
+                    r.aborted_transactions,
+                )
+            else:
+                activity.served(client_id, host, tp[0], tp[1], fetch_offset, last, isolation_level)
         activity.record(client_id, host, "fetch", tp[0], tp[1], records=records, error=int(r.error))
     for tp, p in refused.items():
         activity.record(client_id, host, "fetch", tp[0], tp[1], error=p.error_code)
