@@ -382,7 +382,6 @@ class Log:
                 f"{self.config.segment_bytes}",
             )
 
-    @_disk("appending to")
     def has_ongoing_transaction(self, producer_id: int) -> bool:
         entry = self._producer_state.last_entry(producer_id)
         return entry is not None and entry.current_txn_first_offset >= 0
@@ -416,6 +415,7 @@ class Log:
                     "transaction: its partition was not verified with the transaction coordinator",
                 )
 
+    @_disk("appending to")
     def append_as_leader(
         self,
         records: Records,
