@@ -31,7 +31,7 @@ from kit.producer import AckJournal, ProduceStats, now_ms
 log = logging.getLogger(__name__)
 
 POLL_S = 0.2
-TIMEOUT_S = 30.0
+TIMEOUT_S = 15.0  # of each transactional call (librdkafka answers a retriable timeout after it)
 
 
 class _Txn:
@@ -86,7 +86,8 @@ class _Txn:
         return "replaced"
 
     def commit(self) -> str:
-        """``committed``, ``abort`` or ``replaced``: the end of the current transaction."""
+        """``committed``, ``abort``, ``replaced``, or ``unknown`` (the run stopped while the commit was
+        still being retried): the end of the current transaction."""
         from confluent_kafka import KafkaException
 
         while True:
@@ -97,6 +98,8 @@ class _Txn:
                 outcome = self.fail(exc)
                 if outcome != "retry":
                     return outcome
+                if self.stop.is_set():
+                    return "unknown"
 
 
 class TransactionsWorkload:
@@ -180,7 +183,7 @@ class TransactionsWorkload:
             if outcome == "committed":
                 self.committed += 1
                 self.stats.records_acked += self.transaction_records
-            else:
+            elif outcome != "unknown":
                 self.aborted += 1
                 self.stats.records_failed += self.transaction_records
             if self.on_progress:
