@@ -25,6 +25,7 @@ from broker.kafka_apis import BROKER_APIS, KafkaApis
 from broker.lifecycle import BrokerLifecycleManager
 from broker.metadata_cache import MetadataCache
 from broker.metrics.broker_metrics import BrokerMetrics
+from broker.peer_connections import PeerConnections
 from broker.producer_id_manager import ProducerIdManager, controller_block_source, local_block_source
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
@@ -267,7 +268,11 @@ class KafkaServer:
         """Transactions (docs/transactions.md): this broker coordinates the transactional ids of the
         __transaction_state partitions it leads, and sends their markers to the partitions' leaders."""
         c = self.config
-        sender = TxnMarkerSender(self.broker_id, self.replica_manager.metadata_cache)
+        # One connection per peer for the markers and the verifications (broker/peer_connections.py).
+        self.txn_peers = PeerConnections(
+            self.broker_id, self.replica_manager.metadata_cache, f"broker-{self.broker_id}-txn"
+        )
+        sender = TxnMarkerSender(self.broker_id, self.replica_manager.metadata_cache, peers=self.txn_peers)
         self.txn_marker_channel = TransactionMarkerChannelManager(
             self.broker_id, sender.leader_of, sender.send
         )
@@ -303,6 +308,7 @@ class KafkaServer:
                 self.broker_id,
                 self.replica_manager.metadata_cache,
                 self.txn_coordinator.transaction_topic_partition,
+                peers=self.txn_peers,
             )
             self.apis.txn_verification = TxnVerification(
                 self.replica_manager, self.add_partitions_to_txn_manager
@@ -554,6 +560,7 @@ class KafkaServer:
             if self.metrics_server is not None:
                 await nursery.start(self.metrics_server.serve)
             await nursery.start(self.group_coordinator.run)
+            await nursery.start(self.txn_peers.run)
             await nursery.start(self.txn_coordinator.run)
             if self.add_partitions_to_txn_manager is not None:
                 await nursery.start(self.add_partitions_to_txn_manager.run)

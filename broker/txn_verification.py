@@ -33,10 +33,11 @@ import trio
 
 from broker.delayed_ops import ProducePartitionStatus
 from broker.metadata_cache import MetadataCache
+from broker.peer_connections import PeerConnections
 from broker.replica_manager import ReplicaManager
 from protocol import txn_coordinator_messages as tm
 from protocol.api_keys import ApiKeys
-from protocol.client import ConnectionClosed, KafkaConnection, open_connection
+from protocol.client import ConnectionClosed
 from protocol.common import TopicPartition
 from protocol.control_records import is_control, is_transactional
 from protocol.errors import CorruptRecordError, Errors, KafkaError
@@ -47,7 +48,6 @@ from storage.verification_guard import SENTINEL, VerificationGuard
 log = logging.getLogger(__name__)
 
 ADD_PARTITIONS_TO_TXN_VERSION = 4  # the version with verify_only (KIP-890)
-CONNECTION_IDLE_S = 30.0  # a connection to a coordinator unused this long is closed
 
 # What a verification answers: the partitions that were NOT verified, with why (empty: all verified).
 VerifyCallback = Callable[[dict[TopicPartition, Errors]], None]
@@ -101,17 +101,16 @@ class AddPartitionsToTxnManager:
         *,
         request_timeout_s: float = 10.0,
         send: SendRequest | None = None,
+        peers: PeerConnections | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.partition_for = partition_for
         self.request_timeout_s = request_timeout_s
+        self.peers = peers  # how the requests reach the coordinators (unless ``send`` is given)
         self._send = send or self._send_request
         self._queues: dict[int, _NodeQueue] = {}
         self._inflight: set[int] = set()
-        # A connection per coordinator, kept while in use (``_hold_connection``).
-        self._connections: dict[int, KafkaConnection] = {}
-        self._last_used: dict[int, float] = {}
         self._nursery: trio.Nursery | None = None
         self.verifications = 0
         self.failures = 0  # partitions not verified (Kafka's VerificationFailureRate)
@@ -238,59 +237,15 @@ class AddPartitionsToTxnManager:
             self._answer(w.callback, {tp: e for tp, e in unverified.items() if e != Errors.NONE})
 
     async def _send_request(self, node: int, txns: list[tm.AddPartitionsToTxnTransaction]) -> dict[str, Any]:
-        conn = self._connections.get(node)
-        if conn is None or conn.closed:
-            if self._nursery is None:
-                raise ConnectionClosed("the verification manager is not running")
-            conn = await self._nursery.start(self._hold_connection, node)
-        self._last_used[node] = trio.current_time()
-        try:
-            return await conn.request(
-                ApiKeys.ADD_PARTITIONS_TO_TXN,
-                to_body(tm.AddPartitionsToTxnRequest(transactions=txns)),
-                api_version=ADD_PARTITIONS_TO_TXN_VERSION,
-                timeout=self.request_timeout_s,
-            )
-        except BaseException:
-            conn.abort("the verification request failed")  # the next one connects again
-            raise
-
-    async def _hold_connection(
-        self, node: int, *, task_status: trio.TaskStatus[KafkaConnection] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        """One connection to ``node``, kept while verifications use it and closed after
-        ``CONNECTION_IDLE_S`` without one (a transaction's partitions are verified in a burst)."""
-        endpoint = self.metadata_cache.alive_broker(node)
-        if endpoint is None:
-            raise ConnectionClosed(f"broker {node} is not alive")
-        started = False
-        try:
-            async with open_connection(
-                endpoint.host,
-                endpoint.port,
-                client_id=f"broker-{self.broker_id}-txn-verification",
-                connect_timeout=self.request_timeout_s,
-            ) as conn:
-                conn.responses_in_order = True
-                self._connections[node] = conn
-                self._last_used[node] = trio.current_time()
-                task_status.started(conn)
-                started = True
-                try:
-                    while not conn.closed:
-                        idle_until = self._last_used[node] + CONNECTION_IDLE_S
-                        if trio.current_time() >= idle_until and conn.in_flight == 0:
-                            break
-                        await trio.sleep(max(0.05, idle_until - trio.current_time()))
-                finally:
-                    if self._connections.get(node) is conn:
-                        del self._connections[node]
-        except Exception as exc:
-            if not started:
-                raise  # the caller's: connecting failed
-            log.info(
-                "broker %d: connection to broker %d for verifications ended: %r", self.broker_id, node, exc
-            )
+        if self.peers is None:
+            raise ConnectionClosed("no connections to the coordinators")
+        return await self.peers.request(
+            node,
+            ApiKeys.ADD_PARTITIONS_TO_TXN,
+            to_body(tm.AddPartitionsToTxnRequest(transactions=txns)),
+            api_version=ADD_PARTITIONS_TO_TXN_VERSION,
+            timeout=self.request_timeout_s,
+        )
 
 
 @dataclass(frozen=True, slots=True)

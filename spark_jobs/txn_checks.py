@@ -135,6 +135,29 @@ def _read_batches(file: str, rows: list[Any], state_log: bool) -> tuple[list[tup
     return out, bad
 
 
+def _transactional_producers(samples: list[Any]) -> set[int]:
+    """The producer ids whose sampled batch (one per producer id: ``producer_id``, ``file``,
+    ``position``) has the transactional bit."""
+    out: set[int] = set()
+    by_file: dict[str, list[Any]] = {}
+    for r in samples:
+        by_file.setdefault(str(r["file"]), []).append(r)
+    for file, rows in by_file.items():
+        try:
+            f = open(file, "rb")  # noqa: SIM115 (closed by `with f`)
+        except OSError:
+            continue
+        with f:
+            for r in rows:
+                try:
+                    f.seek(int(r["position"]))
+                    if read_header(f.read(BATCH_HEADER_SIZE)).attributes & TRANSACTIONAL:
+                        out.add(int(r["producer_id"]))
+                except (CorruptRecordError, OSError):
+                    continue
+    return out
+
+
 def _marker_commit(batch: bytes) -> bool | None:
     try:
         _, records = decode_records(batch)
@@ -242,8 +265,21 @@ def gather(inp: Inputs) -> TxnFacts:
         if tp not in best or key > best[tp]:
             best[tp] = key
     facts.replicas = {tp: -b for tp, (_, b) in best.items()}
+    # A producer id is transactional or not for its whole life (a transactional id's producer ids are its
+    # own): one batch of each tells which, and only the transactional ones' batches are read.
+    samples = (
+        inp.batches.filter(F.col("producer_id") >= 0)
+        .groupBy("producer_id")
+        .agg(F.min(F.struct("file", "position")).alias("at"))
+        .select("producer_id", "at.file", "at.position")
+        .collect()
+    )
+    transactional = sorted(_transactional_producers(samples))
+    wanted = F.col("topic") == TRANSACTION_STATE_TOPIC_NAME
+    if transactional:
+        wanted = wanted | F.col("producer_id").isin(*transactional)
     rows = (
-        inp.batches.filter((F.col("producer_id") >= 0) | (F.col("topic") == TRANSACTION_STATE_TOPIC_NAME))
+        inp.batches.filter(wanted)
         .select("broker", "topic", "partition", "file", "position", "base_offset", "last_offset")
         .collect()
     )
