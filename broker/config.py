@@ -243,6 +243,13 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
         1,
     ),
     ConfigKey(
+        "transaction.partition.verification.enable",
+        parse_bool,
+        True,
+        "KIP-890: a leader appends a transactional batch only once the transaction coordinator confirms "
+        "the partition is in the producer's transaction (false: the legacy mode, hanging transactions).",
+    ),
+    ConfigKey(
         "group.min.session.timeout.ms", parse_int, 6000, "Smallest session timeout a member may ask.", 0
     ),
     ConfigKey(

@@ -107,24 +107,28 @@ class DelayedOperationPurgatory:
         self._compact_at = max(MIN_COMPACT_HEAP, 2 * len(self._heap))
 
     def check_and_complete(self, key: Hashable) -> int:
-        """Tries the operations watched under ``key`` and drops the completed; returns how many completed."""
+        """Tries the operations watched under ``key`` and drops the completed; returns how many completed.
+
+        Re-entrant: an operation's completion may append (and so call this for the same key) and watch a
+        new operation under the key. The operations are tried from a copy of the list, and the list kept
+        afterwards is the one in place then, less the completed: a watch added meanwhile stays."""
         ops = self._watchers.get(key)
         if not ops:
             return 0
         completed = 0
-        remaining: list[DelayedOperation] = []
-        for op in ops:
+        for op in list(ops):
             if op.is_completed:
                 continue
             op.note_change(key)
             if op.try_complete():
                 completed += 1
+        current = self._watchers.get(key)
+        if current is not None:
+            live = [op for op in current if not op.is_completed]
+            if live:
+                self._watchers[key] = live
             else:
-                remaining.append(op)
-        if remaining:
-            self._watchers[key] = remaining
-        else:
-            del self._watchers[key]
+                del self._watchers[key]
         return completed
 
     def _expire_due(self) -> None:

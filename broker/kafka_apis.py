@@ -23,6 +23,7 @@ from broker.producer_id_manager import ProducerIdManager
 from broker.replica_manager import FetchPartitionResult, ReplicaManager
 from broker.txn_apis import TxnApis
 from broker.txn_marker_apis import TxnMarkerApis, has_transactional_batch
+from broker.txn_verification import TxnVerification
 from protocol import messages as m
 from protocol import producer_id_messages as pim
 from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, READ_UNCOMMITTED, ApiKeys
@@ -85,6 +86,8 @@ class KafkaApis:
         self.producer_id_manager: ProducerIdManager | None = None
         # InitProducerId with a transactional id: the transaction coordinator's (set by enable_transactions).
         self.txn_apis: TxnApis | None = None
+        # KIP-890: transactional appends verified with the coordinator (None: the legacy mode).
+        self.txn_verification: TxnVerification | None = None
         self.broker_id = replica_manager.broker_id
         # The handler of every API the broker answers itself, by key: each has an ApiSpec
         # (protocol/api_specs.py) and every broker spec a handler once the groups are on (``check_handlers``).
@@ -218,6 +221,21 @@ class KafkaApis:
 
         if refused and not entries:
             respond({})
+            return
+        if (
+            self.txn_verification is not None
+            and req.transactional_id
+            and any(has_transactional_batch(r) for r in entries.values())
+        ):
+            self.txn_verification.append_records(
+                req.transactional_id,
+                req.timeout_ms,
+                acks,
+                entries,
+                respond,
+                client_id=request.header.client_id,
+                received_ms=received_ms,
+            )
             return
         self.replica_manager.append_records(
             req.timeout_ms,
@@ -702,7 +720,20 @@ def _note_fetch(
             first, last, count = span
             # A batch starts at or before the offset asked; its records before that offset are not new.
             records = max(0, min(count, last - max(first, fetch_offset) + 1))
-            activity.served(client_id, host, tp[0], tp[1], fetch_offset, last, isolation_level)
+            if isolation_level == 1:  # read_committed: what the transaction checks compare with the log
+                activity.served(
+                    client_id,
+                    host,
+                    tp[0],
+                    tp[1],
+                    fetch_offset,
+                    last,
+                    isolation_level,
+                    r.last_stable_offset,
+                    r.aborted_transactions,
+                )
+            else:
+                activity.served(client_id, host, tp[0], tp[1], fetch_offset, last, isolation_level)
         activity.record(client_id, host, "fetch", tp[0], tp[1], records=records, error=int(r.error))
     for tp, p in refused.items():
         activity.record(client_id, host, "fetch", tp[0], tp[1], error=p.error_code)

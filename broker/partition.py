@@ -27,6 +27,7 @@ from protocol.replication import TruncationMode
 from storage.log import MAX_TIMESTAMP, NO_TIMESTAMP, Log, LogAppendInfo
 from storage.producer_state_entry import AppendOrigin
 from storage.transaction_index import AbortedTxn
+from storage.verification_guard import VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -354,8 +355,24 @@ class Partition:
         yet below the HW) when it is below the high watermark, else the high watermark."""
         return self.log.last_stable_offset(self._high_watermark)
 
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """KIP-890 (Kafka's ``Partition.maybeStartTransactionVerification``): the guard the append must
+        carry once the coordinator confirmed (``SENTINEL``: the producer's transaction is open here)."""
+        if not self.is_leader:
+            raise KafkaError(
+                Errors.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.local_broker_id} is not the leader of {self.tp[0]}-{self.tp[1]}",
+            )
+        return self.log.maybe_start_transaction_verification(producer_id, sequence, epoch)
+
     def append_records_to_leader(
-        self, records: bytes, required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        records: bytes,
+        required_acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         if not self.is_leader:
             raise KafkaError(
@@ -368,7 +385,7 @@ class Partition:
                 f"{self.tp[0]}-{self.tp[1]}: ISR {sorted(self.isr)} is smaller than min.insync.replicas="
                 f"{self.min_insync_replicas}",
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin, verification_guard)
         self.maybe_increment_leader_hw()
         return info
 

@@ -61,6 +61,7 @@ from storage.log import LogConfig
 from storage.log_manager import LogManager
 from storage.log_validator import TimestampType
 from storage.producer_state_entry import AppendOrigin
+from storage.verification_guard import SENTINEL, VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -593,8 +594,11 @@ class ReplicaManager:
         client_id: str = "",
         received_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> None:
-        """Kafka's ``appendRecords``. Only the broker itself writes to an internal topic
+        """Kafka's ``appendRecords``. ``verification_guards`` (KIP-890, None in the legacy mode): the guard
+        each transactional append verified with the coordinator carries (``broker.txn_verification``).
+        Only the broker itself writes to an internal topic
         (``__consumer_offsets``: the group coordinator); a client gets INVALID_TOPIC_EXCEPTION. Every batch
         acknowledged to a client (acks 1 or all; not the broker's own writes) is journaled in
         ``acked.jsonl`` before the response goes out."""
@@ -613,7 +617,8 @@ class ReplicaManager:
                         Errors.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {tp[0]}"
                     )
                 partition = self.get_partition_or_error(tp)
-                info = partition.append_records_to_leader(records, required_acks, origin)
+                guard = None if verification_guards is None else verification_guards.get(tp, SENTINEL)
+                info = partition.append_records_to_leader(records, required_acks, origin, guard)
             except KafkaError as exc:
                 statuses[tp] = ProducePartitionStatus(
                     -1,

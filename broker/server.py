@@ -26,12 +26,14 @@ from broker.lifecycle import BrokerLifecycleManager
 from broker.log_cleaner import LogCleaner, cleaner_config_from
 from broker.metadata_cache import MetadataCache
 from broker.metrics.broker_metrics import BrokerMetrics
+from broker.peer_connections import PeerConnections
 from broker.producer_id_manager import ProducerIdManager, controller_block_source, local_block_source
 from broker.replica_manager import ReplicaManager, ReplicaManagerSettings
 from broker.replica_state_listener import ReplicaStateListener
 from broker.topic_configs import TopicConfigFetcher, broker_log_config, broker_topic_defaults
 from broker.txn_apis import TxnApis
 from broker.txn_marker_sender import TxnMarkerSender
+from broker.txn_verification import AddPartitionsToTxnManager, TxnVerification
 from coordinator.group.coordinator import GroupCoordinator, OffsetsTopicConfig
 from coordinator.group.coordinator_core import GroupConfig
 from coordinator.group.group_metrics import GroupCoordinatorCollector
@@ -268,7 +270,11 @@ class KafkaServer:
         """Transactions (docs/transactions.md): this broker coordinates the transactional ids of the
         __transaction_state partitions it leads, and sends their markers to the partitions' leaders."""
         c = self.config
-        sender = TxnMarkerSender(self.broker_id, self.replica_manager.metadata_cache)
+        # One connection per peer for the markers and the verifications (broker/peer_connections.py).
+        self.txn_peers = PeerConnections(
+            self.broker_id, self.replica_manager.metadata_cache, f"broker-{self.broker_id}-txn"
+        )
+        sender = TxnMarkerSender(self.broker_id, self.replica_manager.metadata_cache, peers=self.txn_peers)
         self.txn_marker_channel = TransactionMarkerChannelManager(
             self.broker_id, sender.leader_of, sender.send
         )
@@ -298,6 +304,17 @@ class KafkaServer:
         )
         group_apis.find_transaction_coordinator = txn_apis.find_coordinator
         self.apis.enable_transactions(txn_apis)
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
+        if bool(c.get("transaction.partition.verification.enable")):
+            self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+                self.broker_id,
+                self.replica_manager.metadata_cache,
+                self.txn_coordinator.transaction_topic_partition,
+                peers=self.txn_peers,
+            )
+            self.apis.txn_verification = TxnVerification(
+                self.replica_manager, self.add_partitions_to_txn_manager
+            )
         group_coordinator = self.group_coordinator
 
         def offsets_marker(producer_id: int, commit: bool, written: list[TopicPartition]) -> None:
@@ -550,7 +567,10 @@ class KafkaServer:
             if self.metrics_server is not None:
                 await nursery.start(self.metrics_server.serve)
             await nursery.start(self.group_coordinator.run)
+            await nursery.start(self.txn_peers.run)
             await nursery.start(self.txn_coordinator.run)
+            if self.add_partitions_to_txn_manager is not None:
+                await nursery.start(self.add_partitions_to_txn_manager.run)
             nursery.start_soon(self.handler_pool.run)
             if self.lifecycle is not None and self.alter_partition is not None:
                 await nursery.start(self.lifecycle.run)

@@ -313,6 +313,7 @@ class TxnApis:
                 req.generation_id,
                 offsets,
                 group_instance_id=req.group_instance_id,
+                producer_epoch=req.producer_epoch,
             )
         )
 

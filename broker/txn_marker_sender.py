@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from broker.metadata_cache import MetadataCache
+from broker.peer_connections import PeerConnections
 from coordinator.transaction.marker_channel import UNKNOWN, TxnMarkerEntry
 from protocol.api_keys import ApiKeys
 from protocol.client import open_connection
@@ -22,11 +23,18 @@ WRITE_TXN_MARKERS_VERSION = 0  # isrsim's encoding: version 0 (Kafka's version 1
 
 class TxnMarkerSender:
     def __init__(
-        self, broker_id: int, metadata_cache: MetadataCache, *, request_timeout_s: float = 10.0
+        self,
+        broker_id: int,
+        metadata_cache: MetadataCache,
+        *,
+        request_timeout_s: float = 10.0,
+        peers: PeerConnections | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.request_timeout_s = request_timeout_s
+        # The connections to the leaders, kept between markers (None: a connection per request).
+        self.peers = peers
 
     def leader_of(self, tp: TopicPartition) -> int | None:
         meta = self.metadata_cache.partitions.get(tp)
@@ -55,18 +63,27 @@ class TxnMarkerSender:
                 }
             ]
         }
-        async with open_connection(
-            endpoint.host,
-            endpoint.port,
-            client_id=f"broker-{self.broker_id}-txn-markers",
-            connect_timeout=self.request_timeout_s,
-        ) as conn:
-            answer = await conn.request(
+        if self.peers is not None:
+            answer = await self.peers.request(
+                broker_id,
                 ApiKeys.WRITE_TXN_MARKERS,
                 body,
                 api_version=WRITE_TXN_MARKERS_VERSION,
                 timeout=self.request_timeout_s,
             )
+        else:
+            async with open_connection(
+                endpoint.host,
+                endpoint.port,
+                client_id=f"broker-{self.broker_id}-txn-markers",
+                connect_timeout=self.request_timeout_s,
+            ) as conn:
+                answer = await conn.request(
+                    ApiKeys.WRITE_TXN_MARKERS,
+                    body,
+                    api_version=WRITE_TXN_MARKERS_VERSION,
+                    timeout=self.request_timeout_s,
+                )
         out: dict[TopicPartition, Errors] = {}
         if answer.get("error_code"):
             return dict.fromkeys(entry.partitions, _error(answer["error_code"]))

@@ -23,6 +23,7 @@ from lab.chaos.nemesis import ChaosError
 from lab.chaos.run import (
     CLIENTS,
     NO_WORKLOAD,
+    TRANSACTIONS,
     ChaosRun,
     Outcome,
     check_cluster,
@@ -32,6 +33,7 @@ from lab.chaos.run import (
     run_report,
     stop_cluster,
     summary,
+    transactions_out_topic,
     write_run,
 )
 from lab.chaos.schedule import ScheduleError, make_schedule
@@ -126,10 +128,12 @@ from protocol import CHAOS_FILE, FAULT_KINDS
 )
 @click.option(
     "--workload",
-    type=click.Choice(["producer", NO_WORKLOAD]),
+    type=click.Choice(["producer", TRANSACTIONS, NO_WORKLOAD]),
     default="producer",
     show_default=True,
-    help="producer: the run's own acks=all producer (--client); none: faults only, for a program started "
+    help="producer: the run's own acks=all producer (--client); transactions: exactly-once through Kafka's "
+    "C client (a transactional source and a consume-transform-produce processor with TxnOffsetCommit into "
+    "<topic>-out, docs/transactions.md); none: faults only, for a program started "
     "elsewhere (docs/your-application.md; `isrsim run` starts one for you).",
 )
 def chaos(
@@ -190,7 +194,9 @@ def chaos(
         raise click.UsageError(str(exc)) from None
     if workload == NO_WORKLOAD:
         client = NO_WORKLOAD
-    if client == "librdkafka" and not dry_run:
+    elif workload == TRANSACTIONS:
+        client = TRANSACTIONS
+    if client in ("librdkafka", TRANSACTIONS) and not dry_run:
         try:
             require_librdkafka("`isrsim chaos --client librdkafka`")
         except LibrdkafkaMissing as exc:
@@ -207,6 +213,9 @@ def chaos(
         check_cluster(info)
         if client != NO_WORKLOAD:
             console.print(ensure_topic(info, topic, partitions, replication_factor))
+        if client == TRANSACTIONS:
+            out = transactions_out_topic(topic)
+            console.print(ensure_topic(info, out, partitions, replication_factor))
         bootstrap = bootstrap_from(bootstrap_server, data_dir)
     except (ClusterError, ClientError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -292,7 +301,16 @@ def _print_outcome(console: Console, o: Outcome, client: str, clock: RunClock) -
     console.print(
         f"faults injected: {sum(o.injected.values())} ({kinds or 'none'}){skipped}", highlight=False
     )
-    if o.stats is not None and client == "librdkafka":
+    if o.stats is not None and client == TRANSACTIONS:
+        s = o.stats
+        line = (
+            f"workload (transactions): {s.records_acked:,} records in committed transactions, "
+            f"{s.records_failed:,} in aborted ones"
+        )
+        if s.errors:
+            line += f"; errors seen: {s.errors_seen(6)}"
+        console.print(line, highlight=False)
+    elif o.stats is not None and client == "librdkafka":
         s = o.stats
         unknown = max(0, s.records_sent - s.records_acked - s.records_failed)
         line = (

@@ -22,6 +22,11 @@ def scenario_list() -> None:
     for s in SCENARIOS.values():
         missing = "  [needs `isrsim net`, which this isrsim lacks]" if s.needs_net and not has_net else ""
         click.echo(f"{s.name}: {s.title}{missing}")
+        if s.about_verification:
+            for verification in (True, False):
+                label = "verification on" if verification else "--no-transaction-verification"
+                click.echo(f"    {label:<30} {s.expected_under(MODES[0], verification).describe()}")
+            continue
         for mode in MODES:
             click.echo(f"    {mode:<26} {s.expected(mode).describe()}")
 
@@ -42,8 +47,15 @@ def scenario_list() -> None:
     default=None,
     help="The scenario's own cluster root, wiped first [./isrsim-scenario-<name>].",
 )
+@click.option(
+    "--transaction-verification/--no-transaction-verification",
+    "verification",
+    default=True,
+    show_default=True,
+    help="The brokers' transaction.partition.verification.enable (off: the legacy mode before KIP-890).",
+)
 @click.option("--no-report", is_flag=True, help="Judge from the segment files only; skip the Spark report.")
-def scenario_run(name: str, mode: str, data_dir: Path | None, no_report: bool) -> None:
+def scenario_run(name: str, mode: str, data_dir: Path | None, verification: bool, no_report: bool) -> None:
     """Bring up a fresh cluster, play scenario NAME, stop the cluster, run the report, and compare what was
     seen with what MODE is expected to show. Exit code 0: as expected (a failing report is expected under a
     buggy mode); 1: not as expected; 2: the script could not be played."""
@@ -61,7 +73,7 @@ def scenario_run(name: str, mode: str, data_dir: Path | None, no_report: bool) -
     if not console.is_terminal:
         console = Console(width=160)  # a log or a pipe: keep the side-by-side tables on one line per batch
     try:
-        outcome = play(name, mode, root, console, report=not no_report)
+        outcome = play(name, mode, root, console, report=not no_report, verification=verification)
     except ClusterError as exc:
         console.print(f"[red]scenario {name} could not be played:[/] {exc}")
         raise SystemExit(2) from None

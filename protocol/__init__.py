@@ -93,6 +93,11 @@ if TYPE_CHECKING:
         SecurityConfigError,
         current_client_security,
     )
+    from protocol.txn_records import (
+        TRANSACTION_STATE_TOPIC_NAME,
+        decode_transaction_log_key,
+        decode_transaction_log_value,
+    )
 
 # Each exported name and the module that defines it (the imports above say the same to type checkers;
 # tests/unit/test_layers.py checks that the two agree).
@@ -176,6 +181,9 @@ _EXPORTS: dict[str, str] = {
     "decode_end_txn_marker": "protocol.control_records",
     "iter_batches": "protocol.records",
     "read_header": "protocol.records",
+    "TRANSACTION_STATE_TOPIC_NAME": "protocol.txn_records",
+    "decode_transaction_log_key": "protocol.txn_records",
+    "decode_transaction_log_value": "protocol.txn_records",
 }
 
 __all__ = [
@@ -212,6 +220,7 @@ __all__ = [
     "RULE_ACTIONS",
     "SECURITY_DIR",
     "SERVED_FILE",
+    "TRANSACTION_STATE_TOPIC_NAME",
     "ApiKeys",
     "AuthenticationError",
     "AuthenticationFailed",
@@ -242,6 +251,8 @@ __all__ = [
     "decode_end_txn_marker",
     "decode_records",
     "decode_subscription",
+    "decode_transaction_log_key",
+    "decode_transaction_log_value",
     "encode_assignment",
     "encode_subscription",
     "error_name",

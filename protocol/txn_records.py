@@ -204,3 +204,8 @@ __all__ = [
     "encode_value",
     "partition_for_transactional_id",
 ]
+
+
+# The names the report reads ``__transaction_state`` with (through ``protocol``'s front door).
+decode_transaction_log_key = decode_key
+decode_transaction_log_value = decode_value

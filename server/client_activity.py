@@ -8,7 +8,8 @@
   or once with ``topic`` null when it asked for every topic.
 - ``served.jsonl``: a line per partition of a consumer's FETCH response that carried records (followers'
   fetches are not clients'): ``{ts_ms, broker_id, client_id, client_host, topic, partition, fetch_offset,
-  last_offset, isolation_level}``.
+  last_offset, isolation_level}``, and for read_committed ``last_stable_offset`` and
+  ``aborted_transactions`` (``[[producer_id, first_offset]]``) as the response carried them.
 
 Off the request path: a request only updates counters in memory (a dict update per partition); the lines
 are written by ``flush``, which the broker calls from a periodic task once a second and at stop, with one
@@ -117,21 +118,29 @@ class ClientActivity:
         fetch_offset: int,
         last_offset: int,
         isolation_level: int,
+        last_stable_offset: int | None = None,
+        aborted_transactions: list[tuple[int, int]] | None = None,
     ) -> None:
-        """A consumer was sent records of ``topic-partition`` from ``fetch_offset`` to ``last_offset``."""
+        """A consumer was sent records of ``topic-partition`` from ``fetch_offset`` to ``last_offset``; a
+        read_committed one also with the LSO and the aborted transactions (producer id, first offset) the
+        response carried."""
+        line: dict[str, object] = {
+            "ts_ms": self._clock_ms(),
+            "broker_id": self.broker_id,
+            "client_id": client_id,
+            "client_host": client_host,
+            "topic": topic,
+            "partition": partition,
+            "fetch_offset": fetch_offset,
+            "last_offset": last_offset,
+            "isolation_level": ISOLATION_LEVELS.get(isolation_level, str(isolation_level)),
+        }
+        if last_stable_offset is not None:
+            line["last_stable_offset"] = last_stable_offset
+            line["aborted_transactions"] = [list(a) for a in aborted_transactions or []]
         self._served_lines.append(
             json.dumps(
-                {
-                    "ts_ms": self._clock_ms(),
-                    "broker_id": self.broker_id,
-                    "client_id": client_id,
-                    "client_host": client_host,
-                    "topic": topic,
-                    "partition": partition,
-                    "fetch_offset": fetch_offset,
-                    "last_offset": last_offset,
-                    "isolation_level": ISOLATION_LEVELS.get(isolation_level, str(isolation_level)),
-                },
+                line,
                 separators=(",", ":"),
             )
         )

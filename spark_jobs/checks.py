@@ -783,7 +783,9 @@ def duplicate_batches(batches: DataFrame) -> DuplicateFindings:
             .select(*TP, *key, "brokers", "copies", F.array_distinct("all_offsets").alias("offsets"))
         )
 
-    idempotent = batches.filter(F.col("producer_id") >= 0)
+    # A batch with a producer id and no sequence is a transaction marker (a control batch): a producer's
+    # markers repeat (producer, epoch, -1) by design and are no duplicates.
+    idempotent = batches.filter((F.col("producer_id") >= 0) & (F.col("base_sequence") >= 0))
     others = batches.filter(F.col("producer_id") < 0).withColumn(
         "records", F.col("last_offset") - F.col("base_offset") + 1
     )

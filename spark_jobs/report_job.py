@@ -163,7 +163,7 @@ def run_report(
     wrong ``data_dir``, or one with nothing to judge, is reported without starting Spark). Progress goes to
     ``console`` (default: stderr), the summary, verdict first, to ``summary`` (default: ``console`` when
     one is given, else stdout)."""
-    from spark_jobs import checks, compaction_checks, group_checks, journal_checks, quorum_checks
+    from spark_jobs import checks, compaction_checks, group_checks, journal_checks, quorum_checks, txn_checks
     from spark_jobs.inputs import load_inputs
     from spark_jobs.render import (
         nothing_report,
@@ -218,6 +218,9 @@ def run_report(
         group_checks.check_committed_offsets_not_lost,
         group_checks.check_committed_offsets_below_hw,
         compaction_checks.check_compaction_kept_latest,
+        txn_checks.check_transactions_atomic,
+        txn_checks.check_read_committed_isolated,
+        txn_checks.check_no_hanging_transactions,
     ]
     results = []
     for step in steps:

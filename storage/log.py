@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from protocol.compression import CompressionType
-from protocol.control_records import EndTransactionMarker, is_control, read_end_txn_marker
+from protocol.control_records import EndTransactionMarker, is_control, is_transactional, read_end_txn_marker
 from protocol.errors import CorruptRecordError, Errors, KafkaError, OffsetOutOfRangeError
 from protocol.records import BatchHeader, assign_offsets_and_epoch, iter_batches, read_header
 from storage.checkpoint import LeaderEpochCheckpointFile
@@ -69,6 +69,7 @@ from storage.producer_state import (
 )
 from storage.segment import LOG_SUFFIX, LogSegment, segment_file_name
 from storage.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn, CompletedTxn
+from storage.verification_guard import SENTINEL, VerificationGuard
 
 logger = logging.getLogger(__name__)
 
@@ -440,9 +441,46 @@ class Log:
                 f"{self.config.segment_bytes}",
             )
 
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self._producer_state.last_entry(producer_id)
+        return entry is not None and entry.current_txn_first_offset >= 0
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """KIP-890 (Kafka's ``maybeStartTransactionVerification``): :data:`SENTINEL` when the producer
+        already has an open transaction here (nothing to verify), else the producer's verification guard,
+        made now if it has none; the append the coordinator confirms must carry it."""
+        if self.has_ongoing_transaction(producer_id):
+            return SENTINEL
+        states = self._producer_state.verification_states
+        return states.start(producer_id, sequence, epoch, self._now_ms()).guard
+
+    def _check_verified(self, headers: list[BatchHeader], guard: VerificationGuard) -> None:
+        """A transactional data batch of a producer with no open transaction needs the producer's
+        current guard (Kafka's ``batchMissingRequiredVerification``), else INVALID_TXN_STATE (48)."""
+        states = self._producer_state.verification_states
+        for header in headers:
+            if (
+                is_transactional(header)
+                and not is_control(header)
+                and not self.has_ongoing_transaction(header.producer_id)
+                and not states.guard(header.producer_id).verify(guard)
+            ):
+                raise KafkaError(
+                    Errors.INVALID_TXN_STATE,
+                    f"{self._topic}-{self._partition}: the transactional batch of producer "
+                    f"{header.producer_id} (epoch {header.producer_epoch}) was not part of an ongoing "
+                    "transaction: its partition was not verified with the transaction coordinator",
+                )
+
     @_disk("appending to")
     def append_as_leader(
-        self, records: Records, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        records: Records,
+        leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate ``records`` as Kafka's ``LogValidator`` does (``log_validator``: header, CRC, the records
         against the header, attributes) and fix what it fixes (``max_timestamp``, the timestamp type of a
@@ -457,7 +495,12 @@ class Log:
 
         Transactions: a transactional batch opens its producer's transaction (the partition's first unstable
         offset); a control batch (``AppendOrigin.COORDINATOR`` only: WriteTxnMarkers) ends it, and an
-        aborted one gets its ``.txnindex`` entry in the segment of the marker."""
+        aborted one gets its ``.txnindex`` entry in the segment of the marker.
+
+        KIP-890 (``verification_guard`` not None: ``transaction.partition.verification.enable``): a client's
+        transactional batch whose producer has no open transaction here is appended only with the
+        producer's current verification guard, else INVALID_TXN_STATE; every transactional batch or
+        marker written clears its producer's guard (``storage.verification_guard``)."""
         validated = self._validate_as_leader(records, origin)
         records, batches = validated.records, validated.batches
         fresh = validated.rewritten  # records is then a buffer of the validator's own
@@ -501,6 +544,8 @@ class Log:
                         if duplicate.last_offset - duplicate.first_offset == h.last_offset_delta
                     ),
                 )
+        if origin is AppendOrigin.CLIENT and verification_guard is not None:
+            self._check_verified(headers, verification_guard)
         positions = {h.base_offset: pos for (pos, _), h in zip(batches, headers, strict=True)}
         producers, completed = apply_batches(
             self._producer_state, headers, origin, self._marker_reader(buf, positions)
@@ -508,6 +553,9 @@ class Log:
         self._epoch_cache.assign(leader_epoch, first_offset)
         self._append(buf, headers)
         finish_append(self._producer_state, producers.values(), completed, self._append_aborted_txn)
+        for header in headers:
+            if is_transactional(header):
+                self._producer_state.verification_states.clear(header.producer_id)
         self._producer_state.update_map_end_offset(self.log_end_offset)
         return self._append_info(headers, len(buf), validated.log_append_time_ms)
 

@@ -46,6 +46,7 @@ from storage.producer_state_entry import (
     last_sequence,
 )
 from storage.transaction_index import CompletedTxn
+from storage.verification_guard import VerificationStates
 
 __all__ = [
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
@@ -184,6 +185,8 @@ class ProducerStateManager:
         # first offset.
         self._ongoing_txns: dict[int, TxnMetadata] = {}
         self._unreplicated_txns: dict[int, TxnMetadata] = {}
+        # KIP-890: the producers whose transactional append the leader is verifying with the coordinator.
+        self.verification_states = VerificationStates()
         self._snapshots: list[int] = []  # offsets of the snapshot files, sorted
         self._unflushed: set[int] = set()
         self._last_map_offset = 0
@@ -289,6 +292,7 @@ class ProducerStateManager:
         """Forget producer ids idle for ``producer.id.expiration.ms``."""
         for producer_id in [p for p, e in self._producers.items() if self._is_expired(now_ms, e)]:
             del self._producers[producer_id]
+        self.verification_states.remove_expired(now_ms, self.producer_id_expiration_ms)
 
     # ------------------------------------------------------------------ snapshots
 

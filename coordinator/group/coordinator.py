@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import trio
 
@@ -32,6 +32,8 @@ from coordinator.group.coordinator_core import (
     StoreGroup,
     StoreOffsets,
     StoreTombstones,
+    StoreTxnOffsets,
+    TxnOffsetsCommitted,
 )
 from coordinator.group.group_metadata import GroupState
 from coordinator.group.offsets_log import (
@@ -48,6 +50,7 @@ from protocol.errors import Errors
 from protocol.group_records import GROUP_METADATA_TOPIC_NAME
 from protocol.records import read_header
 from server.journal import Journal
+from storage.producer_state_entry import AppendOrigin
 
 log = logging.getLogger(__name__)
 
@@ -236,16 +239,8 @@ class GroupCoordinator:
     def on_txn_marker(self, producer_id: int, partition: int, commit: bool) -> None:
         """A transaction marker of ``producer_id`` is written to ``__consumer_offsets`` partition
         ``partition`` here: TxnOffsetCommit's offsets held for it become committed (or are dropped). Called
-        from the marker's completion, so the offsets' own write starts in a task of its own, not inside
-        the purgatory that is completing the marker."""
-        if self._nursery is None:
-            self.apply(self.core.complete_txn_offsets(producer_id, partition, commit))
-            return
-
-        async def complete() -> None:
-            self.apply(self.core.complete_txn_offsets(producer_id, partition, commit))
-
-        self._nursery.start_soon(complete)
+        from the marker's completion, inside the produce purgatory (which allows a new watch then)."""
+        self.apply(self.core.complete_txn_offsets(producer_id, partition, commit))
 
     # ------------------------------------------------------------------ effects
 
@@ -267,8 +262,18 @@ class GroupCoordinator:
                 self._store_tombstones(effect)
             elif isinstance(effect, GroupRebalanced):
                 self._journal_rebalance(effect)
+            elif isinstance(effect, StoreTxnOffsets):
+                self._store_txn_offsets(effect)
+            elif isinstance(effect, TxnOffsetsCommitted):
+                self._journal_txn_commit(effect)
 
-    def _append(self, partition: int, batch: bytes, done: Callable[[Errors, int], None]) -> None:
+    def _append(
+        self,
+        partition: int,
+        batch: bytes,
+        done: Callable[[Errors, int], None],
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> None:
         """Appends ``batch`` as the leader with acks=all; ``done(error, base_offset)`` once committed."""
         tp = (GROUP_METADATA_TOPIC_NAME, partition)
 
@@ -277,7 +282,47 @@ class GroupCoordinator:
             done(status.error, status.base_offset)
 
         self.replica_manager.append_records(
-            self.topic_config.commit_timeout_ms, -1, {tp: batch}, respond, internal_topics_allowed=True
+            self.topic_config.commit_timeout_ms,
+            -1,
+            {tp: batch},
+            respond,
+            internal_topics_allowed=True,
+            origin=origin,
+        )
+
+    def _store_txn_offsets(self, store: StoreTxnOffsets) -> None:
+        """TxnOffsetCommit's offsets as a transactional batch of the producer (Kafka's ``storeOffsets``
+        with a producer id): written as the coordinator (epochs checked, no sequence), it opens the
+        producer's transaction on the partition, which its marker ends."""
+        batch = offset_commit_batch(
+            store.group_id,
+            store.offsets,
+            self.clock_ms(),
+            producer_id=store.producer_id,
+            producer_epoch=store.producer_epoch,
+        )
+
+        def done(error: Errors, base_offset: int) -> None:
+            self.apply(self.core.on_txn_offsets_stored(store, error, (batch, base_offset)))
+
+        self._append(store.partition, batch, done, AppendOrigin.COORDINATOR)
+
+    def _journal_txn_commit(self, committed: TxnOffsetsCommitted) -> None:
+        """``offsets_committed`` for a transaction's offsets once its commit marker is written: the batch
+        they were written in, as for an OffsetCommit."""
+        store = committed.store
+        batch, base_offset = cast(tuple[bytes, int], committed.written)
+        self._journal_commit(
+            StoreOffsets(
+                store.token,
+                store.group_id,
+                store.partition,
+                store.offsets,
+                generation_id=store.generation_id,
+                member_id=store.member_id,
+            ),
+            batch,
+            base_offset,
         )
 
     def _store_group(self, store: StoreGroup) -> None:

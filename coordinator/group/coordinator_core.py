@@ -46,7 +46,9 @@ from coordinator.group.effects import (
     StoreGroup,
     StoreOffsets,
     StoreTombstones,
+    StoreTxnOffsets,
     SyncResult,
+    TxnOffsetsCommitted,
 )
 from coordinator.group.group_metadata import GroupMetadata, GroupState, MemberMetadata
 from coordinator.group.offsets_core import OffsetsCore
@@ -76,7 +78,9 @@ __all__ = [
     "StoreGroup",
     "StoreOffsets",
     "StoreTombstones",
+    "StoreTxnOffsets",
     "SyncResult",
+    "TxnOffsetsCommitted",
     "convert_store_error",
     "default_member_id",
 ]
@@ -141,6 +145,8 @@ class GroupCoordinatorCore(OffsetsCore):
                 if group.members:
                     group.state = GroupState.STABLE
             self.groups[group_id] = group
+            if data.pending_txn_offsets:
+                self.restore_txn_offsets(group_id, data.pending_txn_offsets)
         return []
 
     def on_resignation(self, partition: int) -> list[Effect]:
@@ -150,6 +156,12 @@ class GroupCoordinatorCore(OffsetsCore):
         self.owned_partitions.discard(partition)
         effects: list[Effect] = []
         now = self.clock()
+        for held in self._txn_offsets.values():
+            for group_id in [g for g in held if self.partition_for(g) == partition]:
+                del held[group_id]  # the next coordinator reads them back from the log
+        for producer_id in [p for p, held in self._txn_offsets.items() if not held]:
+            del self._txn_offsets[producer_id]
+            self._txn_writes.pop(producer_id, None)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(group_id)
             previous = group.state

@@ -156,7 +156,41 @@ class DeleteResult:
     errors: dict[str, Errors]
 
 
-Effect = Respond | StoreGroup | StoreOffsets | StoreTombstones | GroupRebalanced
+@dataclass(frozen=True, slots=True)
+class StoreTxnOffsets:
+    """TxnOffsetCommit: write ``offsets`` as a transactional batch of the producer (``producer_id``,
+    ``producer_epoch``) with acks=all, then call ``on_txn_offsets_stored(this, error, written)``, which
+    answers; the offsets become committed when the transaction's commit marker reaches the partition."""
+
+    token: object
+    group_id: str
+    partition: int
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+    producer_id: int
+    producer_epoch: int
+    refused: dict[TopicPartition, Errors] = field(default_factory=dict)
+    generation_id: int = -1
+    member_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetsCommitted:
+    """A transaction's offsets, written earlier (``written``: what the shell said of the write, for its
+    journal), are committed by the transaction's commit marker."""
+
+    store: StoreTxnOffsets
+    written: object
+
+
+Effect = (
+    Respond
+    | StoreGroup
+    | StoreOffsets
+    | StoreTombstones
+    | GroupRebalanced
+    | StoreTxnOffsets
+    | TxnOffsetsCommitted
+)
 
 
 @dataclass(slots=True)
@@ -166,3 +200,5 @@ class LoadedGroup:
 
     metadata: GroupMetadataValue | None = None
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    # TxnOffsetCommit's offsets whose transaction has no marker in the partition yet, by producer id.
+    pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)

@@ -9,7 +9,15 @@ from __future__ import annotations
 import dataclasses
 
 from coordinator.group.core_base import UNKNOWN_MEMBER_ID, CoreBase, GroupConfig, convert_store_error
-from coordinator.group.effects import CommitResult, DeleteResult, Effect, Respond, StoreOffsets
+from coordinator.group.effects import (
+    CommitResult,
+    DeleteResult,
+    Effect,
+    Respond,
+    StoreOffsets,
+    StoreTxnOffsets,
+    TxnOffsetsCommitted,
+)
 from coordinator.group.group_cleanup import delete_error, expired_offsets, remove_offsets
 from coordinator.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
 from coordinator.group.static_membership import is_fenced
@@ -26,8 +34,10 @@ class OffsetsCore(CoreBase):
         # writes are in flight for each.
         self._pending_commits: dict[str, dict[TopicPartition, int]] = {}
         self._next_cleanup_ms = clock() + config.offsets_retention_check_interval_ms
-        # TxnOffsetCommit's offsets, pending until their transaction ends: producer id -> group -> offsets.
+        # TxnOffsetCommit's offsets, written as transactional records and pending until their transaction
+        # ends: producer id -> group -> offsets; and the writes they came in (for the journal).
         self._txn_offsets: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        self._txn_writes: dict[int, dict[str, list[tuple[StoreTxnOffsets, object]]]] = {}
 
     def commit_offsets(
         self,
@@ -188,10 +198,12 @@ class OffsetsCore(CoreBase):
         offsets: dict[TopicPartition, OffsetAndMetadata],
         *,
         group_instance_id: str | None = None,
+        producer_epoch: int = 0,
     ) -> list[Effect]:
-        """Kafka's ``handleTxnCommitOffsets``: the offsets are held for the producer's transaction and
-        become committed offsets when its commit marker reaches this group's partition
-        (:meth:`complete_txn_offsets`); an abort drops them (docs/transactions.md)."""
+        """Kafka's ``handleTxnCommitOffsets``: the offsets are written to the group's partition as records
+        of the producer's transaction (acks=all) and held for it; they become committed offsets when its
+        commit marker reaches the partition (:meth:`complete_txn_offsets`), and an abort drops them, as a
+        load of the partition would decide from the markers (docs/transactions.md)."""
 
         def everywhere(error: Errors) -> list[Effect]:
             return [Respond(token, CommitResult(dict.fromkeys(offsets, error)))]
@@ -213,35 +225,88 @@ class OffsetsCore(CoreBase):
             if generation_id != group.generation_id:
                 return everywhere(Errors.ILLEGAL_GENERATION)
         now = self.clock()
-        errors: dict[TopicPartition, Errors] = {}
-        held = self._txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
+        refused: dict[TopicPartition, Errors] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, o in offsets.items():
             if len(o.metadata.encode()) > self.config.max_metadata_size:
-                errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
-                continue
-            held[tp] = o if o.commit_timestamp_ms >= 0 else dataclasses.replace(o, commit_timestamp_ms=now)
-            errors[tp] = Errors.NONE
-        return [Respond(token, CommitResult(errors))]
+                refused[tp] = Errors.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = (
+                    o if o.commit_timestamp_ms >= 0 else dataclasses.replace(o, commit_timestamp_ms=now)
+                )
+        if not valid:
+            return [Respond(token, CommitResult(refused))]
+        pending = self._pending_commits.setdefault(group_id, {})
+        for tp in valid:
+            pending[tp] = pending.get(tp, 0) + 1
+        return [
+            StoreTxnOffsets(
+                token,
+                group_id,
+                self.partition_for(group_id),
+                valid,
+                producer_id,
+                producer_epoch,
+                refused,
+                generation_id,
+                member_id,
+            )
+        ]
+
+    def on_txn_offsets_stored(
+        self, store: StoreTxnOffsets, error: Errors, written: object = None
+    ) -> list[Effect]:
+        """The outcome of a :class:`StoreTxnOffsets`: once written the offsets are held for the producer's
+        transaction and the TxnOffsetCommit is answered."""
+        pending = self._pending_commits.get(store.group_id, {})
+        for tp in store.offsets:
+            if pending.get(tp, 0) > 1:
+                pending[tp] -= 1
+            else:
+                pending.pop(tp, None)
+        if not pending:
+            self._pending_commits.pop(store.group_id, None)
+        group = self.groups.get(store.group_id)
+        final = Errors.NONE if error == Errors.NONE else convert_store_error(error)
+        if error == Errors.NONE and (group is None or group.is_state(GroupState.DEAD)):
+            final = Errors.NOT_COORDINATOR
+        if final == Errors.NONE:
+            self._txn_offsets.setdefault(store.producer_id, {}).setdefault(store.group_id, {}).update(
+                store.offsets
+            )
+            writes = self._txn_writes.setdefault(store.producer_id, {}).setdefault(store.group_id, [])
+            writes.append((store, written))
+        return [Respond(store.token, CommitResult({**dict.fromkeys(store.offsets, final), **store.refused}))]
 
     def complete_txn_offsets(self, producer_id: int, partition: int, commit: bool) -> list[Effect]:
         """A marker of ``producer_id`` written to ``__consumer_offsets`` partition ``partition``: its held
-        offsets of the groups of that partition are written as committed offsets (commit) or dropped."""
+        offsets of the groups of that partition become committed offsets (commit; their records are in the
+        log already) or are dropped (abort)."""
         held = self._txn_offsets.get(producer_id)
+        writes = self._txn_writes.get(producer_id, {})
         if not held:
             return []
         effects: list[Effect] = []
         for group_id in [g for g in held if self.partition_for(g) == partition]:
             offsets = held.pop(group_id)
+            group_writes = writes.pop(group_id, [])
             group = self.groups.get(group_id)
             if not commit or not offsets or group is None or group.is_state(GroupState.DEAD):
                 continue
-            pending = self._pending_commits.setdefault(group_id, {})
-            for tp in offsets:
-                pending[tp] = pending.get(tp, 0) + 1
-            effects.append(StoreOffsets(_no_answer, group_id, partition, offsets))
+            group.offsets.update(offsets)
+            self.offset_commits += len(offsets)
+            effects += [TxnOffsetsCommitted(store, written) for store, written in group_writes]
         if not held:
             del self._txn_offsets[producer_id]
+            self._txn_writes.pop(producer_id, None)
         return effects
+
+    def restore_txn_offsets(
+        self, group_id: str, pending: dict[int, dict[TopicPartition, OffsetAndMetadata]]
+    ) -> None:
+        """A load found these transactional offsets with no marker yet: held for their transactions."""
+        for producer_id, offsets in pending.items():
+            self._txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
 
     def unstable_offsets(self, group_id: str) -> set[TopicPartition]:
         """Kafka's ``hasPendingOffsetCommitsForTopicPartition``: the partitions of the group with offsets held

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from coordinator.group.coordinator_core import LoadedGroup
 from coordinator.group.group_metadata import OffsetAndMetadata
 from protocol.common import TopicPartition
-from protocol.errors import CorruptRecordError
+from protocol.control_records import decode_end_txn_marker
+from protocol.errors import CorruptRecordError, KafkaError
 from protocol.group_records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -30,12 +31,19 @@ from protocol.records import Buffer, Record, build_batch, decode_records, read_h
 log = logging.getLogger(__name__)
 
 _CONTROL_BIT = 0x20  # a batch's attributes bit 5: a control batch
+_TRANSACTIONAL_BIT = 0x10  # bit 4: a transactional batch
 
 
 def offset_commit_batch(
-    group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata], timestamp_ms: int
+    group_id: str,
+    offsets: dict[TopicPartition, OffsetAndMetadata],
+    timestamp_ms: int,
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
 ) -> bytes:
-    """One batch with a record per committed partition (Kafka's ``storeOffsets``)."""
+    """One batch with a record per committed partition (Kafka's ``storeOffsets``); with a producer id, a
+    transactional batch of that producer (TxnOffsetCommit: no sequence, as Kafka writes it)."""
     records = [
         Record(
             offset_delta=i,
@@ -52,6 +60,14 @@ def offset_commit_batch(
         )
         for i, (tp, o) in enumerate(offsets.items())
     ]
+    if producer_id >= 0:
+        return build_batch(
+            records,
+            base_timestamp=timestamp_ms,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            attributes=_TRANSACTIONAL_BIT,
+        )
     return build_batch(records, base_timestamp=timestamp_ms)
 
 
@@ -85,6 +101,8 @@ class GroupLoader:
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     removed_groups: set[str] = field(default_factory=set)
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
+    # TxnOffsetCommit's offsets whose marker is not read yet: producer id -> group -> offsets.
+    pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = field(default_factory=dict)
     records: int = 0
     skipped: int = 0
 
@@ -103,22 +121,50 @@ class GroupLoader:
                 records = []
             pos += header.size
             if header.attributes & _CONTROL_BIT:
-                continue  # a transaction marker: TxnOffsetCommit's offsets are written once committed
+                # A transaction marker: the producer's offsets written in the transaction are committed
+                # (COMMIT) or dropped (ABORT), as Kafka's loadGroupsAndOffsets decides them.
+                self._end_txn(header.producer_id, records)
+                continue
+            pending = (
+                self.pending_txn.setdefault(header.producer_id, {})
+                if header.attributes & _TRANSACTIONAL_BIT
+                else None
+            )
             for record in records:
                 try:
-                    self.add_record(record.key, record.value)
+                    self.add_record(record.key, record.value, pending)
                 except CorruptRecordError as exc:
                     log.warning("skipping a record of the batch at offset %d: %s", header.base_offset, exc)
                     self.skipped += 1
 
-    def add_record(self, key: bytes | None, value: bytes | None) -> None:
+    def _end_txn(self, producer_id: int, records: list[Record]) -> None:
+        held = self.pending_txn.pop(producer_id, None)
+        if not held or not records:
+            return
+        try:
+            commit = decode_end_txn_marker(records[0].key, records[0].value).is_commit
+        except KafkaError as exc:
+            log.warning("skipping an unreadable transaction marker of producer %d: %s", producer_id, exc)
+            return
+        if commit:
+            for group_id, offsets in held.items():
+                self.offsets.setdefault(group_id, {}).update(offsets)
+
+    def add_record(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        pending: dict[str, dict[TopicPartition, OffsetAndMetadata]] | None = None,
+    ) -> None:
+        """One record; ``pending``: where a transactional batch's offsets wait for their marker."""
         self.records += 1
         if key is None:
             self.skipped += 1
             return
         decoded = decode_key(bytes(key))
         if isinstance(decoded, OffsetCommitKey):
-            offsets = self.offsets.setdefault(decoded.group, {})
+            target = self.offsets if pending is None else pending
+            offsets = target.setdefault(decoded.group, {})
             tp = (decoded.topic, decoded.partition)
             if value is None:
                 offsets.pop(tp, None)
@@ -142,4 +188,8 @@ class GroupLoader:
                 out[group_id] = LoadedGroup(None, dict(offsets))
         for group_id, value in self.groups.items():
             out.setdefault(group_id, LoadedGroup()).metadata = value
+        for producer_id, held in self.pending_txn.items():
+            for group_id, offsets in held.items():
+                if offsets:
+                    out.setdefault(group_id, LoadedGroup()).pending_txn_offsets[producer_id] = dict(offsets)
         return out

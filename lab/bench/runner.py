@@ -31,6 +31,7 @@ from lab.bench import (
     report_job,
     security,
     throughput,
+    transactions,
 )
 from lab.bench.context import BenchContext, Params, Skip
 from lab.bench.results import ScenarioResult, format_ratio, format_value
@@ -60,6 +61,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("report", "7. report job segment read rate", report_job.run, 120, 300),
     Scenario("security", "8. SASL_SSL throughput next to PLAINTEXT", security.run, 120, 300),
     Scenario("kafka-client", "9. librdkafka (Kafka encoding) next to msgpack", kafka_client.run, 90, 300),
+    Scenario("transactions", "10. transactional throughput next to idempotent", transactions.run, 120, 300),
 )
 NAMES = tuple(s.name for s in SCENARIOS)
 

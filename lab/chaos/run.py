@@ -58,6 +58,11 @@ from protocol import (
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
+def transactions_out_topic(topic: str) -> str:
+    """Where ``--workload transactions``' processor writes what it read from ``topic``."""
+    return f"{topic}-out"
+
+
 RUN_FILE = "chaos-run.json"
 
 
@@ -77,6 +82,9 @@ CLIENTS = ("isrsim", "librdkafka")  # the workload's producer: isrsim's own, or 
 
 
 NO_WORKLOAD = "none"  # `chaos --workload none`: faults only, for a program started elsewhere
+
+
+TRANSACTIONS = "transactions"  # `chaos --workload transactions`: exactly-once through librdkafka
 
 
 MESSAGE_TIMEOUT_MS = 60_000  # librdkafka's delivery timeout (Kafka's delivery.timeout.ms)
@@ -229,6 +237,8 @@ class ChaosRun:
             await self.stop_workload.wait()
         elif self.client == "librdkafka":
             await self._librdkafka_workload()
+        elif self.client == TRANSACTIONS:
+            await self._transactions_workload()
         else:
             await self._isrsim_workload()
 
@@ -276,6 +286,56 @@ class ChaosRun:
             journal.close()
         for fatal in workload.fatals:
             self.view.say(f"[yellow]librdkafka's fatal error (producer replaced): {escape(fatal)}[/]")
+
+    async def _transactions_workload(self) -> None:
+        """``kit.transactional_workload``: a transactional source and a consume-transform-produce processor
+        (TxnOffsetCommit) through librdkafka, in threads; stopped by stop_workload."""
+        from kit.transactional_workload import TransactionsWorkload
+
+        producer_id = f"chaos-txn-{int(time.time())}-{os.getpid()}"
+        journal = AckJournal(Path(self.info.root) / "workload", producer_id)
+        props_path = Path(self.info.root) / CLIENT_PROPERTIES
+        config = producer_config(
+            self.bootstrap,
+            client_id=producer_id,
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
+            message_timeout_ms=MESSAGE_TIMEOUT_MS,
+            properties=read_properties(props_path) if props_path.is_file() else None,
+        )
+
+        def progress(stats: ProduceStats) -> None:
+            self.state.records_acked = stats.records_acked
+
+        workload = TransactionsWorkload(
+            config,
+            self.topic,
+            transactions_out_topic(self.topic),
+            group=f"{producer_id}-processor",
+            transactional_id=producer_id,
+            journal=journal,
+            on_progress=progress,
+            log_path=Path(self.info.root) / "workload" / f"{producer_id}.log",
+        )
+        self.outcome.stats = workload.stats
+        stop = threading.Event()
+
+        async def relay_stop() -> None:
+            await self.stop_workload.wait()
+            stop.set()
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(relay_stop)
+                await trio.to_thread.run_sync(
+                    lambda: workload.run(self.rate, stop=stop), abandon_on_cancel=True
+                )
+                nursery.cancel_scope.cancel()
+        finally:
+            stop.set()
+            self.outcome.stats = workload.stats
+            self.state.records_acked = workload.stats.records_acked
+            journal.close()
+        self.view.say(f"transactions: {workload.summary()}")
 
     async def _isrsim_workload(self) -> None:
         producer_id = f"chaos-{int(time.time())}-{os.getpid()}"

@@ -23,6 +23,7 @@ from lab.scenarios.faults import Duplicates, IsolatedLeader, SlowFollower, Zombi
 from lab.scenarios.kips import Kip101Divergence, Kip101LostWrite, Kip279Divergence
 from lab.scenarios.quorum import ControllerFailover
 from lab.scenarios.run import PARTITION, TOPIC, ScenarioError, ScenarioRun
+from lab.scenarios.transactions import VERIFICATION_KEY, HangingTransaction
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -35,6 +36,7 @@ SCENARIOS: dict[str, Scenario] = {
         IsolatedLeader(),
         Duplicates(),
         ControllerFailover(),
+        HangingTransaction(),
     )
 }
 
@@ -71,17 +73,29 @@ def net_available() -> bool:
     return importlib.util.find_spec("kit.net_faults") is not None
 
 
-def play(name: str, mode: str, root: Path, console: Console, *, report: bool = True) -> Outcome:
+def play(
+    name: str,
+    mode: str,
+    root: Path,
+    console: Console,
+    *,
+    report: bool = True,
+    verification: bool = True,
+) -> Outcome:
+    """``verification``: the brokers' ``transaction.partition.verification.enable`` (false: the legacy mode
+    before KIP-890)."""
     scenario = SCENARIOS[name]
     if scenario.needs_net and not net_available():
         raise ScenarioError(f"scenario {name} needs network faults (`isrsim net`), which this isrsim lacks")
-    expected = scenario.expected(mode)
+    expected = scenario.expected_under(mode, verification)
     console.rule(f"[bold]{name}[/]: {scenario.title}")
     console.print(scenario.story)
-    console.print(f"\nmode [bold]{mode}[/]: expected: {expected.describe()}")
+    shown = mode if verification else f"{mode}, {VERIFICATION_KEY}=false"
+    console.print(f"\nmode [bold]{shown}[/]: expected: {expected.describe()}")
     if expected.why:
         console.print(f"  ({expected.why})")
-    run = ScenarioRun(root.resolve(), mode, console, scenario.settings)
+    settings = scenario.settings if verification else (*scenario.settings, f"{VERIFICATION_KEY}=false")
+    run = ScenarioRun(root.resolve(), mode, console, settings)
     try:
         scenario.play(run)
         run.down()

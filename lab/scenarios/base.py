@@ -51,9 +51,16 @@ class Scenario:
     needs_net: bool = False
     brokers: int = 3
     settings: tuple[str, ...] = ()
+    # Whether the story changes with transaction.partition.verification.enable (KIP-890).
+    about_verification: bool = False
 
     def expected(self, mode: str) -> Expectation:
         return PASS
+
+    def expected_under(self, mode: str, verification: bool) -> Expectation:
+        """What the scenario shows under truncation ``mode`` and ``transaction.partition.verification.enable``
+        = ``verification`` (only the transaction scenarios look at the latter)."""
+        return self.expected(mode)
 
     def play(self, run: ScenarioRun) -> None:
         raise NotImplementedError

@@ -271,3 +271,35 @@ def test_a_replica_of_the_isr_before_a_clean_stop_missing_its_tail_fails(
     assert any("ISR before the final stop" in p for p, _ in problems), problems
     lost = {(r["broker"], r["base_offset"], r["problem"]) for r in acked.examples}
     assert (broker, end, "missing") in lost
+
+
+@pytest.mark.scenarios
+@pytest.mark.parametrize("verification", [True, False], ids=["verification", "legacy"])
+def test_hanging_transaction_scenario(spark: Any, tmp_path: Path, verification: bool) -> None:
+    """KIP-890: a late transactional write after an abort. Verified by the coordinator it is refused
+    (INVALID_TXN_STATE) and the report passes; in the legacy mode it opens a transaction that never ends,
+    and no_hanging_transactions fails, naming the partition and the producer."""
+    root = tmp_path / "hanging"
+    with open(tmp_path / "scenario.txt", "w") as out:
+        outcome = play(
+            "hanging-transaction",
+            "leader-epoch",
+            root,
+            Console(file=out, width=160),
+            report=False,
+            verification=verification,
+        )
+    assert outcome.seen_outcome == "consistent"
+    report = _report(spark, root, tmp_path / "report")
+    checks_by_name = {c["name"]: c for c in report.report["checks"]}
+    atomic = checks_by_name["transactions_atomic"]
+    assert atomic["passed"] and atomic["checked"] == 2  # the committed and the aborted transaction
+    hanging = checks_by_name["no_hanging_transactions"]
+    if verification:
+        assert report.exit_code == EXIT_OK, _failed(report)
+        assert hanging["passed"] and hanging["checked"] == 1
+        return
+    assert report.exit_code == EXIT_FAILED and _failed(report) == {"no_hanging_transactions"}
+    [example] = hanging["examples"]
+    assert (example["topic"], example["partition"], example["first_offset"]) == (TOPIC, PARTITION, 12)
+    assert example["producer_id"] >= 0 and f"producer {example['producer_id']}" in example["problem"]

@@ -230,3 +230,36 @@ async def test_operations_completed_early_do_not_pile_up_until_their_deadline() 
         assert purgatory.check_and_complete(("t", i % 4)) == 1
     assert len(purgatory._heap) < 2 * 64 + 1
     assert purgatory.watched == 0
+
+
+class ChainingOp(Op):
+    """On completion does what a WriteTxnMarkers callback that writes offsets does: something happens to the
+    same key (an append checks the key's watchers) and a new operation is watched under it."""
+
+    def __init__(self, delay_ms: int, purgatory: DelayedOperationPurgatory, follow_up: Op) -> None:
+        super().__init__(delay_ms)
+        self.purgatory = purgatory
+        self.follow_up = follow_up
+
+    def on_complete(self) -> None:
+        super().on_complete()
+        self.purgatory.check_and_complete("a")
+        self.purgatory.try_complete_else_watch(self.follow_up, ["a"])
+
+
+async def test_an_operation_watched_from_a_completion_on_the_same_key_stays_watched(
+    purgatory: DelayedOperationPurgatory,
+) -> None:
+    follow_up = Op(10_000)
+    first = ChainingOp(10_000, purgatory, follow_up)
+    other = Op(10_000)
+    assert not purgatory.try_complete_else_watch(first, ["a"])
+    assert not purgatory.try_complete_else_watch(other, ["a"])
+    first.ready = True
+    assert purgatory.check_and_complete("a") == 1
+    assert first.completions == 1 and not follow_up.is_completed
+    assert purgatory.watched == 2  # the follow-up and the other one, both still watched under "a"
+    follow_up.ready = other.ready = True
+    assert purgatory.check_and_complete("a") == 2
+    assert follow_up.completions == 1 and other.completions == 1
+    assert purgatory.watched == 0
