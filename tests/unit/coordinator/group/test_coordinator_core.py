@@ -143,6 +143,17 @@ def test_inconsistent_protocol_type_and_no_common_protocol() -> None:
     assert empty is not None and empty.error == Errors.INCONSISTENT_GROUP_PROTOCOL
 
 
+def test_a_protocol_named_twice_by_one_member_is_chosen() -> None:
+    """Found by the fuzzer: a JoinGroup naming "range" twice counted as two members supporting it, so no
+    protocol was common to the group's one member and completing the join raised (the broker died)."""
+    h = Harness()
+    twice = [("range", b"a"), ("range", b"b")]
+    a = h.new_member_id("a", protocols=twice)
+    assert h.join("ja", a, protocols=twice) is None
+    h.advance(DELAY)
+    assert h.answer("ja").protocol_name == "range"
+
+
 def test_protocol_selection_takes_the_most_preferred_common_protocol() -> None:
     h = Harness()
     a = h.new_member_id("a")
