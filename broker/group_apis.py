@@ -6,7 +6,7 @@ request and response bodies and the coordinator core's calls and results. ``Kafk
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from broker.metadata_cache import MetadataCache
@@ -20,12 +20,13 @@ from protocol.errors import Errors
 from protocol.schema import to_body
 from server.auth_helper import AuthHelper
 from server.client_activity import ClientActivity
+from server.cooperative import Steps, chunks, pure
 from server.request_channel import Request
 from server.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Request, Any], None]
+Handler = Callable[[Request, Any], Coroutine[Any, Any, None] | None]
 
 
 def _client_host(request: Request) -> str:
@@ -70,12 +71,15 @@ class GroupApis:
 
     # ------------------------------------------------------------------ FindCoordinator
 
-    def handle_find_coordinator(self, request: Request, req: g.FindCoordinatorRequest) -> None:
+    async def handle_find_coordinator(self, request: Request, req: g.FindCoordinatorRequest) -> None:
         version = request.header.api_version
         keys = req.coordinator_keys if version >= 4 else [req.key]
-        found = [self._find(request, key, req.key_type) for key in keys]
+        found: list[g.FindCoordinatorResponseCoordinator] = []
+        async for some in chunks(keys):
+            found += [self._find(request, key, req.key_type) for key in some]
         if version >= 4:
-            request.complete(to_body(g.FindCoordinatorResponse(coordinators=found)))
+            answer = g.FindCoordinatorResponse(coordinators=found)
+            request.complete(await pure(request.encode_later, to_body, answer))
             return
         one = found[0]
         request.complete(
@@ -375,9 +379,11 @@ class GroupApis:
         ]
         request.complete(to_body(g.ListGroupsResponse(error_code=int(error), groups=groups)))
 
-    def handle_describe_groups(self, request: Request, req: g.DescribeGroupsRequest) -> None:
+    async def handle_describe_groups(self, request: Request, req: g.DescribeGroupsRequest) -> None:
         out: list[g.DescribeGroupsResponseGroup] = []
+        steps = Steps()
         for group_id in req.groups:
+            await steps.tick()
             if not self._group_allowed(request, AclOperation.DESCRIBE, group_id):
                 out.append(
                     g.DescribeGroupsResponseGroup(
@@ -406,9 +412,10 @@ class GroupApis:
                     ],
                 )
             )
-        body = to_body(g.DescribeGroupsResponse(groups=out))
+        body = await pure(request.encode_later, to_body, g.DescribeGroupsResponse(groups=out))
         if req.include_authorized_operations:  # Kafka's v3+: for each group the principal may Describe
             for group in body["groups"]:
+                await steps.tick()
                 if group["error_code"] != int(Errors.GROUP_AUTHORIZATION_FAILED):
                     group["authorized_operations"] = self.auth.authorized_operations(
                         request, ResourceType.GROUP, group["group_id"]

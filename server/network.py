@@ -43,9 +43,11 @@ SASL_HANDSHAKE and SASL_AUTHENTICATE itself, and closes the connection on anythi
 from __future__ import annotations
 
 import errno
+import importlib
 import itertools
 import logging
 import struct
+import sys
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -84,8 +86,9 @@ MAX_IN_FLIGHT_PER_CONNECTION = 1000
 # A Kafka-encoded request frame at least this large is decoded, and its response encoded, in a worker thread
 # (docs/protocol.md, "Limits"): a frame of a few MB holding 100,000s of topics, partitions or keys takes
 # seconds to read and to answer, and the event loop serves every other connection, fetch and heartbeat
-# meanwhile. Smaller frames are read in the loop, where a thread would cost more than it saves.
-OFF_LOOP_BYTES = 256 * 1024
+# meanwhile; one of 200 KB took 100-300 ms on two busy cores. Smaller frames are read in the loop, where a
+# thread would cost more than it saves.
+OFF_LOOP_BYTES = 32 * 1024
 # How long a connection that stopped reading waits for the responses to requests it already accepted.
 CLOSE_DRAIN_TIMEOUT_S = 10.0
 # accept() failures that mean "no resources right now" (trio's ACCEPT_CAPACITY_ERRNOS): back off and retry.
@@ -97,6 +100,7 @@ TLS_HANDSHAKE_TIMEOUT_S = 30.0
 _PRE_AUTH_APIS = frozenset(
     {int(ApiKeys.API_VERSIONS), int(ApiKeys.SASL_HANDSHAKE), int(ApiKeys.SASL_AUTHENTICATE)}
 )
+_KAFKA_CODEC = "protocol.kafka_codec"
 # The bodies a Kafka-encoded request is read into (the same dataclasses' names as msgpack's, docs/clients.md).
 _KAFKA_BODY_TYPES: dict[int, type] = {int(k): v for k, v in REQUEST_TYPES.items()}
 
@@ -528,6 +532,9 @@ class SocketServer:
                 conn.kafka = is_kafka_frame(payload)
                 if conn.kafka:
                     log.debug("%s: connection %s speaks Kafka's binary protocol", self.name, conn.peer)
+                    if _KAFKA_CODEC not in sys.modules:
+                        # The codec's first import (a quarter of a second) is not made on the loop.
+                        await trio.to_thread.run_sync(importlib.import_module, _KAFKA_CODEC)
             if not conn.kafka:
                 header, body = decode_request(payload)
             elif len(payload) >= OFF_LOOP_BYTES:

@@ -41,7 +41,7 @@ SEED_TOPICS = ("seed-a", "seed-c")  # the corpus's topics, so that mutated reque
 RSS_GROWTH_MAX = 200 * 1024 * 1024
 # The slow-step log's threshold, and the longest hold of a node's loop a run accepts: on 2 busy cores a step
 # of a few ms can take ten times that, so only a real hold (a loop over a huge count) passes this.
-SLOW_STEP_MS = 500
+SLOW_STEP_MS = 100
 LOOP_HOLD_MAX_MS = 3000.0
 ANSWER_TIMEOUT_S = 5.0
 SHORT_INPUTS = 5000
