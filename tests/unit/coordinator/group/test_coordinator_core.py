@@ -279,6 +279,26 @@ def test_assignment_is_given_only_once_stored_and_a_failed_store_rebalances() ->
     assert h.state() is GroupState.PREPARING_REBALANCE
 
 
+def test_an_assignment_too_large_to_store_is_unknown_server_error() -> None:
+    """Kafka's storeGroup: members' metadata and assignments past the offsets topic's max.message.bytes fail
+    the group record's append (MESSAGE_TOO_LARGE), answered UNKNOWN_SERVER_ERROR; a timeout is
+    REBALANCE_IN_PROGRESS. Either way the group rebalances."""
+    for store_error, answered in (
+        (Errors.MESSAGE_TOO_LARGE, Errors.UNKNOWN_SERVER_ERROR),
+        (Errors.RECORD_LIST_TOO_LARGE, Errors.UNKNOWN_SERVER_ERROR),
+        (Errors.REQUEST_TIMED_OUT, Errors.REBALANCE_IN_PROGRESS),
+    ):
+        h = Harness(auto_store=False)
+        a = h.new_member_id("a")
+        h.join("ja", a)
+        h.advance(DELAY)
+        generation = h.answer("ja").generation_id
+        assert h.sync("sa", a, generation, {a: b"x" * 2_000_000}) is None
+        h.apply(h.core.on_group_stored(h.group_writes[-1], store_error))
+        assert h.answer("sa") == SyncResult(answered)
+        assert h.state() is GroupState.PREPARING_REBALANCE
+
+
 def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout() -> None:
     h = Harness()
     a, b = h.new_member_id("a"), h.new_member_id("b")
