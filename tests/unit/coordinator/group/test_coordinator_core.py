@@ -66,6 +66,18 @@ def test_session_timeout_outside_the_bounds_is_refused() -> None:
     assert h.join("b", session=1_800_001).error == Errors.INVALID_SESSION_TIMEOUT  # type: ignore[union-attr]
 
 
+def test_a_member_past_group_max_size_is_refused() -> None:
+    """group.max.size (Kafka's GroupCoordinator): a third member of a stable group of two is refused
+    GROUP_MAX_SIZE_REACHED and leaves no trace; the members already in are untouched."""
+    h = Harness(config=GroupConfig(initial_rebalance_delay_ms=DELAY, max_size=2))
+    (a, b), generation = h.stable_group("a", "b")
+    third = h.join("c", require_known=False)
+    assert third is not None and third.error == Errors.GROUP_MAX_SIZE_REACHED
+    group = h.core.groups[GROUP]
+    assert sorted(group.members) == sorted([a, b]) and group.generation_id == generation
+    assert h.state() is GroupState.STABLE
+
+
 def test_known_member_id_of_an_unknown_group_is_unknown_member() -> None:
     h = Harness()
     assert h.join("j", "someone").error == Errors.UNKNOWN_MEMBER_ID  # type: ignore[union-attr]
