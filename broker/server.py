@@ -639,7 +639,7 @@ class KafkaServer:
             (
                 "recovery-point-checkpoint",
                 RECOVERY_POINT_CHECKPOINT_MS / 1000.0,
-                lambda: self.log_manager.checkpoint_recovery_points(flush=True),
+                self._flush_logs,
             ),
             (
                 "log-start-checkpoint",
@@ -650,6 +650,11 @@ class KafkaServer:
         ]
         for name, period, fn in tasks:
             nursery.start_soon(self._every, name, period, fn)
+
+    async def _flush_logs(self) -> None:
+        """The periodic flush and recovery-point checkpoint, a log per event-loop step."""
+        for _ in self.log_manager.flush_and_checkpoint_stepwise():
+            await trio.sleep(0)
 
     async def _every(self, name: str, period_s: float, fn: Callable[[], object]) -> None:
         while True:

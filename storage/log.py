@@ -837,7 +837,12 @@ class Log:
 
     @_disk("flushing")
     def flush(self) -> None:
-        """fsync every segment that may hold data past the recovery point, then move it to the log end."""
+        """fsync every segment that may hold data past the recovery point, then move it to the log end.
+        Nothing is synced when the recovery point is already the log end (Kafka's ``UnifiedLog.flush``
+        skips an offset at or below it), so that idle partitions cost no fsync."""
+        if self.log_end_offset <= self._recovery_point:
+            self._producer_state.flush_snapshots()
+            return
         for segment in self._segments:
             if segment.next_offset > self._recovery_point or segment is self._segments[-1]:
                 segment.flush()
