@@ -46,7 +46,7 @@ LOOP_HOLD_MAX_MS = 3000.0
 ANSWER_TIMEOUT_S = 5.0
 SHORT_INPUTS = 5000
 LONG_INPUTS = int(os.environ.get("ISRSIM_FUZZ_INPUTS", "1000000"))
-LONG_SECONDS = float(os.environ.get("ISRSIM_FUZZ_SECONDS", "720"))
+LONG_SECONDS = float(os.environ.get("ISRSIM_FUZZ_SECONDS", "780"))
 FUZZ_SEED = int(os.environ.get("ISRSIM_FUZZ_SEED", "33"))
 # Resuming a long run: the stream's first ISRSIM_FUZZ_SKIP inputs are skipped (a run that stopped at its
 # time limit prints the value that goes on where it stopped).
