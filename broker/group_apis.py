@@ -258,27 +258,23 @@ class GroupApis:
 
     # ------------------------------------------------------------------ OffsetCommit / OffsetFetch
 
-    def handle_offset_commit(self, request: Request, req: g.OffsetCommitRequest) -> None:
+    async def handle_offset_commit(self, request: Request, req: g.OffsetCommitRequest) -> None:
+        steps = Steps()
         order = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
         early: dict[TopicPartition, Errors] = {}
 
-        def answer(result: CommitResult) -> None:
-            errors = {**result.errors, **early}
+        def record(errors: dict[TopicPartition, Errors]) -> None:
             if self.client_activity is not None:
                 client_id, host = request.header.client_id or "", request.connection.address
                 for tp in dict.fromkeys(order):
                     self.client_activity.record(
                         client_id, host, "offset_commit", tp[0], tp[1], error=int(errors.get(tp, Errors.NONE))
                     )
-            topics: dict[str, g.OffsetCommitResponseTopic] = {}
-            for tp in dict.fromkeys(order):
-                topic = topics.setdefault(tp[0], g.OffsetCommitResponseTopic(name=tp[0]))
-                topic.partitions.append(
-                    g.OffsetCommitResponsePartition(
-                        partition_index=tp[1], error_code=int(errors.get(tp, Errors.NONE))
-                    )
-                )
-            request.complete(to_body(g.OffsetCommitResponse(topics=list(topics.values()))))
+
+        def answer(result: CommitResult) -> None:
+            errors = {**result.errors, **early}
+            record(errors)
+            request.complete(_offset_commit_body(order, errors))
 
         if not self._group_allowed(request, AclOperation.READ, req.group_id):
             answer(CommitResult(dict.fromkeys(order, Errors.GROUP_AUTHORIZATION_FAILED)))
@@ -287,6 +283,7 @@ class GroupApis:
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         for t in req.topics:
             for p in t.partitions:
+                await steps.tick()
                 tp = (t.name, p.partition_index)
                 if t.name not in readable:
                     early[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
@@ -299,7 +296,10 @@ class GroupApis:
                         metadata=p.committed_metadata or "",
                     )
         if not offsets:
-            answer(CommitResult({}))
+            # Nothing to write (every partition refused): answered here, its body built off the loop when
+            # the request is large.
+            record(early)
+            request.complete(await pure(request.encode_later, _offset_commit_body, order, early))
             return
         self.coordinator.apply(
             self.core.commit_offsets(
@@ -465,3 +465,13 @@ def _fetch_topics(
             )
         )
     return list(topics.values())
+
+
+def _offset_commit_body(order: list[TopicPartition], errors: dict[TopicPartition, Errors]) -> dict[str, Any]:
+    """OffsetCommit's answer: each partition once, in the request's order, with its error."""
+    topics: dict[str, g.OffsetCommitResponseTopic] = {}
+    for tp in dict.fromkeys(order):
+        topic = topics.setdefault(tp[0], g.OffsetCommitResponseTopic(name=tp[0]))
+        error = int(errors.get(tp, Errors.NONE))
+        topic.partitions.append(g.OffsetCommitResponsePartition(partition_index=tp[1], error_code=error))
+    return to_body(g.OffsetCommitResponse(topics=list(topics.values())))
