@@ -298,7 +298,12 @@ class GroupApis:
         if not offsets:
             # Nothing to write (every partition refused): answered here, its body built off the loop when
             # the request is large.
-            record(early)
+            if self.client_activity is not None:
+                client_id, host = request.header.client_id or "", request.connection.address
+                for tp in dict.fromkeys(order):
+                    await steps.tick()
+                    error = int(early.get(tp, Errors.NONE))
+                    self.client_activity.record(client_id, host, "offset_commit", tp[0], tp[1], error=error)
             request.complete(await pure(request.encode_later, _offset_commit_body, order, early))
             return
         self.coordinator.apply(
