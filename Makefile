@@ -69,7 +69,7 @@ chaos: $(STAMP)
 	$(BIN)/pytest -q -s -m chaos tests/integration/test_chaos.py
 
 # The long Kafka-protocol fuzz run (docs/fuzzing.md): mutated and extreme requests to 3 brokers that forward
-# admin requests to 3 controllers, for at most ISRSIM_FUZZ_SECONDS (540) or ISRSIM_FUZZ_INPUTS (300000).
+# admin requests to 3 controllers, for at most ISRSIM_FUZZ_SECONDS (780) or ISRSIM_FUZZ_INPUTS (1000000).
 fuzz: $(STAMP)
 	$(BIN)/pytest -q -s -m fuzz tests/fuzz/test_fuzz.py
 

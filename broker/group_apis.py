@@ -6,7 +6,7 @@ request and response bodies and the coordinator core's calls and results. ``Kafk
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from broker.coordinator_lookup import coordinator_error, find_coordinator_node
@@ -21,12 +21,13 @@ from protocol.errors import Errors
 from protocol.schema import to_body
 from server.auth_helper import AuthHelper
 from server.client_activity import ClientActivity
+from server.cooperative import Steps, chunks, pure
 from server.request_channel import Request
 from server.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Request, Any], None]
+Handler = Callable[[Request, Any], Coroutine[Any, Any, None] | None]
 
 
 def _client_host(request: Request) -> str:
@@ -71,12 +72,15 @@ class GroupApis:
 
     # ------------------------------------------------------------------ FindCoordinator
 
-    def handle_find_coordinator(self, request: Request, req: g.FindCoordinatorRequest) -> None:
+    async def handle_find_coordinator(self, request: Request, req: g.FindCoordinatorRequest) -> None:
         version = request.header.api_version
         keys = req.coordinator_keys if version >= 4 else [req.key]
-        found = [self._find(request, key, req.key_type) for key in keys]
+        found: list[g.FindCoordinatorResponseCoordinator] = []
+        async for some in chunks(keys):
+            found += [self._find(request, key, req.key_type) for key in some]
         if version >= 4:
-            request.complete(to_body(g.FindCoordinatorResponse(coordinators=found)))
+            answer = g.FindCoordinatorResponse(coordinators=found)
+            request.complete(await pure(request.encode_later, to_body, answer))
             return
         one = found[0]
         request.complete(
@@ -249,27 +253,23 @@ class GroupApis:
 
     # ------------------------------------------------------------------ OffsetCommit / OffsetFetch
 
-    def handle_offset_commit(self, request: Request, req: g.OffsetCommitRequest) -> None:
+    async def handle_offset_commit(self, request: Request, req: g.OffsetCommitRequest) -> None:
+        steps = Steps()
         order = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
         early: dict[TopicPartition, Errors] = {}
 
-        def answer(result: CommitResult) -> None:
-            errors = {**result.errors, **early}
+        def record(errors: dict[TopicPartition, Errors]) -> None:
             if self.client_activity is not None:
                 client_id, host = request.header.client_id or "", request.connection.address
                 for tp in dict.fromkeys(order):
                     self.client_activity.record(
                         client_id, host, "offset_commit", tp[0], tp[1], error=int(errors.get(tp, Errors.NONE))
                     )
-            topics: dict[str, g.OffsetCommitResponseTopic] = {}
-            for tp in dict.fromkeys(order):
-                topic = topics.setdefault(tp[0], g.OffsetCommitResponseTopic(name=tp[0]))
-                topic.partitions.append(
-                    g.OffsetCommitResponsePartition(
-                        partition_index=tp[1], error_code=int(errors.get(tp, Errors.NONE))
-                    )
-                )
-            request.complete(to_body(g.OffsetCommitResponse(topics=list(topics.values()))))
+
+        def answer(result: CommitResult) -> None:
+            errors = {**result.errors, **early}
+            record(errors)
+            request.complete(_offset_commit_body(order, errors))
 
         if not self._group_allowed(request, AclOperation.READ, req.group_id):
             answer(CommitResult(dict.fromkeys(order, Errors.GROUP_AUTHORIZATION_FAILED)))
@@ -278,6 +278,7 @@ class GroupApis:
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         for t in req.topics:
             for p in t.partitions:
+                await steps.tick()
                 tp = (t.name, p.partition_index)
                 if t.name not in readable:
                     early[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
@@ -290,7 +291,15 @@ class GroupApis:
                         metadata=p.committed_metadata or "",
                     )
         if not offsets:
-            answer(CommitResult({}))
+            # Nothing to write (every partition refused): answered here, its body built off the loop when
+            # the request is large.
+            if self.client_activity is not None:
+                client_id, host = request.header.client_id or "", request.connection.address
+                for tp in dict.fromkeys(order):
+                    await steps.tick()
+                    error = int(early.get(tp, Errors.NONE))
+                    self.client_activity.record(client_id, host, "offset_commit", tp[0], tp[1], error=error)
+            request.complete(await pure(request.encode_later, _offset_commit_body, order, early))
             return
         self.coordinator.apply(
             self.core.commit_offsets(
@@ -370,9 +379,11 @@ class GroupApis:
         ]
         request.complete(to_body(g.ListGroupsResponse(error_code=int(error), groups=groups)))
 
-    def handle_describe_groups(self, request: Request, req: g.DescribeGroupsRequest) -> None:
+    async def handle_describe_groups(self, request: Request, req: g.DescribeGroupsRequest) -> None:
         out: list[g.DescribeGroupsResponseGroup] = []
+        steps = Steps()
         for group_id in req.groups:
+            await steps.tick()
             if not self._group_allowed(request, AclOperation.DESCRIBE, group_id):
                 out.append(
                     g.DescribeGroupsResponseGroup(
@@ -401,9 +412,10 @@ class GroupApis:
                     ],
                 )
             )
-        body = to_body(g.DescribeGroupsResponse(groups=out))
+        body = await pure(request.encode_later, to_body, g.DescribeGroupsResponse(groups=out))
         if req.include_authorized_operations:  # Kafka's v3+: for each group the principal may Describe
             for group in body["groups"]:
+                await steps.tick()
                 if group["error_code"] != int(Errors.GROUP_AUTHORIZATION_FAILED):
                     group["authorized_operations"] = self.auth.authorized_operations(
                         request, ResourceType.GROUP, group["group_id"]
@@ -453,3 +465,13 @@ def _fetch_topics(
             )
         )
     return list(topics.values())
+
+
+def _offset_commit_body(order: list[TopicPartition], errors: dict[TopicPartition, Errors]) -> dict[str, Any]:
+    """OffsetCommit's answer: each partition once, in the request's order, with its error."""
+    topics: dict[str, g.OffsetCommitResponseTopic] = {}
+    for tp in dict.fromkeys(order):
+        topic = topics.setdefault(tp[0], g.OffsetCommitResponseTopic(name=tp[0]))
+        error = int(errors.get(tp, Errors.NONE))
+        topic.partitions.append(g.OffsetCommitResponsePartition(partition_index=tp[1], error_code=error))
+    return to_body(g.OffsetCommitResponse(topics=list(topics.values())))

@@ -34,6 +34,7 @@ from protocol.fetch_request import FetchRequestPartitionData
 from protocol.schema import from_body, to_body
 from server.auth_helper import ALLOW_ALL, AuthHelper, cluster_operation_of, topic_denied_message
 from server.client_activity import ClientActivity, batch_span
+from server.cooperative import Steps, chunks, pure
 from server.request_channel import Request, error_body
 from server.security.acl import AclOperation, ResourceType
 from server.security.security_metadata import BrokerSecurityMetadata
@@ -145,7 +146,12 @@ class KafkaApis:
             return
         spec = SPECS[request.api_key]
         try:
-            body: Any = from_body(spec.request, request.body)
+            if request.encode_later:
+                # A large request (server.network.OFF_LOOP_BYTES): its body is read into the request's
+                # dataclasses in a worker thread too, as it was decoded, so the loop goes on meanwhile.
+                body: Any = await trio.to_thread.run_sync(from_body, spec.request, request.body)
+            else:
+                body = from_body(spec.request, request.body)
         except InvalidRequestError as exc:
             log.info(
                 "broker %d: invalid %s request: %s",
@@ -362,10 +368,11 @@ class KafkaApis:
 
     # ------------------------------------------------------------------ LIST_OFFSETS
 
-    def handle_list_offsets(self, request: Request, req: m.ListOffsetsRequest) -> None:
+    async def handle_list_offsets(self, request: Request, req: m.ListOffsetsRequest) -> None:
+        steps = Steps()
         client_request = req.replica_id == CONSUMER_REPLICA_ID
         fetch_only_from_leader = req.replica_id != DEBUGGING_REPLICA_ID
-        named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+        named = await pure(request.encode_later, _times_named, req.topics)
         describable = self.auth.authorized_topics(
             request, AclOperation.DESCRIBE, (t.name for t in req.topics)
         )
@@ -373,6 +380,7 @@ class KafkaApis:
         for t in req.topics:
             out = m.ListOffsetsResponseTopic(name=t.name)
             for p in t.partitions:
+                await steps.tick()
                 resp = m.ListOffsetsResponsePartition(partition_index=p.partition_index)
                 if named[(t.name, p.partition_index)] > 1:
                     # Kafka: a partition named twice is refused, each time, with INVALID_REQUEST.
@@ -404,6 +412,7 @@ class KafkaApis:
             client_id, host = request.header.client_id or "", request.connection.address
             for out_topic in topics:
                 for part in out_topic.partitions:
+                    await steps.tick()
                     self.client_activity.record(
                         client_id,
                         host,
@@ -412,11 +421,12 @@ class KafkaApis:
                         part.partition_index,
                         error=part.error_code,
                     )
-        request.complete(to_body(m.ListOffsetsResponse(topics=topics)))
+        request.complete(await pure(request.encode_later, to_body, m.ListOffsetsResponse(topics=topics)))
 
     # ------------------------------------------------------------------ METADATA
 
-    def handle_metadata(self, request: Request, req: m.MetadataRequest) -> None:
+    async def handle_metadata(self, request: Request, req: m.MetadataRequest) -> None:
+        steps = Steps()
         cache = self.replica_manager.metadata_cache
         # Each topic once however often it is named (Kafka takes the request's topics as a set), so the
         # response is never larger than the topics the request can name.
@@ -425,7 +435,13 @@ class KafkaApis:
             m.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port)
             for b in cache.brokers_on(request.listener_name)
         ]
-        topics = self.auth.filter_metadata_topics(request, names is not None, cache.topic_metadata(names))
+        found: list[m.MetadataResponseTopic] = []
+        if names is None:
+            found = cache.topic_metadata(None)
+        else:
+            async for some in chunks(names):
+                found += cache.topic_metadata(list(some))
+        topics = self.auth.filter_metadata_topics(request, names is not None, found)
         if names is not None and request.kafka_encoding and req.allow_auto_topic_creation:
             topics = self.admin.maybe_create_topics(request, topics)
         controller_id = cache.controller_id
@@ -433,10 +449,15 @@ class KafkaApis:
             # As a KRaft broker answers a client: a live broker (this one), which forwards what is meant
             # for the controller (KIP-590); the controller itself is not on a client's listeners.
             controller_id = self.broker_id
-        body = to_body(m.MetadataResponse(brokers=brokers, controller_id=controller_id, topics=topics))
+        body = await pure(
+            request.encode_later,
+            to_body,
+            m.MetadataResponse(brokers=brokers, controller_id=controller_id, topics=topics),
+        )
         if request.kafka_encoding:
             body["cluster_id"] = self.admin.cluster_id  # Kafka's, from version 2
             for topic in body["topics"]:
+                await steps.tick()
                 if topic["name"] in INTERNAL_TOPICS:
                     topic["is_internal"] = True  # Kafka's, from version 1
                 if req.include_topic_authorized_operations and topic["error_code"] != int(
@@ -455,6 +476,7 @@ class KafkaApis:
                 self.client_activity.record(client_id, host, "metadata", None, None)
             else:
                 for t in topics:
+                    await steps.tick()
                     self.client_activity.record(client_id, host, "metadata", t.name, None, error=t.error_code)
         request.complete(body)
 
@@ -791,6 +813,10 @@ def _produce_response(
             )
         topics.append(m.ProduceResponseTopic(name=name, partition_responses=parts))
     return m.ProduceResponse(responses=topics)
+
+
+def _times_named(topics: list[m.ListOffsetsRequestTopic]) -> Counter[TopicPartition]:
+    return Counter((t.name, p.partition_index) for t in topics for p in t.partitions)
 
 
 def _refuse_not_one_batch(

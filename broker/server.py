@@ -663,11 +663,11 @@ class KafkaServer:
                 c.get_int("journal.offsets.interval.ms") / 1000.0,
                 self.state_listener.flush_offsets,
             ),
-            ("client-activity-journal", 1.0, self.client_activity.flush),
+            ("client-activity-journal", 1.0, self._flush_client_activity),
             (
                 "recovery-point-checkpoint",
                 RECOVERY_POINT_CHECKPOINT_MS / 1000.0,
-                lambda: self.log_manager.checkpoint_recovery_points(flush=True),
+                self._flush_logs,
             ),
             (
                 "log-start-checkpoint",
@@ -691,6 +691,17 @@ class KafkaServer:
 
             self.log_cleaner = LogCleaner(self.log_manager, cleaner_config, high_watermark)
             nursery.start_soon(self.log_cleaner.run)
+
+    async def _flush_client_activity(self) -> None:
+        """client-activity.jsonl and served.jsonl: what was gathered is taken here and written from a worker
+        thread (formatting 100,000 lines takes a second)."""
+        taken = self.client_activity.take()
+        await trio.to_thread.run_sync(self.client_activity.write, *taken)
+
+    async def _flush_logs(self) -> None:
+        """The periodic flush and recovery-point checkpoint, a log per event-loop step."""
+        for _ in self.log_manager.flush_and_checkpoint_stepwise():
+            await trio.sleep(0)
 
     async def _every(self, name: str, period_s: float, fn: Callable[[], object]) -> None:
         while True:

@@ -147,8 +147,17 @@ class ClientActivity:
 
     def flush(self) -> int:
         """Writes what was gathered since the last flush (one ``write`` per file); the lines written."""
+        return self.write(*self.take())
+
+    def take(self) -> tuple[dict[_Key, _Tally], list[str]]:
+        """What was gathered since the last flush, handed over to :meth:`write` (which may run in a worker
+        thread: a request of 100,000 partitions leaves 100,000 lines, a second of work)."""
         tallies, self._tallies = self._tallies, {}
         served, self._served_lines = self._served_lines, []
+        return tallies, served
+
+    def write(self, tallies: dict[_Key, _Tally], served: list[str]) -> int:
+        """Writes what :meth:`take` handed over; the lines written."""
         lines: list[str] = []
         for (second, client_id, host, api, topic, partition), t in sorted(
             tallies.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][3], kv[0][4] or "", kv[0][5] or -1)

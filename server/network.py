@@ -43,9 +43,11 @@ SASL_HANDSHAKE and SASL_AUTHENTICATE itself, and closes the connection on anythi
 from __future__ import annotations
 
 import errno
+import importlib
 import itertools
 import logging
 import struct
+import sys
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,11 +83,16 @@ RECEIVE_BYTES = 256 * 1024
 # A response part at least this large is written on its own instead of being joined with its neighbours.
 SEND_WITHOUT_JOINING_BYTES = 64 * 1024
 MAX_IN_FLIGHT_PER_CONNECTION = 1000
+# A connection stops reading while more than this many bytes of its responses wait to be written (its
+# client does not read them), as Kafka mutes a channel while its response is being sent: one client that
+# pipelines requests and never reads the answers holds this much, not 1000 responses.
+RESPONSE_BACKLOG_BYTES = 1024 * 1024
 # A Kafka-encoded request frame at least this large is decoded, and its response encoded, in a worker thread
 # (docs/protocol.md, "Limits"): a frame of a few MB holding 100,000s of topics, partitions or keys takes
 # seconds to read and to answer, and the event loop serves every other connection, fetch and heartbeat
-# meanwhile. Smaller frames are read in the loop, where a thread would cost more than it saves.
-OFF_LOOP_BYTES = 256 * 1024
+# meanwhile; one of 200 KB took 100-300 ms on two busy cores. Smaller frames are read in the loop, where a
+# thread would cost more than it saves.
+OFF_LOOP_BYTES = 32 * 1024
 # How long a connection that stopped reading waits for the responses to requests it already accepted.
 CLOSE_DRAIN_TIMEOUT_S = 10.0
 # accept() failures that mean "no resources right now" (trio's ACCEPT_CAPACITY_ERRNOS): back off and retry.
@@ -97,6 +104,7 @@ TLS_HANDSHAKE_TIMEOUT_S = 30.0
 _PRE_AUTH_APIS = frozenset(
     {int(ApiKeys.API_VERSIONS), int(ApiKeys.SASL_HANDSHAKE), int(ApiKeys.SASL_AUTHENTICATE)}
 )
+_KAFKA_CODEC = "protocol.kafka_codec"
 # The bodies a Kafka-encoded request is read into (the same dataclasses' names as msgpack's, docs/clients.md).
 _KAFKA_BODY_TYPES: dict[int, type] = {int(k): v for k, v in REQUEST_TYPES.items()}
 
@@ -139,8 +147,10 @@ class Connection:
     # After a SaslHandshake v0 (before KIP-152's SaslAuthenticate): the next frames are raw SASL tokens,
     # a 4-byte length and the token, both ways, until the mechanism completes.
     raw_sasl_tokens: bool = False
-    # Responses taken off ``pending`` by the write loop and not yet written to the socket.
+    # Responses taken off ``pending`` by the write loop and not yet written to the socket, and their bytes.
     writing: bool = False
+    writing_bytes: int = 0
+    _written: trio.Event = field(default_factory=trio.Event)
     # Protocol-level fault rules that fired on requests of this connection and act on their answers (an
     # ``after`` rule, or a ``before`` drop-response), with the error body a rule answers with.
     rule_faults: dict[Request, tuple[ProtocolFaultRule, dict[str, Any] | None]] = field(default_factory=dict)
@@ -162,6 +172,24 @@ class Connection:
 
     def responses_sent(self) -> None:
         self._drained.set()
+        self._written.set()
+
+    def response_backlog(self) -> int:
+        """Bytes of responses ready and not yet written: being written, or waiting in ``pending``."""
+        waiting = 0
+        for request in self.pending:
+            parts = request.response_parts
+            if parts is not None:
+                waiting += len(parts[1])
+            elif request.response_body is not None:
+                waiting += request.size  # a large request's answer, encoded when written: about as large
+        return self.writing_bytes + waiting
+
+    async def wait_backlog_below(self, limit: int) -> None:
+        """Until the responses waiting to be written are at most ``limit`` bytes (RESPONSE_BACKLOG_BYTES)."""
+        while self.response_backlog() > limit:
+            self._written = trio.Event()
+            await self._written.wait()
 
     async def wait_below(self, limit: int) -> None:
         while len(self.pending) >= limit:
@@ -248,6 +276,7 @@ class SocketServer:
         self._ids = itertools.count(1)
         self.connections: dict[int, Connection] = {}
         self.closed_for_bad_input = 0
+        self.muted_for_backlog = 0  # times a connection stopped reading for its unread responses
         self.memory_pool = memory_pool or MemoryPool(-1)
         self.quotas = quotas or ConnectionQuotas(2**31 - 1, 2**31 - 1)
         self.connections_max_idle_s = connections_max_idle_ms / 1000.0
@@ -478,6 +507,10 @@ class SocketServer:
         reserved = 0  # pool bytes taken for the frame being received (0: none yet)
         try:
             while True:
+                if conn.response_backlog() > RESPONSE_BACKLOG_BYTES:
+                    # The client does not read its answers: stop reading its requests (Kafka's mute).
+                    self.muted_for_backlog += 1
+                    await conn.wait_backlog_below(RESPONSE_BACKLOG_BYTES)
                 try:
                     data = await conn.stream.receive_some(RECEIVE_BYTES)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -528,6 +561,9 @@ class SocketServer:
                 conn.kafka = is_kafka_frame(payload)
                 if conn.kafka:
                     log.debug("%s: connection %s speaks Kafka's binary protocol", self.name, conn.peer)
+                    if _KAFKA_CODEC not in sys.modules:
+                        # The codec's first import (a quarter of a second) is not made on the loop.
+                        await trio.to_thread.run_sync(importlib.import_module, _KAFKA_CODEC)
             if not conn.kafka:
                 header, body = decode_request(payload)
             elif len(payload) >= OFF_LOOP_BYTES:
@@ -876,8 +912,10 @@ class SocketServer:
                         frames = []
                         await trio.sleep_until(release_at)
                 frames += parts
+                conn.writing_bytes += len(parts[1])
             await self._send_frames(conn, frames)
             conn.writing = False
+            conn.writing_bytes = 0
             conn.responses_sent()
 
     @staticmethod

@@ -23,7 +23,18 @@ log = logging.getLogger("isrsim.slow_steps")
 
 ENV = "ISRSIM_SLOW_STEP_MS"
 # The project's own frames are what explains a step; the interpreter's and the libraries' are left out.
-_OWN = ("/broker/", "/fetcher/", "/protocol/", "/kit/", "/cli/")
+_OWN = (
+    "/broker/",
+    "/controller/",
+    "/raft/",
+    "/coordinator/",
+    "/storage/",
+    "/server/",
+    "/fetcher/",
+    "/protocol/",
+    "/kit/",
+    "/cli/",
+)
 
 
 class SlowSteps(trio.abc.Instrument):

@@ -26,6 +26,7 @@ from coordinator.group.core_base import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     UNKNOWN_MEMBER_ID,
     GroupConfig,
+    convert_group_store_error,
     convert_store_error,
     default_member_id,
 )
@@ -623,7 +624,7 @@ class GroupCoordinatorCore(OffsetsCore):
         if not (group.is_state(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation_id):
             return []
         if error != Errors.NONE:
-            effects = self._reset_and_propagate_assignment_error(group, convert_store_error(error))
+            effects = self._reset_and_propagate_assignment_error(group, convert_group_store_error(error))
             return effects + self._maybe_prepare_rebalance(group)
         assignment = pending[1]
         for member in group.members.values():

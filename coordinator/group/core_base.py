@@ -57,6 +57,17 @@ def convert_store_error(error: Errors) -> Errors:
     return error
 
 
+def convert_group_store_error(error: Errors) -> Errors:
+    """The error a SyncGroup is answered with when the leader's assignment could not be written (Kafka's
+    ``GroupMetadataManager.storeGroup``): a group record too large for the offsets topic (members' metadata
+    and assignments past ``max.message.bytes``) is UNKNOWN_SERVER_ERROR, a timeout REBALANCE_IN_PROGRESS."""
+    if error == Errors.REQUEST_TIMED_OUT:
+        return Errors.REBALANCE_IN_PROGRESS
+    if error in (Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE, Errors.INVALID_FETCH_SIZE):
+        return Errors.UNKNOWN_SERVER_ERROR
+    return convert_store_error(error)
+
+
 class CoreBase:
     """The groups this broker coordinates and the partitions they live in."""
 

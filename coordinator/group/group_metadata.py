@@ -283,7 +283,9 @@ class GroupMetadata:
         self.pending_sync_members.clear()
 
     def _count_protocols(self, member: MemberMetadata, delta: int) -> None:
-        for name, _ in member.supported_protocols:
+        # Each name once per member, as Kafka's ``MemberMetadata.protocols`` (a set): a JoinGroup naming a
+        # protocol twice must not count as two members supporting it.
+        for name in member.protocols():
             count = self.supported_protocols.get(name, 0) + delta
             if count:
                 self.supported_protocols[name] = count

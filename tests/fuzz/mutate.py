@@ -31,6 +31,10 @@ GROUP_POOL = tuple(f"fz-group-{i}" for i in range(4))
 # docs/fuzzing.md: the controller's own bounds are another change's).
 ADMIN_PARTITIONS_BOUND = 64
 EXTREME_BYTES_MAX = 256 * 1024
+# A schema-valid request with more entries than this (topics, partitions, keys, in all) is heavy, and is
+# sent HEAVY_SHARE as often as the others.
+HEAVY_ENTRIES = 1000
+HEAVY_SHARE = 0.1
 
 INT16 = (0, 1, -1, 0x7FFF, -0x8000, 0x7FFE, 0x100)
 INT32 = (0, 1, -1, 0x7FFFFFFF, -0x80000000, 0x7FFFFFFE, 0x10000, 1_000_000)
@@ -51,6 +55,14 @@ class Input:
     data: bytes
     kind: str  # the mutation or generator that made it (counted in the run's figures)
     eof: bool = False  # half-close the connection after writing
+    heavy: bool = False  # a schema-valid request with more than HEAVY_ENTRIES entries (sent less often)
+
+    @property
+    def terminal(self) -> bool:
+        """Ends its connection's batch (docs/fuzzing.md): its framing lies (what follows it on the
+        connection would be read as part of it), or it names an API or version the broker is expected to
+        refuse by closing the connection. Every other input is one honest frame, pipelined with others."""
+        return self.eof or self.kind in TERMINAL_KINDS
 
 
 def load_corpus(directory: Path = CORPUS) -> list[bytes]:
@@ -221,6 +233,10 @@ FRAMING_MUTATIONS: tuple[Callable[[random.Random, bytes, list[bytes]], Input], .
     pipelined,
     random_bytes,
 )
+
+
+# The kinds that end a batch (``Input.terminal``): framing that lies, and another API key or version.
+TERMINAL_KINDS = frozenset({m.__name__ for m in FRAMING_MUTATIONS} | {"wrong_api", "wrong_version"})
 
 
 # ------------------------------------------------------------------ schema-valid requests, extreme values
@@ -584,6 +600,15 @@ GENERATORS: tuple[Callable[[random.Random, list[bytes]], tuple[int, int, dict[st
 )
 
 
+def _entries(value: Any) -> int:
+    """How many list entries a request body holds, at every depth."""
+    if isinstance(value, dict):
+        return sum(_entries(v) for v in value.values())
+    if isinstance(value, list):
+        return len(value) + sum(_entries(v) for v in value)
+    return 0
+
+
 def extreme_request(rng: random.Random, corpus: list[bytes]) -> Input:
     """One schema-valid request with extreme but well-formed values (counts, sizes, timeouts, names)."""
     make = rng.choice(GENERATORS)
@@ -595,7 +620,7 @@ def extreme_request(rng: random.Random, corpus: list[bytes]) -> Input:
         # Large counts nest (50 topics of 500 partitions): one request stays under EXTREME_BYTES_MAX, so a
         # run measures the request path rather than the bandwidth of the loopback.
         if len(data) <= EXTREME_BYTES_MAX:
-            return Input(data, make.__name__[1:])
+            return Input(data, make.__name__[1:], heavy=_entries(body) > HEAVY_ENTRIES)
 
 
 # ------------------------------------------------------------------ forwarded admin requests, bounded
@@ -658,7 +683,8 @@ def inputs(
     seed: int, corpus: list[bytes], *, pool_size: int = 400, bounded_admin: bool = True
 ) -> Iterator[Input]:
     """An endless, reproducible stream: half mutated seeds, a fifth lying framing, a twentieth the seeds as
-    they are, the rest schema-valid requests with extreme values. Seeds are picked by API key first, so that
+    they are, the rest schema-valid requests with extreme values (heavy ones, past HEAVY_ENTRIES, a tenth as
+    often as light ones). Seeds are picked by API key first, so that
     no API dominates. The extreme requests (slow to encode) are made once, ``pool_size`` of them, and each is
     sent many times: a pool topic is created, grown and deleted again and again. ``bounded_admin``: a
     mutated CreateTopics / CreatePartitions asking for more than ADMIN_PARTITIONS_PER_REQUEST partitions, but
@@ -679,4 +705,9 @@ def inputs(
         elif roll < 0.75:
             yield Input(seed_frame, "seed")
         else:
-            yield rng.choice(pool)
+            item = rng.choice(pool)
+            # A heavy request (thousands of partitions) costs the brokers 20 to 50 times a light one and
+            # finds nothing new the tenth time it is sent: it is sent a tenth as often.
+            while item.heavy and rng.random() >= HEAVY_SHARE:
+                item = rng.choice(pool)
+            yield item

@@ -12,6 +12,7 @@ ISRSIM_FUZZ_SECONDS; ISRSIM_FUZZ_SEED picks the stream).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
@@ -40,13 +41,16 @@ SEED_TOPICS = ("seed-a", "seed-c")  # the corpus's topics, so that mutated reque
 RSS_GROWTH_MAX = 200 * 1024 * 1024
 # The slow-step log's threshold, and the longest hold of a node's loop a run accepts: on 2 busy cores a step
 # of a few ms can take ten times that, so only a real hold (a loop over a huge count) passes this.
-SLOW_STEP_MS = 500
+SLOW_STEP_MS = 100
 LOOP_HOLD_MAX_MS = 3000.0
 ANSWER_TIMEOUT_S = 5.0
 SHORT_INPUTS = 5000
-LONG_INPUTS = int(os.environ.get("ISRSIM_FUZZ_INPUTS", "300000"))
-LONG_SECONDS = float(os.environ.get("ISRSIM_FUZZ_SECONDS", "540"))
+LONG_INPUTS = int(os.environ.get("ISRSIM_FUZZ_INPUTS", "1000000"))
+LONG_SECONDS = float(os.environ.get("ISRSIM_FUZZ_SECONDS", "780"))
 FUZZ_SEED = int(os.environ.get("ISRSIM_FUZZ_SEED", "33"))
+# Resuming a long run: the stream's first ISRSIM_FUZZ_SKIP inputs are skipped (a run that stopped at its
+# time limit prints the value that goes on where it stopped).
+FUZZ_SKIP = int(os.environ.get("ISRSIM_FUZZ_SKIP", "0"))
 
 
 @pytest.fixture(scope="module")
@@ -83,14 +87,17 @@ def longest_loop_hold_ms(log: Path, since: int) -> float:
     return max((float(m) for m in re.findall(r"event loop held ([0-9.]+) ms", text)), default=0.0)
 
 
-def fuzz_and_check(cluster: Cluster, total: int, seed: int, max_seconds: float, records: int) -> FuzzStats:
+def fuzz_and_check(
+    cluster: Cluster, total: int, seed: int, max_seconds: float, records: int, skip: int = 0
+) -> FuzzStats:
     info = cluster.info
     nodes = [*info.controllers, *info.brokers]
     log_sizes = {n.log: Path(n.log).stat().st_size for n in nodes}
     acked_before = len(cluster.acked())
     producer = cluster.producer(WORKLOAD, records, rate=max(1, int(records / max_seconds * 2)))
     try:
-        stats = trio.run(lambda: run_fuzz(info, inputs(seed, load_corpus()), total, max_seconds=max_seconds))
+        source = itertools.islice(inputs(seed, load_corpus()), skip, None)
+        stats = trio.run(lambda: run_fuzz(info, source, total, max_seconds=max_seconds))
     finally:
         try:
             producer.wait(120)
@@ -160,7 +167,15 @@ def test_short_fuzz_run(fuzz_cluster: Cluster) -> None:
 @pytest.mark.fuzz
 @pytest.mark.timeout(1200)
 def test_long_fuzz_run(fuzz_cluster: Cluster) -> None:
-    stats = fuzz_and_check(fuzz_cluster, LONG_INPUTS, FUZZ_SEED + 1, max_seconds=LONG_SECONDS, records=20_000)
+    stats = fuzz_and_check(
+        fuzz_cluster, LONG_INPUTS, FUZZ_SEED + 1, max_seconds=LONG_SECONDS, records=20_000, skip=FUZZ_SKIP
+    )
+    if stats.inputs < LONG_INPUTS:
+        print(
+            f"stopped at ISRSIM_FUZZ_SECONDS={LONG_SECONDS:.0f}: {LONG_INPUTS - stats.inputs} inputs left; "
+            f"ISRSIM_FUZZ_SKIP={FUZZ_SKIP + stats.inputs} ISRSIM_FUZZ_INPUTS={LONG_INPUTS - stats.inputs} "
+            "make fuzz goes on from there"
+        )
     assert stats.inputs >= min(LONG_INPUTS, 50_000), "the fuzzer sent too few inputs to mean anything"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import resource
 import socket
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -277,3 +278,68 @@ def test_produce_parked_for_acks_all_gives_its_bytes_back(broker_launcher: Broke
             await conn.__aexit__()
 
     trio.run(run)
+
+
+def test_a_client_that_does_not_read_its_answers_is_no_longer_read(broker_launcher: BrokerLauncher) -> None:
+    """A METADATA flood from a client that never reads: 400 pipelined requests whose answers are 100 KB
+    each. Once 1 MB of answers waits for it (server.network.RESPONSE_BACKLOG_BYTES) the broker stops reading
+    the connection, as Kafka mutes a channel with a response in flight: the client's writes stall instead of
+    40 MB of answers piling up in the broker (they did, up to 1000 per connection). Once the client reads,
+    every request is answered."""
+    from protocol import kafka_codec
+
+    b = broker_launcher.start(1)
+    count = 400
+    body = {
+        "topics": [{"name": f"{'m' * 200}-{i}"} for i in range(500)],
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+    frames = b"".join(kafka_codec.encode_request(ApiKeys.METADATA, 9, n, "flood", body) for n in range(count))
+    base = vm(b.pid, "VmRSS")
+    s = socket.create_connection((b.host, b.port))
+    s.setblocking(False)
+    view = memoryview(frames)
+    try:
+
+        def push() -> None:
+            nonlocal view
+            while len(view):
+                try:
+                    n = s.send(view[: 1 << 20])
+                except BlockingIOError:
+                    return
+                view = view[n:]
+
+        # The writes stall: push for 5 s and see how far they got.
+        end = time.monotonic() + 5
+        while time.monotonic() < end and len(view):
+            push()
+            time.sleep(0.01)
+        stalled_at = len(frames) - len(view)
+        assert len(view) > len(frames) // 2, (
+            f"the broker read {stalled_at} of {len(frames)} bytes of requests whose answers nobody reads"
+        )
+        grown = vm(b.pid, "VmRSS") - base
+        assert grown < 30, f"the broker grew by {grown} MB holding unread answers"
+
+        # The client reads now: every request gets its answer.
+        received = bytearray()
+        answered = 0
+        end = time.monotonic() + 60
+        while answered < count and time.monotonic() < end:
+            push()
+            try:
+                data = s.recv(1 << 20)
+            except BlockingIOError:
+                time.sleep(0.005)
+                continue
+            assert data, "the broker closed the connection"
+            received += data
+            while len(received) >= 4 and len(received) >= 4 + struct.unpack_from(">I", received)[0]:
+                del received[: 4 + struct.unpack_from(">I", received)[0]]
+                answered += 1
+        assert answered == count
+    finally:
+        s.close()

@@ -268,6 +268,40 @@ def test_stop_replica_keeps_the_log_and_its_high_watermark(broker: Broker) -> No
     assert only(broker.journal_events("partition_stopped"))["deleted"] is False
 
 
+def test_stop_replica_of_many_partitions_deletes_them_a_few_per_step(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """STOP_REPLICA as the handler runs it: the partitions' logs are deleted PARTITIONS_STOPPED_PER_STEP at
+    a time with the loop given back in between; the answer is the one for the whole request."""
+    monkeypatch.setattr(rm_module, "PARTITIONS_STOPPED_PER_STEP", 2)
+    tps = [("t", p) for p in range(7)]
+    for tp in tps:
+        broker.leader_and_isr(LOCAL, 3, [0], [0], tp=tp)
+    steps = 0
+
+    async def stop() -> tuple[Errors, dict[TopicPartition, Errors]]:
+        nonlocal steps
+
+        async def count_steps() -> None:
+            nonlocal steps
+            while True:
+                await trio.sleep(0)
+                steps += 1
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(count_steps)
+            states = [(tp, 3, True) for tp in tps[:6]] + [(tps[6], 2, True)]
+            answer = await broker.rm.stop_replicas_async(1, 1, states)
+            nursery.cancel_scope.cancel()
+        return answer
+
+    error, errors = trio.run(stop)
+    assert error == Errors.NONE
+    assert errors == {**dict.fromkeys(tps[:6], Errors.NONE), tps[6]: Errors.FENCED_LEADER_EPOCH}
+    assert [tp for tp in tps if (broker.log_dir / f"t-{tp[1]}").exists()] == [tps[6]]
+    assert steps >= 2  # four steps of two partitions, the loop served between them
+
+
 @pytest.mark.parametrize("leader_epoch", [-2, -1, 3, 4])
 def test_stop_replica_with_delete_removes_log_metadata_and_high_watermark(
     broker: Broker, leader_epoch: int

@@ -3,7 +3,10 @@ whole segments, oldest first, below the high watermark, by size and by age, with
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from protocol.records import build_simple_batch
 from storage.checkpoint import EpochEntry
@@ -155,3 +158,29 @@ def test_log_manager_cleanup_checkpoints_the_new_log_start(tmp_path: Path) -> No
     again.load_logs()
     assert again.logs[("t", 0)].log_start_offset == 8
     assert again.logs[("t", 0)].log_end_offset == 8
+
+
+def test_the_periodic_flush_goes_a_log_at_a_time_and_skips_logs_with_nothing_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker's periodic flush yields after each log (so its loop serves other work between two
+    fsyncs), and a log whose recovery point is its log end is not synced again (Kafka's flush)."""
+    now = [NOW_S]
+    manager = LogManager(tmp_path, 1, "c", LogConfig(), clock=lambda: now[0])
+    manager.check_meta_properties()
+    busy = manager.get_or_create_log(("t", 0))
+    manager.get_or_create_log(("t", 1))
+    manager.get_or_create_log(("t", 2))
+    manager.checkpoint_recovery_points(flush=True)
+    fill(busy, 3, int(NOW_S * 1000))
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    steps = list(manager.flush_and_checkpoint_stepwise())
+    assert len(steps) == 3
+    assert busy.recovery_point == 3
+    assert manager.recovery_checkpoint.read() == {("t", 0): 3, ("t", 1): 0, ("t", 2): 0}
+    data_syncs = len(synced)
+    synced.clear()
+    list(manager.flush_and_checkpoint_stepwise())  # nothing new anywhere: only the checkpoint file's
+    assert len(synced) < data_syncs

@@ -66,6 +66,18 @@ def test_session_timeout_outside_the_bounds_is_refused() -> None:
     assert h.join("b", session=1_800_001).error == Errors.INVALID_SESSION_TIMEOUT  # type: ignore[union-attr]
 
 
+def test_a_member_past_group_max_size_is_refused() -> None:
+    """group.max.size (Kafka's GroupCoordinator): a third member of a stable group of two is refused
+    GROUP_MAX_SIZE_REACHED and leaves no trace; the members already in are untouched."""
+    h = Harness(config=GroupConfig(initial_rebalance_delay_ms=DELAY, max_size=2))
+    (a, b), generation = h.stable_group("a", "b")
+    third = h.join("c", require_known=False)
+    assert third is not None and third.error == Errors.GROUP_MAX_SIZE_REACHED
+    group = h.core.groups[GROUP]
+    assert sorted(group.members) == sorted([a, b]) and group.generation_id == generation
+    assert h.state() is GroupState.STABLE
+
+
 def test_known_member_id_of_an_unknown_group_is_unknown_member() -> None:
     h = Harness()
     assert h.join("j", "someone").error == Errors.UNKNOWN_MEMBER_ID  # type: ignore[union-attr]
@@ -141,6 +153,17 @@ def test_inconsistent_protocol_type_and_no_common_protocol() -> None:
     assert other_protocol is not None and other_protocol.error == Errors.INCONSISTENT_GROUP_PROTOCOL
     empty = Harness().join("z", protocols=[], require_known=False)
     assert empty is not None and empty.error == Errors.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_a_protocol_named_twice_by_one_member_is_chosen() -> None:
+    """Found by the fuzzer: a JoinGroup naming "range" twice counted as two members supporting it, so no
+    protocol was common to the group's one member and completing the join raised (the broker died)."""
+    h = Harness()
+    twice = [("range", b"a"), ("range", b"b")]
+    a = h.new_member_id("a", protocols=twice)
+    assert h.join("ja", a, protocols=twice) is None
+    h.advance(DELAY)
+    assert h.answer("ja").protocol_name == "range"
 
 
 def test_protocol_selection_takes_the_most_preferred_common_protocol() -> None:
@@ -266,6 +289,26 @@ def test_assignment_is_given_only_once_stored_and_a_failed_store_rebalances() ->
     h.apply(h.core.on_group_stored(store, Errors.NOT_ENOUGH_REPLICAS))
     assert h.answer("sa") == SyncResult(Errors.COORDINATOR_NOT_AVAILABLE)
     assert h.state() is GroupState.PREPARING_REBALANCE
+
+
+def test_an_assignment_too_large_to_store_is_unknown_server_error() -> None:
+    """Kafka's storeGroup: members' metadata and assignments past the offsets topic's max.message.bytes fail
+    the group record's append (MESSAGE_TOO_LARGE), answered UNKNOWN_SERVER_ERROR; a timeout is
+    REBALANCE_IN_PROGRESS. Either way the group rebalances."""
+    for store_error, answered in (
+        (Errors.MESSAGE_TOO_LARGE, Errors.UNKNOWN_SERVER_ERROR),
+        (Errors.RECORD_LIST_TOO_LARGE, Errors.UNKNOWN_SERVER_ERROR),
+        (Errors.REQUEST_TIMED_OUT, Errors.REBALANCE_IN_PROGRESS),
+    ):
+        h = Harness(auto_store=False)
+        a = h.new_member_id("a")
+        h.join("ja", a)
+        h.advance(DELAY)
+        generation = h.answer("ja").generation_id
+        assert h.sync("sa", a, generation, {a: b"x" * 2_000_000}) is None
+        h.apply(h.core.on_group_stored(h.group_writes[-1], store_error))
+        assert h.answer("sa") == SyncResult(answered)
+        assert h.state() is GroupState.PREPARING_REBALANCE
 
 
 def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout() -> None:
