@@ -108,7 +108,12 @@ def segments_frame(
     progress: Progress | None = None,
 ) -> tuple[Any, SegmentFacts]:
     """The ``isrsim-segments`` rows of the brokers' partitions (or, ``metadata``, the voters' metadata
-    logs) as a DataFrame, and their facts; ``facts.seconds`` is the time spent reading the files."""
+    logs) as a DataFrame, and their facts; ``facts.seconds`` is the time spent reading the files (the
+    modules the read uses are imported first: loading them is no part of reading)."""
+    import crc32c  # noqa: F401
+    import pyarrow.compute  # noqa: F401
+    from pyspark.sql.pandas import types  # noqa: F401
+
     t0 = time.monotonic()
     table = read_segments_table(
         layout.metadata_segments if metadata else layout.segments, verify_crc=verify_crc, progress=progress
