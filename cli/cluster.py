@@ -154,6 +154,8 @@ def cluster_up(
         f"cluster is up in {time.monotonic() - t0:.1f}s: {len(info.brokers)} brokers, {quorum}. "
         f"Data, journals and process logs under {info.root}"
     )
+    # The addresses to give a client: the ports may not be the defaults (--base-port, or 0 for any free one).
+    click.echo(f"bootstrap servers: {','.join(b.address for b in info.brokers)}")
     if info.settings.get("secure"):
         click.echo(
             f"secure: every listener is {info.settings.get('security_protocol')}; clients authenticate as "

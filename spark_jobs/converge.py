@@ -33,6 +33,9 @@ from protocol import FAULT_RULES, NETWORK, PROCESS, FaultAction
 from spark_jobs.fault_log import FaultBand
 
 ISR_EVENTS = ("became_leader", "isr_changed", "leader_elected")
+# How long after a killed broker's restart its fencing still counts as the kill's (broker.session.timeout.ms,
+# Kafka's default: a broker that re-registers is fenced until it has caught up, well within it).
+KILL_FENCING_MS = 9_000
 LIFE_EVENTS = ("broker_started", "broker_stopped", "broker_shutting_down", "broker_fenced", "broker_unfenced")
 # The controllers' own: who the active controller (the quorum leader) is, and when there is none.
 QUORUM_EVENTS = ("quorum_state", "controller_started", "controller_stopped")
@@ -407,7 +410,35 @@ def fault_windows(
         for band in bands
         if not band.instant and (until_ms is None or band.start_ms < until_ms)
     ]
-    return sorted([*cli, *journal_windows(events, bands, until_ms)], key=lambda w: (w.start_ms, w.label))
+    journal = _fencing_joins_its_kill(cli, journal_windows(events, bands, until_ms))
+    return sorted([*cli, *journal], key=lambda w: (w.start_ms, w.label))
+
+
+def _fencing_joins_its_kill(cli: list[Window], journal: list[Window]) -> list[Window]:
+    """A broker killed (or stopped) and restarted at once registers again fenced, and the controller
+    unfences it once it has caught up: a fencing that begins within ``KILL_FENCING_MS`` after a CLI
+    kill/term of the broker ended, with no other CLI fault of it in between, is that kill's tail. The kill's
+    window is extended to the unfencing (one fault per action: its effects show under the kill), and the
+    fencing is no window of its own."""
+    kept: list[Window] = []
+    for w in journal:
+        if w.action != "fenced":
+            kept.append(w)
+            continue
+        node = w.nodes[0]
+        before = [o for o in cli if node in o.nodes and o.start_ms <= w.start_ms]
+        last = max(before, key=lambda o: o.start_ms, default=None)
+        if (
+            last is None
+            or last.action not in (FaultAction.KILL, FaultAction.TERM)
+            or last.end_ms is None
+            or w.start_ms - last.end_ms > KILL_FENCING_MS
+        ):
+            kept.append(w)
+            continue
+        last.end_ms = None if w.end_ms is None else max(last.end_ms, w.end_ms)
+        last.ended_by = w.ended_by
+    return kept
 
 
 @dataclass

@@ -1,17 +1,19 @@
 """The job's input DataFrames: batch headers, checkpoints, journals and acknowledged batches, and the final
 state derived from them (per replica: LEO, HW, log start; per partition: final leader and ISR).
 
-Everything is read by Spark tasks; the driver collects only counts, problems and the list of files.
+The segments' batch headers and the checkpoints are read on the driver (``spark_jobs.header_reader``) and
+handed to Spark as Arrow tables; the journals are read by Spark tasks. The driver collects only counts and
+problems.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spark_jobs.header_reader import Progress, checkpoints_frame, segments_frame
 from spark_jobs.layout import ClusterLayout, InputProblem
 from spark_jobs.plan import collect_tables
 from spark_jobs.sources import register_sources
@@ -123,36 +125,25 @@ def _line_counts(df: DataFrame) -> DataFrame:
     return df.groupBy("file").agg(F.sum(F.col("valid").cast("int")).alias("ok"), F.count("*").alias("n"))
 
 
-def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool = True) -> Inputs:
+def load_inputs(
+    spark: SparkSession,
+    layout: ClusterLayout,
+    *,
+    verify_crc: bool = True,
+    progress: Progress | None = None,
+) -> Inputs:
+    """Every input of the checks; ``progress`` is told (files, bytes) as the segments are read."""
     register_sources(spark)
     stats = ReadStats()
     problems = list(layout.problems)
     notes: list[str] = []
-    root = layout.root
 
-    # ---- segments: one pass over every byte, timed (the action that fills the cache).
-    t0 = time.monotonic()
-    segments = (
-        spark.read.format("isrsim-segments")
-        .option("verify_crc", str(verify_crc).lower())
-        .option("min_partitions", str(spark.sparkContext.defaultParallelism))
-        .load(root)
-    )
-    segments = pinned(segments)
-    seg_facts = collect_tables(
-        {
-            "kinds": segments.groupBy("kind").agg(F.count("*").alias("n"), F.sum("size").alias("bytes")),
-            "bad": segments.filter(F.col("kind").isin(*FATAL_SEGMENT_KINDS, "torn_tail")).select(
-                "file", "kind", "position", "size", "problem"
-            ),
-        }
-    )
-    stats.seconds = time.monotonic() - t0
-    by_kind = {r["kind"]: r for r in seg_facts["kinds"]}
-    stats.segment_files = int(by_kind["segment"]["n"]) if "segment" in by_kind else 0
-    stats.segment_bytes = int(by_kind["segment"]["bytes"] or 0) if "segment" in by_kind else 0
-    stats.batches = int(by_kind["batch"]["n"]) if "batch" in by_kind else 0
-    for r in seg_facts["bad"]:
+    # ---- segments: one pass over every byte on the driver (spark_jobs.header_reader), timed.
+    segments, seg_facts = segments_frame(spark, layout, verify_crc=verify_crc, progress=progress)
+    stats.seconds = seg_facts.seconds
+    stats.segment_files, stats.segment_bytes = seg_facts.kinds.get("segment", (0, 0))
+    stats.batches = seg_facts.kinds.get("batch", (0, 0))[0]
+    for r in seg_facts.bad:
         where = f"{r['file']} (position {r['position']}, {r['size']} bytes)"
         if r["kind"] == "torn_tail":
             stats.torn_tail_bytes += int(r["size"])
@@ -162,17 +153,11 @@ def load_inputs(spark: SparkSession, layout: ClusterLayout, *, verify_crc: bool 
                 InputProblem(str(r["file"]), f"{r['kind']}: {r['problem']} at position {r['position']}")
             )
     batches = segments.filter(F.col("kind") == "batch").drop("kind", "problem")
-    metadata_batches = pinned(
-        spark.read.format("isrsim-segments")
-        .option("verify_crc", str(verify_crc).lower())
-        .option("metadata", "true")
-        .load(root)
-        .filter(F.col("kind") == "batch")
-        .drop("kind", "problem")
-    )
+    metadata_segments, _ = segments_frame(spark, layout, verify_crc=verify_crc, metadata=True)
+    metadata_batches = metadata_segments.filter(F.col("kind") == "batch").drop("kind", "problem")
 
     # ---- checkpoints and journals: parsed once and cached; what the driver needs of them in one action.
-    checkpoints = pinned(spark.read.format("isrsim-checkpoints").load(root))
+    checkpoints = checkpoints_frame(spark, layout)
     broker_j = _jsonl(spark, layout.broker_journals, JOURNAL_SCHEMA).withColumn("source", F.lit("broker"))
     ctrl_j = _jsonl(spark, layout.controller_journals, JOURNAL_SCHEMA).withColumn(
         "source", F.lit("controller")

@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -34,6 +35,7 @@ EXIT_FAILED = 1
 EXIT_UNREADABLE = 2
 EXIT_UNKNOWN = 3
 EXIT_CODES = {"valid": EXIT_OK, "invalid": EXIT_FAILED, "unknown": EXIT_UNKNOWN}
+PROGRESS_LINE_S = 2.0  # a progress line at most this often where the console is not a terminal
 SHIPPED_PACKAGES = ("protocol", "broker", "spark_jobs")
 # A local report is one short-lived JVM planning many small queries over metadata-sized inputs (see
 # docs/performance.md): the JIT's optimising tier costs more CPU than it ever wins back in such a run, and
@@ -122,6 +124,27 @@ class Phases:
         self.timings: dict[str, float] = {}
         self.spark: Any = None
         self.jobs: dict[str, int] = {}
+        self._status: Any = None
+        self._name = ""
+        self._printed = 0.0
+
+    def _still_running(self, name: str) -> None:
+        """A line for a phase still running (unless a progress line of it was just printed)."""
+        recent = time.monotonic() - self._printed < PROGRESS_LINE_S
+        if self._name == name and self._status is not None and not recent:
+            self._printed = time.monotonic()
+            self.console.print(f"[dim]{name} ...[/]", highlight=False)
+
+    def update(self, detail: str) -> None:
+        """More on the running phase's status line (e.g. files and bytes read so far); where the console
+        is not a terminal (a CI log), a line at most every 2 s."""
+        if self._status is None:
+            return
+        self._status.update(f"[bold]report[/] {self._name} ... {detail}")
+        now = time.monotonic()
+        if not self.console.is_terminal and now - self._printed >= PROGRESS_LINE_S:
+            self._printed = now
+            self.console.print(f"[dim]{self._name}: {detail}[/]", highlight=False)
 
     def _job_count(self) -> int:
         if self.spark is None:
@@ -138,8 +161,22 @@ class Phases:
     def phase(self, name: str) -> Iterator[None]:
         t0 = time.monotonic()
         jobs0 = self._job_count()
-        with self.console.status(f"[bold]report[/] {name} ..."):
-            yield
+        self._name = name
+        self._printed = t0
+        # Where no status line is drawn (not a terminal), a phase still running after 2 s says so.
+        still = None
+        if not self.console.is_terminal:
+            still = threading.Timer(PROGRESS_LINE_S, self._still_running, (name,))
+            still.daemon = True
+            still.start()
+        with self.console.status(f"[bold]report[/] {name} ...") as status:
+            self._status = status
+            try:
+                yield
+            finally:
+                self._status = None
+                if still is not None:
+                    still.cancel()
         self.timings[name] = round(time.monotonic() - t0, 3)
         self.jobs[name] = self._job_count() - jobs0
         jobs = f", {self.jobs[name]} Spark job(s)" if self.jobs[name] else ""
@@ -193,8 +230,13 @@ def run_report(
         with phases.phase("starting Spark"), spark_output_to(out / "spark.log"):
             spark = spark()
     phases.spark = spark
-    with phases.phase(f"reading {layout.segment_bytes / 1e6:.1f} MB of segments, checkpoints and journals"):
-        inputs = load_inputs(spark, layout, verify_crc=verify_crc)
+    total_files, total_mb = len(layout.segments), layout.segment_bytes / 1e6
+
+    def read_progress(files: int, done: int) -> None:
+        phases.update(f"{files}/{total_files} files, {done / 1e6:.1f}/{total_mb:.1f} MB")
+
+    with phases.phase(f"reading {total_mb:.1f} MB of segments, checkpoints and journals"):
+        inputs = load_inputs(spark, layout, verify_crc=verify_crc, progress=read_progress)
     s = inputs.stats
     console.print(
         f"read {s.segment_bytes:,} bytes of segments ({s.segment_files} files, {s.batches:,} batches) in "

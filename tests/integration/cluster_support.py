@@ -33,6 +33,7 @@ FAST = (
 class Cluster:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.up_output = ""  # what `isrsim cluster up` printed
 
     @property
     def info(self) -> ClusterInfo:
@@ -183,7 +184,7 @@ def cluster_up(
     for s in settings:
         args += ["--override", s]
     try:
-        run_cli(*args, timeout=90)
+        cluster.up_output = run_cli(*args, timeout=90).stdout
         yield cluster
     finally:
         cluster.stop()

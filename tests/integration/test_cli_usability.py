@@ -313,6 +313,9 @@ def test_cluster_up_is_all_or_nothing(tmp_path: Path) -> None:
 def test_cluster_down_is_quick_and_truthful_and_settings_are_kept(tmp_path: Path) -> None:
     root = tmp_path / "c"
     for cluster in cluster_up(root, brokers=2, settings=ONE_BROKER):
+        # `cluster up` names the addresses a client bootstraps from (--base-port 0: not the default ports).
+        addresses = ",".join(b.address for b in cluster.info.brokers)
+        assert f"bootstrap servers: {addresses}" in cluster.up_output.splitlines()
         cluster.cli("topic", "create", "r", "--partitions", "4", "--replication-factor", "2")
         cluster.cli("produce", "r", "--count", "2000", "--no-progress")
         t0 = time.monotonic()

@@ -6,13 +6,15 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
-from spark_jobs.report_job import LOCAL_CONF
-from tests.spark.cluster_fixtures import make_single_broker_cluster, make_three_replicas
+from spark_jobs.report_job import LOCAL_CONF, ReportOutcome, run_report
+from tests.spark.cluster_fixtures import add_kill9_leftovers, make_single_broker_cluster, make_three_replicas
 
 
 @pytest.fixture(scope="session")
@@ -59,3 +61,28 @@ def cluster_copy(three_replica_root: Path, tmp_path: Path) -> Path:
     root = tmp_path / "cluster"
     shutil.copytree(three_replica_root, root, ignore=shutil.ignore_patterns("report"))
     return root
+
+
+@dataclass
+class CleanReport:
+    """The report of ``root`` (three replicas with the leftovers of a kill -9 added), written to ``out``."""
+
+    root: Path
+    outcome: ReportOutcome
+    leftovers: dict[str, Any]
+    out: Path
+
+
+@pytest.fixture(scope="session")
+def clean_report(
+    spark: Any, three_replica_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> CleanReport:
+    """One report of the clean three-replica run for every test that judges it (test_report.py's clean
+    tests, and test_standalone.py, which runs the same report on a standalone cluster and compares)."""
+    root = tmp_path_factory.mktemp("clean") / "cluster"
+    shutil.copytree(three_replica_root, root)
+    leftovers = add_kill9_leftovers(root)
+    out = tmp_path_factory.mktemp("clean-report")
+    console = Console(file=(out / "console.txt").open("w"), width=160)
+    outcome = run_report(spark, root, out / "report", console=console, max_plots=3)
+    return CleanReport(root, outcome, leftovers, out)

@@ -26,12 +26,12 @@ from spark_jobs.report_job import (
 from spark_jobs.sources import pack_segments
 from tests.spark.cluster_fixtures import (
     PER_PARTITION,
-    add_kill9_leftovers,
     damage,
     make_unreadable,
     read_events,
     truncate,
 )
+from tests.spark.conftest import CleanReport
 
 pytestmark = pytest.mark.spark
 
@@ -50,12 +50,9 @@ def _partitions(check: dict[str, Any]) -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def clean_run(spark: Any, three_replica_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    root = tmp_path_factory.mktemp("clean") / "cluster"
-    shutil.copytree(three_replica_root, root)
-    leftovers = add_kill9_leftovers(root)
-    out = tmp_path_factory.mktemp("clean-report")
-    return _run(spark, root, out), leftovers, out
+def clean_run(clean_report: CleanReport) -> Any:
+    """The session's report of the three replicas with kill -9 leftovers (tests/spark/conftest.py)."""
+    return clean_report.outcome, clean_report.leftovers, clean_report.out
 
 
 @pytest.fixture(scope="module")
@@ -367,43 +364,41 @@ def test_acks1_losses_are_listed_but_only_acks_all_losses_fail(
     spark: Any, cluster_copy: Path, tmp_path: Path
 ) -> None:
     """A batch acknowledged with acks=1 and then gone from every replica (a crashed or zombie leader that
-    acknowledged it alone) is Kafka's documented acks=1 loss: listed, not a violation. With acks=all it is."""
-    acks_all_root = tmp_path / "acks-all-root"
-    shutil.copytree(cluster_copy, acks_all_root)  # a second root: Spark caches file listings per session
-    outcomes = {}
-    for root, acks in ((cluster_copy, 1), (acks_all_root, -1)):
-        journals = {
-            p: [json.loads(line) for line in p.read_text().splitlines()]
-            for p in (root / "workload").glob("acked-*.jsonl")
-        }
-        # The leader's acked.jsonl says the same of the batch (it is the same acknowledgement).
-        leader_lines = [json.loads(line) for line in (root / "broker-1" / "data" / "acked.jsonl").open()]
-        path, last = max(
-            ((p, a) for p, lines in journals.items() for a in lines if a["partition"] == 3),
+    acknowledged it alone) is Kafka's documented acks=1 loss: listed, not a violation. With acks=all it is.
+    One report judges both: t-3 loses its last batch acknowledged with acks=1, t-5 its last with acks=all."""
+    root = cluster_copy
+    journals = {
+        p: [json.loads(line) for line in p.read_text().splitlines()]
+        for p in (root / "workload").glob("acked-*.jsonl")
+    }
+    # The leader's acked.jsonl says the same of the batch (it is the same acknowledgement).
+    leader_path = root / "broker-1" / "data" / "acked.jsonl"
+    leader_lines = [json.loads(line) for line in leader_path.open()]
+    lost = {}
+    for partition, acks in ((3, 1), (5, -1)):
+        _, last = max(
+            ((p, a) for p, lines in journals.items() for a in lines if a["partition"] == partition),
             key=lambda x: x[1]["base_offset"],
         )
         for broker in (1, 2, 3):
-            truncate(root, broker, 3, last["base_offset"])
+            truncate(root, broker, partition, last["base_offset"])
         last["acks"] = acks
-        path.write_text("".join(json.dumps(a) + "\n" for a in journals[path]))
         for line in leader_lines:
-            if (line["partition"], line["base_offset"]) == (3, last["base_offset"]):
+            if (line["partition"], line["base_offset"]) == (partition, last["base_offset"]):
                 line["acks"] = acks
-        (root / "broker-1" / "data" / "acked.jsonl").write_text(
-            "".join(json.dumps(a) + "\n" for a in leader_lines)
-        )
-        out = tmp_path / f"out{acks}"
-        out.mkdir()
-        outcomes[acks] = (_check(_run(spark, root, out), "acked_not_lost"), last["base_offset"])
+        lost[partition] = last["base_offset"]
+    for path, lines in journals.items():
+        path.write_text("".join(json.dumps(a) + "\n" for a in lines))
+    leader_path.write_text("".join(json.dumps(a) + "\n" for a in leader_lines))
 
-    check, base = outcomes[1]
-    assert check["passed"] and check["violations"] == 0
+    check = _check(_run(spark, root, tmp_path), "acked_not_lost")
+    # The acks=1 loss of t-3 is listed for every replica, and is no violation.
     listed = {
         (r["partition"], r["base_offset"], r["broker"], r["acks"]) for r in check["extra"]["acks1_lost"]
     }
-    assert listed == {(3, base, b, 1) for b in (1, 2, 3)}
+    assert listed == {(3, lost[3], b, 1) for b in (1, 2, 3)}
     assert any("acks=1" in n for n in check["notes"])
-    check, base = outcomes[-1]
+    # The acks=all loss of t-5 is the only violation: missing on each of the three replicas.
     assert not check["passed"] and check["violations"] == 3
-    assert {(r["partition"], r["base_offset"]) for r in check["examples"]} == {(3, base)}
-    assert "acks1_lost" not in check["extra"]
+    assert {(r["partition"], r["base_offset"]) for r in check["examples"]} == {(5, lost[5])}
+    assert all(r["acks"] == -1 for r in check["examples"])

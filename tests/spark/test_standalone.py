@@ -1,6 +1,6 @@
 """The report on a Spark standalone cluster: a master and two workers started from the pyspark installation
 on 127.0.0.1, the job submitted with ``isrsim report --master spark://...``, and its report.json compared
-with a ``local[2]`` run of the same data."""
+with the session's ``local[2]`` report of the same data (``clean_report``)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
-from spark_jobs.report_job import run_report
+from tests.spark.conftest import CleanReport
 
 pytestmark = pytest.mark.spark
 
@@ -178,10 +177,10 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.timeout(1200)  # a standalone Spark cluster's start, then the report on it (itself up to 600 s)
 def test_report_on_a_standalone_cluster_matches_local(
-    spark: Any, standalone: Standalone, three_replica_root: Path, tmp_path: Path
+    standalone: Standalone, clean_report: CleanReport, tmp_path: Path
 ) -> None:
-    root = tmp_path / "cluster"
-    shutil.copytree(three_replica_root, root, ignore=shutil.ignore_patterns("report"))
+    """The same data as the session's local report (tests/spark/conftest.py), read again on the cluster."""
+    root = clean_report.root
     # Executors get 512m of the workers' 768m; everything else is Spark's default for a cluster.
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
@@ -223,7 +222,6 @@ def test_report_on_a_standalone_cluster_matches_local(
     executors = [p for p in (standalone.logs).glob("work-*/app-*/*") if p.is_dir()]
     assert len({p.parent.parent.name for p in executors}) == WORKERS, executors
 
-    console = Console(file=(tmp_path / "local.txt").open("w"), width=160)
-    local = run_report(spark, root, tmp_path / "local", console=console, max_plots=3)
+    local = clean_report.outcome
     assert local.report["verdict"] == "valid"
     assert _comparable(on_cluster) == _comparable(local.report)

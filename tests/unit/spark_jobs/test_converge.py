@@ -167,3 +167,29 @@ def test_a_fault_of_a_voter_is_the_controllers_and_touches_every_partition() -> 
     assert [(w.label, w.controller) for w in windows] == [("kill 1000", True)]
     per_fault, _, _ = converge(windows, isr_history(events, REPLICAS), 9000)
     assert per_fault[0]["partitions_touched"] == 2
+
+
+def test_a_fencing_right_after_a_kill_and_restart_is_the_kills_window() -> None:
+    """kill 3 at 1000 and its restart at 1500, before the controller noticed: broker 3 registers again and
+    is fenced from 2000 until it has caught up (3001). One fault: the kill, until the unfencing; the ISR
+    shrinks (2000) fall under it. A fencing long after the restart is a fault of its own."""
+    lines = [line for line in _kill_run() if line.get("event") != "broker_started" or line["ts_ms"] != 3000]
+    lines.insert(5, _started(1500, 3))
+    events = _events(sorted(lines, key=lambda line: line["ts_ms"]))
+    kill = [
+        {"ts_ms": 1000, "action": "kill", "nodes": ["3"], "params": {}},
+        {"ts_ms": 1500, "action": "restart", "nodes": ["3"], "params": {}},
+    ]
+    windows = fault_windows(events, fault_bands(kill), final_stop_ms(events))
+    assert [(w.label, w.source, w.start_ms, w.end_ms, w.ended_by) for w in windows] == [
+        ("kill 3", "faults.jsonl", 1000, 3001, "unfenced")
+    ]
+    per_fault, _, _ = converge(windows, isr_history(events, REPLICAS), 9000)
+    assert per_fault[0]["converged_ms"] == 3700
+    late = [{**r, "ts_ms": r["ts_ms"] - 10_000} for r in kill]  # the kill ended 10.5 s before the fencing
+    windows = fault_windows(events, fault_bands(late), final_stop_ms(events))
+    assert [(w.label, w.start_ms, w.end_ms) for w in windows] == [
+        ("kill 3", -9000, -8500),
+        ("crash 3", 900, 1500),
+        ("fenced 3", 2000, 3001),
+    ]
