@@ -7,10 +7,10 @@ Everything above imports these from here; nothing here imports from ``broker``, 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from protocol import environment as _environment
 from protocol.errors import Errors
 
 # Kafka's TopicPartition: (topic, partition). A plain tuple so it hashes fast and packs as a msgpack array.
@@ -22,13 +22,19 @@ Clock = Callable[[], int]
 
 
 def wall_clock_ms() -> int:
-    """Wall-clock milliseconds (Kafka's ``Time.SYSTEM.milliseconds()``): what journals and timeouts use."""
-    return int(time.time() * 1000)
+    """Wall-clock milliseconds (Kafka's ``Time.SYSTEM.milliseconds()``): what journals and timeouts use
+    (the environment's: virtual milliseconds from 0 in the simulation, ``protocol.environment``)."""
+    return int(_environment.wall_time() * 1000)
+
+
+def wall_time() -> float:
+    """Wall-clock seconds (``time.time()``, or the simulation's virtual seconds)."""
+    return _environment.wall_time()
 
 
 def monotonic_ms() -> int:
     """Milliseconds from a clock that never goes back (for deadlines within one process)."""
-    return int(time.monotonic() * 1000)
+    return int(_environment.monotonic() * 1000)
 
 
 class MockTime:

@@ -34,12 +34,12 @@ from __future__ import annotations
 import bisect
 import logging
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
+from protocol.common import wall_time
 from protocol.compression import CompressionType
 from protocol.control_records import EndTransactionMarker, is_control, read_end_txn_marker
 from protocol.errors import CorruptRecordError, Errors, KafkaError, OffsetOutOfRangeError
@@ -219,7 +219,7 @@ class Log:
         *,
         log_start_offset: int = 0,
         recovery_point: int = 0,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = wall_time,
         had_clean_shutdown: bool = False,
         failure_channel: LogDirFailureChannel | None = None,
     ) -> Log:
