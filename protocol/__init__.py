@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         range_assign,
     )
     from protocol.control_records import decode_end_txn_marker
-    from protocol.environment import Environment, StreamListener, install_environment, monotonic, process_id
+    from protocol.environment import Environment, install_environment, monotonic, process_id
     from protocol.errors import RETRIABLE, CorruptRecordError, Errors, KafkaError
     from protocol.fault_injector import net_faults_set_body, rules_from_body
     from protocol.fault_kinds import (
@@ -119,7 +119,6 @@ _EXPORTS: dict[str, str] = {
     "error_name": "protocol.common",
     "wall_clock_ms": "protocol.common",
     "Environment": "protocol.environment",
-    "StreamListener": "protocol.environment",
     "install_environment": "protocol.environment",
     "monotonic": "protocol.environment",
     "process_id": "protocol.environment",
@@ -239,7 +238,6 @@ __all__ = [
     "ResponseLost",
     "RuleError",
     "SecurityConfigError",
-    "StreamListener",
     "TopicPartition",
     "answer_rules",
     "api_name",

@@ -28,13 +28,14 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import trio
+if TYPE_CHECKING:  # trio is loaded by the first call that needs it: a light name of protocol stays light
+    import trio
+
+    StreamListener = trio.abc.Listener[trio.abc.Stream]
 
 T = TypeVar("T")
-
-StreamListener = trio.abc.Listener[trio.abc.Stream]
 
 
 class Environment:
@@ -49,22 +50,32 @@ class Environment:
         return time.monotonic()
 
     async def open_tcp_stream(self, host: str, port: int) -> trio.abc.Stream:
+        import trio
+
         return await trio.open_tcp_stream(host, port)
 
     async def open_tcp_listeners(self, port: int, host: str | None) -> list[StreamListener]:
+        import trio
+
         return list(await trio.open_tcp_listeners(port, host=host))
 
     def listener_port(self, listener: StreamListener) -> int:
+        import trio
+
         assert isinstance(listener, trio.SocketListener)
         return int(listener.socket.getsockname()[1])
 
     def close_listener(self, listener: StreamListener) -> None:
         """Closes a listener synchronously (a bind that failed half-way)."""
+        import trio
+
         if isinstance(listener, trio.SocketListener):
             listener.socket.close()
 
     def peer_address(self, stream: trio.abc.Stream) -> tuple[str, int]:
         """The far end of an accepted connection (``OSError`` if it is gone)."""
+        import trio
+
         assert isinstance(stream, trio.SocketStream)
         address, port = stream.socket.getpeername()[:2]
         return str(address), int(port)
@@ -86,6 +97,8 @@ class Environment:
         return os.getpid()
 
     async def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
+        import trio
+
         return await trio.to_thread.run_sync(fn, *args)
 
 
@@ -174,7 +187,6 @@ async def run_sync(fn: Callable[..., T], *args: Any) -> T:
 __all__ = [
     "REAL",
     "Environment",
-    "StreamListener",
     "close_listener",
     "current",
     "fsync",

@@ -56,7 +56,6 @@ import trio
 from protocol import environment
 from protocol.api_keys import ApiKeys
 from protocol.api_specs import REQUEST_TYPES, SPECS, error_response
-from protocol.environment import StreamListener
 from protocol.errors import Errors
 from protocol.fault_injector import EXEMPT_APIS, FaultInjector
 from protocol.fault_rules import ProtocolFaultRule, ProtocolFaultTable, request_facts
@@ -272,7 +271,7 @@ class SocketServer:
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Binds every listener (Kafka's one Acceptor per listener), then accepts on all of them;
         ``task_status`` gets the first listener's port (``bound_ports`` has each one's)."""
-        bound: list[tuple[str, list[StreamListener]]] = []
+        bound: list[tuple[str, list[environment.StreamListener]]] = []
         try:
             for name, host, port in self.listeners:
                 sockets = await environment.open_tcp_listeners(port, host)
@@ -295,7 +294,7 @@ class SocketServer:
     # ------------------------------------------------------------------ accepting, quotas, idle connections
 
     async def _accept_loop(
-        self, listener: StreamListener, nursery: trio.Nursery, listener_name: str = "PLAINTEXT"
+        self, listener: environment.StreamListener, nursery: trio.Nursery, listener_name: str = "PLAINTEXT"
     ) -> None:
         """Kafka's Acceptor: waits while ``max.connections`` are open; backs off when accept() has no file
         descriptors (or memory) left, logging once when that starts and once when it ends."""

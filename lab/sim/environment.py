@@ -27,9 +27,10 @@ from typing import Any, TypeVar
 import trio
 import trio.testing
 
-from protocol import Environment, StreamListener
+from protocol import Environment
 
 T = TypeVar("T")
+StreamListener = trio.abc.Listener[trio.abc.Stream]
 _Pair = trio.StapledStream[trio.testing.MemorySendStream, trio.testing.MemoryReceiveStream]
 
 # The files a kill leaves alone: the journals are the observer's record of the run, not the node's data
