@@ -106,3 +106,50 @@ def sim_run(
         click.echo(f"violation: {violation}")
     click.echo(f"sim-verdict {result.verdict} steps={result.steps}")
     click.echo(f"sim-digest {result.digest}")
+
+
+@sim.command("explore")
+@click.option("--seeds", required=True, help="Seeds A..B (both included), e.g. 1..300.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Seeds run at once.")
+@click.option(
+    "--duration", type=click.FloatRange(min=1), default=30.0, show_default=True, help="Virtual s a seed."
+)
+@click.option("--faults", "faults", default="kill", show_default=True, help="Fault kinds, comma-separated.")
+@click.option("--truncation-mode", default=None, help="The brokers' replication.truncation.mode.")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("sim-runs"),
+    show_default=True,
+    help="Where failing seeds' directories are kept.",
+)
+def sim_explore(
+    seeds: str, jobs: int, duration: float, faults: str, truncation_mode: str | None, out: Path
+) -> None:
+    """Run many seeds with the online invariants; print `seed verdict steps virtual_s wall_s` per seed and
+    the `sim run` command that replays each failing one. Exit status 1 if any seed failed."""
+    from lab.sim.explore import SeedOutcome, explore, parse_seeds
+    from lab.sim.run import check_fault_kinds
+
+    kinds = () if faults.strip() == "none" else _kinds(faults)
+    check_fault_kinds(kinds)
+    run_args = ["--duration", f"{duration:g}", "--faults", ",".join(kinds) or "none"]
+    if truncation_mode is not None:
+        run_args += ["--truncation-mode", truncation_mode]
+    click.echo("seed verdict steps virtual_s wall_s")
+
+    def show(o: SeedOutcome) -> None:
+        click.echo(f"{o.seed} {o.verdict} {o.steps} {o.virtual_s:.1f} {o.wall_s:.1f}")
+        if o.verdict != "ok":
+            for v in o.violations:
+                click.echo(f"  {v}")
+            click.echo(f"  replay: {o.replay}")
+
+    outcomes = explore(parse_seeds(seeds), out, run_args, jobs, show)
+    failed = [o for o in outcomes if o.verdict != "ok"]
+    click.echo(
+        f"{len(outcomes)} seeds, {len(failed)} failing" + (f": {[o.seed for o in failed]}" if failed else "")
+    )
+    if failed:
+        sys.exit(1)
