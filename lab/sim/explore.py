@@ -88,7 +88,8 @@ def explore(
                 virtual_s=float(line.group("virtual")) if line else 0.0,
                 wall_s=wall,
                 out=seed_dir,
-                replay="isrsim " + " ".join(args),
+                # The files name their directory: the replay runs where the seed ran, the kept run aside.
+                replay=f"mv {seed_dir} {seed_dir}.failed && isrsim " + " ".join(args),
                 violations=_VIOLATION.findall(text) or ([] if verdict else text.strip().splitlines()[-3:]),
             )
             if outcome.verdict == "ok":
