@@ -7,10 +7,10 @@ Everything above imports these from here; nothing here imports from ``broker``, 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from protocol import environment as _environment
 from protocol.errors import Errors
 
 # Kafka's TopicPartition: (topic, partition). A plain tuple so it hashes fast and packs as a msgpack array.
@@ -21,20 +21,32 @@ TopicPartition = tuple[str, int]
 Clock = Callable[[], int]
 
 
+# The clocks of the process's environment (protocol.environment installs the simulation's here): bound
+# once, so a real process pays what it always did.
+_wall_time: Callable[[], float] = time.time
+_monotonic: Callable[[], float] = time.monotonic
+
+
+def use_clocks(wall_time: Callable[[], float], monotonic: Callable[[], float]) -> None:
+    """Called by ``protocol.environment.install`` only."""
+    global _wall_time, _monotonic
+    _wall_time, _monotonic = wall_time, monotonic
+
+
 def wall_clock_ms() -> int:
     """Wall-clock milliseconds (Kafka's ``Time.SYSTEM.milliseconds()``): what journals and timeouts use
     (the environment's: virtual milliseconds from 0 in the simulation, ``protocol.environment``)."""
-    return int(_environment.wall_time() * 1000)
+    return int(_wall_time() * 1000)
 
 
 def wall_time() -> float:
     """Wall-clock seconds (``time.time()``, or the simulation's virtual seconds)."""
-    return _environment.wall_time()
+    return _wall_time()
 
 
 def monotonic_ms() -> int:
     """Milliseconds from a clock that never goes back (for deadlines within one process)."""
-    return int(_environment.monotonic() * 1000)
+    return int(_monotonic() * 1000)
 
 
 class MockTime:

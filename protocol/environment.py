@@ -108,8 +108,11 @@ _env: Environment = REAL
 
 def install(env: Environment) -> None:
     """Makes ``env`` the process's environment (the simulation, before it builds any node)."""
+    from protocol.common import use_clocks
+
     global _env
     _env = env
+    use_clocks(env.wall_time, env.monotonic)
 
 
 install_environment = install
