@@ -142,6 +142,18 @@ class SimNode:
             self.server = None
             self.exited.set()
 
+    async def stop(self) -> None:
+        """A clean stop (SIGTERM without the controlled shutdown, as the end of a real run): the node
+        flushes and closes its logs and journals its stop."""
+        if self.server is None or not self.running:
+            return
+        if isinstance(self.server, KafkaServer):
+            self.server.stop(controlled=False)
+        else:
+            self.server.stop()
+        await self.exited.wait()
+        self.env.network.close_address(("127.0.0.1", self.entry.port))
+
     async def kill(self) -> None:
         if self.scope is None or not self.running:
             return
@@ -221,8 +233,13 @@ class Simulation:
             with trio.move_on_after(SETTLE_S):
                 await self._watch()
             self.invariants.final(_now_ms(), self._live_brokers(), self._acked())
+            # The end of the run is a clean stop, brokers first (as `isrsim cluster down`), so that the
+            # report reads what the nodes had, not what a last crash would leave.
             for node in self.nodes.values():
-                await node.kill()
+                if node.name.startswith("broker"):
+                    await node.stop()
+            for node in self.nodes.values():
+                await node.stop()
             nursery.cancel_scope.cancel()
 
     def _live_brokers(self) -> list[tuple[int, Any]]:
