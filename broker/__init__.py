@@ -27,7 +27,7 @@ from protocol.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-    from broker.server import run_broker
+    from broker.server import KafkaServer, run_broker
     from server.config import ConfigError
     from server.journal import read_journal
     from server.security.acl import (
@@ -79,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "SCRAM_MECHANISM_TYPES": "server.security.security_metadata",
     "salted_password": "server.security.security_metadata",
     "run_broker": "broker.server",
+    "KafkaServer": "broker.server",
     "slow_step_instruments": "server.slow_steps",
 }
 
@@ -96,6 +97,7 @@ __all__ = [
     "ConfigError",
     "CredentialStore",
     "InconsistentBrokerIdError",
+    "KafkaServer",
     "LeaderEpochCheckpointFile",
     "LogDirLoadError",
     "OffsetCheckpointFile",

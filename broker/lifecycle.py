@@ -25,12 +25,12 @@ The connection underneath is ``server.controller_channel.ControllerChannel``.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 
 import trio
 
 from protocol import controller_messages as cm
+from protocol import environment
 from protocol.api_keys import ApiKeys
 from protocol.common import error_name
 from protocol.errors import Errors
@@ -61,7 +61,7 @@ class BrokerLifecycleManager:
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000.0
         # Kafka's heartbeat channel: requests time out at half the session (KAFKA-14392).
         self.request_timeout_s = session_timeout_ms / 2000.0
-        self.incarnation_id = incarnation_id or str(uuid.uuid4())
+        self.incarnation_id = incarnation_id or environment.uuid4()
         self.on_fenced_change = on_fenced_change
         self.broker_epoch = -1
         self.is_fenced = True

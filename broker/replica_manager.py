@@ -48,6 +48,7 @@ from fetcher.truncation import (
     initial_fetch_offset,
     truncation_reason,
 )
+from protocol import environment
 from protocol import messages as m
 from protocol.api_keys import DEBUGGING_REPLICA_ID, READ_COMMITTED, READ_UNCOMMITTED
 from protocol.common import LEADER_DURING_DELETE, BrokerEndpoint, TopicPartition
@@ -261,7 +262,7 @@ class ReplicaManager:
                 with self.log_manager.failure_channel.guard(
                     str(self.log_manager.log_dir), "writing leader-epoch checkpoints"
                 ):
-                    await trio.to_thread.run_sync(write_all_atomically, files, ".tmp-lai")
+                    await environment.run_sync(write_all_atomically, files, ".tmp-lai")
             with already_durable(files):
                 return self.become_leader_or_follower(controller_id, controller_epoch, states, live_leaders)
 
@@ -1115,7 +1116,7 @@ class ReplicaManager:
             # Planned again: a LEADER_AND_ISR applied while this waited may have changed the caches.
             files = self._follower_append_checkpoints(appends)
             with guard(str(self.log_manager.log_dir), "writing leader-epoch checkpoints"):
-                await trio.to_thread.run_sync(write_all_atomically, files, ".tmp-fetch")
+                await environment.run_sync(write_all_atomically, files, ".tmp-fetch")
         with (
             already_durable(files),
             guard(str(self.log_manager.log_dir), "writing leader-epoch checkpoints"),

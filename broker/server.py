@@ -4,10 +4,7 @@ KafkaApis, socket server and handler pool, runs them in one nursery, and stops t
 from __future__ import annotations
 
 import logging
-import os
-import random
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -44,8 +41,9 @@ from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.replica_fetcher import FetcherSettings
 from protocol import config_messages as cfm
 from protocol import controller_messages as cm
+from protocol import environment
 from protocol.api_keys import ApiKeys
-from protocol.common import BrokerEndpoint, TopicPartition, wall_clock_ms
+from protocol.common import BrokerEndpoint, TopicPartition, wall_clock_ms, wall_time
 from protocol.errors import Errors, InvalidRequestError, KafkaStorageError
 from protocol.fault_injector import FaultInjector, current_faults
 from protocol.faults import CONTROLLER
@@ -82,7 +80,7 @@ def build_log_manager(config: BrokerConfig) -> LogManager:
         config.broker_id,
         config.cluster_id,
         broker_log_config(config.get),
-        clock=time.time,
+        clock=wall_time,
     )
     log_manager.check_log_dir()
     return log_manager
@@ -170,7 +168,7 @@ class KafkaServer:
         self.fetch_session_cache = FetchSessionCache(
             c.get_int("max.incremental.fetch.session.cache.slots"),
             c.get_int("min.incremental.fetch.session.eviction.ms"),
-            random.Random(),
+            environment.new_random(f"fetch-session-cache-{c.broker_id}"),
         )
         self.metrics = BrokerMetrics(
             BROKER_APIS,
@@ -590,7 +588,7 @@ class KafkaServer:
                 host=self.metadata_cache.local.host,
                 port=self.bound_port,
                 listeners=[f"{n}://{h}:{p}" for n, (h, p) in self.metadata_cache.local_endpoints.items()],
-                pid=os.getpid(),
+                pid=environment.process_id(),
                 log_dir=str(self.config.log_dir),
                 truncation_mode=str(c.truncation_mode),
             )

@@ -65,6 +65,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cli.scenario_cmd:scenario",
         "Replay KIP-101, KIP-279 and other stories under a truncation mode.",
     ),
+    "sim": ("cli.sim_cmd:sim", "Deterministic simulation: one seed, one exact history (run, explore)."),
     "security": ("cli.security_cmd:security", "Make TLS certificates and SCRAM users for a cluster."),
     "topic": ("cli.topic_cmd:topic", "Create, list, describe and delete topics (kafka-topics)."),
     "transactions": (

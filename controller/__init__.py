@@ -16,16 +16,17 @@ from protocol.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from controller.config import ControllerConfig
-    from controller.controller import run_controller
+    from controller.controller import KafkaController, run_controller
     from controller.state import StateError
 
 _EXPORTS: dict[str, str] = {
     "ControllerConfig": "controller.config",
     "run_controller": "controller.controller",
+    "KafkaController": "controller.controller",
     "StateError": "controller.state",
 }
 
-__all__ = ["ControllerConfig", "StateError", "run_controller"]
+__all__ = ["ControllerConfig", "KafkaController", "StateError", "run_controller"]
 
 if not TYPE_CHECKING:
     __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -16,7 +16,6 @@ the calls (see :meth:`KafkaController.commit_effects`).
 from __future__ import annotations
 
 import logging
-import os
 import random
 import signal
 import threading
@@ -36,6 +35,7 @@ from controller.request_batch import OutboundRequest
 from controller.security_control import SecurityControl
 from controller.state import ClusterState, save_state, start_new_epoch
 from protocol import config_messages as cfm
+from protocol import environment
 from protocol import messages as m
 from protocol.api_keys import ApiKeys
 from protocol.api_specs import SPECS, Node, check_handlers, handled_by, node_api_versions
@@ -142,7 +142,7 @@ class KafkaController:
         self.config = config
         self.controller_id = config.node_id
         self.clock_ms = clock_ms
-        self.rng = rng or random.Random()
+        self.rng = rng or environment.new_random(f"controller-{config.node_id}")
         self.directory = config.directory
         self.bound_port: int | None = None
         self.started = trio.Event()
@@ -340,7 +340,7 @@ class KafkaController:
                     controller_epoch=epoch,
                     host=advertised,
                     port=self.bound_port,
-                    pid=os.getpid(),
+                    pid=environment.process_id(),
                     cluster_id=self.config.cluster_id,
                     metadata_dir=str(self.directory),
                     voters=sorted(self.voters),

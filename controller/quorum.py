@@ -25,6 +25,7 @@ from typing import Any
 
 import trio
 
+from protocol import environment
 from protocol.api_keys import ApiKeys
 from protocol.common import monotonic_ms, wall_clock_ms
 from protocol.errors import Errors, InvalidRequestError
@@ -78,7 +79,7 @@ class RaftManager:
             FileQuorumStateStore(directory),
             config,
             now_ms=clock_ms(),
-            rng=rng or random.Random(),
+            rng=rng or environment.new_random(f"raft-{node_id}"),
         )
         self.channels = {
             v: ControllerChannel(

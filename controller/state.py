@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protocol import environment
 from protocol.common import TopicPartition
 from server.producer_ids import ProducerIdsRecord
 
@@ -249,13 +250,13 @@ def save_state(directory: Path, state: ClusterState) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        environment.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    environment.replace(tmp, path)
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)
+        environment.fsync(dir_fd)
     finally:
         os.close(dir_fd)
 

@@ -41,7 +41,10 @@ from protocol import (
     ResponseLost,
     TopicPartition,
     build_simple_batch,
+    monotonic,
+    process_id,
     read_header,
+    wall_clock_ms,
 )
 
 log = logging.getLogger(__name__)
@@ -55,7 +58,7 @@ _INIT_RETRIABLE = frozenset({Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDIN
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    return wall_clock_ms()
 
 
 class JournalWriteError(ClientError):
@@ -184,7 +187,7 @@ class ProduceStats:
 
     @property
     def elapsed(self) -> float:
-        return (self.finished or time.monotonic()) - self.started
+        return (self.finished or monotonic()) - self.started
 
     @property
     def rate(self) -> float:
@@ -256,7 +259,7 @@ class RateLimitedLog:
         self._suppressed: Counter[str] = Counter()
 
     def warning(self, key: str, message: str) -> bool:
-        now = time.monotonic()
+        now = monotonic()
         last = self._last.get(key)
         if last is not None and now - last < self.interval_s:
             self._suppressed[key] += 1
@@ -291,7 +294,7 @@ class Producer:
         self.topic = topic
         self.settings = settings
         self.journal = journal
-        self.producer_id = producer_id or (journal.producer_id if journal else f"p{os.getpid()}")
+        self.producer_id = producer_id or (journal.producer_id if journal else f"p{process_id()}")
         self.stats = ProduceStats()
         self.on_progress = on_progress
         self.retry_log = RateLimitedLog(log)
@@ -329,7 +332,7 @@ class Producer:
         self.stats = ProduceStats()
         if self.settings.idempotent and self.kafka_producer_id < 0:
             await self.init_producer_id()
-        start = time.monotonic()
+        start = monotonic()
         started_ms = now_ms()
         self._loop_ended = None
         try:
@@ -337,12 +340,12 @@ class Producer:
         finally:
             if self.journal is not None:
                 # What it meant to write: all of ``count``, or, cut short, what the rate called for by then.
-                elapsed = (self._loop_ended or time.monotonic()) - start
+                elapsed = (self._loop_ended or monotonic()) - start
                 stopped = stop is not None and stop.is_set()
                 due = min(count, int(rate * elapsed)) if rate and stopped else (0 if stopped else count)
                 intended = max(self.stats.records_sent, due)
                 self.journal.summary(started_ms, rate, intended, self.stats)
-        self.stats.finished = time.monotonic()
+        self.stats.finished = monotonic()
         if self.on_progress:
             self.on_progress(self.stats)
         return self.stats
@@ -363,7 +366,7 @@ class Producer:
                 n = min(self.settings.batch_records, count - seq)
                 if rate:
                     due = start + seq / rate
-                    delay = due - time.monotonic()
+                    delay = due - monotonic()
                     if delay > 0:
                         await _sleep_unless(stop, delay)
                         if stop is not None and stop.is_set():
@@ -372,7 +375,7 @@ class Producer:
                 i += 1
                 await self._dispatch(nursery, slots[partition], partition, self._values(seq, n))
                 seq += n
-            self._loop_ended = time.monotonic()  # the batches in flight may take a while longer
+            self._loop_ended = monotonic()  # the batches in flight may take a while longer
 
     async def _dispatch(
         self,
@@ -423,7 +426,7 @@ class Producer:
             if self.journal is not None:
                 # What it meant to write: every record it read.
                 self.journal.summary(started_ms, None, self.stats.records_sent, self.stats)
-        self.stats.finished = time.monotonic()
+        self.stats.finished = monotonic()
         if self.on_progress:
             self.on_progress(self.stats)
         return self.stats
@@ -462,7 +465,7 @@ class Producer:
         """A producer id from any broker (INIT_PRODUCER_ID), retried while the brokers cannot give one yet
         (COORDINATOR_LOAD_IN_PROGRESS, no broker answering) until delivery.timeout.ms."""
         s = self.settings
-        deadline = time.monotonic() + s.delivery_timeout_ms / 1000
+        deadline = monotonic() + s.delivery_timeout_ms / 1000
         attempt = 0
         body = {"transactional_id": None, "transaction_timeout_ms": 0}
         while True:
@@ -489,7 +492,7 @@ class Producer:
                 if "INIT_PRODUCER_ID refused" in str(exc):
                     raise
                 why = str(exc)
-            if time.monotonic() >= deadline:
+            if monotonic() >= deadline:
                 raise ClientError(f"no producer id within delivery.timeout.ms ({why})")
             self.retry_log.warning(f"init:{why}", f"INIT_PRODUCER_ID: {why}; retrying")
             await trio.sleep(retry_backoff_s(attempt, s.retry_backoff_ms, s.retry_backoff_max_ms))
@@ -547,7 +550,7 @@ class Producer:
     async def _my_turn(self, tp: TopicPartition, batch_id: int, deadline: float) -> bool:
         """Whether the batch may go out now; if not, waits until something of its partition changed (or
         the deadline) and says False."""
-        if self._sequences[tp].may_send(batch_id) or time.monotonic() >= deadline:
+        if self._sequences[tp].may_send(batch_id) or monotonic() >= deadline:
             return True
         with trio.move_on_at(deadline):
             await self._sequence_changed[tp].wait()
@@ -581,7 +584,7 @@ class Producer:
         s = self.settings
         n = len(values)
         sent_ms = now_ms()
-        deadline = time.monotonic() + s.delivery_timeout_ms / 1000
+        deadline = monotonic() + s.delivery_timeout_ms / 1000
         partition_data: dict[str, object] = {"index": tp[1], "records": batch}
         body = {
             "transactional_id": None,
@@ -601,7 +604,7 @@ class Producer:
             if s.idempotent and not await self._my_turn(tp, batch_id, deadline):
                 attempt -= 1
                 continue
-            t0 = time.monotonic()
+            t0 = monotonic()
             error: str
             remaining = max(0.001, deadline - t0)
             cut_by_delivery_timeout = remaining < s.attempt_timeout_s
@@ -634,7 +637,7 @@ class Producer:
                     except EpochExhaustedError as exc:
                         error, retriable = f"{error} ({exc})", False
                     else:
-                        if time.monotonic() < deadline:
+                        if monotonic() < deadline:
                             self.stats.retries += 1
                             continue
             except trio.TooSlowError:
@@ -662,7 +665,7 @@ class Producer:
             previous = error
             self.stats.errors[error] += 1
             self.stats.last_error = error
-            if not retriable or time.monotonic() >= deadline:
+            if not retriable or monotonic() >= deadline:
                 self.stats.batches_failed += 1
                 self.stats.records_failed += n
                 if self.journal is not None:
@@ -684,7 +687,7 @@ class Producer:
             if self.on_progress:
                 self.on_progress(self.stats)
             backoff = retry_backoff_s(attempt, s.retry_backoff_ms, s.retry_backoff_max_ms)
-            await trio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+            await trio.sleep(min(backoff, max(0.0, deadline - monotonic())))
             try:
                 await self.client.refresh_metadata([tp[0]], timeout=s.request_timeout_ms / 1000)
             except Exception as exc:  # the next attempt reports it
@@ -702,7 +705,7 @@ class Producer:
         st.records_acked += n
         st.bytes_acked += len(batch)
         st.batches_acked += 1
-        st.latencies_ms.append((time.monotonic() - t0) * 1000)
+        st.latencies_ms.append((monotonic() - t0) * 1000)
         if self.journal is not None:
             crc = read_header(batch).crc
             self.journal.acked(

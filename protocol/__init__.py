@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         range_assign,
     )
     from protocol.control_records import decode_end_txn_marker
+    from protocol.environment import Environment, install_environment, monotonic, process_id
     from protocol.errors import RETRIABLE, CorruptRecordError, Errors, KafkaError
     from protocol.fault_injector import net_faults_set_body, rules_from_body
     from protocol.fault_kinds import (
@@ -122,6 +123,10 @@ _EXPORTS: dict[str, str] = {
     "range_assign": "protocol.consumer_protocol",
     "error_name": "protocol.common",
     "wall_clock_ms": "protocol.common",
+    "Environment": "protocol.environment",
+    "install_environment": "protocol.environment",
+    "monotonic": "protocol.environment",
+    "process_id": "protocol.environment",
     "CorruptRecordError": "protocol.errors",
     "KafkaError": "protocol.errors",
     "Errors": "protocol.errors",
@@ -228,6 +233,7 @@ __all__ = [
     "CompressionType",
     "ConnectionClosed",
     "CorruptRecordError",
+    "Environment",
     "Errors",
     "FaultAction",
     "FaultError",
@@ -257,11 +263,14 @@ __all__ = [
     "encode_subscription",
     "error_name",
     "fault_label",
+    "install_environment",
     "iter_batches",
+    "monotonic",
     "net_faults_set_body",
     "open_connection",
     "parse_api",
     "parse_error",
+    "process_id",
     "protocol_faults_answer",
     "protocol_faults_body",
     "range_assign",

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from protocol import environment
 from protocol.fault_injector import current_faults
 from protocol.framing import FrameDecoder, decode_response, encode_request
 from protocol.schema import to_body
@@ -337,14 +338,14 @@ async def _start_tls(
     return ssl_stream
 
 
-async def open_tcp_stream(host: str, port: int) -> trio.SocketStream:
+async def open_tcp_stream(host: str, port: int) -> trio.abc.Stream:
     """``trio.open_tcp_stream``; inside a node process with network faults in force
     (``protocol.fault_injector.current_faults``), a connect to a node partitioned from this one hangs until
     the partition heals (the caller's timeout bounds it, as SYN retransmissions that get no answer)."""
     faults = current_faults.get()
     if faults is not None:
         await faults.wait_connectable(host, port)
-    return await trio.open_tcp_stream(host, port)
+    return await environment.open_tcp_stream(host, port)
 
 
 @asynccontextmanager

@@ -21,14 +21,32 @@ TopicPartition = tuple[str, int]
 Clock = Callable[[], int]
 
 
+# The clocks of the process's environment (protocol.environment installs the simulation's here): bound
+# once, so a real process pays what it always did.
+_wall_time: Callable[[], float] = time.time
+_monotonic: Callable[[], float] = time.monotonic
+
+
+def use_clocks(wall_time: Callable[[], float], monotonic: Callable[[], float]) -> None:
+    """Called by ``protocol.environment.install`` only."""
+    global _wall_time, _monotonic
+    _wall_time, _monotonic = wall_time, monotonic
+
+
 def wall_clock_ms() -> int:
-    """Wall-clock milliseconds (Kafka's ``Time.SYSTEM.milliseconds()``): what journals and timeouts use."""
-    return int(time.time() * 1000)
+    """Wall-clock milliseconds (Kafka's ``Time.SYSTEM.milliseconds()``): what journals and timeouts use
+    (the environment's: virtual milliseconds from 0 in the simulation, ``protocol.environment``)."""
+    return int(_wall_time() * 1000)
+
+
+def wall_time() -> float:
+    """Wall-clock seconds (``time.time()``, or the simulation's virtual seconds)."""
+    return _wall_time()
 
 
 def monotonic_ms() -> int:
     """Milliseconds from a clock that never goes back (for deadlines within one process)."""
-    return int(time.monotonic() * 1000)
+    return int(_monotonic() * 1000)
 
 
 class MockTime:

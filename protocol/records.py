@@ -32,12 +32,12 @@ need the records.
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from protocol.common import wall_clock_ms
 from protocol.compression import CompressionError, CompressionType, compress, decompress
 from protocol.errors import CorruptRecordError
 from protocol.record_codec import (
@@ -119,7 +119,7 @@ class BatchHeader:
 
 
 def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return wall_clock_ms()
 
 
 def _assemble(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from protocol import environment
 from raft.messages import NO_LEADER
 
 QUORUM_STATE_FILE = "quorum-state"
@@ -120,13 +121,13 @@ class FileQuorumStateStore:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            environment.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, self.path)
+        environment.replace(tmp, self.path)
         dir_fd = os.open(self.directory, os.O_RDONLY)
         try:
-            os.fsync(dir_fd)
+            environment.fsync(dir_fd)
         finally:
             os.close(dir_fd)
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import struct
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol.common import error_name
+from protocol.common import error_name, wall_clock_ms
 from server.journal import Journal
 
 APIS = ("produce", "fetch", "list_offsets", "offset_commit", "metadata")
@@ -82,7 +81,7 @@ class ClientActivity:
         clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.broker_id = broker_id
-        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self._clock_ms = clock_ms or (wall_clock_ms)
         self._activity = Journal(activity_path, broker_id, clock_ms=self._clock_ms)
         self._served = Journal(served_path, broker_id, clock_ms=self._clock_ms)
         self._tallies: dict[_Key, _Tally] = {}

@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from protocol.common import TopicPartition
+from protocol.common import TopicPartition, wall_clock_ms
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ class Journal:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._owner_field = owner_field
         self._owner_id = owner_id
-        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self._clock_ms = clock_ms or (wall_clock_ms)
         self.lost_lines = 0  # lines a write error lost since the last one written
 
     def emit(self, event: str, **fields: Any) -> None:

@@ -55,6 +55,7 @@ from typing import Any
 
 import trio
 
+from protocol import environment
 from protocol.api_keys import ApiKeys
 from protocol.api_specs import REQUEST_TYPES, SPECS, error_response
 from protocol.errors import Errors
@@ -299,17 +300,17 @@ class SocketServer:
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Binds every listener (Kafka's one Acceptor per listener), then accepts on all of them;
         ``task_status`` gets the first listener's port (``bound_ports`` has each one's)."""
-        bound: list[tuple[str, list[trio.SocketListener]]] = []
+        bound: list[tuple[str, list[environment.StreamListener]]] = []
         try:
             for name, host, port in self.listeners:
-                sockets = await trio.open_tcp_listeners(port, host=host)
+                sockets = await environment.open_tcp_listeners(port, host)
                 bound.append((name, sockets))
-                self.bound_ports[name] = int(sockets[0].socket.getsockname()[1])
+                self.bound_ports[name] = environment.listener_port(sockets[0])
                 log.info("%s listening on %s:%d (%s)", self.name, host, self.bound_ports[name], name)
         except BaseException:
             for _, sockets in bound:
                 for sock in sockets:
-                    sock.socket.close()
+                    environment.close_listener(sock)
             raise
         self.bound_port = self.bound_ports[self.listeners[0][0]]
         task_status.started(self.bound_port)
@@ -322,7 +323,7 @@ class SocketServer:
     # ------------------------------------------------------------------ accepting, quotas, idle connections
 
     async def _accept_loop(
-        self, listener: trio.SocketListener, nursery: trio.Nursery, listener_name: str = "PLAINTEXT"
+        self, listener: environment.StreamListener, nursery: trio.Nursery, listener_name: str = "PLAINTEXT"
     ) -> None:
         """Kafka's Acceptor: waits while ``max.connections`` are open; backs off when accept() has no file
         descriptors (or memory) left, logging once when that starts and once when it ends."""
@@ -361,7 +362,7 @@ class SocketServer:
                 failing_since, failures = None, 0
             backoff = ACCEPT_BACKOFF_MIN_S
             try:
-                address, port = stream.socket.getpeername()[:2]
+                address, port = environment.peer_address(stream)
             except OSError:
                 address, port = "?", 0
             # Counted here, before the next accept, so max.connections holds however fast clients connect.
@@ -423,7 +424,7 @@ class SocketServer:
     # ------------------------------------------------------------------ one connection
 
     async def _handle_connection(
-        self, stream: trio.SocketStream, address: str, peer: str, listener_name: str = "PLAINTEXT"
+        self, stream: trio.abc.Stream, address: str, peer: str, listener_name: str = "PLAINTEXT"
     ) -> None:
         """Serves one connection, already counted in the quotas under ``address``."""
         security = self.security.get(listener_name)
@@ -485,7 +486,7 @@ class SocketServer:
                 "%s: closing connection %s after an unexpected error", self.name, conn.peer, exc_info=group
             )
 
-    async def _tls_handshake(self, conn: Connection, stream: trio.SSLStream[trio.SocketStream]) -> bool:
+    async def _tls_handshake(self, conn: Connection, stream: trio.SSLStream[trio.abc.Stream]) -> bool:
         """The TLS handshake, before anything is read. On an SSL listener that asks for client certificates
         (``ssl.client.auth``) the peer's certificate names the principal, as Kafka's default principal
         builder names it: ``User:`` and the subject's distinguished name (``User:CN=broker-1,O=isrsim``)."""
@@ -567,7 +568,7 @@ class SocketServer:
             if not conn.kafka:
                 header, body = decode_request(payload)
             elif len(payload) >= OFF_LOOP_BYTES:
-                header, body = await trio.to_thread.run_sync(self._decode_kafka, payload)
+                header, body = await environment.run_sync(self._decode_kafka, payload)
             else:
                 header, body = self._decode_kafka(payload)
         except BaseException:
@@ -852,7 +853,7 @@ class SocketServer:
                 if request.response_body is not None and request.response_encoder is not None:
                     # A large request's response: encoded here, in a worker thread (OFF_LOOP_BYTES).
                     late, request.response_body = request.response_body, None
-                    request.response_parts = await trio.to_thread.run_sync(
+                    request.response_parts = await environment.run_sync(
                         request.response_encoder, request, late
                     )
                 parts = request.response_parts

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar, cast
 
+from protocol import environment
+
 CURRENT_VERSION = 0
 
 T = TypeVar("T")
@@ -65,7 +67,7 @@ def fsync_directory(directory: Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
+        environment.fsync(fd)
     except OSError:
         pass
     finally:
@@ -78,8 +80,8 @@ def write_atomically(path: Path, text: str, tmp_suffix: str = ".tmp") -> None:
     with open(tmp, "w", encoding="utf-8", newline="\n") as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+        environment.fsync(f.fileno())
+    environment.replace(tmp, path)
     fsync_directory(path.parent)
 
 
@@ -176,7 +178,7 @@ def write_all_atomically(files: Mapping[Path, str], tmp_suffix: str = ".tmp") ->
         renames.append((tmp, path))
     _sync_filesystems(devices.values())
     for tmp, path in renames:
-        os.replace(tmp, path)
+        environment.replace(tmp, path)
     _sync_filesystems(devices.values())
 
 

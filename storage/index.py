@@ -26,6 +26,8 @@ import sys
 from array import array
 from pathlib import Path
 
+from protocol import environment
+
 ENTRY_SIZE = 8
 MAX_RELATIVE = 2**31 - 1  # i32: the largest relative offset or position an entry can hold
 
@@ -156,7 +158,7 @@ class OffsetIndex:
         self._truncate_entries(0)
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        environment.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -37,12 +37,12 @@ import bisect
 import logging
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
+from protocol.common import wall_time
 from protocol.compression import CompressionType
 from protocol.control_records import EndTransactionMarker, is_control, is_transactional, read_end_txn_marker
 from protocol.errors import CorruptRecordError, Errors, KafkaError, OffsetOutOfRangeError
@@ -267,7 +267,7 @@ class Log:
         *,
         log_start_offset: int = 0,
         recovery_point: int = 0,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = wall_time,
         had_clean_shutdown: bool = False,
         failure_channel: LogDirFailureChannel | None = None,
         allow_gaps: bool = False,

@@ -12,12 +12,12 @@ what is wrong and what to do."""
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from protocol import environment
 from protocol.common import TopicPartition, is_valid_topic_name
 from protocol.errors import KafkaStorageError
 from protocol.file_names import META_PROPERTIES
@@ -73,8 +73,8 @@ def _write_atomically(path: Path, text: str) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+        environment.fsync(f.fileno())
+    environment.replace(tmp, path)
 
 
 class LogManager:
@@ -294,7 +294,7 @@ class LogManager:
         if target.exists():
             # Rename first so a crash mid-delete leaves a directory that start-up removes, not a broken log.
             doomed = target.with_name(target.name + ".delete")
-            os.replace(target, doomed)
+            environment.replace(target, doomed)
             shutil.rmtree(doomed, ignore_errors=True)
 
     # ------------------------------------------------------------------ retention
@@ -401,7 +401,7 @@ class LogManager:
         try:
             with self.failure_channel.guard(str(self.log_dir), "writing " + CLEAN_SHUTDOWN_FILE):
                 with open(self.log_dir / CLEAN_SHUTDOWN_FILE, "wb") as f:
-                    os.fsync(f.fileno())
+                    environment.fsync(f.fileno())
                 fsync_directory(self.log_dir)
         except KafkaStorageError:
             pass

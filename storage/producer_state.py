@@ -34,6 +34,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from protocol import environment
 from protocol.control_records import EndTransactionMarker, is_control
 from protocol.errors import CorruptRecordError
 from protocol.records import BatchHeader
@@ -330,8 +331,8 @@ class ProducerStateManager:
             f.write(encode_snapshot(self._producers.values()))
             if sync:
                 f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+                environment.fsync(f.fileno())
+        environment.replace(tmp, path)
         if not sync:
             self._unflushed.add(offset)
         i = bisect.bisect_left(self._snapshots, offset)
@@ -358,7 +359,7 @@ class ProducerStateManager:
             except FileNotFoundError:
                 continue
             try:
-                os.fsync(fd)
+                environment.fsync(fd)
             finally:
                 os.close(fd)
         self._unflushed.clear()

@@ -21,6 +21,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from protocol import environment
 from protocol.errors import CorruptRecordError
 from protocol.records import BATCH_HEADER_SIZE, BatchHeader, decode_records, read_header, scan_valid_prefix
 from storage.index import MAX_RELATIVE, OffsetIndex
@@ -550,7 +551,7 @@ class LogSegment:
     # ------------------------------------------------------------------ lifecycle
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        environment.fsync(self._fd)
         self.index.flush()
         self.time_index.flush()
         self.txn_index.flush()

@@ -24,6 +24,8 @@ import os
 import struct
 from pathlib import Path
 
+from protocol import environment
+
 ENTRY_SIZE = 12
 _ENTRY = struct.Struct(">qi")
 NO_TIMESTAMP = -1
@@ -103,7 +105,7 @@ class TimeIndex:
         os.ftruncate(self._fd, 0)
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        environment.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:

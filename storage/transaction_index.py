@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol import environment
+
 __all__ = [
     "ABORTED_TXN_SIZE",
     "TXN_INDEX_SUFFIX",
@@ -154,8 +156,8 @@ class TransactionIndex:
         with open(tmp, "wb") as f:
             f.write(b"".join(t.encode() for t in self._entries))
             f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+            environment.fsync(f.fileno())
+        environment.replace(tmp, self.path)
 
     def flush(self) -> None:
         if not self._entries:
@@ -165,7 +167,7 @@ class TransactionIndex:
         except FileNotFoundError:
             return
         try:
-            os.fsync(fd)
+            environment.fsync(fd)
         finally:
             os.close(fd)
 

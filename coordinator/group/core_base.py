@@ -5,11 +5,11 @@ the metrics read."""
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 from coordinator.group.group_cleanup import DEFAULT_OFFSETS_RETENTION_MS, DEFAULT_RETENTION_CHECK_INTERVAL_MS
 from coordinator.group.group_metadata import GroupMetadata, GroupState, MemberMetadata
+from protocol import environment
 from protocol.common import Clock
 from protocol.errors import Errors
 from protocol.group_records import partition_for_group
@@ -37,7 +37,7 @@ class GroupConfig:
 
 def default_member_id(prefix: str) -> str:
     """Kafka's ``generateMemberId``: the client id (or instance id), a dash and a random UUID."""
-    return f"{prefix}-{uuid.uuid4()}"
+    return f"{prefix}-{environment.uuid4()}"
 
 
 def convert_store_error(error: Errors) -> Errors:

@@ -30,6 +30,7 @@ from lab.bench import (
     kafka_client,
     report_job,
     security,
+    sim,
     throughput,
     transactions,
 )
@@ -62,6 +63,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("security", "8. SASL_SSL throughput next to PLAINTEXT", security.run, 120, 300),
     Scenario("kafka-client", "9. librdkafka (Kafka encoding) next to msgpack", kafka_client.run, 90, 300),
     Scenario("transactions", "10. transactional throughput next to idempotent", transactions.run, 120, 300),
+    Scenario("sim", "11. deterministic simulation: seeds per hour", sim.run, 300, 900),
 )
 NAMES = tuple(s.name for s in SCENARIOS)
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import scramp
 
+from protocol import environment
+
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_MECHANISMS = (SCRAM_SHA_256,)
 # Kafka's ScramMechanism.SCRAM_SHA_256.minIterations() and the default of kafka-configs.
@@ -153,7 +155,7 @@ def write_secret_file(path: Path, text: str) -> None:
     try:
         os.fchmod(fd, 0o600)
         os.write(fd, text.encode("utf-8"))
-        os.fsync(fd)
+        environment.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    environment.replace(tmp, path)
