@@ -24,6 +24,7 @@ from broker.replica_manager import FetchPartitionResult, ReplicaManager
 from broker.txn_apis import TxnApis
 from broker.txn_marker_apis import TxnMarkerApis, has_transactional_batch
 from broker.txn_verification import TxnVerification
+from protocol import environment
 from protocol import messages as m
 from protocol import producer_id_messages as pim
 from protocol.api_keys import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, READ_UNCOMMITTED, ApiKeys
@@ -149,7 +150,7 @@ class KafkaApis:
             if request.encode_later:
                 # A large request (server.network.OFF_LOOP_BYTES): its body is read into the request's
                 # dataclasses in a worker thread too, as it was decoded, so the loop goes on meanwhile.
-                body: Any = await trio.to_thread.run_sync(from_body, spec.request, request.body)
+                body: Any = await environment.run_sync(from_body, spec.request, request.body)
             else:
                 body = from_body(spec.request, request.body)
         except InvalidRequestError as exc:

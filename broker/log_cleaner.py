@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import trio
 
+from protocol import environment
 from protocol.common import TopicPartition
 from storage.cleaner import CleanerConfig, CleaningAbortedError, Throttler
 from storage.cleaner_manager import (
@@ -147,7 +148,7 @@ class LogCleaner:
                 raise CleaningAbortedError(f"{tp[0]}-{tp[1]} changed while it was being cleaned")
 
         try:
-            result = await trio.to_thread.run_sync(
+            result = await environment.run_sync(
                 run_pass, plan, self.config, self.throttler.maybe_throttle, check_done, abandon_on_cancel=True
             )
         except CleaningAbortedError as exc:

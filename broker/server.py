@@ -694,7 +694,7 @@ class KafkaServer:
         """client-activity.jsonl and served.jsonl: what was gathered is taken here and written from a worker
         thread (formatting 100,000 lines takes a second)."""
         taken = self.client_activity.take()
-        await trio.to_thread.run_sync(self.client_activity.write, *taken)
+        await environment.run_sync(self.client_activity.write, *taken)
 
     async def _flush_logs(self) -> None:
         """The periodic flush and recovery-point checkpoint, a log per event-loop step."""

@@ -96,10 +96,10 @@ class Environment:
     def process_id(self) -> int:
         return os.getpid()
 
-    async def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run_sync(self, fn: Callable[..., T], *args: Any, abandon_on_cancel: bool = False) -> T:
         import trio
 
-        return await trio.to_thread.run_sync(fn, *args)
+        return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=abandon_on_cancel)
 
 
 REAL = Environment()
@@ -182,9 +182,10 @@ def process_id() -> int:
     return _env.process_id()
 
 
-async def run_sync(fn: Callable[..., T], *args: Any) -> T:
-    """``trio.to_thread.run_sync`` (inline in the simulation)."""
-    return await _env.run_sync(fn, *args)
+async def run_sync(fn: Callable[..., T], *args: Any, abandon_on_cancel: bool = False) -> T:
+    """``trio.to_thread.run_sync`` (inline in the simulation). Every worker-thread call of the node shells
+    goes through here, so that a simulated run stays on one thread and one history."""
+    return await _env.run_sync(fn, *args, abandon_on_cancel=abandon_on_cancel)
 
 
 __all__ = [

@@ -10,6 +10,8 @@ from typing import TypeVar
 
 import trio
 
+from protocol import environment
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -43,5 +45,5 @@ class Steps:
 async def pure(large: bool, fn: Callable[..., R], *args: object) -> R:
     """``fn(*args)``, pure work, in a worker thread when ``large`` (else here, where a thread costs more)."""
     if large:
-        return await trio.to_thread.run_sync(fn, *args)
+        return await environment.run_sync(fn, *args)
     return fn(*args)

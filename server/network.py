@@ -564,7 +564,7 @@ class SocketServer:
                     log.debug("%s: connection %s speaks Kafka's binary protocol", self.name, conn.peer)
                     if _KAFKA_CODEC not in sys.modules:
                         # The codec's first import (a quarter of a second) is not made on the loop.
-                        await trio.to_thread.run_sync(importlib.import_module, _KAFKA_CODEC)
+                        await environment.run_sync(importlib.import_module, _KAFKA_CODEC)
             if not conn.kafka:
                 header, body = decode_request(payload)
             elif len(payload) >= OFF_LOOP_BYTES:

@@ -224,6 +224,6 @@ class SimEnvironment(Environment):
         self._pid += 1
         return self._pid
 
-    async def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run_sync(self, fn: Callable[..., T], *args: Any, abandon_on_cancel: bool = False) -> T:
         await trio.lowlevel.checkpoint()
         return fn(*args)
