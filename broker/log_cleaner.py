@@ -8,7 +8,6 @@ shared by reads and writes). ``cleaner-offset-checkpoint`` is written after each
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -68,7 +67,7 @@ class LogCleaner:
         self.log_manager = log_manager
         self.config = config
         self.high_watermark = high_watermark
-        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.clock_ms = clock_ms or environment.wall_time_ms
         self.throttler = Throttler(config.max_io_bytes_per_second)
         # Per log: the latest delete horizon a pass put into its batches (Kafka's latestDeleteHorizon).
         self.delete_horizons: dict[TopicPartition, int] = {}

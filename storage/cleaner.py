@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from protocol import environment
 from protocol.compression import CompressionType, compress
 from protocol.control_records import ControlRecordType, decode_end_txn_marker
 from protocol.errors import CorruptRecordError, KafkaError
@@ -514,7 +515,7 @@ def clean_group_into(
                     if throttle is not None:
                         throttle(len(kept))
                     os.write(fd, kept)
-        os.fsync(fd)
+        environment.fsync(fd)
     finally:
         os.close(fd)
     return [t for s in group for t in s.aborted if t.last_offset in ctx.kept_control_offsets]

@@ -14,11 +14,11 @@ partition, the first offset not yet cleaned: where the next pass's dirty range s
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from protocol import environment
 from storage.cleaner import (
     CleanedTransactionMetadata,
     CleanerConfig,
@@ -232,7 +232,7 @@ def clean_log_now(
     now_ms: int | None = None,
 ) -> PassResult | None:
     """One whole pass on the calling thread (tools and tests): None if there is nothing to clean."""
-    now = int(time.time() * 1000) if now_ms is None else now_ms
+    now = environment.wall_time_ms() if now_ms is None else now_ms
     to_clean = cleanable_offsets(log, checkpointed, high_watermark, now)
     if to_clean.first_dirty_offset >= to_clean.first_uncleanable_offset:
         return None

@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
+from protocol import environment
 from protocol.common import wall_time
 from protocol.compression import CompressionType
 from protocol.control_records import EndTransactionMarker, is_control, is_transactional, read_end_txn_marker
@@ -108,7 +109,7 @@ def _fsync_dir(directory: Path) -> None:
     """Make renames in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        environment.fsync(fd)
     finally:
         os.close(fd)
 

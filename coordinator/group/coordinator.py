@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -44,6 +43,7 @@ from coordinator.group.offsets_log import (
 )
 from coordinator.partition_loader import replay_partition
 from coordinator.partition_writer import PartitionWriter
+from protocol import environment
 from protocol.common import Clock, TopicPartition
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import Errors
@@ -163,7 +163,7 @@ class GroupCoordinator:
     async def _load(self, partition: int, leader_epoch: int) -> None:
         """Kafka's ``loadGroupsAndOffsets``: replay the partition from its log start to its log end."""
         tp = (GROUP_METADATA_TOPIC_NAME, partition)
-        started = time.monotonic()
+        started = environment.monotonic()
         loader = GroupLoader()
         current = await replay_partition(
             self.replica_manager,
@@ -178,7 +178,7 @@ class GroupCoordinator:
         del self._loading[partition]
         loaded = loader.result()
         self._apply(self.core.on_loaded(partition, loaded))
-        took_ms = int((time.monotonic() - started) * 1000)
+        took_ms = int((environment.monotonic() - started) * 1000)
         log.info(
             "broker %d: loaded %d groups from %s-%d (leader epoch %d, %d records) in %d ms",
             self.broker_id,

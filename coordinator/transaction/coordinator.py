@@ -13,7 +13,6 @@ again); when it stops leading it, it forgets them. Every state change is written
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ from coordinator.transaction.coordinator_core import (
 )
 from coordinator.transaction.marker_channel import TransactionMarkerChannelManager, TxnMarkerEntry
 from coordinator.transaction.txn_log import TransactionLoader, transaction_batch
+from protocol import environment
 from protocol.common import Clock, TopicPartition
 from protocol.errors import Errors
 from protocol.txn_records import TRANSACTION_STATE_TOPIC_NAME
@@ -136,7 +136,7 @@ class TransactionCoordinator:
     async def _load(self, partition: int, leader_epoch: int) -> None:
         """Kafka's ``loadTransactionsForTxnTopicPartition``: replay the partition to its log end."""
         tp = (TRANSACTION_STATE_TOPIC_NAME, partition)
-        started = time.monotonic()
+        started = environment.monotonic()
         loader = TransactionLoader()
         current = await replay_partition(
             self.replica_manager,
@@ -150,7 +150,7 @@ class TransactionCoordinator:
             return
         del self._loading[partition]
         self.apply(self.core.on_loaded(partition, leader_epoch, loader.transactions))
-        took_ms = int((time.monotonic() - started) * 1000)
+        took_ms = int((environment.monotonic() - started) * 1000)
         log.info(
             "broker %d: loaded %d transactional ids from %s-%d (coordinator epoch %d) in %d ms",
             self.broker_id,
