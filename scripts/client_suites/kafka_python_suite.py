@@ -17,6 +17,7 @@ pass. The allowlist holds one pytest node id a line (test/integration/...::name)
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -136,12 +137,8 @@ def main() -> int:
         str(root),
         *targets,
     ]
-    try:
-        import pytest_timeout  # noqa: F401
-
+    if importlib.util.find_spec("pytest_timeout") is not None:
         cmd.insert(3, f"--timeout={args.timeout}")
-    except ImportError:
-        pass
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     elapsed = time.monotonic() - start
     if not xml.is_file():
