@@ -21,6 +21,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from importlib.metadata import version
@@ -113,7 +114,7 @@ def main() -> int:
     root = cached_suite()
     allow = read_list(args.allowlist) if args.allowlist else []
     targets = ["test/integration"] if args.all or not allow else allow
-    xml = root / "junit.xml"
+    xml = Path(tempfile.mkdtemp(prefix="isrsim-kafka-python-")) / "junit.xml"  # one per run
     env = dict(
         os.environ,
         KAFKA_VERSION=KAFKA_VERSION,
