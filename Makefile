@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The node packages: what a broker or a controller runs (mypy strict, ruff format).
 NODE_PACKAGES := protocol server storage raft controller coordinator broker fetcher
 
-.PHONY: venv kcat test lint unit integration clients spark scenarios demo bench bench-smoke chaos secure compose-test fuzz clean
+.PHONY: venv kcat test lint unit integration clients client-suites spark scenarios demo bench bench-smoke chaos secure compose-test fuzz clean
 
 venv: $(STAMP)
 
@@ -43,8 +43,21 @@ integration: $(STAMP) kcat
 # failure, librdkafka across a leader's, a secure cluster from client.properties, every codec through
 # librdkafka, a chaos run driven by librdkafka, and the idempotence stories (30 % of answers lost across
 # failovers and restarts), protocol-level fault rules, transactions, retention, and a clean librdkafka run's report.
-clients: $(STAMP) kcat
+clients: $(STAMP) kcat client-deps
 	$(BIN)/pytest -q -m clients tests/clients tests/integration/test_idempotence.py tests/spark/test_clean_run.py
+
+# The Go (Sarama, Debian) and JavaScript (KafkaJS, npm) clients of tests/clients, installed and built when
+# missing, outside the clone (scripts/client_suites/setup_clients.sh).
+client-deps:
+	scripts/client_suites/setup_clients.sh >/dev/null
+
+# The clients' own test suites against a `cluster up` cluster, with allowlists and report cards
+# (isrsim-suite-cards/; docs/clients.md): librdkafka's test-runner (built once from node-rdkafka's npm
+# tarball into ~/.cache/isrsim) in full mode and with -P, kafka-python's integration tests (its PyPI
+# sdist), and librdkafka's allowlist under `isrsim chaos --workload none` followed by the report.
+client-suites: $(STAMP)
+	scripts/client_suites/librdkafka_build.sh >/dev/null
+	$(BIN)/pytest -q -s -m clients tests/suites
 
 # The scenarios under the buggy truncation modes (KIP-101 under high-watermark, KIP-279 under
 # leader-epoch-pre-kip-279), the network-fault ones and zombie-leader: each brings up its own cluster,
