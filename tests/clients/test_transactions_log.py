@@ -6,6 +6,7 @@ holds the same ``.txnindex``, and DESCRIBE_PRODUCERS shows the open transactions
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,22 @@ from protocol.record_codec import Record
 from protocol.records import TRANSACTIONAL_FLAG_MASK, build_batch, decode_records, iter_batches
 from storage.transaction_index import AbortedTxn, decode_aborted_txns
 from tests.clients.conftest import bootstrap
-from tests.integration.cluster_support import Cluster
+from tests.integration.cluster_support import FAST, Cluster, cluster_up
 from tests.integration.harness import request, wait_until
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "txn-log"
 ABORTED, COMMITTED = 9001, 9002
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """These tests write transactional batches straight to the leader, with no coordinator in between: the
+    log side of transactions (markers, LSO, ``.txnindex``) under Kafka's legacy mode, without KIP-890's
+    verification (the verified path: test_transaction_verification_clients.py)."""
+    settings = (*FAST, "transaction.partition.verification.enable=false")
+    yield from cluster_up(tmp_path_factory.mktemp("cluster") / "root", 3, settings)
 
 
 def txn_batch(producer_id: int, seq: int, values: list[bytes], *, epoch: int = 0) -> bytes:
