@@ -28,6 +28,7 @@ from coordinator.group.coordinator_core import (
     GroupConfig,
     GroupCoordinatorCore,
     GroupRebalanced,
+    RebalanceStarted,
     Respond,
     StoreGroup,
     StoreOffsets,
@@ -277,6 +278,8 @@ class GroupCoordinator:
                 self._store_tombstones(effect)
             elif isinstance(effect, GroupRebalanced):
                 self._journal_rebalance(effect)
+            elif isinstance(effect, RebalanceStarted):
+                self._journal_rebalance_started(effect)
 
     def _append(self, partition: int, batch: bytes, done: Callable[[Errors, int], None]) -> None:
         """Appends ``batch`` as the leader with acks=all; ``done(error, base_offset)`` once committed."""
@@ -414,6 +417,27 @@ class GroupCoordinator:
             generation=store.generation_id,
             protocol=group.protocol_name,
             members=members,
+        )
+
+    def _journal_rebalance_started(self, event: RebalanceStarted) -> None:
+        """``rebalance_started``: the group left ``state`` (generation ``generation``) for PreparingRebalance;
+        the report's rebalance window runs from here to the group's next ``group_generation``."""
+        log.info(
+            "broker %d: preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
+            self.broker_id,
+            event.group_id,
+            event.state,
+            event.generation_id,
+            event.reason,
+        )
+        self.journal.emit_partition(
+            "rebalance_started",
+            (GROUP_METADATA_TOPIC_NAME, event.partition),
+            group=event.group_id,
+            generation=event.generation_id,
+            state=event.state,
+            cause=event.cause,
+            reason=event.reason,
         )
 
     def _journal_rebalance(self, event: GroupRebalanced) -> None:
