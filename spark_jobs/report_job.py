@@ -163,7 +163,7 @@ def run_report(
     wrong ``data_dir``, or one with nothing to judge, is reported without starting Spark). Progress goes to
     ``console`` (default: stderr), the summary, verdict first, to ``summary`` (default: ``console`` when
     one is given, else stdout)."""
-    from spark_jobs import checks, group_checks, journal_checks, quorum_checks
+    from spark_jobs import checks, consumer_checks, group_checks, journal_checks, quorum_checks
     from spark_jobs.inputs import load_inputs
     from spark_jobs.render import (
         nothing_report,
@@ -217,6 +217,8 @@ def run_report(
         checks.check_no_duplicates,
         group_checks.check_committed_offsets_not_lost,
         group_checks.check_committed_offsets_below_hw,
+        consumer_checks.check_consumer_no_skip,
+        consumer_checks.check_consumer_redelivery,
     ]
     results = []
     for step in steps:
