@@ -102,6 +102,12 @@ def _bring_up(data_dir: Path, secure: bool, console: Console) -> None:
     help="Protocol-level fault rules (YAML or JSON list, `isrsim fault add`'s options) in force while "
     "COMMAND runs: added at the start, removed at the end (docs/faults.md).",
 )
+@click.option(
+    "--min-progress",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The report's progress_during_faults: at least N records acknowledged during every fault [off].",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     data_dir: Path,
@@ -117,6 +123,7 @@ def run(
     converge_timeout: float,
     no_report: bool,
     rules_file: Path | None,
+    min_progress: int | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND (your own program, any language, any Kafka client) against the cluster while a seeded
@@ -266,7 +273,7 @@ def run(
     report: int | None = None
     if not no_report:
         console.print("reporting")
-        report = run_report(root)
+        report = run_report(root, () if min_progress is None else ("--min-progress", str(min_progress)))
     write_run(root, schedule, outcome, started_ms, None, report, "app: " + " ".join(command))
     if failed:
         console.print(f"[red]the program failed: exit code {code}[/] (output in {log_path})", highlight=False)

@@ -38,10 +38,11 @@ from spark_jobs.inputs import Inputs
 from spark_jobs.plan import collect_tables
 from spark_jobs.result import DEFAULT_MAX_EXAMPLES, CheckResult
 
-GROUP_EVENTS = ("group_generation", "offset_commit", "rebalance_started")
+GROUP_EVENTS = ("group_generation", "offset_commit", "rebalance_started", "group_rebalanced")
 GROUP_EVENTS_SCHEMA = (
     "ts_ms LONG, broker_id INT, event STRING, group STRING, generation INT, member_id STRING, topic STRING, "
-    "partition INT, offset LONG, state STRING, cause STRING, reason STRING, "
+    "partition INT, offset LONG, state STRING, cause STRING, reason STRING, group_id STRING, "
+    "generation_id INT, "
     "members ARRAY<STRUCT<member_id: STRING, client_id: STRING, client_host: STRING, "
     "assignment: MAP<STRING, ARRAY<INT>>>>"
 )
@@ -115,6 +116,10 @@ def consumer_facts(inp: Inputs) -> ConsumerFacts:
             "starts": ev.filter(F.col("event") == "rebalance_started").select(
                 "ts_ms", "group", "generation", "cause", "reason"
             ),
+            # A rebalance that ends with every member gone: the group Empty, no group_generation.
+            "emptied": ev.filter((F.col("event") == "group_rebalanced") & (F.col("state") == "Empty")).select(
+                "ts_ms", "group_id", "generation_id"
+            ),
             "served": served.select(
                 "client_id", "topic", "partition", "ts_ms", "fetch_offset", "last_offset"
             ),
@@ -148,6 +153,11 @@ def consumer_facts(inp: Inputs) -> ConsumerFacts:
         for r in got["commits"]
         if r["topic"] is not None and r["offset"] is not None
     ]
+    generations += [
+        Generation(str(r["group_id"]), int(r["generation_id"]), int(r["ts_ms"]), frozenset())
+        for r in got["emptied"]
+    ]
+    generations.sort(key=lambda g: (g.ts_ms, g.generation))
     starts = [
         RebalanceStart(
             str(r["group"]), int(r["generation"]), int(r["ts_ms"]), str(r["cause"]), str(r["reason"] or "")

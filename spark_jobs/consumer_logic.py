@@ -60,7 +60,8 @@ class Commit:
 
 @dataclass(frozen=True)
 class Generation:
-    """One ``group_generation`` event: the generation's members' client ids and who was assigned what."""
+    """One ``group_generation`` event: the generation's members' client ids and who was assigned what (no
+    client: the rebalance left the group Empty, its ``group_rebalanced`` event)."""
 
     group: str
     generation: int
@@ -323,8 +324,8 @@ def rebalance_windows(
     starts: Iterable[RebalanceStart], generations: Iterable[Generation]
 ) -> list[dict[str, Any]]:
     """Per group, each rebalance: from its first ``rebalance_started`` after the last completed generation
-    to the next ``group_generation``. ``start_ts``/``end_ts`` in epoch ms; ``end_ts`` None: not completed
-    by the end of the journals."""
+    to the next ``group_generation`` (or the group left Empty). ``start_ts``/``end_ts`` in epoch ms;
+    ``end_ts`` None: not completed by the end of the journals."""
     events: list[tuple[int, int, str, Any]] = []
     for s in starts:
         events.append((s.ts_ms, 0, s.group, s))

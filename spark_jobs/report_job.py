@@ -156,6 +156,7 @@ def run_report(
     verify_crc: bool = True,
     max_examples: int = 20,
     max_plots: int = 12,
+    min_progress: int | None = None,
 ) -> ReportOutcome:
     """Run every check on the cluster root ``data_dir`` and write the report into ``out_dir``.
 
@@ -243,6 +244,13 @@ def run_report(
         from spark_jobs.fault_overlap import writes_during_faults
 
         in_flight = writes_during_faults(inputs.acknowledged, story.windows, final_stop_ms(story.events))
+    if min_progress is not None:
+        from spark_jobs.progress_check import check_progress_during_faults
+
+        with phases.phase("check: progress during faults"):
+            results.append(
+                check_progress_during_faults(inputs, story.events, story.windows, min_progress, max_examples)
+            )
     conv = next((r for r in results if r.name == "convergence"), None)
     if conv is not None:
         conv.extra["time_to_converge"] = story.per_partition
@@ -438,6 +446,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--master", default=None, help="Spark master (default local[*], or spark-submit's)")
     p.add_argument("--no-verify-crc", action="store_true", help="read headers only, skip CRC checks")
     p.add_argument("--max-examples", type=int, default=20)
+    p.add_argument("--min-progress", type=int, default=None, help="progress_during_faults: records per fault")
     return p.parse_args(argv)
 
 
@@ -467,7 +476,12 @@ def main(argv: list[str] | None = None) -> int:
     owner = SessionOwner(args.master)
     try:
         outcome = run_report(
-            owner, args.data_dir, args.out, verify_crc=not args.no_verify_crc, max_examples=args.max_examples
+            owner,
+            args.data_dir,
+            args.out,
+            verify_crc=not args.no_verify_crc,
+            max_examples=args.max_examples,
+            min_progress=args.min_progress,
         )
     finally:
         owner.close()
