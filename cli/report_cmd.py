@@ -97,6 +97,12 @@ def require_report_extra(command: str) -> None:
     help="Check progress_during_faults: every fault window saw at least N acknowledged records on the "
     "program's partitions that kept a leader and min.insync.replicas [off].",
 )
+@click.option(
+    "--include-internal",
+    is_flag=True,
+    help="Show the internal topics (__consumer_offsets, __transaction_state) in the plots, lag panels "
+    "and fault x partition matrix too.",
+)
 def report(
     data_dir: Path,
     out: Path | None,
@@ -105,6 +111,7 @@ def report(
     max_examples: int,
     max_plots: int,
     min_progress: int | None,
+    include_internal: bool,
 ) -> None:
     """Did the replicas converge, and was anything acknowledged lost or any log diverged?
 
@@ -144,6 +151,7 @@ def report(
             max_examples=max_examples,
             max_plots=max_plots,
             min_progress=min_progress,
+            include_internal=include_internal,
         )
     finally:
         owner.close()

@@ -108,6 +108,9 @@ def _bring_up(data_dir: Path, secure: bool, console: Console) -> None:
     default=None,
     help="The report's progress_during_faults: at least N records acknowledged during every fault [off].",
 )
+@click.option(
+    "--include-internal", is_flag=True, help="The report shows the internal topics too (isrsim report's)."
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     data_dir: Path,
@@ -124,6 +127,7 @@ def run(
     no_report: bool,
     rules_file: Path | None,
     min_progress: int | None,
+    include_internal: bool,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND (your own program, any language, any Kafka client) against the cluster while a seeded
@@ -273,7 +277,10 @@ def run(
     report: int | None = None
     if not no_report:
         console.print("reporting")
-        report = run_report(root, () if min_progress is None else ("--min-progress", str(min_progress)))
+        options = ("--include-internal",) if include_internal else ()
+        if min_progress is not None:
+            options += ("--min-progress", str(min_progress))
+        report = run_report(root, options)
     write_run(root, schedule, outcome, started_ms, None, report, "app: " + " ".join(command))
     if failed:
         console.print(f"[red]the program failed: exit code {code}[/] (output in {log_path})", highlight=False)

@@ -285,7 +285,12 @@ class Story:
     windows: list[Window] = field(default_factory=list)  # the fault windows
 
 
-def build_story(inp: Inputs, bands: list[FaultBand], max_plots: int = 12) -> Story:
+def build_story(
+    inp: Inputs, bands: list[FaultBand], max_plots: int = 12, include_internal: bool = False
+) -> Story:
+    """The plots, lag panels and matrix show the user's topics (``spark_jobs.topics_shown``)."""
+    from spark_jobs.topics_shown import fold_matrix, shown_partitions
+
     events = collect_events(inp.journal)
     stop = final_stop_ms(events)
     last_ts = max((e.ts_ms for e in events if e.event not in QUORUM_EVENTS), default=0)
@@ -308,7 +313,7 @@ def build_story(inp: Inputs, bands: list[FaultBand], max_plots: int = 12) -> Sto
     # Throughput and latency from the workload's journal (its send and answer times); with none (a Kafka
     # client, the bench), throughput from the leaders' acked.jsonl.
     fd.rate = rate_series(inp.acked if inp.stats.acked_lines else inp.acknowledged, t0, end_ms)
-    all_tps = sorted(replicas)
+    all_tps = shown_partitions(sorted(replicas), include_internal)
     tps = all_tps[:max_plots]
     note = (
         f"lag plots drawn for the first {len(tps)} of {len(all_tps)} partitions"
@@ -328,7 +333,7 @@ def build_story(inp: Inputs, bands: list[FaultBand], max_plots: int = 12) -> Sto
             fd.lag.setdefault(
                 f"{tp[0]}-{tp[1]}", {"topic": tp[0], "partition": tp[1], "brokers": {}, "leader_changes": []}
             )
-    fd.matrix = fault_matrix(windows, events, all_tps, t0, until)
+    fd.matrix = fold_matrix(fault_matrix(windows, events, all_tps, t0, until), all_tps)
     for row in per_fault:
         for k in ("start_ms", "end_ms", "converged_ms"):
             row[k.replace("_ms", "_s")] = rel_s(row[k], t0)

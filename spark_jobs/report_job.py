@@ -157,6 +157,7 @@ def run_report(
     max_examples: int = 20,
     max_plots: int = 12,
     min_progress: int | None = None,
+    include_internal: bool = False,
 ) -> ReportOutcome:
     """Run every check on the cluster root ``data_dir`` and write the report into ``out_dir``.
 
@@ -236,7 +237,7 @@ def run_report(
 
     bands = fault_bands(read_fault_log(Path(data_dir)))
     with phases.phase("time to converge, fault windows"):
-        story = build_story(inputs, bands, max_plots)
+        story = build_story(inputs, bands, max_plots, include_internal)
     with phases.phase("availability: stalls and their causes; clients"):
         availability, clients = measure_availability(spark, inputs, story)
     with phases.phase("writes in flight during faults"):
@@ -447,6 +448,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-verify-crc", action="store_true", help="read headers only, skip CRC checks")
     p.add_argument("--max-examples", type=int, default=20)
     p.add_argument("--min-progress", type=int, default=None, help="progress_during_faults: records per fault")
+    p.add_argument("--include-internal", action="store_true", help="plot internal topics too")
     return p.parse_args(argv)
 
 
@@ -482,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
             verify_crc=not args.no_verify_crc,
             max_examples=args.max_examples,
             min_progress=args.min_progress,
+            include_internal=args.include_internal,
         )
     finally:
         owner.close()
