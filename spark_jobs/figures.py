@@ -55,6 +55,8 @@ class FigureData:
     lag: dict[str, dict[str, Any]] = field(default_factory=dict)
     matrix: dict[str, Any] = field(default_factory=dict)
     stalls: list[dict[str, Any]] = field(default_factory=list)  # availability's stalls (from_s, to_s ...)
+    # Per client id: records_per_s and latency_p50_ms on ``rate``'s bins (spark_jobs.client_series).
+    clients: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
 
 def rel_s(ts_ms: int | None, t0_ms: int) -> float | None:
@@ -313,6 +315,16 @@ def build_story(
     # Throughput and latency from the workload's journal (its send and answer times); with none (a Kafka
     # client, the bench), throughput from the leaders' acked.jsonl.
     fd.rate = rate_series(inp.acked if inp.stats.acked_lines else inp.acknowledged, t0, end_ms)
+    from spark_jobs.client_series import client_rates
+
+    fd.clients = client_rates(
+        inp.journal.sparkSession,
+        inp.layout.broker_acked_journals,
+        t0,
+        float(fd.rate.get("bin_s", 0)),
+        len(fd.rate.get("t_s", [])),
+        include_internal,
+    )
     all_tps = shown_partitions(sorted(replicas), include_internal)
     tps = all_tps[:max_plots]
     note = (
