@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import Window as W
 from pyspark.sql import functions as F
 
-from protocol.file_names import SERVED_FILE
+from protocol import SERVED_FILE
 from spark_jobs.clients import SERVED_SCHEMA
 from spark_jobs.consumer_logic import (
     Commit,
