@@ -13,6 +13,7 @@ A run with groups whose commits could not be judged (nothing served before them)
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -42,10 +43,10 @@ GROUP_EVENTS = ("group_generation", "offset_commit", "rebalance_started", "group
 GROUP_EVENTS_SCHEMA = (
     "ts_ms LONG, broker_id INT, event STRING, group STRING, generation INT, member_id STRING, topic STRING, "
     "partition INT, offset LONG, state STRING, cause STRING, reason STRING, group_id STRING, "
-    "generation_id INT, "
-    "members ARRAY<STRUCT<member_id: STRING, client_id: STRING, client_host: STRING, "
-    "assignment: MAP<STRING, ARRAY<INT>>>>"
+    "generation_id INT, members STRING"
 )
+# ``members`` is kept as its JSON text: a group_generation's is a list of objects, a group_rebalanced's a
+# list of member ids (one schema for both would null the lines of one kind).
 NO_GROUP_NOTE = "no consumer group in this run (no group_generation or offset_commit event): nothing to judge"
 
 
@@ -125,21 +126,23 @@ def consumer_facts(inp: Inputs) -> ConsumerFacts:
             ),
         }
     )
-    generations = [
-        Generation(
-            str(r["group"]),
-            int(r["generation"]),
-            int(r["ts_ms"]),
-            frozenset(str(m["client_id"]) for m in r["members"] or []),
-            tuple(
-                (str(m["client_id"]), str(topic), int(p))
-                for m in r["members"] or []
-                for topic, parts in (m["assignment"] or {}).items()
-                for p in parts or []
-            ),
+    generations = []
+    for r in got["generations"]:
+        members = [m for m in json.loads(r["members"] or "[]") if isinstance(m, dict)]
+        generations.append(
+            Generation(
+                str(r["group"]),
+                int(r["generation"]),
+                int(r["ts_ms"]),
+                frozenset(str(m.get("client_id")) for m in members),
+                tuple(
+                    (str(m.get("client_id")), str(topic), int(p))
+                    for m in members
+                    for topic, parts in (m.get("assignment") or {}).items()
+                    for p in parts or []
+                ),
+            )
         )
-        for r in got["generations"]
-    ]
     commits = [
         Commit(
             str(r["group"]),
