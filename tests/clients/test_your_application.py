@@ -43,14 +43,14 @@ def seconds(body: dict[str, Any], ts_ms: int) -> float:
     return (ts_ms - int(body["t0_ms"])) / 1000
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_a_kafka_python_consumer_that_commits_past_what_it_read_skips_records(tmp_path: Path) -> None:
     root = tmp_path / "root"
     try:
         proc = run_cli(
             "run", "--data-dir", str(root), "--no-faults", "--duration", "120", "--",
             sys.executable, str(PROGRAMS / "skipping_consumer.py"),
-            check=False, timeout=800,
+            check=False, timeout=1500,
         )  # fmt: skip
         assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # the report: a violation
         body = report(root)
@@ -67,7 +67,7 @@ def test_a_kafka_python_consumer_that_commits_past_what_it_read_skips_records(tm
         stop_everything(root)
 
 
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(2400)
 def test_a_kafkajs_producer_and_group_consumer_through_faults(tmp_path: Path) -> None:
     if shutil.which("node") is None or not (EXAMPLES / "js" / "node_modules" / "kafkajs").is_dir():
         pytest.fail("KafkaJS is not installed: `make kafkajs` (npm install in docs/examples/js)")
@@ -77,7 +77,7 @@ def test_a_kafkajs_producer_and_group_consumer_through_faults(tmp_path: Path) ->
             "run", "--data-dir", str(root), "--seed", "5", "--duration", "150", "--interval", "8",
             "--faults", "kill,term", "--targets", "brokers", "--",
             "node", str(EXAMPLES / "js" / "orders.js"), "--count", "3000", "--pause", "8",
-            check=False, timeout=1100,
+            check=False, timeout=2200,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
         body = report(root)
@@ -102,7 +102,7 @@ def test_a_kafkajs_producer_and_group_consumer_through_faults(tmp_path: Path) ->
         stop_everything(root)
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_a_broker_kill_under_a_librdkafka_producer_is_the_stall_s_fault(tmp_path: Path) -> None:
     """The program kills the leader of its partition itself (`isrsim broker kill`, with ISRSIM_DATA_DIR)
     while it writes: the report's stall on that partition names that kill, not another fault."""
@@ -114,7 +114,7 @@ def test_a_broker_kill_under_a_librdkafka_producer_is_the_stall_s_fault(tmp_path
     try:
         proc = run_cli(
             "run", "--data-dir", str(root), "--no-faults", "--duration", "150", "--", "sh", "-c", program,
-            check=False, timeout=800,
+            check=False, timeout=1500,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
         body = report(root)
