@@ -29,6 +29,16 @@ kcat:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat >/dev/null; \
 	} || { echo "kcat is missing and could not be installed: apt-get install kcat"; exit 1; }
 
+# KafkaJS (npm) for docs/examples/js and tests/clients/test_your_application.py; installed when missing.
+kafkajs:
+	@[ -d docs/examples/js/node_modules/kafkajs ] || { \
+	  command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js (apt-get install nodejs npm)"; exit 1; }; \
+	  echo "installing KafkaJS (npm install in docs/examples/js)"; \
+	  cd docs/examples/js && npm install --no-audit --no-fund --silent; \
+	}
+clients: kafkajs
+.PHONY: kafkajs
+
 # --durations: the slowest tests, so a CI log shows where make test's time goes.
 test: lint kcat
 	$(BIN)/pytest -q --durations=25

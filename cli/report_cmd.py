@@ -90,8 +90,28 @@ def require_report_extra(command: str) -> None:
     "--max-examples", type=int, default=20, show_default=True, help="Violating rows kept per check."
 )
 @click.option("--max-plots", type=int, default=12, show_default=True, help="Partitions with a timeline.")
+@click.option(
+    "--min-progress",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Check progress_during_faults: every fault window saw at least N acknowledged records on the "
+    "program's partitions that kept a leader and min.insync.replicas [off].",
+)
+@click.option(
+    "--include-internal",
+    is_flag=True,
+    help="Show the internal topics (__consumer_offsets, __transaction_state) in the plots, lag panels "
+    "and fault x partition matrix too.",
+)
 def report(
-    data_dir: Path, out: Path | None, master: str | None, verify_crc: bool, max_examples: int, max_plots: int
+    data_dir: Path,
+    out: Path | None,
+    master: str | None,
+    verify_crc: bool,
+    max_examples: int,
+    max_plots: int,
+    min_progress: int | None,
+    include_internal: bool,
 ) -> None:
     """Did the replicas converge, and was anything acknowledged lost or any log diverged?
 
@@ -130,6 +150,8 @@ def report(
             verify_crc=verify_crc,
             max_examples=max_examples,
             max_plots=max_plots,
+            min_progress=min_progress,
+            include_internal=include_internal,
         )
     finally:
         owner.close()

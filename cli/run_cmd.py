@@ -102,6 +102,15 @@ def _bring_up(data_dir: Path, secure: bool, console: Console) -> None:
     help="Protocol-level fault rules (YAML or JSON list, `isrsim fault add`'s options) in force while "
     "COMMAND runs: added at the start, removed at the end (docs/faults.md).",
 )
+@click.option(
+    "--min-progress",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The report's progress_during_faults: at least N records acknowledged during every fault [off].",
+)
+@click.option(
+    "--include-internal", is_flag=True, help="The report shows the internal topics too (isrsim report's)."
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     data_dir: Path,
@@ -117,6 +126,8 @@ def run(
     converge_timeout: float,
     no_report: bool,
     rules_file: Path | None,
+    min_progress: int | None,
+    include_internal: bool,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND (your own program, any language, any Kafka client) against the cluster while a seeded
@@ -266,7 +277,10 @@ def run(
     report: int | None = None
     if not no_report:
         console.print("reporting")
-        report = run_report(root)
+        options = ("--include-internal",) if include_internal else ()
+        if min_progress is not None:
+            options += ("--min-progress", str(min_progress))
+        report = run_report(root, options)
     write_run(root, schedule, outcome, started_ms, None, report, "app: " + " ".join(command))
     if failed:
         console.print(f"[red]the program failed: exit code {code}[/] (output in {log_path})", highlight=False)

@@ -55,6 +55,8 @@ class FigureData:
     lag: dict[str, dict[str, Any]] = field(default_factory=dict)
     matrix: dict[str, Any] = field(default_factory=dict)
     stalls: list[dict[str, Any]] = field(default_factory=list)  # availability's stalls (from_s, to_s ...)
+    # Per client id: records_per_s and latency_p50_ms on ``rate``'s bins (spark_jobs.client_series).
+    clients: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
 
 def rel_s(ts_ms: int | None, t0_ms: int) -> float | None:
@@ -285,7 +287,12 @@ class Story:
     windows: list[Window] = field(default_factory=list)  # the fault windows
 
 
-def build_story(inp: Inputs, bands: list[FaultBand], max_plots: int = 12) -> Story:
+def build_story(
+    inp: Inputs, bands: list[FaultBand], max_plots: int = 12, include_internal: bool = False
+) -> Story:
+    """The plots, lag panels and matrix show the user's topics (``spark_jobs.topics_shown``)."""
+    from spark_jobs.topics_shown import fold_matrix, shown_partitions
+
     events = collect_events(inp.journal)
     stop = final_stop_ms(events)
     last_ts = max((e.ts_ms for e in events if e.event not in QUORUM_EVENTS), default=0)
@@ -308,7 +315,17 @@ def build_story(inp: Inputs, bands: list[FaultBand], max_plots: int = 12) -> Sto
     # Throughput and latency from the workload's journal (its send and answer times); with none (a Kafka
     # client, the bench), throughput from the leaders' acked.jsonl.
     fd.rate = rate_series(inp.acked if inp.stats.acked_lines else inp.acknowledged, t0, end_ms)
-    all_tps = sorted(replicas)
+    from spark_jobs.client_series import client_rates
+
+    fd.clients = client_rates(
+        inp.journal.sparkSession,
+        inp.layout.broker_acked_journals,
+        t0,
+        float(fd.rate.get("bin_s", 0)),
+        len(fd.rate.get("t_s", [])),
+        include_internal,
+    )
+    all_tps = shown_partitions(sorted(replicas), include_internal)
     tps = all_tps[:max_plots]
     note = (
         f"lag plots drawn for the first {len(tps)} of {len(all_tps)} partitions"
@@ -328,7 +345,7 @@ def build_story(inp: Inputs, bands: list[FaultBand], max_plots: int = 12) -> Sto
             fd.lag.setdefault(
                 f"{tp[0]}-{tp[1]}", {"topic": tp[0], "partition": tp[1], "brokers": {}, "leader_changes": []}
             )
-    fd.matrix = fault_matrix(windows, events, all_tps, t0, until)
+    fd.matrix = fold_matrix(fault_matrix(windows, events, all_tps, t0, until), all_tps)
     for row in per_fault:
         for k in ("start_ms", "end_ms", "converged_ms"):
             row[k.replace("_ms", "_s")] = rel_s(row[k], t0)

@@ -62,6 +62,8 @@ CHECKED_UNITS = {
     "no_duplicates": "batches",
     "committed_offsets_not_lost": "committed offsets",
     "committed_offsets_below_hw": "committed offsets",
+    "consumer_no_skip": "commits",
+    "consumer_redelivery": "offsets served",
 }
 # Columns holding epoch milliseconds, shown in tables as seconds since the first event.
 TIME_COLUMNS = ("ts_ms", "prev_ts", "trunc_ts", "elected_ts", "acked_ms", "sent_ms", "first_ts_ms")

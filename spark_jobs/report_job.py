@@ -193,6 +193,8 @@ def run_report(
     verify_crc: bool = True,
     max_examples: int = 20,
     max_plots: int = 12,
+    min_progress: int | None = None,
+    include_internal: bool = False,
 ) -> ReportOutcome:
     """Run every check on the cluster root ``data_dir`` and write the report into ``out_dir``.
 
@@ -200,7 +202,15 @@ def run_report(
     wrong ``data_dir``, or one with nothing to judge, is reported without starting Spark). Progress goes to
     ``console`` (default: stderr), the summary, verdict first, to ``summary`` (default: ``console`` when
     one is given, else stdout)."""
-    from spark_jobs import checks, compaction_checks, group_checks, journal_checks, quorum_checks, txn_checks
+    from spark_jobs import (
+        checks,
+        compaction_checks,
+        consumer_checks,
+        group_checks,
+        journal_checks,
+        quorum_checks,
+        txn_checks,
+    )
     from spark_jobs.inputs import load_inputs
     from spark_jobs.render import (
         nothing_report,
@@ -263,6 +273,8 @@ def run_report(
         txn_checks.check_transactions_atomic,
         txn_checks.check_read_committed_isolated,
         txn_checks.check_no_hanging_transactions,
+        consumer_checks.check_consumer_no_skip,
+        consumer_checks.check_consumer_redelivery,
     ]
     results = []
     for step in steps:
@@ -279,7 +291,7 @@ def run_report(
 
     bands = fault_bands(read_fault_log(Path(data_dir)))
     with phases.phase("time to converge, fault windows"):
-        story = build_story(inputs, bands, max_plots)
+        story = build_story(inputs, bands, max_plots, include_internal)
     with phases.phase("availability: stalls and their causes; clients"):
         availability, clients = measure_availability(spark, inputs, story)
     with phases.phase("writes in flight during faults"):
@@ -287,6 +299,13 @@ def run_report(
         from spark_jobs.fault_overlap import writes_during_faults
 
         in_flight = writes_during_faults(inputs.acknowledged, story.windows, final_stop_ms(story.events))
+    if min_progress is not None:
+        from spark_jobs.progress_check import check_progress_during_faults
+
+        with phases.phase("check: progress during faults"):
+            results.append(
+                check_progress_during_faults(inputs, story.events, story.windows, min_progress, max_examples)
+            )
     conv = next((r for r in results if r.name == "convergence"), None)
     if conv is not None:
         conv.extra["time_to_converge"] = story.per_partition
@@ -482,6 +501,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--master", default=None, help="Spark master (default local[*], or spark-submit's)")
     p.add_argument("--no-verify-crc", action="store_true", help="read headers only, skip CRC checks")
     p.add_argument("--max-examples", type=int, default=20)
+    p.add_argument("--min-progress", type=int, default=None, help="progress_during_faults: records per fault")
+    p.add_argument("--include-internal", action="store_true", help="plot internal topics too")
     return p.parse_args(argv)
 
 
@@ -511,7 +532,13 @@ def main(argv: list[str] | None = None) -> int:
     owner = SessionOwner(args.master)
     try:
         outcome = run_report(
-            owner, args.data_dir, args.out, verify_crc=not args.no_verify_crc, max_examples=args.max_examples
+            owner,
+            args.data_dir,
+            args.out,
+            verify_crc=not args.no_verify_crc,
+            max_examples=args.max_examples,
+            min_progress=args.min_progress,
+            include_internal=args.include_internal,
         )
     finally:
         owner.close()

@@ -114,7 +114,8 @@ def draw_overview(fd: FigureData) -> str:
     rate = fd.rate
     _shade(thr, fd)
     if rate.get("t_s"):
-        thr.step(rate["t_s"], rate["records_per_s"], where="post", color="tab:blue", label="records/s acked")
+        thr.step(rate["t_s"], rate["records_per_s"], where="post", color="tab:blue", label="all clients")
+        _client_lines(thr, rate, fd.clients, "records_per_s")
     else:
         thr.text(
             0.5, 0.5, "no acknowledged batch (no workload journal)", transform=thr.transAxes, ha="center"
@@ -138,12 +139,18 @@ def draw_overview(fd: FigureData) -> str:
             # Markers too: a bin between empty ones (a sparse workload) is otherwise a dash too short to see.
             lat.step(rate["t_s"], ys, where="post", color=colour, label=label, linewidth=1.1)
             lat.plot([t + rate["bin_s"] / 2 for t in rate["t_s"]], ys, "o", color=colour, markersize=2.2)
+        _client_lines(lat, rate, fd.clients, "latency_p50_ms")
         lat.set_yscale("symlog", linthresh=10)
         lat.legend(
             fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), title="latency", title_fontsize=7
         )
     lat.set_ylabel("ms", fontsize=8)
-    lat.set_title("commit latency: acked_ms - sent_ms of each batch", fontsize=9, loc="left")
+    lat.set_title(
+        "commit latency: acked_ms - sent_ms of each batch; dashed: each client's p50 at its leaders "
+        "(acknowledged - received)",
+        fontsize=9,
+        loc="left",
+    )
     lat.set_xlabel("seconds since t0, the first event of the run", fontsize=8)
     _axes_style(lat, fd)
     fig.tight_layout()
@@ -220,3 +227,22 @@ def draw_lag(fd: FigureData, name: str) -> str:
 
 
 __all__ = ["BAND_COLOURS", "BROKER_COLOURS", "band_colour", "broker_colour", "draw_lag", "draw_overview"]
+
+
+def _client_lines(ax: Any, rate: dict[str, Any], clients: dict[str, dict[str, list[Any]]], key: str) -> None:
+    """One dashed line per client id (``FigureData.clients``), labelled with it; a legend when any."""
+    if not clients:
+        return
+    for i, (client, series) in enumerate(sorted(clients.items())):
+        ys = [float("nan") if v is None else v for v in series[key]]
+        label = f"{client} (p50)" if key.startswith("latency") else client
+        ax.step(
+            rate["t_s"],
+            ys,
+            where="post",
+            linestyle="--",
+            linewidth=1.0,
+            color=f"C{(i + 2) % 10}",
+            label=label,
+        )
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0))

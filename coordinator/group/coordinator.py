@@ -27,6 +27,7 @@ from coordinator.group.coordinator_core import (
     GroupConfig,
     GroupCoordinatorCore,
     GroupRebalanced,
+    RebalanceStarted,
     Respond,
     StoreGroup,
     StoreOffsets,
@@ -266,6 +267,8 @@ class GroupCoordinator:
                 self._store_txn_offsets(effect)
             elif isinstance(effect, TxnOffsetsCommitted):
                 self._journal_txn_commit(effect)
+            elif isinstance(effect, RebalanceStarted):
+                self._journal_rebalance_started(effect)
 
     def _append(
         self,
@@ -449,6 +452,27 @@ class GroupCoordinator:
             generation=store.generation_id,
             protocol=group.protocol_name,
             members=members,
+        )
+
+    def _journal_rebalance_started(self, event: RebalanceStarted) -> None:
+        """``rebalance_started``: the group left ``state`` (generation ``generation``) for PreparingRebalance;
+        the report's rebalance window runs from here to the group's next ``group_generation``."""
+        log.info(
+            "broker %d: preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
+            self.broker_id,
+            event.group_id,
+            event.state,
+            event.generation_id,
+            event.reason,
+        )
+        self.journal.emit_partition(
+            "rebalance_started",
+            (GROUP_METADATA_TOPIC_NAME, event.partition),
+            group=event.group_id,
+            generation=event.generation_id,
+            state=event.state,
+            cause=event.cause,
+            reason=event.reason,
         )
 
     def _journal_rebalance(self, event: GroupRebalanced) -> None:

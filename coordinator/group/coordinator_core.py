@@ -43,6 +43,7 @@ from coordinator.group.effects import (
     LeaveResult,
     LoadedGroup,
     MemberSummary,
+    RebalanceStarted,
     Respond,
     StoreGroup,
     StoreOffsets,
@@ -75,6 +76,7 @@ __all__ = [
     "LeaveResult",
     "LoadedGroup",
     "MemberSummary",
+    "RebalanceStarted",
     "Respond",
     "StoreGroup",
     "StoreOffsets",
@@ -403,7 +405,7 @@ class GroupCoordinatorCore(OffsetsCore):
             group.new_member_added = True
         group.add(member, token)
         member.heartbeat_deadline_ms = self.clock() + NEW_MEMBER_JOIN_TIMEOUT_MS
-        return self._maybe_prepare_rebalance(group)
+        return self._maybe_prepare_rebalance(group, "member_joined", f"adding new member {member_id}")
 
     def _update_static_member_and_rebalance(
         self,
@@ -431,7 +433,9 @@ class GroupCoordinatorCore(OffsetsCore):
         group.update_member(member, list(protocols), rebalance_timeout_ms, session_timeout_ms, token)
         if group.is_state(GroupState.STABLE):
             if group.select_protocol() != group.protocol_name:
-                return effects + self._maybe_prepare_rebalance(group)
+                return effects + self._maybe_prepare_rebalance(
+                    group, "member_updated", f"updating metadata for static member {new_id}"
+                )
             group.take_join_token(member)
             current = {m.member_id: m.assignment for m in group.members.values()}
             value = self._group_value(group, current)
@@ -444,7 +448,9 @@ class GroupCoordinatorCore(OffsetsCore):
             result = self._join_result(group, new_id, include_members=False)
             return [*effects, Respond(token, dataclasses.replace(result, leader_id=leader or ""))]
         if group.is_state(GroupState.COMPLETING_REBALANCE):
-            return effects + self._prepare_rebalance(group)
+            return effects + self._prepare_rebalance(
+                group, "member_joined", f"static member {old_id} rejoined as {new_id}"
+            )
         return effects
 
     def _update_member_and_rebalance(
@@ -456,16 +462,30 @@ class GroupCoordinatorCore(OffsetsCore):
         session_timeout_ms: int,
         token: object,
     ) -> list[Effect]:
+        state = group.state.value
         group.update_member(member, list(protocols), rebalance_timeout_ms, session_timeout_ms, token)
-        return self._maybe_prepare_rebalance(group)
+        return self._maybe_prepare_rebalance(
+            group, "member_updated", f"updating metadata for member {member.member_id} during {state}"
+        )
 
-    def _maybe_prepare_rebalance(self, group: GroupMetadata) -> list[Effect]:
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, cause: str, reason: str) -> list[Effect]:
         if group.can_rebalance():
-            return self._prepare_rebalance(group)
+            return self._prepare_rebalance(group, cause, reason)
         return []
 
-    def _prepare_rebalance(self, group: GroupMetadata) -> list[Effect]:
-        effects: list[Effect] = []
+    def _prepare_rebalance(self, group: GroupMetadata, cause: str, reason: str) -> list[Effect]:
+        """Kafka's ``prepareRebalance``: the group goes to PreparingRebalance (journaled as
+        ``rebalance_started`` with ``cause`` and Kafka's ``reason``)."""
+        effects: list[Effect] = [
+            RebalanceStarted(
+                group.group_id,
+                self.partition_for(group.group_id),
+                group.generation_id,
+                group.state.value,
+                cause,
+                reason,
+            )
+        ]
         if group.is_state(GroupState.COMPLETING_REBALANCE):
             effects += self._reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS)
         group.pending_sync_members.clear()
@@ -625,7 +645,9 @@ class GroupCoordinatorCore(OffsetsCore):
             return []
         if error != Errors.NONE:
             effects = self._reset_and_propagate_assignment_error(group, convert_group_store_error(error))
-            return effects + self._maybe_prepare_rebalance(group)
+            return effects + self._maybe_prepare_rebalance(
+                group, "store_failed", f"error {error.name} when storing group assignment during SyncGroup"
+            )
         assignment = pending[1]
         for member in group.members.values():
             member.assignment = assignment.get(member.member_id, b"")
@@ -727,7 +749,7 @@ class GroupCoordinatorCore(OffsetsCore):
                 if known is None:
                     results.append(LeaveMemberResult(member_id, instance_id, Errors.UNKNOWN_MEMBER_ID))
                     continue
-                effects += self._remove_member_and_update_group(group, group.get(known))
+                effects += self._remove_member_and_update_group(group, group.get(known), "member_left")
                 results.append(LeaveMemberResult(member_id, instance_id, Errors.NONE))
             elif group.is_pending_member(member_id):
                 group.remove(member_id)
@@ -737,11 +759,14 @@ class GroupCoordinatorCore(OffsetsCore):
             elif member_id == UNKNOWN_MEMBER_ID or not group.has(member_id):
                 results.append(LeaveMemberResult(member_id, instance_id, Errors.UNKNOWN_MEMBER_ID))
             else:
-                effects += self._remove_member_and_update_group(group, group.get(member_id))
+                effects += self._remove_member_and_update_group(group, group.get(member_id), "member_left")
                 results.append(LeaveMemberResult(member_id, instance_id, Errors.NONE))
         return [Respond(token, LeaveResult(Errors.NONE, results)), *effects]
 
-    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> list[Effect]:
+    def _remove_member_and_update_group(
+        self, group: GroupMetadata, member: MemberMetadata, cause: str
+    ) -> list[Effect]:
+        """``cause``: ``member_left`` (LeaveGroup) or ``member_expired`` (no heartbeat in time)."""
         effects: list[Effect] = []
         token = group.take_join_token(member)
         if token is not None:
@@ -749,7 +774,10 @@ class GroupCoordinatorCore(OffsetsCore):
         group.remove(member.member_id)
         member.heartbeat_deadline_ms = None
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            effects += self._maybe_prepare_rebalance(group)
+            why = "on LeaveGroup" if cause == "member_left" else "on heartbeat expiration"
+            effects += self._maybe_prepare_rebalance(
+                group, cause, f"removing member {member.member_id} {why}"
+            )
         elif group.is_state(GroupState.PREPARING_REBALANCE):
             effects += self._try_complete_join(group)
         return effects
@@ -826,7 +854,7 @@ class GroupCoordinatorCore(OffsetsCore):
                 if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
                     member.heartbeat_deadline_ms = None  # a member in a rebalance needs no heartbeat
                     continue
-                effects += self._remove_member_and_update_group(group, member)
+                effects += self._remove_member_and_update_group(group, member, "member_expired")
             if group.join_deadline_ms is not None and group.join_deadline_ms <= now:
                 effects += self._on_join_deadline(group)
             if group.sync_deadline_ms is not None and group.sync_deadline_ms <= now:
@@ -842,9 +870,12 @@ class GroupCoordinatorCore(OffsetsCore):
             return []
         if not group.pending_sync_members:
             return []
-        for member_id in sorted(group.pending_sync_members):
+        late = sorted(group.pending_sync_members)
+        for member_id in late:
             group.remove(member_id)
-        return self._prepare_rebalance(group)
+        return self._prepare_rebalance(
+            group, "member_expired", f"removing {', '.join(late)} on pending sync request expiration"
+        )
 
     # ------------------------------------------------------------------ records
 

@@ -138,6 +138,20 @@ class GroupRebalanced:
 
 
 @dataclass(frozen=True, slots=True)
+class RebalanceStarted:
+    """The group went to PreparingRebalance (for the journal's ``rebalance_started``): the generation and
+    state it left, ``cause`` (``member_joined``, ``member_left``, ``member_expired``, ``member_updated``,
+    ``store_failed``) and Kafka's reason in words."""
+
+    group_id: str
+    partition: int
+    generation_id: int
+    state: str
+    cause: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class StoreTombstones:
     """Write tombstones to the group's ``__consumer_offsets`` partition with acks=all: one per offset in
     ``offsets`` and, with ``group_tombstone``, the group's metadata (the group is deleted). Nothing waits
@@ -190,6 +204,7 @@ Effect = (
     | GroupRebalanced
     | StoreTxnOffsets
     | TxnOffsetsCommitted
+    | RebalanceStarted
 )
 
 

@@ -498,9 +498,20 @@ def summary(schedule: Schedule) -> str:
     return f"schedule: {len(schedule.steps)} faults over {schedule.duration_s:g}s ({counts})"
 
 
-def run_report(root: Path) -> int:
+def run_report(root: Path, options: tuple[str, ...] = ()) -> int:
+    """``isrsim report`` on ``root`` (with the report's ``options``); its exit code."""
     proc = subprocess.run(
-        [sys.executable, "-m", "cli.main", "report", "--data-dir", str(root), "--out", str(root / "report")]
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "report",
+            "--data-dir",
+            str(root),
+            "--out",
+            str(root / "report"),
+            *options,
+        ]
     )
     return proc.returncode
 

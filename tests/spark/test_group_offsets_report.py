@@ -133,3 +133,19 @@ def test_a_commit_cut_from_a_replica_fails(spark: Any, failover_root: Path, tmp_
     assert {(x["broker"], x["base_offset"], x["problem"]) for x in lost.examples} == {
         (victim.id, last["base_offset"], "missing")
     }
+
+
+def test_the_consumer_checks_judge_every_commit_of_the_group(
+    spark: Any, failover_root: Path, tmp_path: Path
+) -> None:
+    """`isrsim consume --group` commits only what it read: no skip, through the coordinator's SIGKILL; each
+    later run of it rejoins the group (a rebalance window per generation after the first)."""
+    outcome = _report(spark, failover_root, tmp_path / "report")
+    skip = _check(outcome, "consumer_no_skip")
+    again = _check(outcome, "consumer_redelivery")
+    assert skip["verdict"] == "valid" and skip["checked"], skip
+    assert again["verdict"] == "valid" and again["checked"] >= 80, again
+    (group,) = [g for g in again["extra"]["groups"] if g["group"] == GROUP]
+    assert group["distinct_offsets"] == 80
+    windows = [w for w in again["extra"]["rebalance_windows"] if w["group"] == GROUP]
+    assert windows and all(w["end_ts"] is not None for w in windows), windows

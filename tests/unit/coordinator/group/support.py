@@ -15,6 +15,7 @@ from coordinator.group.coordinator_core import (
     GroupRebalanced,
     JoinResult,
     LeaveResult,
+    RebalanceStarted,
     Respond,
     StoreGroup,
     StoreOffsets,
@@ -40,6 +41,7 @@ class Harness:
     group_writes: list[StoreGroup] = field(default_factory=list)
     offset_writes: list[StoreOffsets] = field(default_factory=list)
     rebalanced: list[GroupRebalanced] = field(default_factory=list)
+    started: list[RebalanceStarted] = field(default_factory=list)
     tombstones: list[StoreTombstones] = field(default_factory=list)
     auto_store: bool = True
 
@@ -68,6 +70,8 @@ class Harness:
                     self.apply(self.core.on_offsets_stored(effect, Errors.NONE))
             elif isinstance(effect, StoreTombstones):
                 self.tombstones.append(effect)
+            elif isinstance(effect, RebalanceStarted):
+                self.started.append(effect)
             else:
                 self.rebalanced.append(effect)
 

@@ -645,3 +645,23 @@ def test_metrics_counts() -> None:
     assert h.core.state_counts()[GroupState.STABLE] == 1
     assert h.core.num_offsets() == 1
     assert h.core.completed_rebalances == 1 and h.core.offset_commits == 1
+
+
+def test_every_rebalance_start_names_its_cause_and_the_generation_it_left() -> None:
+    """``rebalance_started`` (the report's rebalance windows): a join, a LeaveGroup and a member whose
+    heartbeats stopped each start one, from the generation in force, in Kafka's words."""
+    h = Harness()
+    ids, generation = h.stable_group("a", "b")
+    assert [(s.cause, s.generation_id, s.state) for s in h.started] == [("member_joined", 0, "Empty")]
+    h.started.clear()
+    h.leave(ids[1])
+    assert [(s.cause, s.generation_id, s.state) for s in h.started] == [("member_left", generation, "Stable")]
+    assert h.started[0].reason == f"removing member {ids[1]} on LeaveGroup"
+    h.started.clear()
+    result = h.join("rejoin", ids[0])
+    assert result is not None and result.generation_id == generation + 1
+    h.sync("s", ids[0], generation + 1, {ids[0]: b"all"})
+    assert h.state() is GroupState.STABLE and h.started == []
+    h.advance(SESSION + 1)  # no heartbeat from the remaining member
+    assert [(s.cause, s.generation_id) for s in h.started] == [("member_expired", generation + 1)]
+    assert h.started[0].reason == f"removing member {ids[0]} on heartbeat expiration"
