@@ -41,11 +41,26 @@ td.first{font-size:12px;max-width:520px;color:#444}
 """
 
 VERDICT_WORDS = {
-    "valid": "every check examined something and found no violation",
+    "valid": "no check found a violation, and every check examined something",
     "invalid": "a check found a violation",
     "unknown": "no violation found, but a check had nothing to examine (its input is missing or empty)",
     "unreadable": "the input cannot be read",
 }
+
+
+def verdict_words(verdict: str, checks: list[dict[str, Any]]) -> str:
+    """The header's sentence under the verdict; it never claims that a check examined something when it
+    did not (a check whose kind of input the run did not have passes with a note, and is named here)."""
+    if verdict == "valid":
+        idle = [c["name"] for c in checks if c.get("verdict") == "valid" and not c.get("checked")]
+        if idle:
+            return (
+                f"no check found a violation; {len(idle)} of {len(checks)} had nothing of their kind in this "
+                f"run ({', '.join(idle)})"
+            )
+    return VERDICT_WORDS.get(verdict, "")
+
+
 # What each check counts in ``checked``.
 CHECKED_UNITS = {
     "convergence": "partitions",
@@ -239,7 +254,7 @@ def write_html(path: Path, report: dict[str, Any], figures: dict[str, str]) -> N
         "<!doctype html><html><head><meta charset='utf-8'><title>isrsim consistency report: "
         f"{_e(verdict)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Consistency report: {_verdict_span(verdict)}</h1>",
-        f"<p><b>{_e(VERDICT_WORDS.get(verdict, ''))}</b> · {len(report['checks'])} checks: "
+        f"<p><b>{_e(verdict_words(verdict, report['checks']))}</b> · {len(report['checks'])} checks: "
         f"{_e(count_text)}</p>",
         *(
             [f"<p class='explain'>{_e(n)}</p>"]
@@ -430,7 +445,7 @@ def render_terminal(console: Console, report: dict[str, Any], out: Path) -> None
     line = Text(first, style="bold")
     line.stylize(style.get(verdict, ""), 15, 15 + len(verdict))
     console.print(line, soft_wrap=True, highlight=False, crop=False, overflow="ignore")
-    _say(console, f"  {VERDICT_WORDS.get(verdict, '')}", 2, "dim")
+    _say(console, f"  {verdict_words(verdict, report['checks'])}", 2, "dim")
     notice = fault_notice(report.get("writes_during_faults"))
     if notice:
         _say(console, f"  {notice}", 2, "yellow")
