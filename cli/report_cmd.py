@@ -121,7 +121,7 @@ def report(
 
     \b
     Exit codes (the verdict, as Jepsen words it):
-      0  valid: every check examined something and found no violation
+      0  valid: no check found a violation
       1  invalid: a check found a violation
       2  the input cannot be read (the message names the file)
       3  unknown: no violation, but a check had nothing to examine

@@ -2,7 +2,7 @@
 write ``report.json`` and ``report.html``.
 
 Run it as ``isrsim report --data-dir ROOT`` or ``spark-submit spark_jobs/report_job.py --data-dir ROOT``.
-Exit code: 0 valid (every check examined something and found no violation), 1 invalid (a check found a
+Exit code: 0 valid (no check found a violation), 1 invalid (a check found a
 violation), 2 the input cannot be read, 3 unknown (no violation, but a check had nothing to examine).
 """
 
