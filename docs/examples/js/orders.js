@@ -21,10 +21,15 @@ const kafka = new Kafka({
   retry: { retries: 30, initialRetryTime: 300, maxRetryTime: 3000 },
 });
 
+// Each send carries one key, so one partition. KafkaJS 2.2.4 (sendMessages.js) does not send again to a
+// broker that already answered a send: when a send spans partitions on two brokers, one of them dies and its
+// partition moves to the other, that partition's messages are dropped while the send resolves (measured
+// here: 20 of 3,000 records acknowledged by no broker, the program told they were sent).
 async function produce(producer, from, to) {
   for (let i = from; i < to; i += 50) {
     const messages = [];
-    for (let j = i; j < Math.min(i + 50, to); j++) messages.push({ key: `k${j % 10}`, value: `order-${j}` });
+    const key = `k${(i / 50) % 10}`;
+    for (let j = i; j < Math.min(i + 50, to); j++) messages.push({ key, value: `order-${j}` });
     await producer.send({ topic, acks: -1, messages });
   }
 }
