@@ -30,7 +30,7 @@ kcat:
 	} || { echo "kcat is missing and could not be installed: apt-get install kcat"; exit 1; }
 
 # KafkaJS (npm) for docs/examples/js and tests/clients/test_your_application.py; installed when missing.
-kafkajs:
+kafkajs: client-deps
 	@[ -d docs/examples/js/node_modules/kafkajs ] || { \
 	  command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js (apt-get install nodejs npm)"; exit 1; }; \
 	  echo "installing KafkaJS (npm install in docs/examples/js)"; \
@@ -40,8 +40,10 @@ clients: kafkajs
 .PHONY: kafkajs
 
 # --durations: the slowest tests, so a CI log shows where make test's time goes.
+# Three test processes (pytest-xdist), a file's tests in one of them (its module fixtures, clusters
+# included, are made once): most of the suite waits on real processes, so three share two cores well.
 test: lint kcat
-	$(BIN)/pytest -q --durations=25
+	$(BIN)/pytest -q -n 3 --dist loadfile --durations=25
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
@@ -54,7 +56,7 @@ integration: $(STAMP) kcat
 # librdkafka, a chaos run driven by librdkafka, and the idempotence stories (30 % of answers lost across
 # failovers and restarts), protocol-level fault rules, transactions, retention, and a clean librdkafka run's report.
 clients: $(STAMP) kcat client-deps
-	$(BIN)/pytest -q -m clients tests/clients tests/integration/test_idempotence.py tests/spark/test_clean_run.py
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15 -m clients tests/clients tests/integration/test_idempotence.py tests/spark/test_clean_run.py
 
 # The Go (Sarama, Debian) and JavaScript (KafkaJS, npm) clients of tests/clients, installed and built when
 # missing, outside the clone (scripts/client_suites/setup_clients.sh).

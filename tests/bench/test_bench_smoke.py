@@ -21,7 +21,7 @@ from lab.bench.runner import NAMES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUICK = ("ceiling", "throughput", "latency", "security", "kafka-client")
-SLOW = ("failover", "catchup", "fetch-sessions", "report", "transactions")
+SLOW = ("failover", "catchup", "fetch-sessions", "report", "transactions", "sim")
 
 
 def run_smoke(tmp_path: Path, names: tuple[str, ...], timeout: float) -> tuple[dict[str, Any], str]:

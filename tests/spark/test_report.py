@@ -91,6 +91,12 @@ def test_clean_run_passes_every_check(clean_run: Any) -> None:
         "no_duplicates",
         "committed_offsets_not_lost",
         "committed_offsets_below_hw",
+        "compaction_kept_latest",
+        "transactions_atomic",
+        "read_committed_isolated",
+        "no_hanging_transactions",
+        "consumer_no_skip",
+        "consumer_redelivery",
     ]
     acked = _check(outcome, "acked_not_lost")
     assert acked["checked"] == 80  # each batch once, though the leader and the workload both journaled it
@@ -106,7 +112,7 @@ def test_clean_run_passes_every_check(clean_run: Any) -> None:
     assert a["longest_stall_s"] == max((st["seconds"] for st in a["stalls"]), default=0.0)
     console = (outcome.out_dir.parent / "console.txt").read_text().splitlines()
     first = next(line for line in console if line.startswith("isrsim report:"))
-    assert first.startswith("isrsim report: VALID  (14 valid); 100 % of intended writes acknowledged; ")
+    assert first.startswith("isrsim report: VALID  (20 valid); 100 % of intended writes acknowledged; ")
     assert "; longest stall " in first and first.endswith(" s"), first
 
 
@@ -186,7 +192,7 @@ def test_unknown_where_nothing_could_be_checked(
     assert report["verdict"] == "unknown" and report["schema_version"] == 2
     unknown = {c["name"]: c["checked"] for c in report["checks"] if c["verdict"] == "unknown"}
     assert unknown == {"log_matching": 0, "acked_not_lost": 0}
-    assert report["verdict_counts"] == {"valid": 12, "invalid": 0, "unknown": 2}
+    assert report["verdict_counts"] == {"valid": 18, "invalid": 0, "unknown": 2}
     assert all(c["passed"] for c in report["checks"])
     checks = {c["name"]: c for c in report["checks"]}
     assert report["inputs"]["max_replicas_per_partition"] == 1
@@ -222,7 +228,19 @@ def test_damaged_run_fails_with_exit_code_1(damaged_run: Any) -> None:
     quorum = {"one_leader_per_epoch", "metadata_log_matching", "no_stale_controller_obeyed"}
     # Nor do the committed-offsets checks: no consumer group ran (test_group_checks.py damages those).
     groups = {"committed_offsets_not_lost", "committed_offsets_below_hw"}
-    damaged = [c for c in outcome.report["checks"] if c["name"] not in {*quorum, *groups, "no_duplicates"}]
+    # Nor those of inputs this run did not have: a compacted topic, transactions, consumer groups (their own
+    # tests damage those).
+    absent = {
+        "compaction_kept_latest",
+        "transactions_atomic",
+        "read_committed_isolated",
+        "no_hanging_transactions",
+        "consumer_no_skip",
+        "consumer_redelivery",
+    }
+    damaged = [
+        c for c in outcome.report["checks"] if c["name"] not in {*quorum, *groups, *absent, "no_duplicates"}
+    ]
     assert {c["verdict"] for c in damaged} == {"invalid"}
     assert all(not c["passed"] for c in damaged)
     assert {c["verdict"] for c in outcome.report["checks"] if c["name"] in quorum} == {"valid"}
