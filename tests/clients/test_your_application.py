@@ -100,26 +100,3 @@ def test_a_kafkajs_producer_and_group_consumer_through_faults(tmp_path: Path) ->
         assert all(s["cause"] != "unknown" or s["fault"] for s in inside), inside
     finally:
         stop_everything(root)
-
-
-@pytest.mark.timeout(1800)
-def test_a_broker_kill_under_a_librdkafka_producer_is_the_stall_s_fault(tmp_path: Path) -> None:
-    """The program kills the leader of its partition itself (`isrsim broker kill`, with ISRSIM_DATA_DIR)
-    while it writes: the report's stall on that partition names that kill, not another fault."""
-    root = tmp_path / "root"
-    program = (
-        f"{sys.executable} {EXAMPLES / 'confluent_producer.py'} --topic kills --count 60000 & "
-        f"sleep 6 && {sys.executable} -m cli.main broker kill 1 --signal KILL && wait"
-    )
-    try:
-        proc = run_cli(
-            "run", "--data-dir", str(root), "--no-faults", "--duration", "150", "--", "sh", "-c", program,
-            check=False, timeout=1500,
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
-        body = report(root)
-        stalls = [s for s in body["availability"]["stalls"] if s["topic"] == "kills"]
-        assert stalls, body["availability"]
-        assert all(s["fault"] and "kill 1" in s["fault"] for s in stalls), stalls
-    finally:
-        stop_everything(root)
